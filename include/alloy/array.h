@@ -1,0 +1,110 @@
+// Array: a lazy, reference-counted handle to an n-d array on a device.
+//
+// An array is either materialized (it owns a view of a buffer) or pending (it is the output of a
+// primitive, e.g. a custom Metal kernel, whose inputs are arrays). eval() materializes it; reading
+// data evaluates implicitly. Views (slices with steps, transposes) share the buffer of their source.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "alloy/device.h"
+#include "alloy/dtype.h"
+
+namespace alloy {
+
+using Shape = std::vector<int64_t>;
+using Strides = std::vector<int64_t>;  // in elements, may be negative
+
+struct ArrayNode;  // internal (src/core/array_node.h)
+
+/// One axis of a slice: start, stop (exclusive), step; python-like defaults and negatives.
+struct Slice {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+};
+
+class Array {
+ public:
+  Array() = default;
+  /// 0-d scalars. As in MLX, a C++ float becomes float32, an int int32, a bool bool.
+  Array(float v);
+  Array(int v);
+  Array(bool v);
+  /// Creates an array from host data of `dtype`, row-major, copied to `device`.
+  static Array from_bytes(const void* data, Shape shape, Dtype dtype,
+                          std::optional<Device> device = std::nullopt);
+  /// Creates an array of `dtype` from float64 values (converted with round-to-nearest).
+  static Array from_doubles(const std::vector<double>& values, Shape shape, Dtype dtype,
+                            std::optional<Device> device = std::nullopt);
+  template <class T>
+  static Array from_vector(const std::vector<T>& v, Shape shape, Dtype dtype,
+                           std::optional<Device> device = std::nullopt) {
+    return from_bytes(v.data(), std::move(shape), dtype, device);
+  }
+
+  bool valid() const { return node_ != nullptr; }
+  Dtype dtype() const;
+  const Shape& shape() const;
+  int64_t shape(int axis) const;
+  const Strides& strides() const;
+  int64_t offset() const;  // in elements, into the buffer
+  Device device() const;
+  int ndim() const;
+  int64_t size() const;
+  size_t nbytes() const;  // size() * itemsize
+  size_t itemsize() const { return size_of(dtype()); }
+
+  /// True when the array is materialized.
+  bool is_evaluated() const;
+  /// Materializes the array (and what it depends on). GPU work is enqueued, not waited for.
+  void eval() const;
+  /// Row-major contiguous with offset 0 into its buffer's first element?
+  bool is_row_contiguous() const;
+
+  /// Row-major bytes of the logical array (evaluates; copies from the GPU if needed).
+  std::vector<uint8_t> to_bytes() const;
+  /// Logical elements converted to double (any dtype; complex64 gives the real parts).
+  std::vector<double> to_doubles() const;
+  template <class T>
+  std::vector<T> to_vector() const {
+    auto b = to_bytes();
+    std::vector<T> out(b.size() / sizeof(T));
+    std::copy(b.begin(), b.begin() + out.size() * sizeof(T), reinterpret_cast<uint8_t*>(out.data()));
+    return out;
+  }
+  /// Scalar value of a 1-element array as double.
+  double item() const;
+
+  /// Strided view: one Slice per leading axis (missing axes are taken whole).
+  Array slice(const std::vector<Slice>& slices) const;
+  /// Transposed view; empty `axes` reverses them.
+  Array transpose(std::vector<int> axes = {}) const;
+  /// Same data as a row-major contiguous array (a copy unless it already is one).
+  Array contiguous() const;
+  /// Copy on another device.
+  Array to(Device device) const;
+
+  std::shared_ptr<ArrayNode> node() const { return node_; }
+  explicit Array(std::shared_ptr<ArrayNode> node) : node_(std::move(node)) {}
+
+ private:
+  std::shared_ptr<ArrayNode> node_;
+};
+
+/// Evaluates several arrays together.
+void eval(const std::vector<Array>& arrays);
+/// Waits until the work enqueued on `device` has finished (no-op for the CPU).
+void synchronize(std::optional<Device> device = std::nullopt);
+
+// Creation helpers (row-major, materialized on `device`, default device when omitted).
+Array zeros(const Shape& shape, Dtype dtype, std::optional<Device> device = std::nullopt);
+Array full(const Shape& shape, double value, Dtype dtype,
+           std::optional<Device> device = std::nullopt);
+Array arange(int64_t n, Dtype dtype, std::optional<Device> device = std::nullopt);
+/// Uniform random values in [low, high), deterministic for a seed.
+Array random_uniform(const Shape& shape, Dtype dtype, double low = -1.0, double high = 1.0,
+                     uint64_t seed = 0, std::optional<Device> device = std::nullopt);
+
+}  // namespace alloy

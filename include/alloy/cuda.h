@@ -1,0 +1,35 @@
+// The CUDA backend, as seen from user code: is a GPU there, what is it, how much memory does
+// Alloy hold on it. The driver and NVRTC are loaded at run time, so every function here works (and
+// reports "unavailable") on machines without CUDA.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace alloy::cuda {
+
+/// True when the CUDA driver (libcuda.so.1) loaded and a device was found. Alloy uses device 0 of
+/// those CUDA_VISIBLE_DEVICES shows.
+bool is_available();
+/// Why is_available() is false ("" when it is true).
+std::string unavailable_reason();
+/// The device's name ("NVIDIA H100 80GB HBM3"), "" when unavailable.
+std::string device_name();
+/// The device's architecture as NVRTC names it ("sm_90"), "" when unavailable.
+std::string device_arch();
+
+/// Device memory held by Alloy's caching allocator (all zero when unavailable).
+struct MemoryStats {
+  size_t active_bytes = 0;       // in blocks used by live buffers (block sizes, not requests)
+  size_t cached_bytes = 0;       // in freed blocks kept for reuse
+  size_t peak_active_bytes = 0;  // highest active_bytes so far
+  size_t num_allocs = 0;         // blocks obtained from the driver (cuMemAlloc)
+  size_t num_cache_hits = 0;     // allocations served from cached blocks
+  size_t num_frees = 0;          // blocks given back to the driver (cuMemFree)
+};
+MemoryStats memory_stats();
+/// Waits for pending GPU work, then returns every cached block to the driver.
+void empty_cache();
+/// Waits for pending GPU work; throws alloy::Error (naming the kernel) when it failed.
+void synchronize();
+
+}  // namespace alloy::cuda

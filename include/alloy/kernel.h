@@ -1,0 +1,91 @@
+// Custom Metal kernels with MLX's mx.fast.metal_kernel calling convention.
+//
+//   auto k = alloy::metal_kernel("myexp", {"inp"}, {"out"}, R"(
+//       uint elem = thread_position_in_grid.x;
+//       T tmp = inp[elem];
+//       out[elem] = metal::exp(tmp);)");
+//   auto out = k({a}, {a.shape()}, {alloy::float32}, {n, 1, 1}, {256, 1, 1},
+//                {{"T", alloy::float32}})[0];
+#pragma once
+#include <array>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "alloy/array.h"
+
+namespace alloy {
+
+/// A template argument: a dtype (becomes its Metal type), an int, or a bool.
+using TemplateArg = std::variant<Dtype, int, bool>;
+using TemplateArgs = std::vector<std::pair<std::string, TemplateArg>>;
+using Dims = std::array<int, 3>;
+
+/// What metal_kernel() was given; immutable once created.
+struct KernelSpec {
+  std::string name;
+  std::vector<std::string> input_names;
+  std::vector<std::string> output_names;
+  std::string source;  // the kernel body
+  std::string header;  // program-scope code placed before the kernel
+  bool ensure_row_contiguous = true;
+  bool atomic_outputs = false;
+  std::string math_mode = "safe";  // "safe" | "relaxed" | "fast"
+};
+
+/// Options of one call (MLX's keyword arguments after `inputs`).
+struct KernelCall {
+  std::vector<Shape> output_shapes;
+  std::vector<Dtype> output_dtypes;
+  Dims grid{1, 1, 1};
+  Dims threadgroup{1, 1, 1};
+  TemplateArgs template_args;
+  std::optional<double> init_value;  // outputs are filled with it before the kernel runs
+  bool verbose = false;              // print the generated Metal source
+  std::optional<Device> device;      // default device when omitted
+};
+
+namespace detail {
+struct KernelVariants;  // compiled variants of one kernel (per dtypes/template args/device)
+}
+
+class MetalKernel {
+ public:
+  explicit MetalKernel(std::shared_ptr<const KernelSpec> spec);
+
+  /// Enqueues the kernel; returns its outputs (lazy). Throws std::invalid_argument for bad
+  /// arguments, alloy::CompileError when the source does not compile.
+  std::vector<Array> operator()(const std::vector<Array>& inputs, const KernelCall& call) const;
+
+  /// MLX's positional C++ order: inputs, output_shapes, output_dtypes, grid, threadgroup, ...
+  std::vector<Array> operator()(const std::vector<Array>& inputs,
+                                const std::vector<Shape>& output_shapes,
+                                const std::vector<Dtype>& output_dtypes, Dims grid, Dims threadgroup,
+                                const TemplateArgs& template_args = {},
+                                std::optional<double> init_value = std::nullopt,
+                                bool verbose = false,
+                                std::optional<Device> device = std::nullopt) const;
+
+  /// The Metal source (byte-identical to MLX's) that this call would compile.
+  std::string metal_source(const std::vector<Array>& inputs, const KernelCall& call) const;
+
+  const KernelSpec& spec() const { return *spec_; }
+
+ private:
+  std::shared_ptr<const KernelSpec> spec_;
+  std::shared_ptr<detail::KernelVariants> variants_;
+};
+
+/// Creates a kernel from a Metal body, as mx.fast.metal_kernel does. compile_options accepts
+/// {"math_mode": "safe"|"relaxed"|"fast"}; anything else raises std::invalid_argument.
+MetalKernel metal_kernel(const std::string& name, const std::vector<std::string>& input_names,
+                         const std::vector<std::string>& output_names, const std::string& source,
+                         const std::string& header = "", bool ensure_row_contiguous = true,
+                         bool atomic_outputs = false,
+                         const std::map<std::string, std::string>& compile_options = {});
+
+}  // namespace alloy

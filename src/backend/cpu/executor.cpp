@@ -1,0 +1,208 @@
+#include "backend/cpu/executor.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cpu/fiber_scheduler.h"
+
+namespace alloy::cpu {
+
+void OobLog::add(const OobReport& r) {
+  if (count_.fetch_add(1, std::memory_order_relaxed) >= max_kept_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (kept_.size() < max_kept_) kept_.push_back(r);
+}
+
+std::vector<OobReport> OobLog::reports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kept_;
+}
+
+void OobLog::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  kept_.clear();
+  count_ = 0;
+}
+
+void report_oob(alloy_cpu_group* g, uint32_t buffer, int64_t index, int is_write) {
+  const auto* rt = static_cast<const GroupRuntime*>(g->runtime);
+  if (!rt->options->oob) return;
+  OobReport r;
+  r.buffer = buffer;
+  r.index = index;
+  r.is_write = is_write != 0;
+  // g->current is the linear index of the reporting thread within its (possibly partial) group.
+  uint32_t lid = g->current;
+  uint32_t local[3] = {lid % g->group_size[0], (lid / g->group_size[0]) % g->group_size[1],
+                       lid / (g->group_size[0] * g->group_size[1])};
+  for (int d = 0; d < 3; ++d) {
+    r.threadgroup_position_in_grid[d] = g->group_pos[d];
+    r.thread_position_in_grid[d] = g->group_pos[d] * rt->launch->threadgroup[d] + local[d];
+  }
+  rt->options->oob->add(r);
+}
+
+namespace {
+
+// Loop-mode kernels never synchronize (the translator picks fiber mode for any kernel that uses a
+// barrier or simd function); reaching one means the two disagree.
+[[noreturn]] void loop_mode_sync_misuse() {
+  throw std::logic_error("internal: a kernel run in loop mode called a barrier/simd function");
+}
+void loop_barrier(alloy_cpu_group*) { loop_mode_sync_misuse(); }
+void loop_gather(alloy_cpu_group*, const void*, void*, uint32_t) { loop_mode_sync_misuse(); }
+const alloy_cpu_sync kLoopSync = {&loop_barrier, &loop_gather, &loop_barrier, &report_oob};
+
+constexpr uint64_t kAlign = 64;
+uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// Per worker thread, reused across runs: the group record, threadgroup memory, fiber pools.
+struct Worker {
+  alloy_cpu_group g{};
+  unsigned char* memory = nullptr;  // [[threadgroup(n)]] parameters, then the arena
+  uint64_t memory_bytes = 0;
+  GroupRuntime loop_runtime;
+  FiberScheduler fibers;
+
+  ~Worker() { std::free(memory); }
+
+  void prepare(const alloy_cpu_launch& L, const ExecOptions& opts, bool fiber_mode) {
+    uint64_t params = 0;
+    for (uint64_t b : L.tg_param_bytes) params += align_up(b);
+    uint64_t arena = align_up(opts.tg_arena_bytes);
+    if (params + arena > memory_bytes) {
+      std::free(memory);
+      memory = static_cast<unsigned char*>(std::aligned_alloc(kAlign, params + arena));
+      memory_bytes = memory ? params + arena : 0;
+      if (!memory) throw std::bad_alloc();
+    }
+    uint64_t off = 0;
+    for (int n = 0; n < 8; ++n) {
+      g.tg_params[n] = L.tg_param_bytes[n] ? memory + off : nullptr;
+      off += align_up(L.tg_param_bytes[n]);
+    }
+    g.tg_arena = memory + off;
+    g.tg_capacity = arena;
+    loop_runtime.launch = &L;
+    loop_runtime.options = &opts;
+    g.sync = fiber_mode ? &FiberScheduler::kSync : &kLoopSync;
+    g.runtime = fiber_mode ? static_cast<GroupRuntime*>(&fibers) : &loop_runtime;
+  }
+};
+
+Worker& this_worker() {
+  thread_local std::unique_ptr<Worker> worker;
+  if (!worker) worker = std::make_unique<Worker>();
+  return *worker;
+}
+
+struct Run {
+  Run(const alloy_cpu_launch& launch, alloy_cpu_group_fn gfn, alloy_cpu_thread_fn tfn, bool fibers,
+      const ExecOptions& options)
+      : L(launch), group_fn(gfn), thread_fn(tfn), fiber_mode(fibers), opts(options) {}
+
+  const alloy_cpu_launch& L;
+  alloy_cpu_group_fn group_fn;
+  alloy_cpu_thread_fn thread_fn;
+  bool fiber_mode;
+  const ExecOptions& opts;
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::exception_ptr error;
+
+  // Runs groups [begin, end) (linear index, x fastest) on the current thread.
+  void groups(size_t begin, size_t end) {
+    if (failed.load(std::memory_order_relaxed)) return;
+    try {
+      Worker& w = this_worker();
+      w.prepare(L, opts, fiber_mode);
+      alloy_cpu_group& g = w.g;
+      const uint64_t gx = L.groups[0], gxy = gx * L.groups[1];
+      for (size_t i = begin; i < end; ++i) {
+        if (failed.load(std::memory_order_relaxed)) return;
+        uint32_t pos[3] = {static_cast<uint32_t>(i % gx), static_cast<uint32_t>(i % gxy / gx),
+                           static_cast<uint32_t>(i / gxy)};
+        uint32_t n = 1;
+        for (int d = 0; d < 3; ++d) {
+          // Non-uniform threadgroups: the group at the grid's edge holds only the threads that
+          // exist (threads_per_threadgroup is the partial size).
+          uint32_t start = pos[d] * L.threadgroup[d];
+          uint32_t size = L.grid[d] - start < L.threadgroup[d] ? L.grid[d] - start : L.threadgroup[d];
+          g.group_pos[d] = pos[d];
+          g.group_size[d] = size;
+          n *= size;
+        }
+        g.nthreads = n;
+        g.current = 0;
+        g.simd_live = 0;
+        g.tg_used = 0;
+        std::memset(g.tg_slots, 0, sizeof g.tg_slots);
+        if (fiber_mode) {
+          w.fibers.run_group(&L, &g, thread_fn, opts);
+        } else {
+          group_fn(&L, &g);
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  }
+};
+
+}  // namespace
+
+void set_groups(alloy_cpu_launch& L) {
+  for (int d = 0; d < 3; ++d) {
+    L.groups[d] = L.threadgroup[d] == 0
+                      ? 0
+                      : static_cast<uint32_t>((uint64_t{L.grid[d]} + L.threadgroup[d] - 1) /
+                                              L.threadgroup[d]);
+  }
+}
+
+void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_thread_fn thread_fn,
+         bool fiber_mode, const ExecOptions& options) {
+  if (L.grid[0] == 0 || L.grid[1] == 0 || L.grid[2] == 0) return;  // empty dispatch: no threads
+  uint64_t tg_threads = uint64_t{L.threadgroup[0]} * L.threadgroup[1] * L.threadgroup[2];
+  if (tg_threads == 0 || tg_threads > 1024) {
+    throw std::invalid_argument("threadgroup (" + std::to_string(L.threadgroup[0]) + ", " +
+                                std::to_string(L.threadgroup[1]) + ", " +
+                                std::to_string(L.threadgroup[2]) +
+                                ") must hold between 1 and 1024 threads");
+  }
+  for (int d = 0; d < 3; ++d) {
+    if (L.groups[d] != (uint64_t{L.grid[d]} + L.threadgroup[d] - 1) / L.threadgroup[d]) {
+      throw std::invalid_argument("internal: launch groups != ceil(grid / threadgroup)");
+    }
+  }
+  if (fiber_mode ? thread_fn == nullptr : group_fn == nullptr) {
+    throw std::invalid_argument("internal: no kernel entry for the execution mode");
+  }
+
+  Run r(L, group_fn, thread_fn, fiber_mode, options);
+  const size_t ngroups = size_t{L.groups[0]} * L.groups[1] * L.groups[2];
+  // Batch small groups so that each task does a few thousand threads' work; a fiber switch costs
+  // about as much as a few loop iterations of a simple kernel.
+  const uint64_t cost = tg_threads * (fiber_mode ? 16 : 1);
+  const size_t grain = cost >= 8192 ? 1 : static_cast<size_t>(8192 / cost);
+  if (!options.parallel || ngroups <= grain) {
+    r.groups(0, ngroups);
+  } else {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, ngroups, grain),
+                      [&](const tbb::blocked_range<size_t>& range) {
+                        r.groups(range.begin(), range.end());
+                      });
+  }
+  if (r.error) std::rethrow_exception(r.error);
+}
+
+}  // namespace alloy::cpu

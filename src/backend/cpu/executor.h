@@ -1,0 +1,73 @@
+// Runs one dispatch of a JIT-compiled kernel on the CPU, with Metal's execution model:
+// threadgroups run in parallel across cores (oneTBB); inside a group either
+//  - loop mode: group_fn runs every thread of the group as a plain loop (kernels without barriers
+//    or simd functions), or
+//  - fiber mode: one fiber per thread (Boost.Context), switching at threadgroup_barrier,
+//    simdgroup_barrier and simd exchanges, through the alloy_cpu_sync table of cpu/abi.h.
+//
+// Non-uniform threadgroups: groups at the grid's edges are partial (group_size = the threads that
+// exist there), as Metal's dispatchThreads does. Simdgroups are 32 consecutive linear indices of the
+// group, x fastest; the last one may be partial. A thread that returns is no longer live: barriers
+// and simd exchanges wait only for live threads/lanes (Metal: returned lanes are inactive).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "prelude/cpu/abi.h"
+
+namespace alloy::cpu {
+
+/// One out-of-range access reported by a robust-mode kernel (the access itself was suppressed).
+struct OobReport {
+  uint32_t buffer = 0;
+  int64_t index = 0;
+  bool is_write = false;
+  uint32_t thread_position_in_grid[3] = {0, 0, 0};
+  uint32_t threadgroup_position_in_grid[3] = {0, 0, 0};
+};
+
+/// Collects OobReports from every worker (thread-safe). Keeps the first `max_kept` and counts all.
+class OobLog {
+ public:
+  explicit OobLog(size_t max_kept = 64) : max_kept_(max_kept) {}
+  void add(const OobReport& r);
+  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  std::vector<OobReport> reports() const;
+  void clear();
+
+ private:
+  size_t max_kept_;
+  std::atomic<uint64_t> count_{0};
+  mutable std::mutex mu_;
+  std::vector<OobReport> kept_;
+};
+
+struct ExecOptions {
+  /// Threadgroup memory available to `threadgroup` objects of one group (Metal guarantees 32 KiB).
+  uint64_t tg_arena_bytes = 256 << 10;
+  /// Stack of each fiber (fiber mode). Pooled per worker thread, reused across groups.
+  uint64_t fiber_stack_bytes = 128 << 10;
+  /// Receives robust-mode out-of-range reports; null: reports are dropped.
+  OobLog* oob = nullptr;
+  /// false: run every group on the calling thread (debugging, deterministic order).
+  bool parallel = true;
+  /// Kernel name, for error messages.
+  std::string kernel;
+};
+
+/// Fills L.groups = ceil(grid / threadgroup) per dimension (0 when grid is 0).
+void set_groups(alloy_cpu_launch& L);
+
+/// Runs every threadgroup of the dispatch described by L (L.groups must be set, see set_groups;
+/// L.threadgroup is the group as dispatched: MLX's min(threadgroup, grid) is the caller's choice).
+/// fiber_mode selects thread_fn with fibers, else group_fn. Returns when all groups are done.
+/// Throws std::invalid_argument for a bad launch (threadgroup of 0 or > 1024 threads),
+/// alloy::NotSupported when barriers/simd functions are reached by only some threads (the group
+/// would deadlock), and rethrows the first exception a kernel thread raised.
+void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_thread_fn thread_fn,
+         bool fiber_mode, const ExecOptions& options = {});
+
+}  // namespace alloy::cpu

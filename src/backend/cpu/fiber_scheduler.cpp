@@ -1,0 +1,281 @@
+#include "backend/cpu/fiber_scheduler.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "alloy/errors.h"
+
+// Scheduling: the fibers of a group switch directly to one another (one context switch per wait,
+// no trip through a central loop). A thread that must wait marks itself and jumps to the next
+// runnable thread in index order; the thread whose arrival completes a barrier or simd round marks
+// the waiters runnable and carries on. When nothing is runnable the worker's own context is
+// resumed: either every thread has returned, a thread failed, or the live threads wait on things
+// that cannot complete (divergent barriers), which is reported instead of hanging.
+
+namespace alloy::cpu {
+namespace bc = boost::context::detail;
+
+const alloy_cpu_sync FiberScheduler::kSync = {&FiberScheduler::sync_barrier,
+                                              &FiberScheduler::sync_gather,
+                                              &FiberScheduler::sync_simd_barrier, &report_oob};
+
+FiberScheduler::~FiberScheduler() {
+  if (stacks_) ::munmap(stacks_, map_bytes_);
+  delete[] ctx_;
+  delete[] state_;
+  delete[] sg_;
+}
+
+FiberScheduler& FiberScheduler::of(alloy_cpu_group* g) {
+  return *static_cast<FiberScheduler*>(static_cast<GroupRuntime*>(g->runtime));
+}
+
+void FiberScheduler::sync_barrier(alloy_cpu_group* g) { of(g).barrier(); }
+
+void FiberScheduler::sync_gather(alloy_cpu_group* g, const void* in, void* all, uint32_t bytes) {
+  of(g).simd_exchange(in, all, bytes, kGather);
+}
+
+void FiberScheduler::sync_simd_barrier(alloy_cpu_group* g) {
+  of(g).simd_exchange(nullptr, nullptr, 0, kSimdBarrier);
+}
+
+void FiberScheduler::reserve(uint32_t nthreads, uint64_t stack_bytes) {
+  size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  size_t bytes = (static_cast<size_t>(stack_bytes) + page - 1) / page * page;
+  if (bytes < 4 * page) bytes = 4 * page;
+  if (nthreads <= capacity_ && bytes == stack_bytes_) return;
+
+  uint32_t cap = 32;
+  while (cap < nthreads) cap *= 2;
+  if (stacks_) ::munmap(stacks_, map_bytes_);
+  stacks_ = nullptr;
+  capacity_ = 0;
+  size_t stride = bytes + page;  // guard page below each stack: an overflow faults, not corrupts
+  size_t total = stride * cap;
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  stacks_ = static_cast<unsigned char*>(p);
+  for (uint32_t i = 0; i < cap; ++i) ::mprotect(stacks_ + i * stride, page, PROT_NONE);
+  map_bytes_ = total;
+  stack_stride_ = stride;
+  stack_bytes_ = bytes;
+
+  delete[] ctx_;
+  delete[] state_;
+  delete[] sg_;
+  ctx_ = new fcontext_t[cap];
+  state_ = new State[cap];
+  sg_ = new SimdGroup[(cap + 31) / 32];
+  capacity_ = cap;
+}
+
+std::exception_ptr FiberScheduler::not_supported(const std::string& what) const {
+  return std::make_exception_ptr(NotSupported(options->kernel, "not supported: " + what));
+}
+
+std::string FiberScheduler::where() const {
+  std::string s = "threadgroup (" + std::to_string(g_->group_pos[0]) + ", " +
+                  std::to_string(g_->group_pos[1]) + ", " + std::to_string(g_->group_pos[2]) + ")";
+  if (options && !options->kernel.empty()) s += " of kernel '" + options->kernel + "'";
+  return s;
+}
+
+void FiberScheduler::run_group(const alloy_cpu_launch* L, alloy_cpu_group* g,
+                               alloy_cpu_thread_fn fn, const ExecOptions& opts) {
+  reserve(g->nthreads, opts.fiber_stack_bytes);
+  launch = L;
+  options = &opts;
+  g_ = g;
+  fn_ = fn;
+  n_ = live_ = g->nthreads;
+  at_barrier_ = 0;
+  failed_ = false;
+  if (n_ == 0) return;
+
+  for (uint32_t t = 0; t < n_; ++t) {
+    state_[t] = kRunnable;
+    // Stacks grow down: the top of stack t is the start of stack t+1's guard page.
+    ctx_[t] = bc::make_fcontext(stacks_ + (t + 1) * stack_stride_, stack_bytes_, &entry);
+  }
+  for (uint32_t s = 0; s * 32 < n_; ++s) {
+    SimdGroup& q = sg_[s];
+    uint32_t lanes = n_ - s * 32 < 32 ? n_ - s * 32 : 32;
+    q.live = lanes == 32 ? ~0u : (1u << lanes) - 1;  // partial last simdgroup
+    q.arrived = 0;
+    q.seq = 0;
+    q.kind = kNone;
+  }
+  g->sync = &kSync;
+  g->runtime = static_cast<GroupRuntime*>(this);
+
+  jump(-1, 0);  // returns when no fiber can run
+
+  if (failed_) {
+    std::exception_ptr e = std::move(error_);
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+  if (live_ != 0) {
+    uint32_t at_barrier = 0, at_simd = 0;
+    for (uint32_t t = 0; t < n_; ++t) {
+      at_barrier += state_[t] == kAtBarrier;
+      at_simd += state_[t] == kAtSimd;
+    }
+    throw NotSupported(
+        options->kernel,
+        "not supported: barrier/simd function reached by only some threads of a threadgroup "
+        "(divergent control flow would deadlock): in " +
+            where() + ", " + std::to_string(at_barrier) + " thread(s) wait at threadgroup_barrier" +
+            " and " + std::to_string(at_simd) +
+            " at a simd function or simdgroup_barrier that the rest of their simdgroup never "
+            "reaches");
+  }
+}
+
+// First code of every fiber. Never returns: a finished fiber jumps to another one (or to main).
+void FiberScheduler::entry(transfer_t t) {
+  FiberScheduler& s = *static_cast<FiberScheduler*>(t.data);
+  if (s.from_ < 0) {
+    s.main_ = t.fctx;
+  } else {
+    s.ctx_[s.from_] = t.fctx;
+  }
+  uint32_t self = s.g_->current;
+  std::exception_ptr error;
+  try {
+    s.fn_(s.launch, s.g_, self);
+  } catch (...) {
+    // Caught on the fiber's own stack: exceptions must not unwind across a context switch.
+    error = std::current_exception();
+  }
+  if (error) s.fail(self, std::move(error));
+  s.finish(self);
+}
+
+void FiberScheduler::jump(int32_t self, int32_t target) {
+  from_ = self;
+  fcontext_t to = main_;
+  if (target >= 0) {
+    g_->current = static_cast<uint32_t>(target);
+    to = ctx_[target];
+  }
+  transfer_t t = bc::jump_fcontext(to, this);
+  // Resumed: save the context of whoever jumped here, so it can be resumed later.
+  if (from_ < 0) {
+    main_ = t.fctx;
+  } else {
+    ctx_[from_] = t.fctx;
+  }
+}
+
+int32_t FiberScheduler::next_runnable(uint32_t self) const {
+  for (uint32_t t = self + 1; t < n_; ++t) {
+    if (state_[t] == kRunnable) return static_cast<int32_t>(t);
+  }
+  for (uint32_t t = 0; t < self; ++t) {
+    if (state_[t] == kRunnable) return static_cast<int32_t>(t);
+  }
+  return -1;
+}
+
+void FiberScheduler::block(uint32_t self) {
+  jump(static_cast<int32_t>(self), next_runnable(self));
+}
+
+void FiberScheduler::release_barrier() {
+  for (uint32_t t = 0; t < n_; ++t) {
+    if (state_[t] == kAtBarrier) state_[t] = kRunnable;
+  }
+  at_barrier_ = 0;
+}
+
+void FiberScheduler::complete_round(uint32_t sg) {
+  SimdGroup& q = sg_[sg];
+  uint32_t waiting = q.arrived;
+  q.done_live[q.seq & 1] = q.live;
+  q.seq++;
+  q.arrived = 0;
+  q.kind = kNone;
+  while (waiting) {
+    uint32_t lane = static_cast<uint32_t>(__builtin_ctz(waiting));
+    waiting &= waiting - 1;
+    state_[sg * 32 + lane] = kRunnable;
+  }
+}
+
+// threadgroup_barrier: every live thread of the group must arrive. (Metal's mem_flags only order
+// memory; on one core switching fibers orders everything, so every flag behaves the same.)
+void FiberScheduler::barrier() {
+  uint32_t self = g_->current;
+  if (++at_barrier_ == live_) {
+    release_barrier();  // last to arrive: everyone may go on, this thread first
+    return;
+  }
+  state_[self] = kAtBarrier;
+  block(self);
+}
+
+void FiberScheduler::simd_exchange(const void* in, void* all, uint32_t bytes, Kind kind) {
+  uint32_t self = g_->current;
+  uint32_t sg = self >> 5, lane = self & 31;
+  SimdGroup& q = sg_[sg];
+  if (bytes > ALLOY_CPU_SIMD_SLOT_BYTES) {
+    // (The error is built in its own statement: fail() never returns, so temporaries of its
+    // argument expression would never be destroyed.)
+    std::exception_ptr e = not_supported("simd exchange of a " + std::to_string(bytes) +
+                                         "-byte value (at most " +
+                                         std::to_string(ALLOY_CPU_SIMD_SLOT_BYTES) + ")");
+    fail(self, std::move(e));
+  }
+  if (q.arrived == 0) {
+    q.kind = kind;
+    q.bytes = bytes;
+  } else if (q.kind != kind || q.bytes != bytes) {
+    // Lanes of one simdgroup at different simd operations: divergent control flow, which Metal
+    // runs with the other lanes masked off; a lane-count-blind exchange would mix them up.
+    std::exception_ptr e = not_supported(
+        "lanes of a simdgroup reached different simd functions (divergent control flow) in " +
+        where());
+    fail(self, std::move(e));
+  }
+  uint32_t parity = q.seq & 1;
+  if (bytes) std::memcpy(q.slots[parity] + lane * bytes, in, bytes);
+  q.arrived |= 1u << lane;
+  if (q.arrived == q.live) {
+    complete_round(sg);
+  } else {
+    state_[self] = kAtSimd;
+    block(self);
+  }
+  if (bytes) std::memcpy(all, q.slots[parity], 32 * bytes);
+  g_->simd_live = q.done_live[parity];
+}
+
+void FiberScheduler::finish(uint32_t self) {
+  state_[self] = kDone;
+  --live_;
+  // A returned thread no longer counts: its simdgroup's open round and the group's barrier may
+  // now be complete.
+  SimdGroup& q = sg_[self >> 5];
+  q.live &= ~(1u << (self & 31));
+  if (q.arrived != 0 && q.arrived == q.live) complete_round(self >> 5);
+  if (at_barrier_ != 0 && at_barrier_ == live_) release_barrier();
+  jump(static_cast<int32_t>(self), next_runnable(self));
+  __builtin_unreachable();  // nobody resumes a finished fiber
+}
+
+void FiberScheduler::fail(uint32_t self, std::exception_ptr&& error) {
+  error_ = std::move(error);
+  failed_ = true;
+  jump(static_cast<int32_t>(self), -1);
+  __builtin_unreachable();  // the group is abandoned; its stacks are reused by the next group
+}
+
+}  // namespace alloy::cpu

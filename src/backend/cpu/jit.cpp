@@ -1,0 +1,443 @@
+#include "backend/cpu/jit.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "kernel/prelude_files.h"
+
+extern char** environ;
+
+namespace alloy::cpu {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kTarget = "cpu";
+constexpr const char* kBaseFlags[] = {"-std=c++20", "-O2",          "-fPIC",
+                                      "-shared",    "-march=native", "-fno-math-errno",
+                                      "-w"};
+
+bool is_executable(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// `name` if it holds a '/', else the first executable `name` on $PATH; "" when none.
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return is_executable(name) ? name : "";
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (!dirs.empty()) {
+    size_t colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    dirs.remove_prefix(colon == std::string_view::npos ? dirs.size() : colon + 1);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (is_executable(candidate)) return candidate;
+  }
+  return "";
+}
+
+// Runs argv[0] (a path) with stdout+stderr captured; returns the exit status (-1 if it could not
+// start, 128+signal if killed). posix_spawn, not system(): no shell, no quoting issues.
+// LC_ALL=C keeps diagnostics in plain ASCII for the caller that parses them.
+int run_process(const std::vector<std::string>& args, std::string* output) {
+  output->clear();
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  std::vector<std::string> env_store;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "LC_ALL=", 7) != 0) env_store.emplace_back(*e);
+  }
+  env_store.emplace_back("LC_ALL=C");
+  std::vector<char*> envp;
+  for (std::string& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return -1;  // CLOEXEC: concurrent spawns must not inherit it
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  pid_t pid;
+  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    *output = std::string("cannot run ") + args[0] + ": " + std::strerror(rc);
+    return -1;
+  }
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    output->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+// What -march=native resolves to depends on the CPU: the identity must change when the cache
+// folder moves to another machine (shared home directories, containers on other hosts).
+std::string cpu_identity() {
+  std::string id;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  auto word = [&](unsigned v) { id += std::to_string(v) + ","; };
+  unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    id.append(reinterpret_cast<const char*>(&b), 4);
+    id.append(reinterpret_cast<const char*>(&d), 4);
+    id.append(reinterpret_cast<const char*>(&c), 4);
+    id += ";";
+  }
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    word(a);  // family/model/stepping
+    word(c);
+    word(d);
+    if (c & (1u << 27)) {  // OSXSAVE: which register states the OS enables (AVX, AVX-512)
+      unsigned lo, hi;
+      __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+      word(lo);
+    }
+  }
+  if (max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    word(b);
+    word(c);
+    word(d);
+    __cpuid_count(7, 1, a, b, c, d);
+    word(a);
+  }
+  if (__get_cpuid_max(0x80000000, nullptr) >= 0x80000004) {
+    if (__get_cpuid(0x80000001, &a, &b, &c, &d)) {
+      word(c);
+      word(d);
+    }
+    for (unsigned leaf = 0x80000002; leaf <= 0x80000004; ++leaf) {
+      unsigned r[4] = {0, 0, 0, 0};
+      __get_cpuid(leaf, &r[0], &r[1], &r[2], &r[3]);
+      id.append(reinterpret_cast<const char*>(r), sizeof r);
+    }
+  }
+#else
+  // Other architectures: the first processor's block of /proc/cpuinfo.
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line) && !line.empty()) id += line + "\n";
+#endif
+  return id;
+}
+
+std::string compiler_version(const std::string& compiler) {
+  std::string out;
+  int rc = run_process({compiler, "--version"}, &out);
+  if (rc != 0) {
+    throw std::runtime_error("cannot run the host C++ compiler " + compiler + " --version: " + out);
+  }
+  return out;
+}
+
+std::atomic<uint64_t> g_counter{0};
+
+std::string unique_suffix() {
+  return std::to_string(::getpid()) + "-" + std::to_string(g_counter.fetch_add(1));
+}
+
+}  // namespace
+
+CompileFailure::CompileFailure(const std::string& compiler, std::string log, fs::path source)
+    : std::runtime_error("host compiler " + compiler + " failed on " + source.string() + ":\n" +
+                         log),
+      log_(std::move(log)),
+      source_(std::move(source)) {}
+
+Library::~Library() {
+  if (handle_) ::dlclose(handle_);
+}
+
+void* Library::symbol(const char* name) const { return ::dlsym(handle_, name); }
+
+Jit::Jit(JitConfig config)
+    : requested_compiler_(std::move(config.compiler)),
+      cache_(config.cache_dir ? config.cache_dir
+                              : (config.use_default_cache_dir ? cache::default_dir()
+                                                              : std::nullopt)) {}
+
+Jit::~Jit() {
+  if (own_work_dir_) {
+    std::error_code ec;
+    fs::remove_all(work_dir_, ec);
+  }
+}
+
+Jit& Jit::global() {
+  static Jit jit;
+  return jit;
+}
+
+const Jit::Toolchain& Jit::toolchain() {
+  std::call_once(toolchain_once_, [&] {
+    std::vector<std::string> names;
+    std::string origin;
+    if (!requested_compiler_.empty()) {
+      names = {requested_compiler_};
+      origin = "the configured compiler ";
+    } else if (const char* env = std::getenv("ALLOY_CXX"); env && *env) {
+      names = {env};
+      origin = "ALLOY_CXX=";
+    } else {
+      names = {"c++", "g++", "clang++"};
+    }
+    std::string path;
+    for (const std::string& n : names) {
+      path = find_program(n);
+      if (!path.empty()) break;
+    }
+    if (path.empty()) {
+      toolchain_error_ =
+          origin.empty()
+              ? "not supported: no host C++ compiler found for the CPU backend (looked for c++, "
+                "g++, clang++ on PATH; set ALLOY_CXX)"
+              : origin + names[0] + " is not an executable program";
+      return;
+    }
+    // --version costs a process start (~1 ms): cache it on disk, keyed by the compiler binary's
+    // real path, size and modification time, so a warm start does not pay it.
+    std::error_code ec;
+    fs::path real = fs::canonical(path, ec);
+    if (ec) real = path;
+    struct stat st{};
+    ::stat(real.c_str(), &st);
+    std::string version;
+    fs::path id_file;
+    if (cache_.has_disk()) {
+      std::string h = cache::hash_hex({real.string(), std::to_string(st.st_size),
+                                       std::to_string(st.st_mtim.tv_sec),
+                                       std::to_string(st.st_mtim.tv_nsec),
+                                       std::to_string(st.st_ino)});
+      id_file = cache_.dir() / "compilers" / (h + ".txt");
+      std::ifstream in(id_file, std::ios::binary);
+      if (in) version.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    if (version.empty()) {
+      try {
+        version = compiler_version(path);
+      } catch (const std::exception& e) {
+        toolchain_error_ = e.what();
+        return;
+      }
+      if (!id_file.empty()) {
+        fs::create_directories(id_file.parent_path(), ec);
+        try {
+          cache::write_file_atomic(id_file, version);
+        } catch (const fs::filesystem_error&) {
+        }
+      }
+    }
+    toolchain_ = Toolchain{path, version + "\ncpu: " + cpu_identity()};
+  });
+  if (!toolchain_) throw std::runtime_error(toolchain_error_);
+  return *toolchain_;
+}
+
+const std::string& Jit::compiler() { return toolchain().path; }
+const std::string& Jit::compiler_identity() { return toolchain().identity; }
+
+const std::string& Jit::prelude_hash() {
+  std::call_once(prelude_once_, [&] {
+    std::string all;
+    for (const auto& f : prelude::embedded_files()) {
+      all += cache::hash_hex({f.path, f.text});
+    }
+    prelude_hash_ = cache::hash_hex({"prelude", all});
+  });
+  return prelude_hash_;
+}
+
+fs::path Jit::work_dir() {
+  std::call_once(work_once_, [&] {
+    if (cache_.has_disk()) {
+      work_dir_ = cache_.temp_dir();
+      return;
+    }
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/alloy-XXXXXX";
+    if (::mkdtemp(pattern.data())) {
+      work_dir_ = pattern;
+      own_work_dir_ = true;
+    }
+  });
+  if (work_dir_.empty()) {
+    throw std::runtime_error("cannot create a work folder for the CPU JIT (cache: " +
+                             cache_.disk_error() + "; temp folder not writable)");
+  }
+  return work_dir_;
+}
+
+// The prelude headers, written once under <cache>/prelude-<hash>/ (or the work folder without a
+// disk cache). Written into a temp folder then renamed, so a concurrent process never sees a
+// half-written prelude; a `.complete` marker tells a finished folder from a foreign one.
+const fs::path& Jit::prelude_dir() {
+  const std::string& hash = prelude_hash();
+  std::call_once(prelude_dir_once_, [&] {
+    fs::path root = cache_.has_disk() ? cache_.dir() : work_dir();
+    fs::path final_dir = root / ("prelude-" + hash);
+    std::error_code ec;
+    if (fs::exists(final_dir / ".complete", ec)) {
+      prelude_dir_ = final_dir;
+      return;
+    }
+    fs::path tmp = root / ("prelude-" + hash + ".tmp-" + unique_suffix());
+    try {
+      for (const auto& f : prelude::embedded_files()) {
+        fs::path p = tmp / f.path;
+        fs::create_directories(p.parent_path());
+        cache::write_file_atomic(p, f.text);
+      }
+      fs::create_directories(tmp);
+      cache::write_file_atomic(tmp / ".complete", hash);
+    } catch (const fs::filesystem_error& e) {
+      fs::remove_all(tmp, ec);
+      prelude_error_ = std::string("cannot write the prelude headers: ") + e.what();
+      return;
+    }
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (::rename(tmp.c_str(), final_dir.c_str()) == 0) break;
+      // Another process finished first (rename onto a non-empty folder fails): use theirs. A
+      // folder without the marker is debris (e.g. edited by hand): replace it once.
+      if (fs::exists(final_dir / ".complete", ec)) break;
+      fs::remove_all(final_dir, ec);
+    }
+    fs::remove_all(tmp, ec);  // no-op when the rename succeeded
+    if (fs::exists(final_dir / ".complete", ec)) {
+      prelude_dir_ = final_dir;
+    } else {
+      prelude_error_ = "cannot create the prelude folder " + final_dir.string();
+    }
+  });
+  if (prelude_dir_.empty()) throw std::runtime_error(prelude_error_);
+  return prelude_dir_;
+}
+
+std::string Jit::flags_string(const JitOptions& options) const {
+  std::string s;
+  for (const char* f : kBaseFlags) (s += f) += '\n';
+  for (const std::string& f : options.flags) (s += f) += '\n';
+  return s;
+}
+
+std::string Jit::key(const std::string& cpp_source, const JitOptions& options) {
+  return cache::key_hex(cpp_source, kTarget, compiler_identity(), flags_string(options),
+                        prelude_hash());
+}
+
+std::shared_ptr<Library> Jit::compile(const std::string& cpp_source, const JitOptions& options) {
+  std::string k = key(cpp_source, options);
+  auto v = cache_.get_or_build(kTarget, k, [&]() -> std::shared_ptr<void> {
+    return load_or_build(cpp_source, options, k);
+  });
+  return std::static_pointer_cast<Library>(v);
+}
+
+namespace {
+
+std::shared_ptr<Library> open_library(const fs::path& path, const std::string& key,
+                                      std::string* error) {
+  // RTLD_LOCAL: every kernel library exports the same entry names (alloy_group_0, ...).
+  void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = ::dlerror();
+    *error = e ? e : "dlopen failed";
+    return nullptr;
+  }
+  return std::make_shared<Library>(h, key, path);
+}
+
+}  // namespace
+
+std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const JitOptions& options,
+                                            const std::string& key) {
+  std::string error;
+  if (cache_.has_disk()) {
+    if (auto path = cache_.load_file(kTarget, key)) {
+      if (auto lib = open_library(*path, key, &error)) return lib;
+      // Verified bytes that do not load (e.g. built against another libstdc++): rebuild.
+      cache_.remove(kTarget, key);
+    }
+  }
+
+  const Toolchain& tc = toolchain();
+  const fs::path& include = prelude_dir();
+  fs::path work = work_dir();
+  fs::path src = work / (key + ".cpp");
+  fs::path out = work / (key + "-" + unique_suffix() + ".so");
+  try {
+    cache::write_file_atomic(src, source);
+  } catch (const fs::filesystem_error& e) {
+    throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
+                             e.what());
+  }
+
+  std::vector<std::string> args = {tc.path};
+  for (const char* f : kBaseFlags) args.emplace_back(f);
+  for (const std::string& f : options.flags) args.push_back(f);
+  args.push_back("-I");
+  args.push_back(include.string());
+  args.push_back("-o");
+  args.push_back(out.string());
+  args.push_back(src.string());
+  std::string log;
+  int rc = run_process(args, &log);
+  if (rc != 0 || !fs::exists(out)) {
+    ::unlink(out.c_str());
+    throw CompileFailure(tc.path, log, src);
+  }
+
+  fs::path lib_path = out;
+  bool stored = cache_.has_disk() && cache_.store_file(kTarget, key, out);
+  if (stored) {
+    lib_path = cache_.entry_path(kTarget, key, ".bin");
+    // Keep the source next to the entry for inspection (best effort).
+    if (::rename(src.c_str(), cache_.entry_path(kTarget, key, ".cpp").c_str()) != 0) {
+      ::unlink(src.c_str());
+    }
+  } else {
+    ::unlink(src.c_str());
+  }
+  auto lib = open_library(lib_path, key, &error);
+  if (!stored) ::unlink(out.c_str());  // mapped already; nothing to keep
+  if (!lib) throw std::runtime_error("cannot load the compiled kernel library: " + error);
+  return lib;
+}
+
+std::shared_ptr<Library> compile(const std::string& cpp_source, const JitOptions& options) {
+  return Jit::global().compile(cpp_source, options);
+}
+
+}  // namespace alloy::cpu

@@ -1,0 +1,128 @@
+// Host-compiler JIT: C++ source -> shared object -> dlopen, through the compile cache.
+//
+//   auto lib = alloy::cpu::compile(cpp_source, {.flags = {"-DALLOY_MATH_FAST"}});
+//   auto fn = reinterpret_cast<alloy_cpu_group_fn>(lib->symbol("alloy_group_0"));
+//
+// The compiler is found at run time ($ALLOY_CXX, else c++, g++, clang++ on PATH). Kernels are built
+// with -march=native, so the cache key includes the compiler's identity (its --version output) and
+// the CPU's identity. The prelude headers embedded in the library are written once to
+// <cache dir>/prelude-<hash>/ and passed with -I; their hash is part of the key.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cache/compile_cache.h"
+
+namespace alloy::cpu {
+
+/// The host compiler rejected a source. The caller maps the log's line numbers back to the user's
+/// source (see msl/) and raises alloy::CompileError.
+class CompileFailure : public std::runtime_error {
+ public:
+  CompileFailure(const std::string& compiler, std::string log, std::filesystem::path source);
+  /// The compiler's output (stderr and stdout), untouched.
+  const std::string& log() const { return log_; }
+  /// The source file the compiler was given; its name appears in the log. Kept after the failure.
+  const std::filesystem::path& source_path() const { return source_; }
+
+ private:
+  std::string log_;
+  std::filesystem::path source_;
+};
+
+/// A loaded kernel library; dlclose'd when the last reference goes.
+class Library {
+ public:
+  Library(void* handle, std::string key, std::filesystem::path path)
+      : handle_(handle), key_(std::move(key)), path_(std::move(path)) {}
+  ~Library();
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+
+  /// The exported symbol, or nullptr when the library has none of that name.
+  void* symbol(const char* name) const;
+  /// The cache key the library was built under.
+  const std::string& key() const { return key_; }
+  /// The file it was loaded from (may no longer exist when the disk cache is off).
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  void* handle_;
+  std::string key_;
+  std::filesystem::path path_;
+};
+
+struct JitOptions {
+  /// Extra compiler flags and defines (math mode, robust mode, ...), appended after the base flags
+  /// (-std=c++20 -O2 -fPIC -shared -march=native -fno-math-errno -w). Part of the cache key.
+  std::vector<std::string> flags;
+};
+
+struct JitConfig {
+  /// Disk cache root; default cache::default_dir() ($ALLOY_CACHE_DIR or ~/.cache/alloy). When it
+  /// cannot be used, work files go to a per-process temp folder and nothing is kept.
+  std::optional<std::filesystem::path> cache_dir;
+  bool use_default_cache_dir = true;  // false + no cache_dir: no disk cache at all
+  /// Compiler program (name on PATH, or a path); default $ALLOY_CXX, else c++, g++, clang++.
+  std::string compiler;
+};
+
+class Jit {
+ public:
+  explicit Jit(JitConfig config = {});
+  ~Jit();
+  Jit(const Jit&) = delete;
+  Jit& operator=(const Jit&) = delete;
+
+  /// The process-wide JIT (default config, read from the environment on first use).
+  static Jit& global();
+
+  /// Compiles (or fetches from the cache) and loads `cpp_source`. Throws CompileFailure when the
+  /// compiler rejects it, std::runtime_error when no compiler is found or loading fails.
+  std::shared_ptr<Library> compile(const std::string& cpp_source, const JitOptions& options = {});
+
+  /// The cache key compile() would use.
+  std::string key(const std::string& cpp_source, const JitOptions& options = {});
+
+  /// Resolved compiler path and its identity (--version output + CPU identity), probed lazily.
+  const std::string& compiler();
+  const std::string& compiler_identity();
+  /// Folder holding the prelude headers (written on first use).
+  const std::filesystem::path& prelude_dir();
+  /// Hash of the embedded prelude headers (part of every key).
+  const std::string& prelude_hash();
+
+  cache::CompileCache& cache() { return cache_; }
+
+ private:
+  struct Toolchain {
+    std::string path;      // resolved compiler
+    std::string identity;  // --version output + CPU identity
+  };
+  const Toolchain& toolchain();
+  std::string flags_string(const JitOptions& options) const;
+  std::shared_ptr<Library> load_or_build(const std::string& source, const JitOptions& options,
+                                         const std::string& key);
+  std::filesystem::path work_dir();
+
+  std::string requested_compiler_;
+  cache::CompileCache cache_;
+  std::once_flag toolchain_once_, prelude_once_, prelude_dir_once_, work_once_;
+  std::optional<Toolchain> toolchain_;
+  std::string toolchain_error_;
+  std::string prelude_hash_;
+  std::filesystem::path prelude_dir_;
+  std::string prelude_error_;
+  std::filesystem::path work_dir_;  // where sources and objects are compiled
+  bool own_work_dir_ = false;       // per-process temp folder, removed in the destructor
+};
+
+/// Jit::global().compile(...).
+std::shared_ptr<Library> compile(const std::string& cpp_source, const JitOptions& options = {});
+
+}  // namespace alloy::cpu

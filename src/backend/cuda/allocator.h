@@ -1,0 +1,64 @@
+// Caching allocator for device memory. cuMemAlloc/cuMemFree are slow (and cuMemFree waits for the
+// device), so freed blocks are kept in size buckets and handed to later allocations.
+//
+// Frees are stream-ordered: every kernel and copy runs on the allocator's one stream, so a block
+// freed on the host while the GPU still uses it can go to the next allocation at once: the work
+// that uses it next is enqueued after the work that used it before.
+//
+// Sizes: up to 1 MiB round up to a power of two (at least 512 bytes); above, to a multiple of
+// 2 MiB, and a cached block up to 1/8 larger than the request is reused. The rounding leaves slack
+// after most buffers, so kernels that read a little past the end before masking (as the MLX docs'
+// grid_sample does, which Metal tolerates) usually do not fault; it is not a guarantee.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "alloy/cuda.h"
+#include "backend/cuda/driver.h"
+
+namespace alloy::cuda {
+
+class Allocator {
+ public:
+  /// `synchronize` waits for `stream` (used before memory goes back to the driver).
+  Allocator(const Driver& driver, CUstream stream, std::function<void()> synchronize);
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  /// A block of at least `nbytes` (256-byte aligned; nbytes 0 gives the smallest block). On
+  /// CUDA_ERROR_OUT_OF_MEMORY, empties the cache and retries once; then throws alloy::Error.
+  void* allocate(size_t nbytes);
+  /// Returns a block from allocate() to the cache (stream-ordered, see above). Never throws.
+  void free(void* ptr);
+
+  MemoryStats stats() const;
+  /// Waits for the stream, then gives every cached block back to the driver.
+  void empty_cache();
+
+  /// The size of the block allocate(nbytes) returns (exposed for tests).
+  static size_t round_size(size_t nbytes);
+
+ private:
+  static constexpr size_t kMinBlock = 512;
+  static constexpr size_t kSmallLimit = size_t(1) << 20;
+  static constexpr size_t kLargeGranule = size_t(2) << 20;
+
+  void release_cached_locked();  // cuMemFree of every cached block; the stream must be idle
+
+  const Driver& driver_;
+  CUstream stream_;
+  std::function<void()> synchronize_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<CUdeviceptr, size_t> live_;        // block -> its size
+  std::map<size_t, std::vector<CUdeviceptr>> small_;    // exact power-of-two buckets
+  std::multimap<size_t, CUdeviceptr> large_;            // best fit
+  MemoryStats stats_{};
+};
+
+}  // namespace alloy::cuda

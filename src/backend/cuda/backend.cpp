@@ -1,0 +1,145 @@
+// alloy::GpuBackend over CUDA, and the public alloy/cuda.h functions.
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "alloy/cuda.h"
+#include "alloy/errors.h"
+#include "backend/cuda/device.h"
+#include "core/gpu_backend.h"
+
+namespace alloy {
+namespace cuda {
+namespace {
+
+constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
+constexpr unsigned CU_MEMORYTYPE_HOST = 1;
+
+CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+class CudaBackend final : public GpuBackend {
+ public:
+  explicit CudaBackend(Context& ctx) : ctx_(ctx), drv_(ctx.driver()) {}
+
+  std::string device_name() const override { return ctx_.info().name; }
+
+  std::shared_ptr<Buffer> allocate(size_t nbytes) override {
+    ctx_.check_usable();
+    ctx_.make_current();
+    Allocator* a = &ctx_.allocator();
+    void* p = a->allocate(nbytes);
+    return std::make_shared<Buffer>(p, nbytes, Device::gpu(0),
+                                    [a](void* ptr, size_t) { a->free(ptr); });
+  }
+
+  void copy_to_device(void* dst, const void* src, size_t nbytes) override {
+    if (nbytes == 0) return;
+    enter();
+    ctx_.check(drv_.cuMemcpyHtoDAsync(dptr(dst), src, nbytes, ctx_.stream()),
+               "cuMemcpyHtoDAsync");
+    // From pageable memory the driver stages the bytes before returning; from page-locked memory
+    // the copy is truly asynchronous, so wait for it: the caller may reuse `src` at return.
+    if (is_page_locked(src)) ctx_.synchronize();
+  }
+
+  void copy_to_host(void* dst, const void* src, size_t nbytes) override {
+    if (nbytes == 0) return;
+    enter();
+    ctx_.check(drv_.cuMemcpyDtoHAsync(dst, dptr(src), nbytes, ctx_.stream()),
+               "cuMemcpyDtoHAsync");
+    ctx_.synchronize();
+  }
+
+  void copy_device(void* dst, const void* src, size_t nbytes) override {
+    if (nbytes == 0) return;
+    enter();
+    ctx_.check(drv_.cuMemcpyDtoDAsync(dptr(dst), dptr(src), nbytes, ctx_.stream()),
+               "cuMemcpyDtoDAsync");
+  }
+
+  void fill(void* dst, size_t nbytes, uint32_t pattern, int pattern_bytes) override {
+    if (nbytes == 0) return;
+    if ((pattern_bytes != 1 && pattern_bytes != 2 && pattern_bytes != 4) ||
+        nbytes % pattern_bytes != 0 || dptr(dst) % pattern_bytes != 0) {
+      throw std::invalid_argument(fmt::format(
+          "fill: {} bytes at {} with a {}-byte pattern (must be 1, 2 or 4 bytes, dividing the "
+          "size and the address)",
+          nbytes, dst, pattern_bytes));
+    }
+    enter();
+    CUstream s = ctx_.stream();
+    switch (pattern_bytes) {
+      case 1:
+        ctx_.check(drv_.cuMemsetD8Async(dptr(dst), static_cast<unsigned char>(pattern), nbytes, s),
+                   "cuMemsetD8Async");
+        break;
+      case 2:
+        ctx_.check(drv_.cuMemsetD16Async(dptr(dst), static_cast<unsigned short>(pattern),
+                                         nbytes / 2, s),
+                   "cuMemsetD16Async");
+        break;
+      default:
+        ctx_.check(drv_.cuMemsetD32Async(dptr(dst), pattern, nbytes / 4, s), "cuMemsetD32Async");
+    }
+  }
+
+  void synchronize() override { ctx_.synchronize(); }
+
+ private:
+  void enter() {
+    ctx_.check_usable();
+    ctx_.make_current();
+  }
+
+  bool is_page_locked(const void* p) const {
+    unsigned type = 0;
+    return drv_.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dptr(p)) ==
+               CUDA_SUCCESS &&
+           type == CU_MEMORYTYPE_HOST;
+  }
+
+  Context& ctx_;
+  const Driver& drv_;
+};
+
+}  // namespace
+
+bool is_available() { return Context::get() != nullptr; }
+
+std::string unavailable_reason() { return Context::get() ? "" : Context::unavailable_reason(); }
+
+std::string device_name() {
+  Context* c = Context::get();
+  return c ? c->info().name : "";
+}
+
+std::string device_arch() {
+  Context* c = Context::get();
+  return c ? c->info().arch : "";
+}
+
+MemoryStats memory_stats() {
+  Context* c = Context::get();
+  return c ? c->allocator().stats() : MemoryStats{};
+}
+
+void empty_cache() {
+  if (Context* c = Context::get()) c->allocator().empty_cache();
+}
+
+void synchronize() {
+  if (Context* c = Context::get()) c->synchronize();
+}
+
+}  // namespace cuda
+
+GpuBackend* gpu_backend() {
+  // Leaked on purpose: buffers may be released during static destruction.
+  static GpuBackend* backend = []() -> GpuBackend* {
+    cuda::Context* ctx = cuda::Context::get();
+    return ctx ? new cuda::CudaBackend(*ctx) : nullptr;
+  }();
+  return backend;
+}
+
+}  // namespace alloy

@@ -1,0 +1,192 @@
+#include "backend/cuda/device.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "alloy/errors.h"
+
+namespace alloy::cuda {
+std::string arch_name(int cc_major, int cc_minor) {
+  return fmt::format("sm_{}{}", cc_major, cc_minor);
+}
+
+Context::Context(const Driver& drv, CUdevice dev, CUcontext ctx, CUstream stream,
+                 DeviceInfo info)
+    : drv_(drv), dev_(dev), ctx_(ctx), stream_(stream), info_(std::move(info)) {
+  allocator_ = std::make_unique<Allocator>(drv_, stream_, [this] { synchronize(); });
+}
+
+Context* Context::create(std::string* reason) {
+  const Driver* drv = cuda::driver();
+  if (!drv) {
+    *reason = driver_error();
+    return nullptr;
+  }
+  auto fail = [&](CUresult r, const char* call) -> Context* {
+    *reason = fmt::format("{} failed: {}", call, error_string(*drv, r));
+    return nullptr;
+  };
+  int count = 0;
+  CUresult r = drv->cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS) return fail(r, "cuDeviceGetCount");
+  if (count == 0) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    *reason = fmt::format("no CUDA device found{}",
+                          visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : "");
+    return nullptr;
+  }
+  CUdevice dev = 0;
+  if ((r = drv->cuDeviceGet(&dev, 0)) != CUDA_SUCCESS) return fail(r, "cuDeviceGet");
+
+  DeviceInfo info;
+  char name[256] = {};
+  if (drv->cuDeviceGetName(name, sizeof(name) - 1, dev) == CUDA_SUCCESS) info.name = name;
+  auto attr = [&](int a) {
+    int v = 0;
+    drv->cuDeviceGetAttribute(&v, a, dev);
+    return v;
+  };
+  info.cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info.cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info.arch = arch_name(info.cc_major, info.cc_minor);
+  info.multiprocessors = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  info.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  for (int i = 0; i < 3; ++i) {
+    info.max_block_dim[i] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X + i);
+    info.max_grid_dim[i] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X + i);
+  }
+  info.max_shared_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+  info.max_shared_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  drv->cuDeviceTotalMem(&info.total_memory, dev);
+  info.driver_version = drv->version;
+
+  // The primary context is the one the CUDA runtime (PyTorch, CuPy...) uses too, so device
+  // pointers can be shared with them.
+  CUcontext ctx = nullptr;
+  if ((r = drv->cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS) {
+    return fail(r, "cuDevicePrimaryCtxRetain");
+  }
+  if ((r = drv->cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) return fail(r, "cuCtxSetCurrent");
+  CUstream stream = nullptr;
+  if ((r = drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+    return fail(r, "cuStreamCreate");
+  }
+  return new Context(*drv, dev, ctx, stream, std::move(info));
+}
+
+namespace {
+struct Global {
+  Context* context = nullptr;
+  std::string reason;
+};
+}  // namespace
+
+static const Global& global_context() {
+  // Leaked on purpose (see driver.cpp): buffers may be freed during static destruction.
+  static const Global* g = [] {
+    auto* g = new Global();
+    try {
+      g->context = Context::create(&g->reason);
+    } catch (const std::exception& e) {
+      g->reason = e.what();
+    }
+    return g;
+  }();
+  return *g;
+}
+
+Context* Context::get() { return global_context().context; }
+
+const std::string& Context::unavailable_reason() { return global_context().reason; }
+
+void Context::bind_current() {
+  CUresult r = drv_.cuCtxSetCurrent(ctx_);
+  if (r != CUDA_SUCCESS) throw_error(drv_, r, "cuCtxSetCurrent");
+}
+
+void Context::note_launch(const char* kernel) {
+  std::lock_guard lock(history_mu_);
+  char* slot = history_[launches_since_sync_ % kHistory];
+  size_t n = std::strlen(kernel);
+  if (n >= kNameBytes) n = kNameBytes - 1;
+  std::memcpy(slot, kernel, n);
+  slot[n] = '\0';
+  launches_since_sync_++;
+}
+
+std::string Context::recent_kernels(std::string* last) const {
+  std::lock_guard lock(history_mu_);
+  uint64_t n = launches_since_sync_;
+  if (n == 0) return "";
+  uint64_t shown = n < kHistory ? n : kHistory;
+  std::string list;
+  for (uint64_t i = n - shown; i < n; ++i) {
+    if (!list.empty()) list += ", ";
+    list += history_[i % kHistory];
+  }
+  if (last) *last = history_[(n - 1) % kHistory];
+  if (n > shown) {
+    return fmt::format("{} kernels were launched since the last synchronization; the last {} "
+                       "(oldest first): {}",
+                       n, shown, list);
+  }
+  return fmt::format("kernels launched since the last synchronization (oldest first): {}", list);
+}
+
+void Context::fail(CUresult result, const char* call, const char* kernel) {
+  if (sticky_.load() != CUDA_SUCCESS) throw_sticky();
+  std::string err = error_string(drv_, result);
+  if (!is_sticky_error(result)) {
+    // A failure of this call itself (bad launch configuration, out of resources...).
+    std::string name = kernel ? kernel : "";
+    throw Error(name, kernel ? fmt::format("CUDA error launching kernel {} ({}): {}", name, call,
+                                           err)
+                             : fmt::format("CUDA error in {}: {}", call, err));
+  }
+  // A kernel faulted; the fault surfaces at whatever call comes next. Name the kernels that ran.
+  std::string last;
+  std::string recent = recent_kernels(&last);
+  std::string what = fmt::format(
+      "CUDA error in asynchronous work (reported by {}): {}; {}. The CUDA context is unusable "
+      "after this error: restart the process to use the GPU again.",
+      call, err, recent.empty() ? "no kernel was launched since the last synchronization" : recent);
+  {
+    std::lock_guard lock(history_mu_);
+    if (sticky_.load() == CUDA_SUCCESS) {
+      sticky_message_ = what;
+      sticky_kernel_ = last;
+      sticky_.store(result);
+    }
+  }
+  throw Error(last, what);
+}
+
+void Context::throw_sticky() const {
+  std::lock_guard lock(history_mu_);
+  throw Error(sticky_kernel_, "the CUDA context is unusable after an earlier error: " +
+                                  sticky_message_);
+}
+
+void Context::synchronize() {
+  check_usable();
+  make_current();
+  CUresult r = drv_.cuStreamSynchronize(stream_);
+  if (r != CUDA_SUCCESS) {
+    if (is_sticky_error(r)) fail(r, "cuStreamSynchronize", nullptr);
+    // A non-sticky error from asynchronous work: name the kernels, then start afresh.
+    std::string last;
+    std::string recent = recent_kernels(&last);
+    {
+      std::lock_guard lock(history_mu_);
+      launches_since_sync_ = 0;
+    }
+    throw Error(last, fmt::format("CUDA error in asynchronous work: {}; {}",
+                                  error_string(drv_, r), recent));
+  }
+  std::lock_guard lock(history_mu_);
+  launches_since_sync_ = 0;
+}
+
+}  // namespace alloy::cuda

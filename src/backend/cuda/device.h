@@ -1,0 +1,103 @@
+// The CUDA device Alloy runs on: device 0 (of CUDA_VISIBLE_DEVICES), its primary context (shared
+// with the CUDA runtime, so PyTorch/CuPy pointers are valid here), one non-blocking stream on which
+// every copy and kernel runs in order, the caching allocator, and the bookkeeping that names the
+// kernels behind an asynchronous error.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/driver.h"
+
+namespace alloy::cuda {
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  std::string arch;  // "sm_90": compute capability as NVRTC's --gpu-architecture names it
+  int multiprocessors = 0;
+  int max_threads_per_block = 0;
+  int max_block_dim[3] = {0, 0, 0};
+  int max_grid_dim[3] = {0, 0, 0};
+  int max_shared_per_block = 0;        // without opting in (48 KiB)
+  int max_shared_per_block_optin = 0;  // what a kernel can opt in to (227 KiB on sm_90)
+  size_t total_memory = 0;
+  int driver_version = 0;  // 1000 * major + 10 * minor
+};
+
+/// "sm_<major><minor>".
+std::string arch_name(int cc_major, int cc_minor);
+
+class Context {
+ public:
+  /// The device, initialized on first use; nullptr when there is no usable CUDA driver or device
+  /// (never throws; unavailable_reason() says why).
+  static Context* get();
+  static const std::string& unavailable_reason();
+  /// Initializes the device (what get() does once); nullptr and *reason when unusable.
+  static Context* create(std::string* reason);
+
+  const Driver& driver() const { return drv_; }
+  const DeviceInfo& info() const { return info_; }
+  CUstream stream() const { return stream_; }
+  Allocator& allocator() { return *allocator_; }
+
+  /// Makes the context current on the calling thread (driver calls need it). Cheap when it
+  /// already is.
+  void make_current() {
+    CUcontext cur = nullptr;
+    if (drv_.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx_) bind_current();
+  }
+
+  /// Throws if an earlier kernel left the context unusable (see is_sticky_error).
+  void check_usable() const {
+    if (sticky_.load(std::memory_order_relaxed) != CUDA_SUCCESS) throw_sticky();
+  }
+
+  /// Remembers that `kernel` was enqueued, so that an asynchronous error can name it. No
+  /// allocation: the name is copied into a small ring.
+  void note_launch(const char* kernel);
+
+  /// Checks the result of an enqueue call. Errors of earlier asynchronous work can surface here
+  /// too; those name the recently launched kernels. Throws alloy::Error.
+  void check(CUresult result, const char* call) {
+    if (result != CUDA_SUCCESS) fail(result, call, nullptr);
+  }
+  /// Like check(), for the launch of `kernel`.
+  [[noreturn]] void fail(CUresult result, const char* call, const char* kernel);
+
+  /// Waits for every enqueued copy and kernel; throws alloy::Error naming the kernels launched
+  /// since the last synchronization when one of them failed.
+  void synchronize();
+
+ private:
+  Context(const Driver& drv, CUdevice dev, CUcontext ctx, CUstream stream, DeviceInfo info);
+  void bind_current();
+  [[noreturn]] void throw_sticky() const;
+  // "a, b, c" (oldest first) and the count of kernels launched since the last synchronization.
+  std::string recent_kernels(std::string* last) const;
+
+  const Driver& drv_;
+  CUdevice dev_;
+  CUcontext ctx_;
+  CUstream stream_;
+  DeviceInfo info_;
+  std::unique_ptr<Allocator> allocator_;
+
+  static constexpr int kHistory = 8;
+  static constexpr int kNameBytes = 96;
+  mutable std::mutex history_mu_;
+  char history_[kHistory][kNameBytes] = {};
+  uint64_t launches_since_sync_ = 0;
+
+  std::atomic<CUresult> sticky_{CUDA_SUCCESS};
+  std::string sticky_message_;  // written once, before sticky_ is set
+  std::string sticky_kernel_;
+};
+
+}  // namespace alloy::cuda

@@ -1,0 +1,177 @@
+#include "backend/cuda/jit.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <string_view>
+
+#include "alloy/errors.h"
+#include "cache/compile_cache.h"
+#include "kernel/prelude_files.h"
+
+namespace alloy::cuda {
+namespace {
+
+struct Prelude {
+  std::vector<nvrtc::Header> headers;  // point into prelude::embedded_files()
+  std::string hash;
+};
+
+const Prelude& prelude() {
+  static const Prelude* p = [] {
+    auto* p = new Prelude();
+    std::string all;
+    for (const auto& f : prelude::embedded_files()) {
+      p->headers.push_back({f.path.c_str(), f.text.c_str()});
+      all += fmt::format("{}:{}:{}:{}\n", f.path.size(), f.path, f.text.size(), f.text);
+    }
+    p->hash = cache::hash_hex({all});
+    return p;
+  }();
+  return *p;
+}
+
+std::string cache_target(const nvrtc::Target& t) {
+  return t.cubin ? "cuda-" + t.arch : "cuda-" + t.arch + "-ptx";
+}
+
+std::string joined_options(const KernelSource& k) {
+  std::string flags;
+  for (const auto& o : base_options()) flags += o + '\n';
+  for (const auto& o : k.options) flags += o + '\n';
+  return flags;
+}
+
+bool is_elf(const std::vector<char>& b) {
+  return b.size() >= 4 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0;
+}
+
+// The image in the disk cache, if any (verified by the cache; a cubin must also look like one).
+std::optional<std::vector<char>> from_disk(const nvrtc::Target& t, const std::string& key) {
+  auto& cache = cache::CompileCache::global();
+  auto bytes = cache.load(cache_target(t), key);
+  if (bytes && t.cubin && !is_elf(*bytes)) {
+    cache.remove(cache_target(t), key);
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+CompiledImage compile_for(const KernelSource& k, const nvrtc::Target& t, std::string key) {
+  CompiledImage out;
+  out.target = t;
+  out.key = std::move(key);
+  if (auto bytes = from_disk(t, out.key)) {
+    out.bytes = std::move(*bytes);
+    out.from_disk = true;
+    return out;
+  }
+  std::vector<std::string> options;
+  options.push_back("--gpu-architecture=" + t.arch);
+  for (const auto& o : base_options()) options.push_back(o);
+  for (const auto& o : k.options) options.push_back(o);
+  std::string image;
+  try {
+    image = nvrtc::compile(k.source, k.program_name, prelude().headers, options, t.cubin);
+  } catch (const nvrtc::CompileFailure& e) {
+    throw CompileError(k.name,
+                       fmt::format("NVRTC failed to compile kernel {} for {}:\n{}", k.name,
+                                   t.arch, e.log()),
+                       e.log());
+  }
+  out.bytes.assign(image.begin(), image.end());
+  cache::CompileCache::global().store(cache_target(t), out.key, out.bytes);
+  return out;
+}
+
+std::shared_ptr<Module> load_image(Context& ctx, const KernelSource& k, CompiledImage image) {
+  const Driver& drv = ctx.driver();
+  auto m = std::make_shared<Module>();
+  m->target = cache_target(image.target);
+  m->key = image.key;
+  m->from_disk = image.from_disk;
+  ctx.make_current();
+  CUresult r = drv.cuModuleLoadData(&m->handle, image.bytes.data());
+  if (r != CUDA_SUCCESS) {
+    ctx.check_usable();
+    if (image.from_disk) {
+      // A cached image this driver rejects: drop it so the next attempt recompiles.
+      cache::CompileCache::global().remove(m->target, m->key);
+    }
+    std::string hint;
+    if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_INVALID_IMAGE ||
+        r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_PTX) {
+      nvrtc::Version v = nvrtc::version();
+      hint = fmt::format(" (NVRTC {}.{} at {} made it; the driver is CUDA {}.{}: a driver older "
+                         "than NVRTC may not load its output)",
+                         v.major, v.minor, nvrtc::library_path(), drv.version / 1000,
+                         drv.version % 1000 / 10);
+    }
+    throw Error(k.name, fmt::format("cannot load kernel {} for {}: {}{}", k.name,
+                                    image.target.arch, error_string(drv, r), hint));
+  }
+  for (const auto& entry : k.entries) {
+    Function& f = m->functions.emplace_back();
+    f.entry = entry;
+    f.kernel = k.name;
+    r = drv.cuModuleGetFunction(&f.handle, m->handle, entry.c_str());
+    if (r != CUDA_SUCCESS) {
+      throw Error(k.name, fmt::format("kernel {}: entry {} not found in the compiled module: {}",
+                                      k.name, entry, error_string(drv, r)));
+    }
+    auto attr = [&](int a) {
+      int v = 0;
+      ctx.check(drv.cuFuncGetAttribute(&v, a, f.handle), "cuFuncGetAttribute");
+      return v;
+    };
+    f.max_threads = attr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    f.static_shared = attr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+    f.num_regs = attr(CU_FUNC_ATTRIBUTE_NUM_REGS);
+    f.local_bytes = attr(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+  }
+  return m;
+}
+
+}  // namespace
+
+const std::vector<std::string>& base_options() {
+  // -default-device: functions and namespace-scope variables of the user's header need no
+  // __device__ (Metal has no host code); C++17 is what NVRTC and Metal's C++14 both accept.
+  static const std::vector<std::string> options = {"--std=c++17", "-default-device"};
+  return options;
+}
+
+std::string cache_key(const KernelSource& k, const nvrtc::Target& t) {
+  return cache::key_hex(k.source, cache_target(t), nvrtc::compiler_id(), joined_options(k),
+                        prelude().hash);
+}
+
+CompiledImage compile(const KernelSource& k, const nvrtc::Target& t) {
+  return compile_for(k, t, cache_key(k, t));
+}
+
+std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k) {
+  const DeviceInfo& info = ctx.info();
+  // The memory level is keyed by what the source and options give (the compiler is fixed for the
+  // process) and by the entries, since a Module holds the entries it was asked for.
+  std::string entries;
+  for (const auto& e : k.entries) entries += e + '\n';
+  std::string mem_key = cache::hash_hex({k.source, joined_options(k), entries});
+  std::string mem_target = "cuda-" + info.arch + "-module";
+  auto any = cache::CompileCache::global().get_or_build(mem_target, mem_key, [&] {
+    // Try the device's own architecture in the disk cache before loading NVRTC (loading it
+    // takes milliseconds); only a miss, or a device newer than NVRTC, needs NVRTC itself.
+    nvrtc::Target native{info.arch, true};
+    std::string key = cache_key(k, native);
+    if (auto bytes = from_disk(native, key)) {
+      CompiledImage image{std::move(*bytes), native, key, true};
+      return std::static_pointer_cast<void>(load_image(ctx, k, std::move(image)));
+    }
+    nvrtc::Target t = nvrtc::target_for(info.cc_major, info.cc_minor);
+    CompiledImage image = compile_for(k, t, t.arch == native.arch ? key : cache_key(k, t));
+    return std::static_pointer_cast<void>(load_image(ctx, k, std::move(image)));
+  });
+  return std::static_pointer_cast<const Module>(any);
+}
+
+}  // namespace alloy::cuda

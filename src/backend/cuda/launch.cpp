@@ -1,0 +1,102 @@
+#include "backend/cuda/launch.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <stdexcept>
+
+#include "alloy/errors.h"
+
+namespace alloy::cuda {
+namespace {
+
+// Shared memory a block may use without opting in (every architecture since Volta).
+constexpr int kDefaultSharedLimit = 48 * 1024;
+
+[[noreturn]] void too_many_threads(const Function& fn, uint64_t threads, const char* name) {
+  throw std::invalid_argument(
+      fmt::format("[metal_kernel] threadgroup of {} threads exceeds the maximum of {} for kernel {}",
+                  threads, fn.max_threads, name));
+}
+
+[[noreturn]] void bad_shape(const Function& fn, const alloy_cuda_launch& L, const Context& ctx,
+                            const std::string& name) {
+  const DeviceInfo& info = ctx.info();
+  for (int i = 0; i < 3; ++i) {
+    if (L.threadgroup[i] == 0) {
+      throw std::invalid_argument(fmt::format(
+          "[metal_kernel] threadgroup size must be positive in every dimension, got ({}, {}, {}) "
+          "for kernel {}",
+          L.threadgroup[0], L.threadgroup[1], L.threadgroup[2], name));
+    }
+  }
+  const char* axis = "xyz";
+  for (int i = 0; i < 3; ++i) {
+    if (L.threadgroup[i] > static_cast<uint32_t>(info.max_block_dim[i])) {
+      throw NotSupported(name, fmt::format("not supported: a threadgroup of {} threads along "
+                                                "{} (CUDA allows at most {}) for kernel {}",
+                                                L.threadgroup[i], axis[i], info.max_block_dim[i],
+                                                name));
+    }
+    if (L.groups[i] > static_cast<uint32_t>(info.max_grid_dim[i])) {
+      throw NotSupported(name, fmt::format("not supported: {} threadgroups along {} (CUDA "
+                                                "allows at most {}) for kernel {}",
+                                                L.groups[i], axis[i], info.max_grid_dim[i],
+                                                name));
+    }
+  }
+  throw std::logic_error("bad_shape called for a valid shape");
+}
+
+// Opts `fn` in to `bytes` of dynamic shared memory when past the default 48 KiB.
+void configure_shared(Context& ctx, const Function& fn, uint32_t bytes, const char* name) {
+  int limit = ctx.info().max_shared_per_block_optin;
+  if (static_cast<int64_t>(bytes) + fn.static_shared > limit) {
+    throw std::invalid_argument(fmt::format(
+        "[metal_kernel] threadgroup memory of {} bytes ({} dynamic + {} static) exceeds the "
+        "maximum of {} for kernel {}",
+        static_cast<int64_t>(bytes) + fn.static_shared, bytes, fn.static_shared, limit,
+        name));
+  }
+  // Raised only, under a lock, so a concurrent launch never sees the limit shrink below its need.
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  if (fn.dynamic_shared_limit.load() >= static_cast<int>(bytes)) return;
+  ctx.check(ctx.driver().cuFuncSetAttribute(fn.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            static_cast<int>(bytes)),
+            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  fn.dynamic_shared_limit.store(static_cast<int>(bytes));
+}
+
+}  // namespace
+
+void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
+            uint32_t dynamic_shared_bytes, const char* label) {
+  const char* name = label ? label : fn.kernel.c_str();
+  // Metal: a dispatch with no threads runs nothing and is no error.
+  if (L.groups[0] == 0 || L.groups[1] == 0 || L.groups[2] == 0) return;
+  uint64_t threads = uint64_t(L.threadgroup[0]) * L.threadgroup[1] * L.threadgroup[2];
+  if (threads > static_cast<uint64_t>(fn.max_threads)) too_many_threads(fn, threads, name);
+  const DeviceInfo& info = ctx.info();
+  if (threads == 0 || L.threadgroup[2] > static_cast<uint32_t>(info.max_block_dim[2]) ||
+      L.groups[1] > static_cast<uint32_t>(info.max_grid_dim[1]) ||
+      L.groups[2] > static_cast<uint32_t>(info.max_grid_dim[2]) ||
+      L.groups[0] > static_cast<uint32_t>(info.max_grid_dim[0])) {
+    bad_shape(fn, L, ctx, name);
+  }
+  if (static_cast<int64_t>(dynamic_shared_bytes) + fn.static_shared > kDefaultSharedLimit &&
+      fn.dynamic_shared_limit.load(std::memory_order_relaxed) <
+          static_cast<int>(dynamic_shared_bytes)) {
+    configure_shared(ctx, fn, dynamic_shared_bytes, name);
+  }
+  ctx.check_usable();
+  ctx.make_current();
+  void* params[] = {const_cast<alloy_cuda_launch*>(&L)};
+  CUresult r = ctx.driver().cuLaunchKernel(fn.handle, L.groups[0], L.groups[1], L.groups[2],
+                                           L.threadgroup[0], L.threadgroup[1], L.threadgroup[2],
+                                           dynamic_shared_bytes, ctx.stream(), params, nullptr);
+  if (r != CUDA_SUCCESS) ctx.fail(r, "cuLaunchKernel", name);
+  ctx.note_launch(name);
+}
+
+}  // namespace alloy::cuda

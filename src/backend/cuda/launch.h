@@ -1,0 +1,25 @@
+// Launching one kernel entry (see src/prelude/cuda/abi.h): the alloy_cuda_launch struct is the
+// entry's only parameter, gridDim = L.groups, blockDim = L.threadgroup (Metal dispatchThreads:
+// threads past L.grid leave before the body).
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/jit.h"
+#include "prelude/cuda/abi.h"
+
+namespace alloy::cuda {
+
+/// Enqueues `fn` over `L` with `dynamic_shared_bytes` of dynamic shared memory (the
+/// [[threadgroup(n)]] parameters) on the context's stream. A grid with no threads launches
+/// nothing. Throws std::invalid_argument when the threadgroup has more threads than the compiled
+/// function allows (MLX raises ValueError there, and callers catch it to pick another kernel) or
+/// the threadgroup memory exceeds the device's; alloy::NotSupported for shapes CUDA cannot launch
+/// (threadgroup depth > 64, more than 65535 groups along y or z); alloy::Error when the launch
+/// fails. Errors inside the kernel surface at the next synchronization, naming it.
+/// `label` (default: fn.kernel) names the kernel in errors. No allocation and no string work
+/// unless it throws.
+void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
+            uint32_t dynamic_shared_bytes = 0, const char* label = nullptr);
+
+}  // namespace alloy::cuda

@@ -1,0 +1,364 @@
+#include "backend/cuda/nvrtc.h"
+
+#include <dlfcn.h>
+#include <glob.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+
+#include "alloy/errors.h"
+
+#ifndef ALLOY_CUDA_HOME_DEFAULT
+#define ALLOY_CUDA_HOME_DEFAULT "/usr/local/cuda"
+#endif
+
+namespace alloy::cuda::nvrtc {
+namespace {
+
+// nvrtc.h's types, declared here so the library builds without the CUDA toolkit.
+using nvrtcResult = int;
+using nvrtcProgram = struct _nvrtcProgram*;
+constexpr nvrtcResult NVRTC_SUCCESS = 0;
+constexpr nvrtcResult NVRTC_ERROR_COMPILATION = 6;
+
+struct Library {
+  void* handle = nullptr;
+  std::string path;
+  std::string error;
+  Version version;
+  std::vector<int> archs;
+
+  const char* (*nvrtcGetErrorString)(nvrtcResult) = nullptr;
+  nvrtcResult (*nvrtcVersion)(int*, int*) = nullptr;
+  nvrtcResult (*nvrtcGetNumSupportedArchs)(int*) = nullptr;
+  nvrtcResult (*nvrtcGetSupportedArchs)(int*) = nullptr;
+  nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char* src, const char* name,
+                                    int num_headers, const char* const* headers,
+                                    const char* const* include_names) = nullptr;
+  nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*) = nullptr;
+  nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int num_options,
+                                     const char* const* options) = nullptr;
+  nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*) = nullptr;
+  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*) = nullptr;
+  nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*) = nullptr;
+};
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+void add_glob(const std::string& pattern, std::vector<std::string>* out) {
+  glob_t g{};
+  if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+    // Newest Python (and library version) first: glob sorts ascending.
+    for (size_t i = g.gl_pathc; i-- > 0;) out->push_back(g.gl_pathv[i]);
+  }
+  globfree(&g);
+}
+
+// site-packages folders that may hold the nvidia-cuda-nvrtc wheel.
+std::vector<std::string> python_site_dirs() {
+  std::vector<std::string> dirs;
+  // The folder that holds Alloy itself, when it was installed as a Python package
+  // (.../site-packages/alloy/_alloy.so): the wheel then sits beside it.
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&python_site_dirs), &info) && info.dli_fname) {
+    std::filesystem::path p(info.dli_fname);
+    for (auto dir = p.parent_path(); !dir.empty() && dir != dir.root_path();
+         dir = dir.parent_path()) {
+      auto name = dir.filename().string();
+      if (name == "site-packages" || name == "dist-packages") {
+        dirs.push_back(dir.string());
+        break;
+      }
+    }
+  }
+  std::vector<std::string> prefixes;
+  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHOME"}) {
+    if (auto v = env(var); !v.empty()) prefixes.push_back(v);
+  }
+  if (auto home = env("HOME"); !home.empty()) {
+    prefixes.push_back(home + "/.local");
+    add_glob(home + "/.pyenv/versions/*", &prefixes);
+  }
+  prefixes.push_back("/usr/local");
+  prefixes.push_back("/usr");
+  for (const auto& prefix : prefixes) {
+    add_glob(prefix + "/lib/python3*/site-packages", &dirs);
+    add_glob(prefix + "/lib/python3*/dist-packages", &dirs);
+  }
+  dirs.push_back("/usr/lib/python3/dist-packages");
+  return dirs;
+}
+
+// Every place tried, most specific first.
+std::vector<std::string> candidates() {
+  std::vector<std::string> c;
+  if (auto explicit_path = env("ALLOY_NVRTC_LIBRARY"); !explicit_path.empty()) {
+    c.push_back(explicit_path);
+  }
+  std::vector<std::string> homes;
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (auto v = env(var); !v.empty()) homes.push_back(v);
+  }
+  homes.push_back(ALLOY_CUDA_HOME_DEFAULT);
+  for (const auto& home : homes) {
+    for (const char* dir : {"/lib64/", "/lib/"}) {
+      for (const char* name : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) {
+        c.push_back(home + dir + name);
+      }
+    }
+  }
+  for (const char* soname : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
+    c.push_back(soname);
+  }
+  if (auto conda = env("CONDA_PREFIX"); !conda.empty()) {
+    c.push_back(conda + "/lib/libnvrtc.so.13");
+    c.push_back(conda + "/lib/libnvrtc.so.12");
+  }
+  for (const auto& site : python_site_dirs()) {
+    c.push_back(site + "/nvidia/cu13/lib/libnvrtc.so.13");
+    c.push_back(site + "/nvidia/cuda_nvrtc/lib/libnvrtc.so.13");
+    c.push_back(site + "/nvidia/cuda_nvrtc/lib/libnvrtc.so.12");
+  }
+  return c;
+}
+
+template <class Fn>
+bool bind(void* lib, Fn& fn, const char* name) {
+  fn = reinterpret_cast<Fn>(dlsym(lib, name));
+  return fn != nullptr;
+}
+
+bool bind_all(Library& l) {
+  void* h = l.handle;
+  return bind(h, l.nvrtcGetErrorString, "nvrtcGetErrorString") &&
+         bind(h, l.nvrtcVersion, "nvrtcVersion") &&
+         bind(h, l.nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs") &&
+         bind(h, l.nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs") &&
+         bind(h, l.nvrtcCreateProgram, "nvrtcCreateProgram") &&
+         bind(h, l.nvrtcDestroyProgram, "nvrtcDestroyProgram") &&
+         bind(h, l.nvrtcCompileProgram, "nvrtcCompileProgram") &&
+         bind(h, l.nvrtcGetPTXSize, "nvrtcGetPTXSize") && bind(h, l.nvrtcGetPTX, "nvrtcGetPTX") &&
+         bind(h, l.nvrtcGetCUBINSize, "nvrtcGetCUBINSize") &&
+         bind(h, l.nvrtcGetCUBIN, "nvrtcGetCUBIN") &&
+         bind(h, l.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize") &&
+         bind(h, l.nvrtcGetProgramLog, "nvrtcGetProgramLog");
+}
+
+const std::vector<std::string>& candidate_list() {
+  static const auto* c = new std::vector<std::string>(candidates());
+  return *c;
+}
+
+bool is_file(const std::string& path) {
+  if (path.find('/') == std::string::npos) return false;  // a soname: the loader searches
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+// "nvrtc:<real path>:<size>:<mtime ns>", or "" when `path` is not a file.
+std::string file_identity(const std::string& path) {
+  std::error_code ec;
+  auto real = std::filesystem::canonical(path, ec);
+  if (ec) return "";
+  auto size = std::filesystem::file_size(real, ec);
+  if (ec) return "";
+  auto mtime = std::filesystem::last_write_time(real, ec);
+  if (ec) return "";
+  return fmt::format("nvrtc:{}:{}:{}", real.string(), size,
+                     static_cast<long long>(mtime.time_since_epoch().count()));
+}
+
+Library* load_library() {
+  auto* l = new Library();  // leaked: kernels compiled during static destruction still work
+  std::string tried;
+  for (const auto& path : candidate_list()) {
+    if (path.find('/') != std::string::npos && !is_file(path)) continue;
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char* why = dlerror();
+      tried += fmt::format("\n  {}: {}", path, why ? why : "not loadable");
+      continue;
+    }
+    l->handle = h;
+    if (!bind_all(*l)) {
+      tried += fmt::format("\n  {}: not a usable NVRTC (missing symbols)", path);
+      dlclose(h);
+      l->handle = nullptr;
+      continue;
+    }
+    l->path = path;
+    // A soname: the file the loader picked.
+    Dl_info info{};
+    if (path.find('/') == std::string::npos &&
+        dladdr(reinterpret_cast<void*>(l->nvrtcVersion), &info) && info.dli_fname) {
+      l->path = info.dli_fname;
+    }
+    l->nvrtcVersion(&l->version.major, &l->version.minor);
+    int n = 0;
+    if (l->nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+      l->archs.resize(n);
+      l->nvrtcGetSupportedArchs(l->archs.data());
+      std::sort(l->archs.begin(), l->archs.end());
+    }
+    return l;
+  }
+  l->error = "NVRTC (the CUDA runtime compiler) was not found; set CUDA_HOME, or "
+             "ALLOY_NVRTC_LIBRARY to the path of libnvrtc.so, or install the nvidia-cuda-nvrtc "
+             "Python package.";
+  if (!tried.empty()) l->error += " Tried:" + tried;
+  return l;
+}
+
+std::atomic<bool>& loaded_flag() {
+  static std::atomic<bool> loaded{false};
+  return loaded;
+}
+
+Library& lib() {
+  static Library* l = [] {
+    Library* l = load_library();
+    loaded_flag().store(true, std::memory_order_release);
+    return l;
+  }();
+  return *l;
+}
+
+Library& require() {
+  Library& l = lib();
+  if (!l.handle) throw Error("", l.error);
+  return l;
+}
+
+// Destroys the program on every path out of compile().
+struct ProgramGuard {
+  Library& l;
+  nvrtcProgram prog = nullptr;
+  ~ProgramGuard() {
+    if (prog) l.nvrtcDestroyProgram(&prog);
+  }
+};
+
+std::string program_log(Library& l, nvrtcProgram prog) {
+  size_t size = 0;
+  if (l.nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return "";
+  std::string log(size, '\0');
+  if (l.nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) return "";
+  log.resize(size - 1);  // the terminating NUL
+  return log;
+}
+
+}  // namespace
+
+bool available() { return lib().handle != nullptr; }
+const std::string& load_error() { return lib().error; }
+const std::string& library_path() { return lib().path; }
+
+const std::string& compiler_id() {
+  // Once NVRTC is loaded, the file it came from.
+  if (loaded_flag().load(std::memory_order_acquire)) {
+    static const std::string* loaded = new std::string(file_identity(require().path));
+    if (loaded->empty()) throw Error("", "cannot identify the NVRTC library " + require().path);
+    return *loaded;
+  }
+  // Before: the first candidate that is a file, which load_library() will load.
+  static const std::string* predicted = [] {
+    for (const auto& path : candidate_list()) {
+      if (path.find('/') == std::string::npos) break;  // sonames: only loading tells the file
+      if (is_file(path)) return new std::string(file_identity(path));
+    }
+    return new std::string();
+  }();
+  if (!predicted->empty()) return *predicted;
+  require();  // loads it (or throws)
+  return compiler_id();
+}
+
+Version version() { return require().version; }
+const std::vector<int>& supported_archs() { return require().archs; }
+
+Target target_for(int cc_major, int cc_minor) {
+  const auto& archs = supported_archs();
+  int want = cc_major * 10 + cc_minor;
+  if (std::find(archs.begin(), archs.end(), want) != archs.end()) {
+    return {fmt::format("sm_{}", want), true};
+  }
+  // A device newer than this NVRTC: PTX for the newest architecture below it, which the driver
+  // compiles for the device at load time.
+  int best = 0;
+  for (int a : archs) {
+    if (a <= want) best = a;
+  }
+  if (best == 0) {
+    Version v = version();
+    throw Error("", fmt::format("NVRTC {}.{} ({}) cannot compile for compute capability {}.{}",
+                                v.major, v.minor, library_path(), cc_major, cc_minor));
+  }
+  return {fmt::format("compute_{}", best), false};
+}
+
+std::string compile(const std::string& source, const std::string& program_name,
+                    const std::vector<Header>& headers, const std::vector<std::string>& options,
+                    bool cubin, std::string* log) {
+  Library& l = require();
+  std::vector<const char*> names, texts, opts;
+  names.reserve(headers.size());
+  texts.reserve(headers.size());
+  for (const auto& h : headers) {
+    names.push_back(h.name);
+    texts.push_back(h.text);
+  }
+  opts.reserve(options.size());
+  for (const auto& o : options) opts.push_back(o.c_str());
+
+  ProgramGuard guard{l};
+  nvrtcResult r =
+      l.nvrtcCreateProgram(&guard.prog, source.c_str(), program_name.c_str(),
+                           static_cast<int>(headers.size()), texts.data(), names.data());
+  if (r != NVRTC_SUCCESS) {
+    throw Error("", fmt::format("nvrtcCreateProgram failed: {}", l.nvrtcGetErrorString(r)));
+  }
+  r = l.nvrtcCompileProgram(guard.prog, static_cast<int>(opts.size()), opts.data());
+  std::string text = program_log(l, guard.prog);
+  if (r == NVRTC_ERROR_COMPILATION) {
+    throw CompileFailure(
+        fmt::format("NVRTC failed to compile {}:\n{}", program_name, text), text);
+  }
+  if (r != NVRTC_SUCCESS) {
+    throw Error("", fmt::format("nvrtcCompileProgram failed for {}: {}\n{}", program_name,
+                                l.nvrtcGetErrorString(r), text));
+  }
+  if (log) *log = std::move(text);
+
+  size_t size = 0;
+  std::string image;
+  if (cubin) {
+    r = l.nvrtcGetCUBINSize(guard.prog, &size);
+    if (r == NVRTC_SUCCESS) {
+      image.resize(size);
+      r = l.nvrtcGetCUBIN(guard.prog, image.data());
+    }
+  } else {
+    r = l.nvrtcGetPTXSize(guard.prog, &size);
+    if (r == NVRTC_SUCCESS) {
+      image.resize(size);  // includes the terminating NUL cuModuleLoadData needs for PTX
+      r = l.nvrtcGetPTX(guard.prog, image.data());
+    }
+  }
+  if (r != NVRTC_SUCCESS || image.empty()) {
+    throw Error("", fmt::format("NVRTC produced no {} for {}: {}", cubin ? "cubin" : "PTX",
+                                program_name, l.nvrtcGetErrorString(r)));
+  }
+  return image;
+}
+
+}  // namespace alloy::cuda::nvrtc

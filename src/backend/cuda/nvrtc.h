@@ -1,0 +1,72 @@
+// NVRTC, loaded at run time with dlopen: compiles CUDA C++ source (plus in-memory headers) to a
+// cubin for one GPU architecture. Needs no GPU and no driver, so kernels can be compiled (and the
+// compiler's diagnostics checked) on machines without CUDA hardware.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace alloy::cuda::nvrtc {
+
+/// NVRTC failed to compile a program; log() is NVRTC's output ("<program>(LINE): error: ...").
+class CompileFailure : public std::runtime_error {
+ public:
+  CompileFailure(const std::string& what, std::string log)
+      : std::runtime_error(what), log_(std::move(log)) {}
+  const std::string& log() const { return log_; }
+
+ private:
+  std::string log_;
+};
+
+struct Version {
+  int major = 0;
+  int minor = 0;
+};
+
+/// True when an NVRTC library was found and loaded. Searched, in order: $ALLOY_NVRTC_LIBRARY (a
+/// file), $CUDA_HOME and $CUDA_PATH (lib64/, lib/), /usr/local/cuda (lib64/), the sonames
+/// libnvrtc.so.13, libnvrtc.so.12 and libnvrtc.so on the loader's path, and the Python wheels
+/// nvidia-cuda-nvrtc (site-packages/nvidia/cu13/lib, nvidia/cuda_nvrtc/lib) of the active
+/// virtualenv/conda env, the user's and the system's Python, and the site-packages that hold
+/// Alloy itself. Never throws.
+bool available();
+/// Why available() is false ("" when it is true): every place tried.
+const std::string& load_error();
+/// The file that was loaded.
+const std::string& library_path();
+/// Identifies the NVRTC library without loading it (loading takes milliseconds, more than a
+/// warm start from the disk cache may): "nvrtc:<real path>:<size>:<mtime>" of the library file that
+/// available() loads (or would load). That file pins NVRTC's version, so cache keys include it.
+/// Loads NVRTC only when it can be found through the loader's path alone (a soname). Throws
+/// alloy::Error when NVRTC is not available.
+const std::string& compiler_id();
+/// NVRTC's version; throws alloy::Error when NVRTC is not available.
+Version version();
+/// Architectures NVRTC can emit cubins for (e.g. 75, 80, ..., 90, 100, ...), ascending.
+const std::vector<int>& supported_archs();
+
+/// What to compile for: a cubin for `sm_XY` when NVRTC knows that architecture, else PTX for the
+/// newest `compute_XY` NVRTC knows below it (the driver then compiles that PTX for the device).
+struct Target {
+  std::string arch;    // "sm_90" or "compute_89": the value of --gpu-architecture
+  bool cubin = true;   // false: the output is PTX text
+};
+/// The target for a device of compute capability major.minor; throws alloy::Error when NVRTC
+/// knows no architecture at or below it.
+Target target_for(int cc_major, int cc_minor);
+
+struct Header {
+  const char* name;  // as written in #include "..."
+  const char* text;  // NUL-terminated
+};
+
+/// Compiles `source` (named `program_name` in diagnostics) with `options` (which must include
+/// --gpu-architecture=...). Returns the cubin (or PTX, when `cubin` is false). Throws
+/// CompileFailure with NVRTC's log when the source does not compile, alloy::Error when NVRTC is
+/// not available or fails otherwise. `log`, when given, receives the log (warnings) on success.
+std::string compile(const std::string& source, const std::string& program_name,
+                    const std::vector<Header>& headers, const std::vector<std::string>& options,
+                    bool cubin, std::string* log = nullptr);
+
+}  // namespace alloy::cuda::nvrtc

@@ -1,0 +1,439 @@
+#include "alloy/array.h"
+
+#include <algorithm>
+#include <complex>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <unordered_set>
+
+#include "core/array_node.h"
+#include "core/gpu_backend.h"
+#include "core/half_convert.h"
+
+namespace alloy {
+
+// ---- buffers ---------------------------------------------------------------------------------
+
+std::shared_ptr<Buffer> allocate(Device device, size_t nbytes) {
+  if (device.type == Device::Type::gpu) {
+    auto* gpu = gpu_backend();
+    if (!gpu) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
+    return gpu->allocate(nbytes);
+  }
+  // 64-byte alignment (vector loads, float4 casts); a little slack at the end so that kernels
+  // which read a few elements past the end before masking (as Metal tolerates) do not fault.
+  size_t padded = ((nbytes + 63) / 64) * 64 + 64;
+  void* p = std::aligned_alloc(64, padded);
+  if (!p) throw std::bad_alloc();
+  return std::make_shared<Buffer>(p, nbytes, device, [](void* q, size_t) { std::free(q); });
+}
+
+// ---- nodes -----------------------------------------------------------------------------------
+
+Strides row_major_strides(const Shape& shape) {
+  Strides s(shape.size());
+  int64_t acc = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    s[i] = acc;
+    acc *= shape[i];
+  }
+  return s;
+}
+
+namespace {
+void check_shape(const Shape& shape) {
+  for (auto d : shape)
+    if (d < 0) throw std::invalid_argument("negative dimension in shape");
+}
+int64_t numel(const Shape& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+}  // namespace
+
+Array make_empty(const Shape& shape, Dtype dtype, Device device) {
+  check_shape(shape);
+  auto n = std::make_shared<ArrayNode>();
+  n->dtype = dtype;
+  n->shape = shape;
+  n->strides = row_major_strides(shape);
+  n->device = device;
+  n->buffer = allocate(device, static_cast<size_t>(numel(shape)) * size_of(dtype));
+  return Array(n);
+}
+
+std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
+                                const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
+                                Device device) {
+  auto op = std::make_shared<PendingOp>();
+  op->primitive = std::move(primitive);
+  op->inputs = std::move(inputs);
+  op->device = device;
+  op->shapes = shapes;
+  op->dtypes = dtypes;
+  std::vector<Array> outs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    check_shape(shapes[i]);
+    auto n = std::make_shared<ArrayNode>();
+    n->dtype = dtypes[i];
+    n->shape = shapes[i];
+    n->strides = row_major_strides(shapes[i]);
+    n->device = device;
+    n->pending = op;
+    op->outputs.push_back(n);
+    outs.emplace_back(n);
+  }
+  return outs;
+}
+
+// ---- evaluation ------------------------------------------------------------------------------
+
+namespace {
+void run_pending(const std::shared_ptr<PendingOp>& op) {
+  std::vector<Array> outputs;
+  std::vector<std::shared_ptr<ArrayNode>> live;
+  for (auto& w : op->outputs) live.push_back(w.lock());
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (live[i]) {
+      live[i]->buffer = allocate(op->device, static_cast<size_t>(live[i]->size()) *
+                                                 size_of(live[i]->dtype));
+      outputs.emplace_back(live[i]);
+    } else {
+      // A dropped output still needs memory for the kernel to write into.
+      outputs.push_back(make_empty(op->shapes[i], op->dtypes[i], op->device));
+    }
+  }
+  try {
+    if (op->device.type == Device::Type::gpu)
+      op->primitive->eval_gpu(op->inputs, outputs);
+    else
+      op->primitive->eval_cpu(op->inputs, outputs);
+  } catch (...) {
+    // Leave the outputs pending (not half-materialized) so state stays consistent.
+    for (auto& n : live)
+      if (n) n->buffer.reset();
+    throw;
+  }
+  for (auto& n : live)
+    if (n) n->pending.reset();
+  op->inputs.clear();
+}
+}  // namespace
+
+void eval(const std::vector<Array>& arrays) {
+  // Iterative post-order DFS over pending ops (graphs can be deep).
+  std::vector<std::shared_ptr<PendingOp>> order;
+  std::unordered_set<PendingOp*> seen;
+  struct Frame {
+    std::shared_ptr<PendingOp> op;
+    size_t next = 0;
+  };
+  std::vector<Frame> stack;
+  auto push = [&](const Array& a) {
+    if (!a.valid()) throw std::invalid_argument("eval: invalid (empty) array");
+    auto& p = a.node()->pending;
+    if (p && seen.insert(p.get()).second) stack.push_back({p, 0});
+  };
+  for (auto& a : arrays) {
+    push(a);
+    while (!stack.empty()) {
+      auto& f = stack.back();
+      if (f.next < f.op->inputs.size()) {
+        push(f.op->inputs[f.next++]);
+        continue;
+      }
+      order.push_back(f.op);
+      stack.pop_back();
+    }
+  }
+  for (auto& op : order)
+    if (!op->inputs.empty() || !op->outputs.empty()) run_pending(op);
+}
+
+void synchronize(std::optional<Device> device) {
+  Device d = device.value_or(default_device());
+  if (d.type == Device::Type::gpu)
+    if (auto* gpu = gpu_backend()) gpu->synchronize();
+}
+
+// ---- Array -----------------------------------------------------------------------------------
+
+namespace {
+Array scalar_from(const void* v, Dtype t) { return Array::from_bytes(v, {}, t, Device::cpu()); }
+}  // namespace
+
+Array::Array(float v) : Array(scalar_from(&v, Dtype::float32)) {}
+Array::Array(int v) : Array(scalar_from(&v, Dtype::int32)) {}
+Array::Array(bool v) : Array(scalar_from(&v, Dtype::bool_)) {}
+
+Array Array::from_bytes(const void* data, Shape shape, Dtype dtype, std::optional<Device> device) {
+  Device d = device.value_or(default_device());
+  Array a = make_empty(shape, dtype, d);
+  size_t n = a.nbytes();
+  if (n == 0) return a;
+  if (d.type == Device::Type::gpu)
+    gpu_backend()->copy_to_device(a.node()->data(), data, n);
+  else
+    std::memcpy(a.node()->data(), data, n);
+  return a;
+}
+
+namespace {
+void store_double(void* dst, Dtype t, double v) {
+  switch (t) {
+    case Dtype::bool_: *static_cast<bool*>(dst) = v != 0; break;
+    case Dtype::int8: *static_cast<int8_t*>(dst) = static_cast<int8_t>(v); break;
+    case Dtype::int16: *static_cast<int16_t*>(dst) = static_cast<int16_t>(v); break;
+    case Dtype::int32: *static_cast<int32_t*>(dst) = static_cast<int32_t>(v); break;
+    case Dtype::int64: *static_cast<int64_t*>(dst) = static_cast<int64_t>(v); break;
+    case Dtype::uint8: *static_cast<uint8_t*>(dst) = static_cast<uint8_t>(v); break;
+    case Dtype::uint16: *static_cast<uint16_t*>(dst) = static_cast<uint16_t>(v); break;
+    case Dtype::uint32: *static_cast<uint32_t*>(dst) = static_cast<uint32_t>(v); break;
+    case Dtype::uint64: *static_cast<uint64_t*>(dst) = static_cast<uint64_t>(v); break;
+    case Dtype::float16:
+      *static_cast<uint16_t*>(dst) = detail::f32_to_f16(static_cast<float>(v));
+      break;
+    case Dtype::bfloat16:
+      *static_cast<uint16_t*>(dst) = detail::f32_to_bf16(static_cast<float>(v));
+      break;
+    case Dtype::float32: *static_cast<float*>(dst) = static_cast<float>(v); break;
+    case Dtype::float64: *static_cast<double*>(dst) = v; break;
+    case Dtype::complex64:
+      *static_cast<std::complex<float>*>(dst) = {static_cast<float>(v), 0.0f};
+      break;
+  }
+}
+double load_double(const void* src, Dtype t) {
+  switch (t) {
+    case Dtype::bool_: return *static_cast<const bool*>(src) ? 1 : 0;
+    case Dtype::int8: return *static_cast<const int8_t*>(src);
+    case Dtype::int16: return *static_cast<const int16_t*>(src);
+    case Dtype::int32: return *static_cast<const int32_t*>(src);
+    case Dtype::int64: return static_cast<double>(*static_cast<const int64_t*>(src));
+    case Dtype::uint8: return *static_cast<const uint8_t*>(src);
+    case Dtype::uint16: return *static_cast<const uint16_t*>(src);
+    case Dtype::uint32: return *static_cast<const uint32_t*>(src);
+    case Dtype::uint64: return static_cast<double>(*static_cast<const uint64_t*>(src));
+    case Dtype::float16: return detail::f16_to_f32(*static_cast<const uint16_t*>(src));
+    case Dtype::bfloat16: return detail::bf16_to_f32(*static_cast<const uint16_t*>(src));
+    case Dtype::float32: return *static_cast<const float*>(src);
+    case Dtype::float64: return *static_cast<const double*>(src);
+    case Dtype::complex64: return static_cast<const std::complex<float>*>(src)->real();
+  }
+  return 0;
+}
+
+// Copies a strided view into row-major contiguous memory (host pointers).
+void strided_copy(const char* src, const Shape& shape, const Strides& strides, size_t item,
+                  char* dst) {
+  int64_t n = numel(shape);
+  if (n == 0) return;
+  int nd = static_cast<int>(shape.size());
+  std::vector<int64_t> idx(nd, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (int d = 0; d < nd; ++d) off += idx[d] * strides[d];
+    std::memcpy(dst + i * item, src + off * static_cast<int64_t>(item), item);
+    for (int d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+}  // namespace
+
+Array Array::from_doubles(const std::vector<double>& values, Shape shape, Dtype dtype,
+                          std::optional<Device> device) {
+  check_shape(shape);
+  if (static_cast<int64_t>(values.size()) != numel(shape))
+    throw std::invalid_argument("from_doubles: " + std::to_string(values.size()) +
+                                " values for a shape of " + std::to_string(numel(shape)) +
+                                " elements");
+  size_t item = size_of(dtype);
+  std::vector<uint8_t> bytes(values.size() * item);
+  for (size_t i = 0; i < values.size(); ++i) store_double(bytes.data() + i * item, dtype, values[i]);
+  return from_bytes(bytes.data(), std::move(shape), dtype, device);
+}
+
+Dtype Array::dtype() const { return node_->dtype; }
+const Shape& Array::shape() const { return node_->shape; }
+int64_t Array::shape(int axis) const {
+  int nd = ndim();
+  if (axis < 0) axis += nd;
+  if (axis < 0 || axis >= nd) throw std::invalid_argument("axis out of range");
+  return node_->shape[axis];
+}
+const Strides& Array::strides() const { return node_->strides; }
+int64_t Array::offset() const { return node_->offset; }
+Device Array::device() const { return node_->device; }
+int Array::ndim() const { return static_cast<int>(node_->shape.size()); }
+int64_t Array::size() const { return node_->size(); }
+size_t Array::nbytes() const { return static_cast<size_t>(size()) * size_of(dtype()); }
+bool Array::is_evaluated() const { return node_->buffer != nullptr; }
+void Array::eval() const { alloy::eval({*this}); }
+
+bool Array::is_row_contiguous() const {
+  if (node_->offset != 0) return false;
+  int64_t expect = 1;
+  for (int i = ndim() - 1; i >= 0; --i) {
+    if (node_->shape[i] != 1 && node_->strides[i] != expect) return false;
+    expect *= node_->shape[i];
+  }
+  return true;
+}
+
+std::vector<uint8_t> Array::to_bytes() const {
+  eval();
+  size_t item = itemsize();
+  std::vector<uint8_t> out(nbytes());
+  if (out.empty()) return out;
+  const ArrayNode& n = *node_;
+  if (n.device.type == Device::Type::gpu) {
+    // Copy the span the view covers, then gather on the host.
+    if (is_row_contiguous()) {
+      gpu_backend()->copy_to_host(out.data(), n.data(), out.size());
+      return out;
+    }
+    std::vector<uint8_t> all(n.buffer->nbytes);
+    gpu_backend()->copy_to_host(all.data(), n.buffer->ptr, all.size());
+    strided_copy(reinterpret_cast<const char*>(all.data()) + n.offset * item, n.shape, n.strides,
+                 item, reinterpret_cast<char*>(out.data()));
+    return out;
+  }
+  strided_copy(static_cast<const char*>(n.data()), n.shape, n.strides, item,
+               reinterpret_cast<char*>(out.data()));
+  return out;
+}
+
+std::vector<double> Array::to_doubles() const {
+  auto b = to_bytes();
+  size_t item = itemsize();
+  std::vector<double> out(b.size() / item);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load_double(b.data() + i * item, dtype());
+  return out;
+}
+
+double Array::item() const {
+  if (size() != 1) throw std::invalid_argument("item: array has " + std::to_string(size()) +
+                                               " elements, expected 1");
+  return to_doubles()[0];
+}
+
+Array Array::slice(const std::vector<Slice>& slices) const {
+  if (static_cast<int>(slices.size()) > ndim())
+    throw std::invalid_argument("slice: more slices than dimensions");
+  eval();
+  auto n = std::make_shared<ArrayNode>(*node_);
+  for (size_t ax = 0; ax < slices.size(); ++ax) {
+    const Slice& s = slices[ax];
+    if (s.step == 0) throw std::invalid_argument("slice: step cannot be zero");
+    int64_t dim = node_->shape[ax];
+    auto norm = [&](std::optional<int64_t> v, int64_t dflt, int64_t lo, int64_t hi) {
+      if (!v) return dflt;
+      int64_t x = *v < 0 ? *v + dim : *v;
+      return std::clamp(x, lo, hi);
+    };
+    int64_t start, stop, count;
+    if (s.step > 0) {
+      start = norm(s.start, 0, 0, dim);
+      stop = norm(s.stop, dim, 0, dim);
+      count = stop > start ? (stop - start + s.step - 1) / s.step : 0;
+    } else {
+      start = norm(s.start, dim - 1, -1, dim - 1);
+      stop = norm(s.stop, -1, -1, dim - 1);
+      if (s.stop && *s.stop < -dim) stop = -1;
+      count = start > stop ? (start - stop - s.step - 1) / (-s.step) : 0;
+    }
+    if (count > 0) n->offset += start * node_->strides[ax];
+    n->shape[ax] = count;
+    n->strides[ax] = node_->strides[ax] * s.step;
+  }
+  return Array(n);
+}
+
+Array Array::transpose(std::vector<int> axes) const {
+  int nd = ndim();
+  if (axes.empty()) {
+    axes.resize(nd);
+    for (int i = 0; i < nd; ++i) axes[i] = nd - 1 - i;
+  }
+  if (static_cast<int>(axes.size()) != nd)
+    throw std::invalid_argument("transpose: axes must list every dimension once");
+  std::vector<bool> used(nd, false);
+  for (auto& a : axes) {
+    if (a < 0) a += nd;
+    if (a < 0 || a >= nd || used[a])
+      throw std::invalid_argument("transpose: axes must list every dimension once");
+    used[a] = true;
+  }
+  eval();
+  auto n = std::make_shared<ArrayNode>(*node_);
+  for (int i = 0; i < nd; ++i) {
+    n->shape[i] = node_->shape[axes[i]];
+    n->strides[i] = node_->strides[axes[i]];
+  }
+  return Array(n);
+}
+
+Array contiguous_gpu(const Array& a);  // src/kernel/copy.cpp: a Metal copy kernel on the GPU
+
+Array Array::contiguous() const {
+  eval();
+  if (is_row_contiguous()) return *this;
+  if (device().type == Device::Type::gpu) return contiguous_gpu(*this);
+  Array out = make_empty(shape(), dtype(), device());
+  strided_copy(static_cast<const char*>(node_->data()), shape(), strides(), itemsize(),
+               static_cast<char*>(out.node()->data()));
+  return out;
+}
+
+Array Array::to(Device d) const {
+  if (d == device()) return *this;
+  Array src = contiguous();
+  Array out = make_empty(shape(), dtype(), d);
+  size_t n = nbytes();
+  if (n == 0) return out;
+  if (d.type == Device::Type::gpu) {
+    if (!gpu_backend()) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
+    gpu_backend()->copy_to_device(out.node()->data(), src.node()->data(), n);
+  } else {
+    gpu_backend()->copy_to_host(out.node()->data(), src.node()->data(), n);
+  }
+  return out;
+}
+
+// ---- creation --------------------------------------------------------------------------------
+
+Array zeros(const Shape& shape, Dtype dtype, std::optional<Device> device) {
+  return full(shape, 0.0, dtype, device);
+}
+
+Array full(const Shape& shape, double value, Dtype dtype, std::optional<Device> device) {
+  check_shape(shape);
+  return Array::from_doubles(std::vector<double>(numel(shape), value), shape, dtype, device);
+}
+
+Array arange(int64_t n, Dtype dtype, std::optional<Device> device) {
+  if (n < 0) throw std::invalid_argument("arange: negative length");
+  std::vector<double> v(n);
+  std::iota(v.begin(), v.end(), 0.0);
+  return Array::from_doubles(v, {n}, dtype, device);
+}
+
+Array random_uniform(const Shape& shape, Dtype dtype, double low, double high, uint64_t seed,
+                     std::optional<Device> device) {
+  check_shape(shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(low, high);
+  std::vector<double> v(numel(shape));
+  for (auto& x : v) {
+    x = dist(rng);
+    if (is_integral(dtype)) x = std::floor(x);
+  }
+  return Array::from_doubles(v, shape, dtype, device);
+}
+
+}  // namespace alloy

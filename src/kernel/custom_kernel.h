@@ -1,0 +1,52 @@
+// The CustomKernel primitive: one metal_kernel call in the graph.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "alloy/kernel.h"
+#include "core/primitive.h"
+#include "kernel/program.h"
+#include "msl/signature.h"
+
+namespace alloy::kernel {
+
+/// One generated source of a metal_kernel (fixed dtypes, small-array/scalar kinds, template
+/// arguments) and its programs, compiled on first use per target.
+struct KernelVariant {
+  msl::GeneratedSource generated;
+  SourceMap map;
+  std::string math_mode;
+  std::mutex mu;
+  std::shared_ptr<Program> cpu, gpu;
+
+  std::shared_ptr<Program> program(msl::Target target);
+};
+
+class CustomKernel : public Primitive {
+ public:
+  CustomKernel(std::shared_ptr<const KernelSpec> spec, std::shared_ptr<KernelVariant> variant,
+               const KernelCall& call);
+  std::string name() const override { return "CustomKernel(" + spec_->name + ")"; }
+  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
+  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
+  std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
+
+ private:
+  std::shared_ptr<const KernelSpec> spec_;
+  std::shared_ptr<KernelVariant> variant_;
+  std::vector<Shape> output_shapes_;
+  Dims grid_, threadgroup_;
+  std::optional<double> init_value_;
+};
+
+/// Compiles the kernel of a metal_kernel call with NVRTC for `arch` (e.g. "sm_90"), no GPU
+/// needed. Returns "" when it compiled, or why it could not be tried (NVRTC not found); throws
+/// alloy::CompileError when the translated source does not compile.
+std::string compile_call_cubin(const MetalKernel& kernel, const std::vector<Array>& inputs,
+                               const KernelCall& call, const std::string& arch);
+
+/// The Metal source of a call and where the user's lines are in it.
+SourceMap call_source_map(const KernelSpec& spec, const std::string& msl);
+
+}  // namespace alloy::kernel

@@ -1,0 +1,128 @@
+#include "kernel/program.h"
+
+#include <fmt/format.h>
+
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include "alloy/errors.h"
+#include "backend/cpu/jit.h"
+#include "kernel/gpu_program.h"
+
+namespace alloy::kernel {
+
+std::string SourceMap::describe(int line) const {
+  if (user_text) return fmt::format("line {}", line);
+  if (header_lines > 0 && line >= header_first && line < header_first + header_lines)
+    return fmt::format("header line {}", line - header_first + 1);
+  if (body_lines > 0 && line >= body_first && line < body_first + body_lines)
+    return fmt::format("body line {}", line - body_first + 1);
+  return fmt::format("generated signature line {}", line);
+}
+
+std::string SourceMap::line_text(int line) const {
+  std::istringstream in(msl);
+  std::string s;
+  for (int i = 1; std::getline(in, s); ++i)
+    if (i == line) return s;
+  return "";
+}
+
+void check_math_mode(const std::string& mode) {
+  if (mode != "safe" && mode != "relaxed" && mode != "fast")
+    throw std::invalid_argument("[metal_kernel] Invalid math_mode '" + mode +
+                                "': expected 'safe', 'relaxed' or 'fast'.");
+}
+
+std::string map_compile_log(const SourceMap& src, const std::string& log,
+                            const std::string& filename) {
+  // g++/clang: "kernel.metal:12:5: error: msg"; NVRTC: "kernel.metal(12): error: msg".
+  std::regex re("(^|\\n)[^\\n]*" + std::regex_replace(filename, std::regex("\\."), "\\.") +
+                "(?::(\\d+)(?::\\d+)?:|\\((\\d+)\\):)\\s*(error|fatal error|warning|note)\\s*:?\\s*([^\\n]*)");
+  std::string out = fmt::format("[metal_kernel] Failed to compile kernel '{}':\n", src.label);
+  int errors = 0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
+       ++it) {
+    auto& m = *it;
+    std::string kind = m[4];
+    if (kind == "warning") continue;
+    int line = std::stoi(m[2].matched ? m[2].str() : m[3].str());
+    out += fmt::format("  {}: {}: {}\n", src.describe(line), kind, m[5].str());
+    std::string text = src.line_text(line);
+    if (!text.empty() && kind != "note") out += "    | " + text + "\n";
+    if (kind != "note") ++errors;
+    if (errors >= 10) break;
+  }
+  if (errors == 0) {
+    // The error is outside the user's text (prelude or generated entry): show the raw log.
+    std::istringstream in(log);
+    std::string s;
+    for (int i = 0; i < 30 && std::getline(in, s); ++i) out += "  " + s + "\n";
+  }
+  return out;
+}
+
+namespace {
+std::vector<std::string> cpu_flags(const std::string& math_mode) {
+  if (math_mode == "fast") return {"-DALLOY_MATH_FAST", "-D__FAST_MATH__"};
+  if (math_mode == "relaxed") return {"-DALLOY_MATH_RELAXED"};
+  return {"-DALLOY_MATH_SAFE"};
+}
+const char* kFilename = "kernel.metal";
+}  // namespace
+
+std::string translate_only(const SourceMap& source, msl::Target target) {
+  return msl::translate(source.msl, {target, source.label, kFilename}).code;
+}
+
+std::shared_ptr<Program> Program::build(const SourceMap& source, msl::Target target,
+                                        const std::string& math_mode) {
+  check_math_mode(math_mode);
+  auto tr = msl::translate(source.msl, {target, source.label, kFilename});
+  auto p = std::make_shared<Program>();
+  p->target_ = target;
+  p->uses_sync_ = tr.uses_sync;
+  p->translated_ = tr.code;
+  if (tr.kernels.empty())
+    throw std::invalid_argument("[metal_kernel] no kernel function found in the source of '" +
+                                source.label + "'");
+  if (target == msl::Target::cpu) {
+    std::shared_ptr<cpu::Library> lib;
+    try {
+      lib = cpu::compile(tr.code, {cpu_flags(math_mode)});
+    } catch (const cpu::CompileFailure& f) {
+      throw CompileError(source.label, map_compile_log(source, f.log(), kFilename), f.log());
+    }
+    for (size_t i = 0; i < tr.kernels.size(); ++i) {
+      CompiledKernel k;
+      k.entry = tr.kernels[i];
+      k.cpu_group = reinterpret_cast<alloy_cpu_group_fn>(
+          lib->symbol(fmt::format("alloy_group_{}", i).c_str()));
+      k.cpu_thread = reinterpret_cast<alloy_cpu_thread_fn>(
+          lib->symbol(fmt::format("alloy_thread_{}", i).c_str()));
+      if (!k.cpu_group || !k.cpu_thread)
+        throw Error(source.label, "[metal_kernel] compiled library lacks entry " + std::to_string(i));
+      p->kernels_.push_back(std::move(k));
+    }
+    p->library_ = lib;
+  } else {
+    auto compiled = compile_gpu_program(tr, math_mode, source, kFilename);
+    for (size_t i = 0; i < tr.kernels.size(); ++i) {
+      CompiledKernel k;
+      k.entry = tr.kernels[i];
+      k.gpu = compiled.functions[i];
+      p->kernels_.push_back(std::move(k));
+    }
+    p->library_ = compiled.module;
+  }
+  return p;
+}
+
+const CompiledKernel* Program::find(std::string_view host_name) const {
+  for (auto& k : kernels_)
+    if (k.entry.host_name == host_name) return &k;
+  return nullptr;
+}
+
+}  // namespace alloy::kernel

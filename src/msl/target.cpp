@@ -1,0 +1,99 @@
+#include "msl/target.h"
+
+#include <fmt/format.h>
+
+namespace alloy::msl {
+namespace {
+
+// Arguments of the kernel call in an entry: buffers cast to the parameter's type, attributes
+// from the thread's ids (`t`), threadgroup parameters from the target's group storage.
+std::string call_args(const KernelEntry& k, const char* buffers, const char* tg_param) {
+  std::string args;
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const auto& p = k.params[i];
+    if (i) args += ", ";
+    switch (p.kind) {
+      case ParamKind::buffer:
+        args += fmt::format("::alloy_entry::arg<{}>(&{}, {}[{}])", i, k.function, buffers, p.index);
+        break;
+      case ParamKind::threadgroup:
+        args += fmt::format("::alloy_entry::arg<{}>(&{}, {})", i, k.function,
+                            fmt::format(fmt::runtime(tg_param), p.index));
+        break;
+      case ParamKind::attribute:
+        args += fmt::format("t.{}()", p.attribute);
+        break;
+    }
+  }
+  return args;
+}
+
+std::string cpu_threadgroup(const std::string& type, const std::string& name,
+                            const std::string& dims, int slot) {
+  // A reference to storage in the group's arena: the first thread to get here allocates it,
+  // the group's other threads (loop iterations or fibers) get the same memory.
+  return fmt::format(
+      "typedef {0} alloy_tg_t{3} {2}; alloy_tg_t{3}& {1} = "
+      "*static_cast<alloy_tg_t{3}*>(::alloy_target::tg_slot({3}, sizeof(alloy_tg_t{3}), "
+      "alignof(alloy_tg_t{3})));",
+      type, name, dims, slot);
+}
+
+std::string cuda_threadgroup(const std::string& type, const std::string& name,
+                             const std::string& dims, int) {
+  return fmt::format("__shared__ {} {} {};", type, name, dims);
+}
+
+std::string cpu_unroll(const std::string& count) {
+  return "#pragma GCC unroll " + (count.empty() ? std::string("16") : count);
+}
+std::string cuda_unroll(const std::string& count) {
+  return count.empty() ? "#pragma unroll" : "#pragma unroll " + count;
+}
+
+std::string cpu_entry(const KernelEntry& k, size_t i, bool) {
+  std::string args = call_args(k, "L->buffers", "g->tg_params[{}]");
+  return fmt::format(
+      "extern \"C\" void alloy_group_{0}(const alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
+      "  ::alloy_target::set_group(g);\n"
+      "  for (unsigned z = 0; z < g->group_size[2]; ++z)\n"
+      "    for (unsigned y = 0; y < g->group_size[1]; ++y)\n"
+      "      for (unsigned x = 0; x < g->group_size[0]; ++x) {{\n"
+      "        const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, x, y, z);\n"
+      "        {1}({2});\n"
+      "      }}\n"
+      "}}\n"
+      "extern \"C\" void alloy_thread_{0}(const alloy_cpu_launch* L, alloy_cpu_group* g, "
+      "unsigned lid) {{\n"
+      "  ::alloy_target::set_group(g);\n"
+      "  const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, lid);\n"
+      "  {1}({2});\n"
+      "}}\n",
+      i, k.function, args);
+}
+
+std::string cuda_entry(const KernelEntry& k, size_t i, bool) {
+  std::string args = call_args(k, "L.buffers", "(alloy_dyn_smem + L.tg_param_offset[{}])");
+  std::string bounds =
+      k.max_total_threads > 0 ? fmt::format("__launch_bounds__({}) ", k.max_total_threads) : "";
+  return fmt::format(
+      "extern \"C\" __global__ void {3}alloy_entry_{0}(const alloy_cuda_launch L) {{\n"
+      "  extern __shared__ __align__(16) unsigned char alloy_dyn_smem[];\n"
+      "  const ::alloy_entry::thread_ids t = ::alloy_entry::cuda_ids(L);\n"
+      "  if (t.outside_grid()) return;  // dispatchThreads: only `grid` threads run the body\n"
+      "  (void)alloy_dyn_smem;\n"
+      "  {1}({2});\n"
+      "}}\n",
+      i, k.function, args, bounds);
+}
+
+const TargetTraits kCpu{"cpu", "#include \"metal_stdlib.h\"\n#include \"entry.h\"\n",
+                        cpu_threadgroup, cpu_unroll, cpu_entry};
+const TargetTraits kCuda{"cuda", "#include \"metal_stdlib.h\"\n#include \"entry.h\"\n",
+                         cuda_threadgroup, cuda_unroll, cuda_entry};
+
+}  // namespace
+
+const TargetTraits& target_traits(Target t) { return t == Target::cuda ? kCuda : kCpu; }
+
+}  // namespace alloy::msl

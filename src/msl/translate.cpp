@@ -1,0 +1,642 @@
+#include "msl/translate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+
+#include "alloy/errors.h"
+#include "msl/lexer.h"
+#include "msl/target.h"
+
+namespace alloy::msl {
+
+const std::vector<std::string>& attribute_names() {
+  static const std::vector<std::string> names = {
+      "dispatch_quadgroups_per_threadgroup",
+      "dispatch_simdgroups_per_threadgroup",
+      "dispatch_threads_per_threadgroup",
+      "grid_origin",
+      "grid_size",
+      "quadgroup_index_in_threadgroup",
+      "quadgroups_per_threadgroup",
+      "simdgroup_index_in_threadgroup",
+      "simdgroups_per_threadgroup",
+      "thread_execution_width",
+      "thread_index_in_quadgroup",
+      "thread_index_in_simdgroup",
+      "thread_index_in_threadgroup",
+      "thread_position_in_grid",
+      "thread_position_in_threadgroup",
+      "threadgroup_position_in_grid",
+      "threadgroups_per_grid",
+      "threads_per_grid",
+      "threads_per_simdgroup",
+      "threads_per_threadgroup",
+  };
+  return names;
+}
+
+namespace {
+
+// Identifiers that name Metal features Alloy does not run: reject them with a clear message
+// rather than letting the target compiler fail obscurely (or worse, miscompile).
+const std::map<std::string, std::string, std::less<>>& unsupported_idents() {
+  static const std::map<std::string, std::string, std::less<>> m = {
+      {"texture1d", "textures"},
+      {"texture1d_array", "textures"},
+      {"texture2d", "textures"},
+      {"texture2d_array", "textures"},
+      {"texture2d_ms", "textures"},
+      {"texture3d", "textures"},
+      {"texturecube", "textures"},
+      {"texturecube_array", "textures"},
+      {"texture_buffer", "textures"},
+      {"depth2d", "depth textures"},
+      {"depth2d_array", "depth textures"},
+      {"depthcube", "depth textures"},
+      {"sampler", "samplers"},
+      {"imageblock", "imageblocks"},
+      {"threadgroup_imageblock", "imageblocks"},
+      {"render_grid", "render functions"},
+      {"intersection_function_table", "ray tracing"},
+      {"visible_function_table", "function tables"},
+      {"acceleration_structure", "ray tracing"},
+      {"command_buffer", "indirect command buffers"},
+      {"indirect_command_buffer", "indirect command buffers"},
+  };
+  return m;
+}
+
+const std::set<std::string, std::less<>>& unsupported_attributes() {
+  static const std::set<std::string, std::less<>> s = {
+      "vertex", "fragment", "stage_in", "texture", "sampler", "color", "position",
+      "visible", "intersection", "object", "mesh", "function_constant", "payload",
+      "raster_order_group", "render_target_array_index", "vertex_id", "instance_id"};
+  return s;
+}
+
+bool is_sync_ident(std::string_view s) {
+  return s == "threadgroup_barrier" || s == "simdgroup_barrier" || s.starts_with("simd_") ||
+         s.starts_with("quad_") ||
+         (s.starts_with("simdgroup_") && s != "simdgroup_index_in_threadgroup" &&
+          s != "simdgroups_per_threadgroup");
+}
+
+class Translator {
+ public:
+  Translator(std::string_view src, const TranslateOptions& opt)
+      : opt_(opt), traits_(target_traits(opt.target)), toks_(lex(src)) {}
+
+  Translation run() {
+    check_unsupported();
+    rewrite_preprocessor();
+    collect_attributes_and_kernels();
+    rewrite_qualifiers();
+    rewrite_literals();
+    detect_sync();
+    return finish();
+  }
+
+ private:
+  const TranslateOptions& opt_;
+  const TargetTraits& traits_;
+  std::vector<Token> toks_;
+  Translation out_;
+  struct Instantiation {
+    std::string host_name, function;
+  };
+  std::vector<Instantiation> insts_;
+  struct KernelDecl {
+    std::string name;
+    bool is_template = false;
+    std::string host_name;
+    std::vector<KernelParam> params;
+    int max_threads = 0;
+  };
+  std::vector<KernelDecl> decls_;
+  int tg_slot_ = 0;
+
+  [[noreturn]] void not_supported(const std::string& what, int line) {
+    throw NotSupported(opt_.label, fmt::format("not supported: {} (kernel '{}', Metal source line "
+                                               "{}); Alloy runs compute kernels only",
+                                               what, opt_.label, line));
+  }
+  [[noreturn]] void bad(const std::string& what, int line) {
+    throw std::invalid_argument(
+        fmt::format("[metal_kernel] {} (kernel '{}', line {})", what, opt_.label, line));
+  }
+
+  // Index of the next non-trivia token at or after i (toks_.size() if none).
+  size_t next(size_t i) const {
+    while (i < toks_.size() && toks_[i].trivia()) ++i;
+    return i;
+  }
+  size_t prev(size_t i) const {  // previous significant token before i, or npos
+    while (i > 0) {
+      --i;
+      if (!toks_[i].trivia()) return i;
+    }
+    return std::string::npos;
+  }
+  // Blanks a token but keeps its newlines, so line numbers stay put.
+  void blank(size_t i) {
+    std::string nl;
+    for (char c : toks_[i].text)
+      if (c == '\n') nl += '\n';
+    toks_[i].text = nl.empty() ? "" : nl;
+    toks_[i].kind = TokKind::space;
+  }
+  void blank_range(size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) blank(i);
+  }
+  // Index of the bracket matching the opener at i, scanning forward.
+  size_t match(size_t i, std::string_view open, std::string_view close) const {
+    int depth = 0;
+    for (size_t j = i; j < toks_.size(); ++j) {
+      if (toks_[j].kind != TokKind::punct) continue;
+      if (toks_[j].text == open) ++depth;
+      else if (toks_[j].text == close && --depth == 0) return j;
+    }
+    return std::string::npos;
+  }
+  bool is_attr_open(size_t i) const {
+    return i + 1 < toks_.size() && toks_[i].is("[") && toks_[i + 1].is("[");
+  }
+  // For an attribute opening at i ("[["), returns the index of its final "]".
+  size_t attr_close(size_t i) const {
+    size_t j = match(i + 1, "[", "]");
+    if (j == std::string::npos || j + 1 >= toks_.size() || !toks_[j + 1].is("]"))
+      return std::string::npos;
+    return j + 1;
+  }
+  std::string text_of(size_t b, size_t e) const {
+    std::string s;
+    for (size_t i = b; i < e; ++i) s += toks_[i].text;
+    return s;
+  }
+  std::string compact(size_t b, size_t e) const {  // significant tokens joined by single spaces
+    std::string s;
+    for (size_t i = b; i < e; ++i) {
+      if (toks_[i].trivia()) continue;
+      if (!s.empty()) s += ' ';
+      s += toks_[i].text;
+    }
+    return s;
+  }
+
+  void check_unsupported() {
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      auto& t = toks_[i];
+      if (t.kind != TokKind::ident) continue;
+      auto it = unsupported_idents().find(t.text);
+      if (it != unsupported_idents().end()) not_supported(it->second + " ('" + t.text + "')", t.line);
+      if ((t.text == "vertex" || t.text == "fragment") ) {
+        size_t n = next(i + 1);
+        // `vertex float4 f(...)` / `fragment half4 f(...)`: render stage functions.
+        if (n < toks_.size() && toks_[n].kind == TokKind::ident) not_supported(t.text + " functions", t.line);
+      }
+    }
+  }
+
+  void rewrite_preprocessor() {
+    for (auto& t : toks_) {
+      if (t.kind != TokKind::preproc) continue;
+      std::string d = t.text.substr(1);
+      size_t p = d.find_first_not_of(" \t");
+      d = p == std::string::npos ? "" : d.substr(p);
+      if (d.starts_with("include")) {
+        if (d.find("<metal_") != std::string::npos || d.find("\"metal_") != std::string::npos) {
+          t.text = "";  // the prelude provides the Metal standard library
+          continue;
+        }
+        not_supported("#include of '" + d.substr(7) + "' (only Metal standard headers)", t.line);
+      }
+      if (d.starts_with("pragma")) {
+        std::string rest = d.substr(6);
+        bool unroll = rest.find("unroll") != std::string::npos;
+        if (rest.find("METAL") != std::string::npos) {
+          t.text = "";
+        } else if (unroll) {
+          // `#pragma unroll [N]` and `#pragma clang loop unroll(full|enable|disable|count(N))`.
+          std::string count;
+          auto c = rest.find("count(");
+          if (c != std::string::npos) count = rest.substr(c + 6, rest.find(')', c) - c - 6);
+          else {
+            auto u = rest.find("unroll");
+            std::string tail = rest.substr(u + 6);
+            size_t q = tail.find_first_of("0123456789");
+            if (q != std::string::npos && tail.find('(') == std::string::npos)
+              count = tail.substr(q, tail.find_first_not_of("0123456789", q) - q);
+          }
+          bool disable = rest.find("disable") != std::string::npos;
+          t.text = traits_.unroll_pragma(disable ? "1" : count);
+        }
+      }
+    }
+  }
+
+  // Reads a kernel parameter list (tokens b..e exclusive, without the parentheses).
+  std::vector<KernelParam> parse_params(size_t b, size_t e, const std::string& fname) {
+    std::vector<KernelParam> params;
+    std::vector<std::pair<size_t, size_t>> pieces;
+    int depth = 0;
+    size_t start = b;
+    for (size_t i = b; i < e; ++i) {
+      auto& t = toks_[i];
+      if (t.kind != TokKind::punct) continue;
+      if (t.text == "(" || t.text == "[" || t.text == "<" || t.text == "{") ++depth;
+      else if (t.text == ")" || t.text == "]" || t.text == ">" || t.text == "}") --depth;
+      else if (t.text == ">>") depth -= 2;
+      else if (t.text == "," && depth == 0) {
+        pieces.push_back({start, i});
+        start = i + 1;
+      }
+    }
+    if (next(start) < e) pieces.push_back({start, e});
+    int auto_buffer = 0;
+    for (auto [pb, pe] : pieces) {
+      KernelParam p;
+      size_t name_end = pe;
+      std::vector<std::string> attrs;
+      for (size_t i = pb; i < pe; ++i) {
+        if (is_attr_open(i)) {
+          size_t c = attr_close(i);
+          if (c == std::string::npos || c >= pe) bad("unterminated attribute in parameter list of '" + fname + "'", toks_[i].line);
+          attrs.push_back(compact(i + 2, c - 1));
+          if (name_end == pe) name_end = i;
+          i = c;
+        }
+      }
+      size_t ni = prev(name_end);
+      if (ni == std::string::npos || ni < pb || toks_[ni].kind != TokKind::ident)
+        bad("cannot read a parameter of kernel '" + fname + "'", toks_[pb].line);
+      p.name = toks_[ni].text;
+      p.type = compact(pb, ni);
+      for (size_t i = pb; i < ni; ++i) {
+        if (toks_[i].is("*")) p.is_pointer = true;
+        if (toks_[i].is("&")) p.is_reference = true;
+        if (toks_[i].is("const") || toks_[i].is("constant")) p.is_const = true;
+      }
+      bool is_tg = p.type.find("threadgroup") != std::string::npos;
+      bool assigned = false;
+      for (auto& a : attrs) {
+        std::string head = a.substr(0, a.find_first_of(" ("));
+        if (unsupported_attributes().count(head)) not_supported("[[" + a + "]] parameters", toks_[pb].line);
+        auto num = [&]() {
+          auto l = a.find('('), r = a.rfind(')');
+          if (l == std::string::npos || r == std::string::npos) bad("[[" + a + "]] needs an index", toks_[pb].line);
+          try {
+            return std::stoi(a.substr(l + 1, r - l - 1));
+          } catch (...) {
+            bad("[[" + a + "]] needs an integer index", toks_[pb].line);
+          }
+        };
+        if (head == "buffer") {
+          p.kind = ParamKind::buffer;
+          p.index = num();
+          assigned = true;
+        } else if (head == "threadgroup") {
+          p.kind = ParamKind::threadgroup;
+          p.index = num();
+          assigned = true;
+        } else if (std::find(attribute_names().begin(), attribute_names().end(), head) !=
+                   attribute_names().end()) {
+          p.kind = ParamKind::attribute;
+          p.attribute = head;
+          assigned = true;
+        }
+      }
+      if (!assigned) {
+        if (is_tg) not_supported("threadgroup parameter '" + p.name + "' without [[threadgroup(n)]]", toks_[pb].line);
+        p.kind = ParamKind::buffer;
+        p.index = -1;
+      }
+      if (p.kind == ParamKind::buffer && !p.is_pointer && !p.is_reference)
+        bad("kernel parameter '" + p.name + "' must be a pointer or a reference (device T*, constant T&)", toks_[pb].line);
+      params.push_back(std::move(p));
+      (void)auto_buffer;
+    }
+    // Metal assigns buffer indices in order to buffer parameters without [[buffer(n)]].
+    std::set<int> used;
+    for (auto& p : params)
+      if (p.kind == ParamKind::buffer && p.index >= 0) used.insert(p.index);
+    int nexti = 0;
+    for (auto& p : params)
+      if (p.kind == ParamKind::buffer && p.index < 0) {
+        while (used.count(nexti)) ++nexti;
+        p.index = nexti;
+        used.insert(nexti);
+      }
+    return params;
+  }
+
+  // Finds kernel functions and explicit instantiations; blanks all [[attributes]].
+  void collect_attributes_and_kernels() {
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      auto& t = toks_[i];
+      // Explicit instantiation: `template [[host_name("x")]] [[kernel]] decltype(f<T>) f<T>;`
+      if (t.is("template")) {
+        size_t n = next(i + 1);
+        if (n < toks_.size() && !toks_[n].is("<")) {
+          size_t semi = n;
+          while (semi < toks_.size() && !toks_[semi].is(";")) ++semi;
+          if (semi >= toks_.size()) bad("unterminated explicit instantiation", t.line);
+          std::string host;
+          bool kernel = false;
+          size_t body_start = n;
+          for (size_t j = n; j < semi; ++j) {
+            if (is_attr_open(j)) {
+              size_t c = attr_close(j);
+              std::string a = compact(j + 2, c - 1);
+              if (a.starts_with("host_name")) {
+                auto q1 = a.find('"'), q2 = a.rfind('"');
+                if (q1 != std::string::npos && q2 > q1) host = a.substr(q1 + 1, q2 - q1 - 1);
+              }
+              if (a == "kernel") kernel = true;
+              j = c;
+              body_start = j + 1;
+            }
+          }
+          if (kernel || !host.empty()) {
+            // The instance is what follows `decltype(...)`.
+            size_t d = next(body_start);
+            std::string fn;
+            if (d < semi && toks_[d].is("decltype")) {
+              size_t po = next(d + 1);
+              size_t pc = match(po, "(", ")");
+              fn = compact(pc + 1, semi);
+            } else {
+              fn = compact(body_start, semi);
+            }
+            if (host.empty()) host = fn.substr(0, fn.find('<'));
+            insts_.push_back({host, fn});
+            blank_range(i, semi + 1);
+            i = semi;
+          }
+          continue;
+        }
+      }
+      bool kernel_kw = t.is("kernel") && t.kind == TokKind::ident;
+      bool kernel_attr = false;
+      std::string host_attr;
+      int max_threads = 0;
+      if (is_attr_open(i)) {
+        size_t c = attr_close(i);
+        if (c == std::string::npos) bad("unterminated [[attribute]]", t.line);
+        std::string a = compact(i + 2, c - 1);
+        std::string head = a.substr(0, a.find_first_of(" ("));
+        if (head == "kernel") kernel_attr = true;
+        if (head == "vertex" || head == "fragment" || head == "mesh" || head == "object" || head == "visible" || head == "intersection")
+          not_supported("[[" + head + "]] functions", t.line);
+        if (head == "function_constant") not_supported("function constants ([[function_constant(n)]])", t.line);
+        blank_range(i, c + 1);
+        if (!kernel_attr) {
+          i = c;
+          continue;
+        }
+        i = c;
+      } else if (kernel_kw) {
+        blank(i);
+      } else {
+        continue;
+      }
+      // A kernel: [attributes] void name [attributes] ( params ) ...
+      size_t j = next(i + 1);
+      while (j < toks_.size()) {  // more attributes before the return type
+        if (is_attr_open(j)) {
+          size_t c = attr_close(j);
+          std::string a = compact(j + 2, c - 1);
+          if (a.starts_with("max_total_threads_per_threadgroup")) {
+            auto l = a.find('('), r = a.rfind(')');
+            max_threads = std::stoi(a.substr(l + 1, r - l - 1));
+          }
+          if (a.starts_with("host_name")) {
+            auto q1 = a.find('"'), q2 = a.rfind('"');
+            host_attr = a.substr(q1 + 1, q2 - q1 - 1);
+          }
+          blank_range(j, c + 1);
+          j = next(c + 1);
+        } else if (toks_[j].is("kernel")) {
+          blank(j);
+          j = next(j + 1);
+        } else {
+          break;
+        }
+      }
+      if (j >= toks_.size() || !toks_[j].is("void")) bad("a kernel must return void", t.line);
+      size_t nm = next(j + 1);
+      if (nm >= toks_.size() || toks_[nm].kind != TokKind::ident) bad("cannot read kernel name", t.line);
+      KernelDecl k;
+      k.name = toks_[nm].text;
+      k.host_name = host_attr;
+      k.max_threads = max_threads;
+      size_t po = next(nm + 1);
+      while (po < toks_.size() && is_attr_open(po)) {
+        size_t c = attr_close(po);
+        blank_range(po, c + 1);
+        po = next(c + 1);
+      }
+      if (po >= toks_.size() || !toks_[po].is("(")) bad("cannot read parameters of kernel '" + k.name + "'", t.line);
+      size_t pc = match(po, "(", ")");
+      if (pc == std::string::npos) bad("unbalanced parentheses in kernel '" + k.name + "'", t.line);
+      k.params = parse_params(po + 1, pc, k.name);
+      // Is it a template? Look back from the kernel marker for `template <...>`.
+      size_t b = prev(i);
+      while (b != std::string::npos && toks_[b].kind == TokKind::space) b = prev(b);
+      if (b != std::string::npos && toks_[b].is(">")) {
+        // walk back to the matching '<' and check for `template`
+        int depth = 0;
+        size_t q = b;
+        for (;; --q) {
+          if (toks_[q].is(">")) ++depth;
+          else if (toks_[q].is(">>")) depth += 2;
+          else if (toks_[q].is("<") && --depth == 0) break;
+          if (q == 0) break;
+        }
+        size_t tq = prev(q);
+        if (tq != std::string::npos && toks_[tq].is("template")) k.is_template = true;
+      }
+      // Blank the attributes inside the parameter list.
+      for (size_t q = po; q < pc; ++q)
+        if (is_attr_open(q)) {
+          size_t c = attr_close(q);
+          blank_range(q, c + 1);
+          q = c;
+        }
+      decls_.push_back(std::move(k));
+      i = pc;
+    }
+    // Remaining attributes anywhere (e.g. on helper functions or variables) are dropped.
+    for (size_t i = 0; i < toks_.size(); ++i)
+      if (is_attr_open(i)) {
+        size_t c = attr_close(i);
+        if (c == std::string::npos) break;
+        std::string a = compact(i + 2, c - 1);
+        std::string head = a.substr(0, a.find_first_of(" ("));
+        if (unsupported_attributes().count(head)) not_supported("[[" + a + "]]", toks_[i].line);
+        blank_range(i, c + 1);
+      }
+    // Entries: template kernels through their instantiations, plain kernels directly.
+    for (auto& d : decls_) {
+      if (d.is_template) {
+        for (auto& inst : insts_) {
+          std::string base = inst.function.substr(0, inst.function.find('<'));
+          while (!base.empty() && base.back() == ' ') base.pop_back();
+          if (base != d.name) continue;
+          out_.kernels.push_back({inst.host_name, inst.function, d.name, d.params, d.max_threads});
+        }
+      } else {
+        out_.kernels.push_back({d.host_name.empty() ? d.name : d.host_name, d.name, d.name, d.params,
+                                d.max_threads});
+      }
+    }
+  }
+
+  // True when the declaration containing token i already says const/constexpr.
+  bool decl_has_const(size_t i) const {
+    for (size_t j = i; j-- > 0;) {
+      auto& t = toks_[j];
+      if (t.is(";") || t.is("{") || t.is("}") || t.is("(") || t.is(",") || t.kind == TokKind::preproc) break;
+      if (t.is("const") || t.is("constexpr")) return true;
+    }
+    for (size_t j = i + 1; j < toks_.size(); ++j) {
+      auto& t = toks_[j];
+      if (t.is(";") || t.is("=") || t.is("(") || t.is(")") || t.is(",") || t.is("{") || t.is("*") || t.is("&")) break;
+      if (t.is("const") || t.is("constexpr")) return true;
+    }
+    return false;
+  }
+
+  void rewrite_qualifiers() {
+    int depth = 0;  // brace depth: 0 = program scope
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      auto& t = toks_[i];
+      if (t.is("{")) ++depth;
+      if (t.is("}")) --depth;
+      if (t.kind != TokKind::ident) continue;
+      if (t.text == "device" || t.text == "thread") {
+        blank(i);
+      } else if (t.text == "constant") {
+        if (decl_has_const(i)) blank(i);
+        else t.text = "const";
+      } else if (t.text == "threadgroup") {
+        rewrite_threadgroup(i);
+      }
+    }
+  }
+
+  // `threadgroup T name[N]...;` declares group-shared storage; `threadgroup T*` / `threadgroup T&`
+  // are just pointer types whose qualifier the target does not need.
+  void rewrite_threadgroup(size_t i) {
+    size_t end = i + 1;
+    bool pointer = false;
+    int depth = 0;
+    for (; end < toks_.size(); ++end) {
+      auto& t = toks_[end];
+      if (t.is("<") || t.is("(") || t.is("[")) ++depth;
+      if (t.is(">") || t.is("]")) --depth;
+      if (t.is(")")) {
+        if (depth == 0) break;
+        --depth;
+      }
+      if (depth == 0 && (t.is("*") || t.is("&"))) pointer = true;
+      if (depth <= 0 && (t.is(";") || t.is("=") || t.is("{") || t.is(","))) break;
+    }
+    if (pointer || end >= toks_.size() || toks_[end].is(")") || toks_[end].is("{")) {
+      blank(i);
+      return;
+    }
+    if (toks_[end].is("=")) bad("threadgroup variables cannot have initializers", toks_[i].line);
+    // Declarators up to ';' (several allowed: `threadgroup float a[4], b[8];`).
+    size_t semi = end;
+    while (semi < toks_.size() && !toks_[semi].is(";")) ++semi;
+    // Type = tokens up to the first declarator's name.
+    std::vector<std::pair<size_t, size_t>> decls;
+    size_t s = i + 1;
+    for (size_t j = i + 1; j <= semi; ++j)
+      if (j == semi || (toks_[j].is(",") && j >= end)) {
+        decls.push_back({s, j});
+        s = j + 1;
+      }
+    // First declarator includes the type: split at the name (last ident before '[' or end).
+    auto split_name = [&](size_t b, size_t e) -> std::pair<size_t, size_t> {
+      size_t br = e;
+      for (size_t j = b; j < e; ++j)
+        if (toks_[j].is("[")) {
+          br = j;
+          break;
+        }
+      size_t nm = prev(br);
+      return {nm, br};
+    };
+    auto [nm0, br0] = split_name(decls[0].first, decls[0].second);
+    if (nm0 == std::string::npos || toks_[nm0].kind != TokKind::ident)
+      bad("cannot read a threadgroup declaration", toks_[i].line);
+    std::string type = compact(i + 1, nm0);
+    std::string code;
+    for (size_t d = 0; d < decls.size(); ++d) {
+      auto [b, e] = decls[d];
+      auto [nm, br] = d == 0 ? std::pair{nm0, br0} : split_name(b, e);
+      std::string dims = compact(br, e);
+      code += traits_.threadgroup_decl(type, toks_[nm].text, dims, tg_slot_++);
+      code += ' ';
+    }
+    for (size_t j = i; j <= semi && j < toks_.size(); ++j) blank(j);
+    toks_[i].text = code + toks_[i].text;
+  }
+
+  void rewrite_literals() {
+    for (auto& t : toks_) {
+      if (t.kind != TokKind::number) continue;
+      const std::string& s = t.text;
+      bool hex = s.size() > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+      bool is_float = hex ? s.find_first_of("pP") != std::string::npos
+                          : s.find_first_of(".eE") != std::string::npos;
+      if (!is_float) continue;
+      char last = s.back();
+      if (last == 'f' || last == 'F') continue;
+      if (last == 'h' || last == 'H') {  // half literal
+        t.text = "half(" + s.substr(0, s.size() - 1) + "f)";
+        continue;
+      }
+      if (last == 'l' || last == 'L') {
+        t.text = s.substr(0, s.size() - 1) + "f";
+        continue;
+      }
+      // MSL has no double: an unsuffixed floating literal is a float.
+      t.text = s + "f";
+    }
+  }
+
+  void detect_sync() {
+    for (auto& t : toks_)
+      if (t.kind == TokKind::ident && is_sync_ident(t.text)) out_.uses_sync = true;
+  }
+
+  Translation finish() {
+    std::string body;
+    for (auto& t : toks_) body += t.text;
+    std::string code = traits_.preamble;
+    code += "namespace metal {\n";
+    code += fmt::format("#line 1 \"{}\"\n", opt_.filename);
+    code += body;
+    code += "\n";
+    code += "#line 100000 \"alloy-generated-entry\"\n";
+    for (size_t k = 0; k < out_.kernels.size(); ++k) code += traits_.entry(out_.kernels[k], k, out_.uses_sync);
+    code += "}  // namespace metal\n";
+    out_.code = std::move(code);
+    return std::move(out_);
+  }
+};
+
+}  // namespace
+
+Translation translate(std::string_view msl, const TranslateOptions& options) {
+  return Translator(msl, options).run();
+}
+
+}  // namespace alloy::msl

@@ -1,0 +1,56 @@
+// Metal source -> target C++ (DESIGN.md §3 step 2). Token level: qualifiers, attributes, kernel
+// signatures and float literals are rewritten in place so line numbers are kept (a `#line`
+// directive ties the output back to the Metal source for compiler diagnostics). Target
+// differences come from one table per target (msl/target.cpp).
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace alloy::msl {
+
+enum class Target { cpu, cuda };
+
+enum class ParamKind { buffer, threadgroup, attribute };
+
+struct KernelParam {
+  std::string name;
+  ParamKind kind = ParamKind::buffer;
+  int index = -1;          // [[buffer(n)]] / [[threadgroup(n)]]
+  std::string attribute;   // for ParamKind::attribute: e.g. "thread_position_in_grid"
+  std::string type;        // declared type with address spaces, e.g. "const device float*"
+  bool is_pointer = false;
+  bool is_reference = false;  // scalars passed as `constant T&`
+  bool is_const = false;
+};
+
+struct KernelEntry {
+  std::string host_name;  // name to look the kernel up by
+  std::string function;   // C++ expression naming the instance, e.g. "f<float, 3>"
+  std::string base_name;  // the function template / function name
+  std::vector<KernelParam> params;
+  int max_total_threads = 0;  // [[max_total_threads_per_threadgroup(n)]], 0 if none
+};
+
+struct TranslateOptions {
+  Target target = Target::cpu;
+  std::string label = "kernel";  // kernel name for error messages
+  std::string filename = "kernel.metal";  // as reported by the compiler (#line)
+};
+
+struct Translation {
+  std::string code;                  // complete translation unit for the target compiler
+  std::vector<KernelEntry> kernels;  // entry i is exported as alloy_group_<i>/alloy_thread_<i>
+                                     // (CPU) or alloy_entry_<i> (CUDA)
+  bool uses_sync = false;  // barriers / simd functions: the CPU runs the groups as fibers
+};
+
+/// Translates a Metal source (a metal_kernel's generated text or a whole library).
+/// Throws alloy::NotSupported for features Alloy does not run (textures, render functions...),
+/// std::invalid_argument for kernel signatures it cannot read.
+Translation translate(std::string_view msl, const TranslateOptions& options);
+
+/// Names Metal's compute attributes that Alloy computes (the 20 names MLX scans for, plus quads).
+const std::vector<std::string>& attribute_names();
+
+}  // namespace alloy::msl

@@ -1,0 +1,298 @@
+// CPU target layer of the Metal prelude (see ../README.md): everything metal/*.h needs that
+// differs between targets. Kernels run on host threads; a threadgroup is run by one worker, its
+// threads either as a plain loop or as fibers (cpu/abi.h). SIMD-group exchanges and barriers go
+// through the runtime's alloy_cpu_sync table.
+#pragma once
+
+#define ALLOY_TARGET_CPU 1
+#define ALLOY_FN inline
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <stdexcept>
+
+#include "abi.h"
+
+// The group the current host thread runs. Set by the translator-generated entry points; the
+// fibers of one group all run on the worker thread that owns it.
+inline thread_local alloy_cpu_group* alloy_cpu_current_group = nullptr;
+
+// threadgroup objects live in the group's arena; `slot` is unique per declaration in the source.
+#define ALLOY_THREADGROUP(type, dims, name, slot)                                            \
+  type(&name) dims = *static_cast<type(*) dims>(                                              \
+      ::alloy_target::tg_slot((slot), sizeof(type dims), alignof(type dims)))
+
+namespace alloy_portable {  // defined in metal/types.h
+constexpr float f16_bits_to_f32(uint16_t bits);
+constexpr uint16_t f32_to_f16_bits(float x);
+}  // namespace alloy_portable
+
+namespace alloy_target {
+
+ALLOY_FN void set_group(alloy_cpu_group* g) { alloy_cpu_current_group = g; }
+ALLOY_FN alloy_cpu_group* group() { return alloy_cpu_current_group; }
+
+ALLOY_FN void copy_bytes(void* dst, const void* src, size_t n) { memcpy(dst, src, n); }
+
+// ---- Half precision conversions (round to nearest even) ----
+
+ALLOY_FN float f16_to_f32(uint16_t bits) {
+#if defined(__FLT16_MAX__) && !defined(__clang__)
+  _Float16 h;
+  memcpy(&h, &bits, 2);
+  return static_cast<float>(h);
+#else
+  return alloy_portable::f16_bits_to_f32(bits);
+#endif
+}
+
+ALLOY_FN uint16_t f32_to_f16(float x) {
+#if defined(__FLT16_MAX__) && !defined(__clang__)
+  _Float16 h = static_cast<_Float16>(x);
+  uint16_t bits;
+  memcpy(&bits, &h, 2);
+  return bits;
+#else
+  return alloy_portable::f32_to_f16_bits(x);
+#endif
+}
+
+// ---- Fast math: the host libm is both fast and correct enough; exp(-inf) == 0 holds ----
+
+ALLOY_FN float fast_exp(float x) { return ::expf(x); }
+ALLOY_FN float fast_exp2(float x) { return ::exp2f(x); }
+ALLOY_FN float fast_log(float x) { return ::logf(x); }
+ALLOY_FN float fast_log2(float x) { return ::log2f(x); }
+ALLOY_FN float fast_sin(float x) { return ::sinf(x); }
+ALLOY_FN float fast_cos(float x) { return ::cosf(x); }
+ALLOY_FN float fast_tan(float x) { return ::tanf(x); }
+ALLOY_FN float fast_pow(float x, float y) { return ::powf(x, y); }
+ALLOY_FN float fast_rsqrt(float x) { return 1.0f / ::sqrtf(x); }
+ALLOY_FN float fast_sqrt(float x) { return ::sqrtf(x); }
+ALLOY_FN float fast_divide(float x, float y) { return x / y; }
+
+// ---- Bit operations (x != 0 where the builtin requires it) ----
+
+ALLOY_FN uint32_t clz32(uint32_t x) { return x ? __builtin_clz(x) : 32u; }
+ALLOY_FN uint32_t clz64(uint64_t x) { return x ? __builtin_clzll(x) : 64u; }
+ALLOY_FN uint32_t ctz32(uint32_t x) { return x ? __builtin_ctz(x) : 32u; }
+ALLOY_FN uint32_t ctz64(uint64_t x) { return x ? __builtin_ctzll(x) : 64u; }
+ALLOY_FN uint32_t popcount32(uint32_t x) { return __builtin_popcount(x); }
+ALLOY_FN uint32_t popcount64(uint64_t x) { return __builtin_popcountll(x); }
+ALLOY_FN uint32_t mulhi_u32(uint32_t a, uint32_t b) {
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+}
+ALLOY_FN int32_t mulhi_s32(int32_t a, int32_t b) {
+  return static_cast<int32_t>((static_cast<int64_t>(a) * b) >> 32);
+}
+ALLOY_FN uint64_t mulhi_u64(uint64_t a, uint64_t b) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
+}
+ALLOY_FN int64_t mulhi_s64(int64_t a, int64_t b) {
+  return static_cast<int64_t>((static_cast<__int128>(a) * b) >> 64);
+}
+ALLOY_FN uint32_t reverse_bits32(uint32_t x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+  return __builtin_bswap32(x);
+}
+
+// ---- Lanes: 32-lane simdgroups emulated by the fiber runtime ----
+
+[[noreturn]] inline void no_sync(const char* what) {
+  throw std::logic_error(
+      std::string("alloy: ") + what +
+      " called in loop mode (the kernel was not detected as using barriers/simd functions)");
+}
+
+ALLOY_FN alloy_cpu_group* sync_group(const char* what) {
+  alloy_cpu_group* g = alloy_cpu_current_group;
+  if (!g || !g->sync) no_sync(what);
+  return g;
+}
+
+ALLOY_FN uint32_t lane_id() { return alloy_cpu_current_group->current & 31u; }
+
+// Every live lane's `v` into all[0..31] (lane-major); sets g->simd_live. Values larger than one
+// exchange slot go through several exchanges.
+template <class T>
+ALLOY_FN void gather(const T& v, T* all) {
+  alloy_cpu_group* g = sync_group("a simdgroup function");
+  constexpr uint32_t kSlot = ALLOY_CPU_SIMD_SLOT_BYTES;
+  if constexpr (sizeof(T) <= kSlot) {
+    g->sync->simd_gather(g, &v, all, sizeof(T));
+  } else {
+    unsigned char chunk[32 * kSlot];
+    const unsigned char* src = reinterpret_cast<const unsigned char*>(&v);
+    for (uint32_t off = 0; off < sizeof(T); off += kSlot) {
+      uint32_t n = sizeof(T) - off < kSlot ? sizeof(T) - off : kSlot;
+      g->sync->simd_gather(g, src + off, chunk, n);
+      for (uint32_t l = 0; l < 32; ++l)
+        memcpy(reinterpret_cast<unsigned char*>(all + l) + off, chunk + l * n, n);
+    }
+  }
+}
+
+ALLOY_FN uint32_t live_mask() {
+  unsigned char dummy[32];
+  unsigned char mine = 0;
+  gather(mine, dummy);
+  return alloy_cpu_current_group->simd_live;
+}
+
+template <class T>
+ALLOY_FN T shuffle(T v, uint32_t src) {
+  T all[32];
+  gather(v, all);
+  uint32_t live = alloy_cpu_current_group->simd_live;
+  return (src < 32 && ((live >> src) & 1u)) ? all[src] : v;
+}
+
+template <class T, class Op>
+ALLOY_FN T reduce(T v, Op op) {
+  T all[32];
+  gather(v, all);
+  uint32_t live = alloy_cpu_current_group->simd_live;
+  T acc = v;
+  bool first = true;
+  for (uint32_t l = 0; l < 32; ++l) {
+    if (!((live >> l) & 1u)) continue;
+    acc = first ? all[l] : op(acc, all[l]);
+    first = false;
+  }
+  return acc;
+}
+
+template <class T, class Op>
+ALLOY_FN T inclusive_scan(T v, Op op) {
+  T all[32];
+  gather(v, all);
+  uint32_t live = alloy_cpu_current_group->simd_live;
+  uint32_t me = lane_id();
+  T acc = v;
+  bool first = true;
+  for (uint32_t l = 0; l <= me; ++l) {
+    if (!((live >> l) & 1u)) continue;
+    acc = first ? all[l] : op(acc, all[l]);
+    first = false;
+  }
+  return acc;
+}
+
+ALLOY_FN uint64_t ballot(bool p) {
+  bool all[32];
+  gather(p, all);
+  uint32_t live = alloy_cpu_current_group->simd_live;
+  uint64_t r = 0;
+  for (uint32_t l = 0; l < 32; ++l)
+    if (((live >> l) & 1u) && all[l]) r |= uint64_t(1) << l;
+  return r;
+}
+
+ALLOY_FN void threadgroup_barrier() {
+  alloy_cpu_group* g = sync_group("threadgroup_barrier");
+  g->sync->threadgroup_barrier(g);
+}
+
+ALLOY_FN void simdgroup_barrier() {
+  alloy_cpu_group* g = sync_group("simdgroup_barrier");
+  g->sync->simdgroup_barrier(g);
+}
+
+// ---- Threadgroup memory ----
+
+inline void* tg_slot(int slot, uint64_t bytes, uint64_t align) {
+  alloy_cpu_group* g = alloy_cpu_current_group;
+  if (slot < 0 || slot >= ALLOY_CPU_MAX_TG_SLOTS)
+    throw std::runtime_error("alloy: too many threadgroup declarations in one kernel");
+  if (void* p = g->tg_slots[slot]) return p;
+  if (align < 16) align = 16;
+  uint64_t start = (g->tg_used + align - 1) & ~(align - 1);
+  if (start + bytes > g->tg_capacity)
+    throw std::runtime_error("alloy: threadgroup memory exceeds the per-group capacity (" +
+                             std::to_string(start + bytes) + " > " +
+                             std::to_string(g->tg_capacity) + " bytes)");
+  g->tg_used = start + bytes;
+  void* p = g->tg_arena + start;
+  g->tg_slots[slot] = p;
+  return p;
+}
+
+// ---- Atomics (relaxed; fences are separate) ----
+
+template <class T>
+ALLOY_FN T atomic_load(T* p) {
+  T r;
+  __atomic_load(p, &r, __ATOMIC_RELAXED);
+  return r;
+}
+template <class T>
+ALLOY_FN void atomic_store(T* p, T v) {
+  __atomic_store(p, &v, __ATOMIC_RELAXED);
+}
+template <class T>
+ALLOY_FN T atomic_exchange(T* p, T v) {
+  T r;
+  __atomic_exchange(p, &v, &r, __ATOMIC_RELAXED);
+  return r;
+}
+// Weak in Metal; a strong CAS is a valid implementation of a weak one.
+template <class T>
+ALLOY_FN bool atomic_compare_exchange(T* p, T* expected, T desired) {
+  return __atomic_compare_exchange(p, expected, &desired, false, __ATOMIC_RELAXED,
+                                   __ATOMIC_RELAXED);
+}
+
+// Read-modify-write through a CAS loop, for types without a native instruction (float).
+template <class T, class F>
+ALLOY_FN T atomic_rmw_cas(T* p, F f) {
+  T old = atomic_load(p);
+  while (!atomic_compare_exchange(p, &old, f(old))) {
+  }
+  return old;
+}
+
+template <class T>
+ALLOY_FN T atomic_fetch_add(T* p, T v) {
+  if constexpr (static_cast<T>(0.5) != 0)  // floating point
+    return atomic_rmw_cas(p, [v](T o) { return o + v; });
+  else
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+template <class T>
+ALLOY_FN T atomic_fetch_sub(T* p, T v) {
+  if constexpr (static_cast<T>(0.5) != 0)
+    return atomic_rmw_cas(p, [v](T o) { return o - v; });
+  else
+    return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED);
+}
+template <class T>
+ALLOY_FN T atomic_fetch_and(T* p, T v) {
+  return __atomic_fetch_and(p, v, __ATOMIC_RELAXED);
+}
+template <class T>
+ALLOY_FN T atomic_fetch_or(T* p, T v) {
+  return __atomic_fetch_or(p, v, __ATOMIC_RELAXED);
+}
+template <class T>
+ALLOY_FN T atomic_fetch_xor(T* p, T v) {
+  return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED);
+}
+// min/max: NaN operands are ignored for floats (fmin/fmax semantics).
+template <class T>
+ALLOY_FN T atomic_fetch_min(T* p, T v) {
+  return atomic_rmw_cas(p, [v](T o) { return v < o || o != o ? v : o; });
+}
+template <class T>
+ALLOY_FN T atomic_fetch_max(T* p, T v) {
+  return atomic_rmw_cas(p, [v](T o) { return v > o || o != o ? v : o; });
+}
+
+ALLOY_FN void fence_device() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+ALLOY_FN void fence_threadgroup() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+}  // namespace alloy_target

@@ -1,0 +1,156 @@
+// Kernel entry support, written once for every target: the Metal attribute values of a thread
+// and the binding of launch buffers to kernel parameters. The translator's per-target entry
+// (msl/target.cpp) fills a thread_ids from the target's raw thread ids and calls the kernel.
+#pragma once
+#include "metal_stdlib.h"
+#if defined(ALLOY_TARGET_CUDA)
+#include "cuda/abi.h"
+#else
+#include "cpu/abi.h"
+#endif
+
+namespace alloy_entry {
+
+typedef unsigned int u32;
+
+// ---- minimal traits (NVRTC has no standard library) ----
+template <class T> struct remove_ref { typedef T type; };
+template <class T> struct remove_ref<T&> { typedef T type; };
+template <class T> struct is_ptr { static constexpr bool value = false; };
+template <class T> struct is_ptr<T*> { static constexpr bool value = true; };
+template <int I, class... A> struct nth;
+template <class H, class... A> struct nth<0, H, A...> { typedef H type; };
+template <int I, class H, class... A> struct nth<I, H, A...> {
+  typedef typename nth<I - 1, A...>::type type;
+};
+template <int I, class F> struct param;
+template <int I, class R, class... A> struct param<I, R (*)(A...)> {
+  typedef typename nth<I, A...>::type type;
+};
+
+/// Parameter I of kernel F bound to launch memory `p`: pointers are cast, `constant T&`
+/// scalars are dereferenced.
+template <int I, class F>
+ALLOY_FN decltype(auto) arg(F, void* p) {
+  typedef typename param<I, F>::type P;
+  if constexpr (is_ptr<P>::value) {
+    return static_cast<P>(p);
+  } else {
+    typedef typename remove_ref<P>::type V;
+    return *static_cast<V*>(p);
+  }
+}
+
+// An attribute value; converts to the parameter's declared type (uint, uint2, uint3, ushort...).
+template <class T> struct attr_conv {
+  static ALLOY_FN T make(u32 x, u32, u32) { return static_cast<T>(x); }
+};
+template <class E> struct attr_conv<metal::vec<E, 2>> {
+  static ALLOY_FN metal::vec<E, 2> make(u32 x, u32 y, u32) {
+    return metal::vec<E, 2>(static_cast<E>(x), static_cast<E>(y));
+  }
+};
+template <class E> struct attr_conv<metal::vec<E, 3>> {
+  static ALLOY_FN metal::vec<E, 3> make(u32 x, u32 y, u32 z) {
+    return metal::vec<E, 3>(static_cast<E>(x), static_cast<E>(y), static_cast<E>(z));
+  }
+};
+struct attr {
+  u32 x, y, z;
+  template <class T>
+  ALLOY_FN operator T() const {
+    return attr_conv<T>::make(x, y, z);
+  }
+};
+
+/// Raw ids of one thread; the attribute functions give Metal's values (MSL spec, attribute
+/// qualifiers for kernel function input arguments). Non-uniform threadgroups: at the grid's
+/// edges a group is partial, and threads_per_threadgroup is its actual size, while
+/// dispatch_threads_per_threadgroup stays the dispatched size.
+struct thread_ids {
+  u32 grid[3];    // threads per grid
+  u32 tg[3];      // dispatched threadgroup size
+  u32 groups[3];  // threadgroups per grid
+  u32 gpos[3];    // this group's position
+  u32 gsize[3];   // this group's actual (partial) size
+  u32 local[3];   // position in the group
+  u32 lid;        // linear index in the group, x fastest, over the actual size
+
+  ALLOY_FN bool outside_grid() const {
+    return local[0] >= gsize[0] || local[1] >= gsize[1] || local[2] >= gsize[2];
+  }
+  ALLOY_FN attr thread_position_in_grid() const {
+    return {gpos[0] * tg[0] + local[0], gpos[1] * tg[1] + local[1], gpos[2] * tg[2] + local[2]};
+  }
+  ALLOY_FN attr threads_per_grid() const { return {grid[0], grid[1], grid[2]}; }
+  ALLOY_FN attr grid_size() const { return {grid[0], grid[1], grid[2]}; }
+  ALLOY_FN attr grid_origin() const { return {0, 0, 0}; }
+  ALLOY_FN attr thread_position_in_threadgroup() const { return {local[0], local[1], local[2]}; }
+  ALLOY_FN attr threadgroup_position_in_grid() const { return {gpos[0], gpos[1], gpos[2]}; }
+  ALLOY_FN attr threads_per_threadgroup() const { return {gsize[0], gsize[1], gsize[2]}; }
+  ALLOY_FN attr dispatch_threads_per_threadgroup() const { return {tg[0], tg[1], tg[2]}; }
+  ALLOY_FN attr threadgroups_per_grid() const { return {groups[0], groups[1], groups[2]}; }
+  ALLOY_FN attr thread_index_in_threadgroup() const { return {lid, 0, 0}; }
+  ALLOY_FN attr thread_index_in_simdgroup() const { return {lid % 32u, 0, 0}; }
+  ALLOY_FN attr simdgroup_index_in_threadgroup() const { return {lid / 32u, 0, 0}; }
+  ALLOY_FN attr simdgroups_per_threadgroup() const {
+    return {(gsize[0] * gsize[1] * gsize[2] + 31u) / 32u, 0, 0};
+  }
+  ALLOY_FN attr dispatch_simdgroups_per_threadgroup() const {
+    return {(tg[0] * tg[1] * tg[2] + 31u) / 32u, 0, 0};
+  }
+  ALLOY_FN attr threads_per_simdgroup() const { return {32u, 0, 0}; }
+  ALLOY_FN attr thread_execution_width() const { return {32u, 0, 0}; }
+  ALLOY_FN attr thread_index_in_quadgroup() const { return {lid % 4u, 0, 0}; }
+  ALLOY_FN attr quadgroup_index_in_threadgroup() const { return {lid / 4u, 0, 0}; }
+  ALLOY_FN attr quadgroups_per_threadgroup() const {
+    return {(gsize[0] * gsize[1] * gsize[2] + 3u) / 4u, 0, 0};
+  }
+  ALLOY_FN attr dispatch_quadgroups_per_threadgroup() const {
+    return {(tg[0] * tg[1] * tg[2] + 3u) / 4u, 0, 0};
+  }
+};
+
+#if defined(ALLOY_TARGET_CPU)
+ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g, u32 x, u32 y,
+                            u32 z) {
+  thread_ids t;
+  for (int d = 0; d < 3; ++d) {
+    t.grid[d] = L->grid[d];
+    t.tg[d] = L->threadgroup[d];
+    t.groups[d] = L->groups[d];
+    t.gpos[d] = g->group_pos[d];
+    t.gsize[d] = g->group_size[d];
+  }
+  t.local[0] = x;
+  t.local[1] = y;
+  t.local[2] = z;
+  t.lid = x + g->group_size[0] * (y + g->group_size[1] * z);
+  return t;
+}
+ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g, u32 lid) {
+  u32 sx = g->group_size[0], sy = g->group_size[1];
+  return cpu_ids(L, g, lid % sx, (lid / sx) % sy, lid / (sx * sy));
+}
+#endif
+
+#if defined(ALLOY_TARGET_CUDA)
+__device__ __forceinline__ thread_ids cuda_ids(const alloy_cuda_launch& L) {
+  thread_ids t;
+  const u32 b[3] = {blockIdx.x, blockIdx.y, blockIdx.z};
+  const u32 l[3] = {threadIdx.x, threadIdx.y, threadIdx.z};
+  for (int d = 0; d < 3; ++d) {
+    t.grid[d] = L.grid[d];
+    t.tg[d] = L.threadgroup[d];
+    t.groups[d] = L.groups[d];
+    t.gpos[d] = b[d];
+    u32 left = L.grid[d] - b[d] * L.threadgroup[d];
+    t.gsize[d] = left < L.threadgroup[d] ? left : L.threadgroup[d];
+    t.local[d] = l[d];
+  }
+  t.lid = l[0] + t.gsize[0] * (l[1] + t.gsize[1] * l[2]);
+  return t;
+}
+#endif
+
+}  // namespace alloy_entry

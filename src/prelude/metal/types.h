@@ -1,0 +1,356 @@
+// Metal scalar types: uchar/ushort/uint/ulong, half and bfloat (16-bit storage structs computing in
+// float), Metal's promotion rules for them, and numeric_limits.
+#pragma once
+
+// ---- Exact bit conversions (round to nearest even), usable in constant expressions ----
+namespace alloy_portable {
+
+ALLOY_FN constexpr uint16_t f32_to_f16_bits(float f) {
+  uint32_t x = __builtin_bit_cast(uint32_t, f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u)  // inf, NaN (kept quiet, top payload bits kept)
+    return static_cast<uint16_t>(sign | (ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu)
+                                                          : 0x7c00u));
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
+  if (ax >= 0x38800000u) {  // normal half: rebias the exponent, round the 13 dropped bits
+    ax += 0xc8000fffu + ((ax >> 13) & 1u);
+    return static_cast<uint16_t>(sign | (ax >> 13));
+  }
+  // Subnormal half: adding 0.5 (ulp 2^-24 = the half subnormal step) rounds in hardware.
+  float t = __builtin_bit_cast(float, ax) + 0.5f;
+  return static_cast<uint16_t>(sign | (__builtin_bit_cast(uint32_t, t) - 0x3f000000u));
+}
+
+ALLOY_FN constexpr float f16_bits_to_f32(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1fu;
+  uint32_t m = h & 0x3ffu;
+  if (e == 0x1f) return __builtin_bit_cast(float, sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    float v = static_cast<float>(m) * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  return __builtin_bit_cast(float, sign | ((e + 112u) << 23) | (m << 13));
+}
+
+ALLOY_FN constexpr uint16_t f32_to_bf16_bits(float f) {
+  uint32_t x = __builtin_bit_cast(uint32_t, f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+ALLOY_FN constexpr float bf16_bits_to_f32(uint16_t b) {
+  return __builtin_bit_cast(float, static_cast<uint32_t>(b) << 16);
+}
+
+}  // namespace alloy_portable
+
+namespace metal {
+
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long ulong;
+
+namespace alloy_detail {
+ALLOY_FN constexpr uint16_t f32_to_f16(float x) {
+  if (__builtin_is_constant_evaluated()) return alloy_portable::f32_to_f16_bits(x);
+  return alloy_target::f32_to_f16(x);
+}
+ALLOY_FN constexpr float f16_to_f32(uint16_t b) {
+  if (__builtin_is_constant_evaluated()) return alloy_portable::f16_bits_to_f32(b);
+  return alloy_target::f16_to_f32(b);
+}
+template <class T>
+inline constexpr bool is_builtin_arith = alloy_traits::integral<remove_cv_t<T>>::value ||
+                                         is_same_v<remove_cv_t<T>, float> ||
+                                         is_same_v<remove_cv_t<T>, double>;
+struct bits_tag {};
+}  // namespace alloy_detail
+
+// IEEE binary16. Arithmetic is done in float and rounded back, which gives the correctly rounded
+// half result for + - * / (float has more than 2*11+2 significand bits).
+struct half {
+  uint16_t alloy_bits;
+
+  half() = default;
+  ALLOY_FN constexpr half(alloy_detail::bits_tag, uint16_t b) : alloy_bits(b) {}
+  template <class T, enable_if_t<alloy_detail::is_builtin_arith<T>, int> = 0>
+  ALLOY_FN constexpr half(T v) : alloy_bits(alloy_detail::f32_to_f16(static_cast<float>(v))) {}
+  ALLOY_FN constexpr half(bfloat b);
+  ALLOY_FN constexpr operator float() const { return alloy_detail::f16_to_f32(alloy_bits); }
+
+  static ALLOY_FN constexpr half from_bits(uint16_t b) { return half(alloy_detail::bits_tag{}, b); }
+
+  template <class T>
+  ALLOY_FN half& operator+=(const T& v) { return *this = half(*this + v); }
+  template <class T>
+  ALLOY_FN half& operator-=(const T& v) { return *this = half(*this - v); }
+  template <class T>
+  ALLOY_FN half& operator*=(const T& v) { return *this = half(*this * v); }
+  template <class T>
+  ALLOY_FN half& operator/=(const T& v) { return *this = half(*this / v); }
+  ALLOY_FN half& operator++() { return *this += 1; }
+  ALLOY_FN half& operator--() { return *this -= 1; }
+  ALLOY_FN half operator++(int) { half r = *this; *this += 1; return r; }
+  ALLOY_FN half operator--(int) { half r = *this; *this -= 1; return r; }
+};
+
+// bfloat16: float's exponent, 8 significand bits. Metal allows fewer implicit conversions to
+// bfloat than we do; accepting more keeps templates written for half working.
+struct bfloat {
+  uint16_t alloy_bits;
+
+  bfloat() = default;
+  ALLOY_FN constexpr bfloat(alloy_detail::bits_tag, uint16_t b) : alloy_bits(b) {}
+  template <class T, enable_if_t<alloy_detail::is_builtin_arith<T>, int> = 0>
+  ALLOY_FN constexpr bfloat(T v)
+      : alloy_bits(alloy_portable::f32_to_bf16_bits(static_cast<float>(v))) {}
+  ALLOY_FN constexpr bfloat(half h) : alloy_bits(alloy_portable::f32_to_bf16_bits(float(h))) {}
+  ALLOY_FN constexpr operator float() const { return alloy_portable::bf16_bits_to_f32(alloy_bits); }
+
+  static ALLOY_FN constexpr bfloat from_bits(uint16_t b) {
+    return bfloat(alloy_detail::bits_tag{}, b);
+  }
+
+  template <class T>
+  ALLOY_FN bfloat& operator+=(const T& v) { return *this = bfloat(*this + v); }
+  template <class T>
+  ALLOY_FN bfloat& operator-=(const T& v) { return *this = bfloat(*this - v); }
+  template <class T>
+  ALLOY_FN bfloat& operator*=(const T& v) { return *this = bfloat(*this * v); }
+  template <class T>
+  ALLOY_FN bfloat& operator/=(const T& v) { return *this = bfloat(*this / v); }
+  ALLOY_FN bfloat& operator++() { return *this += 1; }
+  ALLOY_FN bfloat& operator--() { return *this -= 1; }
+  ALLOY_FN bfloat operator++(int) { bfloat r = *this; *this += 1; return r; }
+  ALLOY_FN bfloat operator--(int) { bfloat r = *this; *this -= 1; return r; }
+};
+
+ALLOY_FN constexpr half::half(bfloat b) : alloy_bits(alloy_detail::f32_to_f16(float(b))) {}
+
+typedef bfloat bfloat16_t;
+typedef half float16_t;
+
+namespace alloy_detail {
+template <class T>
+inline constexpr bool is_lowp = is_same_v<remove_cv_t<T>, half> || is_same_v<remove_cv_t<T>, bfloat>;
+template <class T>
+inline constexpr bool is_scalar_arith = is_builtin_arith<T> || is_lowp<T>;
+
+// Result of a binary operation with at least one half/bfloat operand (Metal's rules):
+// same type -> that type; with an integer -> the 16-bit type; with float/double -> float/double;
+// half with bfloat -> float.
+template <class A, class B, bool = is_lowp<A>, bool = is_lowp<B>>
+struct lowp_promote {};
+template <class A, class B>
+struct lowp_promote<A, B, true, true> {
+  typedef conditional_t<is_same_v<remove_cv_t<A>, remove_cv_t<B>>, remove_cv_t<A>, float> type;
+};
+template <class A, class B>
+struct lowp_promote<A, B, true, false> {
+  typedef conditional_t<is_integral_v<B>, remove_cv_t<A>, remove_cv_t<B>> type;
+};
+template <class A, class B>
+struct lowp_promote<A, B, false, true> {
+  typedef conditional_t<is_integral_v<A>, remove_cv_t<B>, remove_cv_t<A>> type;
+};
+template <class A, class B>
+using lowp_binop_t =
+    enable_if_t<(is_lowp<A> || is_lowp<B>) && is_scalar_arith<A> && is_scalar_arith<B>,
+                typename lowp_promote<A, B>::type>;
+template <class A, class B>
+using lowp_compute_t = conditional_t<is_same_v<A, double> || is_same_v<B, double>, double, float>;
+template <class A, class B>
+using lowp_cmp_t = enable_if_t<
+    (is_lowp<A> || is_lowp<B>) && is_scalar_arith<A> && is_scalar_arith<B>, bool>;
+
+// Common type of two scalars for min/max/clamp/...: C++'s usual arithmetic conversions, except
+// that same-typed operands keep their type (Metal has no integer promotion to int there) and
+// half/bfloat follow lowp_promote.
+template <class A, class B, bool = is_lowp<A> || is_lowp<B>>
+struct promote2 {
+  typedef decltype(declval<A>() + declval<B>()) type;
+};
+template <class A, class B>
+struct promote2<A, B, true> : lowp_promote<A, B> {};
+template <class A>
+struct promote2<A, A, false> {
+  typedef A type;
+};
+template <class A>
+struct promote2<A, A, true> {
+  typedef A type;
+};
+template <class A, class B>
+using promote2_t = typename promote2<remove_cv_t<A>, remove_cv_t<B>>::type;
+}  // namespace alloy_detail
+
+#define ALLOY_LOWP_BINOP(op)                                                              \
+  template <class A, class B>                                                           \
+  ALLOY_FN constexpr alloy_detail::lowp_binop_t<A, B> operator op(A a, B b) {           \
+    typedef alloy_detail::lowp_compute_t<A, B> C;                                         \
+    return alloy_detail::lowp_binop_t<A, B>(static_cast<C>(a) op static_cast<C>(b));      \
+  }
+ALLOY_LOWP_BINOP(+)
+ALLOY_LOWP_BINOP(-)
+ALLOY_LOWP_BINOP(*)
+ALLOY_LOWP_BINOP(/)
+#undef ALLOY_LOWP_BINOP
+
+#define ALLOY_LOWP_CMP(op)                                                         \
+  template <class A, class B>                                                    \
+  ALLOY_FN constexpr alloy_detail::lowp_cmp_t<A, B> operator op(A a, B b) {      \
+    typedef alloy_detail::lowp_compute_t<A, B> C;                                  \
+    return static_cast<C>(a) op static_cast<C>(b);                                 \
+  }
+ALLOY_LOWP_CMP(==)
+ALLOY_LOWP_CMP(!=)
+ALLOY_LOWP_CMP(<)
+ALLOY_LOWP_CMP(<=)
+ALLOY_LOWP_CMP(>)
+ALLOY_LOWP_CMP(>=)
+#undef ALLOY_LOWP_CMP
+
+// Negation flips the sign bit (exact, also for NaN and zero).
+ALLOY_FN constexpr half operator-(half x) { return half::from_bits(x.alloy_bits ^ 0x8000u); }
+ALLOY_FN constexpr bfloat operator-(bfloat x) { return bfloat::from_bits(x.alloy_bits ^ 0x8000u); }
+ALLOY_FN constexpr half operator+(half x) { return x; }
+ALLOY_FN constexpr bfloat operator+(bfloat x) { return x; }
+
+// ---- numeric_limits ----
+
+template <class T>
+struct numeric_limits {
+  static constexpr bool is_specialized = false;
+};
+template <class T>
+struct numeric_limits<const T> : numeric_limits<T> {};
+
+namespace alloy_detail {
+template <class T>
+struct int_limits {
+  typedef make_unsigned_t<T> U;
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = T(-1) < T(0);
+  static constexpr bool is_integer = true;
+  static constexpr bool is_exact = true;
+  static constexpr bool has_infinity = false;
+  static constexpr bool has_quiet_NaN = false;
+  static constexpr int radix = 2;
+  static constexpr int digits = int(sizeof(T) * 8) - (is_signed ? 1 : 0);
+  static constexpr int digits10 = digits * 301 / 1000;
+  ALLOY_FN static constexpr T max() { return T(is_signed ? U(~U(0)) >> 1 : U(~U(0))); }
+  ALLOY_FN static constexpr T min() { return is_signed ? T(-max() - 1) : T(0); }
+  ALLOY_FN static constexpr T lowest() { return min(); }
+  ALLOY_FN static constexpr T epsilon() { return T(0); }
+  ALLOY_FN static constexpr T round_error() { return T(0); }
+  ALLOY_FN static constexpr T infinity() { return T(0); }
+  ALLOY_FN static constexpr T quiet_NaN() { return T(0); }
+  ALLOY_FN static constexpr T signaling_NaN() { return T(0); }
+  ALLOY_FN static constexpr T denorm_min() { return T(0); }
+};
+
+// Floating-point limits from bit patterns: T::from_bits or __builtin_bit_cast.
+template <class T, class Bits, int Digits, int MaxExp, Bits Max, Bits Min, Bits Eps, Bits Inf,
+          Bits QNaN, Bits SNaN, Bits Denorm>
+struct float_limits {
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = false;
+  static constexpr bool has_infinity = true;
+  static constexpr bool has_quiet_NaN = true;
+  static constexpr bool has_signaling_NaN = true;
+  static constexpr bool has_denorm = true;
+  static constexpr int radix = 2;
+  static constexpr int digits = Digits;
+  static constexpr int max_exponent = MaxExp;
+  static constexpr int min_exponent = 3 - MaxExp;
+  ALLOY_FN static constexpr T make(Bits b) {
+    if constexpr (alloy_detail::is_lowp<T>)
+      return T::from_bits(b);
+    else
+      return __builtin_bit_cast(T, b);
+  }
+  ALLOY_FN static constexpr T max() { return make(Max); }
+  ALLOY_FN static constexpr T min() { return make(Min); }
+  ALLOY_FN static constexpr T lowest() { return make(Max | (Bits(1) << (sizeof(Bits) * 8 - 1))); }
+  ALLOY_FN static constexpr T epsilon() { return make(Eps); }
+  ALLOY_FN static constexpr T round_error() { return T(0.5f); }
+  ALLOY_FN static constexpr T infinity() { return make(Inf); }
+  ALLOY_FN static constexpr T quiet_NaN() { return make(QNaN); }
+  ALLOY_FN static constexpr T signaling_NaN() { return make(SNaN); }
+  ALLOY_FN static constexpr T denorm_min() { return make(Denorm); }
+};
+}  // namespace alloy_detail
+
+#define ALLOY_INT_LIMITS(T) \
+  template <>               \
+  struct numeric_limits<T> : alloy_detail::int_limits<T> {};
+ALLOY_INT_LIMITS(char)
+ALLOY_INT_LIMITS(signed char)
+ALLOY_INT_LIMITS(unsigned char)
+ALLOY_INT_LIMITS(short)
+ALLOY_INT_LIMITS(unsigned short)
+ALLOY_INT_LIMITS(int)
+ALLOY_INT_LIMITS(unsigned int)
+ALLOY_INT_LIMITS(long)
+ALLOY_INT_LIMITS(unsigned long)
+ALLOY_INT_LIMITS(long long)
+ALLOY_INT_LIMITS(unsigned long long)
+#undef ALLOY_INT_LIMITS
+template <>
+struct numeric_limits<bool> : alloy_detail::int_limits<unsigned char> {
+  static constexpr int digits = 1;
+  ALLOY_FN static constexpr bool max() { return true; }
+  ALLOY_FN static constexpr bool min() { return false; }
+  ALLOY_FN static constexpr bool lowest() { return false; }
+};
+template <>
+struct numeric_limits<float>
+    : alloy_detail::float_limits<float, uint32_t, 24, 128, 0x7f7fffffu, 0x00800000u, 0x34000000u,
+                                 0x7f800000u, 0x7fc00000u, 0x7fa00000u, 1u> {};
+template <>
+struct numeric_limits<double>
+    : alloy_detail::float_limits<double, uint64_t, 53, 1024, 0x7fefffffffffffffull,
+                                 0x0010000000000000ull, 0x3cb0000000000000ull,
+                                 0x7ff0000000000000ull, 0x7ff8000000000000ull,
+                                 0x7ff4000000000000ull, 1ull> {};
+template <>
+struct numeric_limits<half>
+    : alloy_detail::float_limits<half, uint16_t, 11, 16, 0x7bff, 0x0400, 0x1400, 0x7c00, 0x7e00,
+                                 0x7d00, 1> {};
+template <>
+struct numeric_limits<bfloat>
+    : alloy_detail::float_limits<bfloat, uint16_t, 8, 128, 0x7f7f, 0x0080, 0x3c00, 0x7f80, 0x7fc0,
+                                 0x7fa0, 1> {};
+
+}  // namespace metal
+
+#define HALF_MAX (::metal::half::from_bits(0x7bff))
+#define HALF_MIN (::metal::half::from_bits(0x0400))
+#define HALF_EPSILON (::metal::half::from_bits(0x1400))
+#define HALF_DIG 3
+#define HALF_MANT_DIG 11
+#define HALF_MAX_10_EXP 4
+#define HALF_MAX_EXP 16
+#define HALF_MIN_10_EXP (-4)
+#define HALF_MIN_EXP (-13)
+#define HALF_RADIX 2
+#define MAXHALF HALF_MAX
+#define HUGE_VALH (::metal::half::from_bits(0x7c00))
+#define M_E_H (::metal::half(M_E_F))
+#define M_LOG2E_H (::metal::half(M_LOG2E_F))
+#define M_LOG10E_H (::metal::half(M_LOG10E_F))
+#define M_LN2_H (::metal::half(M_LN2_F))
+#define M_LN10_H (::metal::half(M_LN10_F))
+#define M_PI_H (::metal::half(M_PI_F))
+#define M_PI_2_H (::metal::half(M_PI_2_F))
+#define M_PI_4_H (::metal::half(M_PI_4_F))
+#define M_1_PI_H (::metal::half(M_1_PI_F))
+#define M_2_PI_H (::metal::half(M_2_PI_F))
+#define M_2_SQRTPI_H (::metal::half(M_2_SQRTPI_F))
+#define M_SQRT2_H (::metal::half(M_SQRT2_F))
+#define M_SQRT1_2_H (::metal::half(M_SQRT1_2_F))

@@ -1,0 +1,130 @@
+// The `alloy` command line: demo (example kernels on the best device, checked against
+// references) and translate (the Metal text of a metal_kernel call, or its CPU/CUDA translation).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "alloy/alloy.h"
+#include "demo.h"
+#include "kernel/custom_kernel.h"
+#include "kernel/program.h"
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "4x16" -> {4, 16}; "" or "scalar" -> {} (a 0-d input).
+alloy::Shape parse_shape(const std::string& s) {
+  alloy::Shape shape;
+  if (s.empty() || s == "scalar") return shape;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, 'x')) shape.push_back(std::stoll(part));
+  return shape;
+}
+
+alloy::TemplateArg parse_template_value(const std::string& v) {
+  if (v == "true" || v == "True") return true;
+  if (v == "false" || v == "False") return false;
+  try {
+    size_t used = 0;
+    int i = std::stoi(v, &used);
+    if (used == v.size()) return i;
+  } catch (...) {
+  }
+  return alloy::dtype_from_name(v);
+}
+
+struct TranslateArgs {
+  std::string target = "metal";
+  std::string name = "kernel";
+  std::vector<std::string> inputs, outputs, input_dtypes, input_shapes, output_dtypes, templates;
+  std::string source, header, library;
+  bool ensure_row_contiguous = true, atomic_outputs = false;
+};
+
+int run_translate(const TranslateArgs& a) {
+  using namespace alloy;
+  if (a.target != "metal" && a.target != "cpu" && a.target != "cuda")
+    throw std::invalid_argument("--target must be metal, cpu or cuda");
+  kernel::SourceMap map;
+  if (!a.library.empty()) {
+    map.label = a.library;
+    map.msl = read_file(a.library);
+    map.user_text = true;
+  } else {
+    if (a.source.empty()) throw std::invalid_argument("give --source BODY_FILE or --library FILE");
+    if (a.input_dtypes.size() != a.inputs.size() || a.input_shapes.size() != a.inputs.size())
+      throw std::invalid_argument("give one --input-dtype and one --input-shape per --input");
+    std::vector<Array> inputs;
+    for (size_t i = 0; i < a.inputs.size(); ++i) {
+      Shape shape = parse_shape(a.input_shapes[i]);
+      inputs.push_back(zeros(shape, dtype_from_name(a.input_dtypes[i]), Device::cpu()));
+    }
+    KernelCall call;
+    for (auto& d : a.output_dtypes) call.output_dtypes.push_back(dtype_from_name(d));
+    for (auto& t : a.templates) {
+      auto eq = t.find('=');
+      if (eq == std::string::npos) throw std::invalid_argument("--template takes NAME=VALUE");
+      call.template_args.push_back({t.substr(0, eq), parse_template_value(t.substr(eq + 1))});
+    }
+    auto k = metal_kernel(a.name, a.inputs, a.outputs, read_file(a.source),
+                          a.header.empty() ? "" : read_file(a.header), a.ensure_row_contiguous,
+                          a.atomic_outputs);
+    map = kernel::call_source_map(k.spec(), k.metal_source(inputs, call));
+  }
+  if (a.target == "metal")
+    std::cout << map.msl;
+  else
+    std::cout << kernel::translate_only(map, a.target == "cuda" ? msl::Target::cuda
+                                                                : msl::Target::cpu);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Alloy: Metal compute kernels on NVIDIA GPUs and CPUs"};
+  app.require_subcommand(1);
+
+  auto* demo = app.add_subcommand("demo", "Run the example kernels on the best device and check them");
+  std::string device = "best";
+  demo->add_option("--device", device, "best | cpu | gpu");
+
+  TranslateArgs ta;
+  auto* tr = app.add_subcommand(
+      "translate", "Print the Metal source of a metal_kernel call (MLX's text) or its translation");
+  tr->add_option("--target", ta.target, "metal | cpu | cuda")->default_val("metal");
+  tr->add_option("--name", ta.name, "kernel name (metal_kernel's name)");
+  tr->add_option("--input", ta.inputs, "input name (repeat)");
+  tr->add_option("--input-dtype", ta.input_dtypes, "dtype of each input (repeat)");
+  tr->add_option("--input-shape", ta.input_shapes, "shape of each input, e.g. 4x16 or scalar");
+  tr->add_option("--output", ta.outputs, "output name (repeat)");
+  tr->add_option("--output-dtype", ta.output_dtypes, "dtype of each output (repeat)");
+  tr->add_option("--template", ta.templates, "template argument NAME=VALUE (dtype, int, bool)");
+  tr->add_option("--source", ta.source, "file holding the kernel body");
+  tr->add_option("--header", ta.header, "file holding the header");
+  tr->add_option("--library", ta.library, "a whole .metal library instead of a body");
+  tr->add_flag("--atomic-outputs", ta.atomic_outputs, "outputs are device atomic<T>*");
+  tr->add_flag("!--no-ensure-row-contiguous", ta.ensure_row_contiguous,
+               "pass strided inputs as they are");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (demo->parsed()) return alloy::tools::run_demo(device);
+    if (tr->parsed()) return run_translate(ta);
+  } catch (const std::exception& e) {
+    std::cerr << "alloy: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
