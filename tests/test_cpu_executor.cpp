@@ -347,6 +347,7 @@ TEST(CpuExecutor, SimdGatherFullSimdgroups) { check_simd_sum(256 * 9, 256); }
 TEST(CpuExecutor, SimdGatherPartialSimdgroups80) { check_simd_sum(80 * 11, 80); }   // 32+32+16
 TEST(CpuExecutor, SimdGatherPartialEdgeGroup) { check_simd_sum(128 * 3 + 45, 128); }  // 32+13
 TEST(CpuExecutor, SimdGatherTinyGroups) { check_simd_sum(7 * 5, 7); }
+TEST(CpuExecutor, SimdGather1024) { check_simd_sum(1024 * 3 + 100, 1024); }
 
 struct Wide {
   double a;
@@ -562,6 +563,28 @@ TEST(CpuExecutor, OutOfRangeReports) {
     EXPECT_EQ(it->threadgroup_position_in_grid[0], 2u);
     EXPECT_EQ(it->threadgroup_position_in_grid[1], 1u);
   }
+}
+
+TEST(CpuExecutor, OutOfRangeLogKeepsTheFirstReportsAndCountsAll) {
+  OobLog log(5);
+  ExecOptions opts;
+  opts.oob = &log;
+  Dispatch d({4096, 1, 1}, {64, 1, 1});
+  run(d.L,
+      [](const alloy_cpu_launch*, alloy_cpu_group* g) {
+        for (uint32_t lid = 0; lid < g->nthreads; ++lid) {
+          g->current = lid;
+          g->sync->report_oob(g, 1, lid, 0);
+        }
+      },
+      nullptr, false, opts);
+  EXPECT_EQ(log.count(), 4096u);
+  EXPECT_EQ(log.reports().size(), 5u);
+  log.clear();
+  EXPECT_EQ(log.count(), 0u);
+  // Without a log, reports are dropped.
+  run(d.L, [](const alloy_cpu_launch*, alloy_cpu_group* g) { g->sync->report_oob(g, 0, 0, 1); },
+      nullptr, false);
 }
 
 // ---- many groups ----

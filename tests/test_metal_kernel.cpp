@@ -67,6 +67,7 @@ TEST(MetalKernel, ExpStridedView) {
     // A transposed view too.
     Array tview = base.transpose();
     call.output_shapes = {tview.shape()};
+    call.grid = {static_cast<int>(tview.size()), 1, 1};
     auto out2 = k({tview}, call)[0];
     auto tin = tview.to_doubles();
     for (size_t i = 0; i < tin.size(); ++i) tin[i] = std::exp(tin[i]);

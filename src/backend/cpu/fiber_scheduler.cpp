@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -24,11 +25,18 @@ const alloy_cpu_sync FiberScheduler::kSync = {&FiberScheduler::sync_barrier,
                                               &FiberScheduler::sync_gather,
                                               &FiberScheduler::sync_simd_barrier, &report_oob};
 
-FiberScheduler::~FiberScheduler() {
+// Each guard page splits the stack mapping: 2 mappings per fiber. Linux caps a process's mappings
+// (vm.max_map_count, 65530 by default) and malloc needs some too, so guards are added only while
+// the process-wide count stays under this budget (e.g. 16 workers x 512 fibers).
+static std::atomic<int64_t> g_guard_budget{16384};
+
+FiberScheduler::~FiberScheduler() { release_stacks(); }
+
+void FiberScheduler::release_stacks() {
   if (stacks_) ::munmap(stacks_, map_bytes_);
-  delete[] ctx_;
-  delete[] state_;
-  delete[] sg_;
+  stacks_ = nullptr;
+  if (guards_) g_guard_budget += guards_;
+  guards_ = 0;
 }
 
 FiberScheduler& FiberScheduler::of(alloy_cpu_group* g) {
@@ -53,8 +61,7 @@ void FiberScheduler::reserve(uint32_t nthreads, uint64_t stack_bytes) {
 
   uint32_t cap = 32;
   while (cap < nthreads) cap *= 2;
-  if (stacks_) ::munmap(stacks_, map_bytes_);
-  stacks_ = nullptr;
+  release_stacks();
   capacity_ = 0;
   size_t stride = bytes + page;  // guard page below each stack: an overflow faults, not corrupts
   size_t total = stride * cap;
@@ -62,17 +69,19 @@ void FiberScheduler::reserve(uint32_t nthreads, uint64_t stack_bytes) {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   stacks_ = static_cast<unsigned char*>(p);
-  for (uint32_t i = 0; i < cap; ++i) ::mprotect(stacks_ + i * stride, page, PROT_NONE);
   map_bytes_ = total;
+  if (g_guard_budget.fetch_sub(cap) >= cap) {
+    guards_ = cap;
+    for (uint32_t i = 0; i < cap; ++i) ::mprotect(stacks_ + i * stride, page, PROT_NONE);
+  } else {
+    g_guard_budget += cap;
+  }
   stack_stride_ = stride;
   stack_bytes_ = bytes;
 
-  delete[] ctx_;
-  delete[] state_;
-  delete[] sg_;
-  ctx_ = new fcontext_t[cap];
-  state_ = new State[cap];
-  sg_ = new SimdGroup[(cap + 31) / 32];
+  ctx_ = std::make_unique<fcontext_t[]>(cap);
+  state_ = std::make_unique<State[]>(cap);
+  sg_ = std::make_unique<SimdGroup[]>((cap + 31) / 32);
   capacity_ = cap;
 }
 
@@ -189,6 +198,22 @@ void FiberScheduler::block(uint32_t self) {
   jump(static_cast<int32_t>(self), next_runnable(self));
 }
 
+// memcpy with the common sizes (one lane's or 32 lanes' float/int/half2/float4) spelled out, so
+// that they compile to a few vector moves instead of a library call.
+static inline void copy_value(void* dst, const void* src, uint32_t bytes) {
+  switch (bytes) {
+    case 0: return;
+    case 4: std::memcpy(dst, src, 4); return;
+    case 8: std::memcpy(dst, src, 8); return;
+    case 16: std::memcpy(dst, src, 16); return;
+    case 32 * 2: std::memcpy(dst, src, 32 * 2); return;
+    case 32 * 4: std::memcpy(dst, src, 32 * 4); return;
+    case 32 * 8: std::memcpy(dst, src, 32 * 8); return;
+    case 32 * 16: std::memcpy(dst, src, 32 * 16); return;
+    default: std::memcpy(dst, src, bytes);
+  }
+}
+
 void FiberScheduler::release_barrier() {
   for (uint32_t t = 0; t < n_; ++t) {
     if (state_[t] == kAtBarrier) state_[t] = kRunnable;
@@ -246,7 +271,7 @@ void FiberScheduler::simd_exchange(const void* in, void* all, uint32_t bytes, Ki
     fail(self, std::move(e));
   }
   uint32_t parity = q.seq & 1;
-  if (bytes) std::memcpy(q.slots[parity] + lane * bytes, in, bytes);
+  copy_value(q.slots[parity] + lane * bytes, in, bytes);
   q.arrived |= 1u << lane;
   if (q.arrived == q.live) {
     complete_round(sg);
@@ -254,7 +279,7 @@ void FiberScheduler::simd_exchange(const void* in, void* all, uint32_t bytes, Ki
     state_[self] = kAtSimd;
     block(self);
   }
-  if (bytes) std::memcpy(all, q.slots[parity], 32 * bytes);
+  copy_value(all, q.slots[parity], 32 * bytes);
   g_->simd_live = q.done_live[parity];
 }
 

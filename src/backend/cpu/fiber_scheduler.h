@@ -5,6 +5,7 @@
 #include <boost/context/detail/fcontext.hpp>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include "backend/cpu/executor.h"
@@ -73,6 +74,7 @@ class FiberScheduler : public GroupRuntime {
   [[noreturn]] void finish(uint32_t self);
   [[noreturn]] void fail(uint32_t self, std::exception_ptr&& error);
   void reserve(uint32_t nthreads, uint64_t stack_bytes);
+  void release_stacks();
   std::string where() const;
   std::exception_ptr not_supported(const std::string& what) const;
 
@@ -80,9 +82,10 @@ class FiberScheduler : public GroupRuntime {
   uint32_t capacity_ = 0;
   unsigned char* stacks_ = nullptr;  // capacity_ stacks, each with a guard page below it
   size_t stack_stride_ = 0, stack_bytes_ = 0, map_bytes_ = 0;
-  fcontext_t* ctx_ = nullptr;
-  State* state_ = nullptr;
-  SimdGroup* sg_ = nullptr;
+  int64_t guards_ = 0;  // guard pages set (0 when the process-wide budget was exhausted)
+  std::unique_ptr<fcontext_t[]> ctx_;
+  std::unique_ptr<State[]> state_;
+  std::unique_ptr<SimdGroup[]> sg_;
 
   // The group being run.
   alloy_cpu_group* g_ = nullptr;

@@ -58,7 +58,8 @@ void* Allocator::allocate(size_t nbytes) {
   }
   live_.emplace(ptr, block);
   stats_.active_bytes += block;
-  if (stats_.active_bytes > stats_.peak_active_bytes) stats_.peak_active_bytes = stats_.active_bytes;
+  if (stats_.active_bytes > stats_.peak_active_bytes)
+    stats_.peak_active_bytes = stats_.active_bytes;
   return reinterpret_cast<void*>(ptr);
 }
 

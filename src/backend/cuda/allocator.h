@@ -55,9 +55,9 @@ class Allocator {
   std::function<void()> synchronize_;
 
   mutable std::mutex mu_;
-  std::unordered_map<CUdeviceptr, size_t> live_;        // block -> its size
-  std::map<size_t, std::vector<CUdeviceptr>> small_;    // exact power-of-two buckets
-  std::multimap<size_t, CUdeviceptr> large_;            // best fit
+  std::unordered_map<CUdeviceptr, size_t> live_;      // block -> its size
+  std::map<size_t, std::vector<CUdeviceptr>> small_;  // exact power-of-two buckets
+  std::multimap<size_t, CUdeviceptr> large_;          // best fit
   MemoryStats stats_{};
 };
 

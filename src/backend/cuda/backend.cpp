@@ -15,7 +15,9 @@ namespace {
 constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
 constexpr unsigned CU_MEMORYTYPE_HOST = 1;
 
-CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+CUdeviceptr dptr(const void* p) {
+  return reinterpret_cast<CUdeviceptr>(p);
+}
 
 class CudaBackend final : public GpuBackend {
  public:
@@ -35,8 +37,7 @@ class CudaBackend final : public GpuBackend {
   void copy_to_device(void* dst, const void* src, size_t nbytes) override {
     if (nbytes == 0) return;
     enter();
-    ctx_.check(drv_.cuMemcpyHtoDAsync(dptr(dst), src, nbytes, ctx_.stream()),
-               "cuMemcpyHtoDAsync");
+    ctx_.check(drv_.cuMemcpyHtoDAsync(dptr(dst), src, nbytes, ctx_.stream()), "cuMemcpyHtoDAsync");
     // From pageable memory the driver stages the bytes before returning; from page-locked memory
     // the copy is truly asynchronous, so wait for it: the caller may reuse `src` at return.
     if (is_page_locked(src)) ctx_.synchronize();
@@ -45,8 +46,7 @@ class CudaBackend final : public GpuBackend {
   void copy_to_host(void* dst, const void* src, size_t nbytes) override {
     if (nbytes == 0) return;
     enter();
-    ctx_.check(drv_.cuMemcpyDtoHAsync(dst, dptr(src), nbytes, ctx_.stream()),
-               "cuMemcpyDtoHAsync");
+    ctx_.check(drv_.cuMemcpyDtoHAsync(dst, dptr(src), nbytes, ctx_.stream()), "cuMemcpyDtoHAsync");
     ctx_.synchronize();
   }
 
@@ -74,9 +74,9 @@ class CudaBackend final : public GpuBackend {
                    "cuMemsetD8Async");
         break;
       case 2:
-        ctx_.check(drv_.cuMemsetD16Async(dptr(dst), static_cast<unsigned short>(pattern),
-                                         nbytes / 2, s),
-                   "cuMemsetD16Async");
+        ctx_.check(
+            drv_.cuMemsetD16Async(dptr(dst), static_cast<unsigned short>(pattern), nbytes / 2, s),
+            "cuMemsetD16Async");
         break;
       default:
         ctx_.check(drv_.cuMemsetD32Async(dptr(dst), pattern, nbytes / 4, s), "cuMemsetD32Async");
@@ -104,9 +104,13 @@ class CudaBackend final : public GpuBackend {
 
 }  // namespace
 
-bool is_available() { return Context::get() != nullptr; }
+bool is_available() {
+  return Context::get() != nullptr;
+}
 
-std::string unavailable_reason() { return Context::get() ? "" : Context::unavailable_reason(); }
+std::string unavailable_reason() {
+  return Context::get() ? "" : Context::unavailable_reason();
+}
 
 std::string device_name() {
   Context* c = Context::get();

@@ -8,12 +8,12 @@
 #include "alloy/errors.h"
 
 namespace alloy::cuda {
+
 std::string arch_name(int cc_major, int cc_minor) {
   return fmt::format("sm_{}{}", cc_major, cc_minor);
 }
 
-Context::Context(const Driver& drv, CUdevice dev, CUcontext ctx, CUstream stream,
-                 DeviceInfo info)
+Context::Context(const Driver& drv, CUdevice dev, CUcontext ctx, CUstream stream, DeviceInfo info)
     : drv_(drv), dev_(dev), ctx_(ctx), stream_(stream), info_(std::move(info)) {
   allocator_ = std::make_unique<Allocator>(drv_, stream_, [this] { synchronize(); });
 }
@@ -97,9 +97,13 @@ static const Global& global_context() {
   return *g;
 }
 
-Context* Context::get() { return global_context().context; }
+Context* Context::get() {
+  return global_context().context;
+}
 
-const std::string& Context::unavailable_reason() { return global_context().reason; }
+const std::string& Context::unavailable_reason() {
+  return global_context().reason;
+}
 
 void Context::bind_current() {
   CUresult r = drv_.cuCtxSetCurrent(ctx_);
@@ -128,9 +132,10 @@ std::string Context::recent_kernels(std::string* last) const {
   }
   if (last) *last = history_[(n - 1) % kHistory];
   if (n > shown) {
-    return fmt::format("{} kernels were launched since the last synchronization; the last {} "
-                       "(oldest first): {}",
-                       n, shown, list);
+    return fmt::format(
+        "{} kernels were launched since the last synchronization; the last {} "
+        "(oldest first): {}",
+        n, shown, list);
   }
   return fmt::format("kernels launched since the last synchronization (oldest first): {}", list);
 }
@@ -141,9 +146,9 @@ void Context::fail(CUresult result, const char* call, const char* kernel) {
   if (!is_sticky_error(result)) {
     // A failure of this call itself (bad launch configuration, out of resources...).
     std::string name = kernel ? kernel : "";
-    throw Error(name, kernel ? fmt::format("CUDA error launching kernel {} ({}): {}", name, call,
-                                           err)
-                             : fmt::format("CUDA error in {}: {}", call, err));
+    throw Error(name, kernel
+                          ? fmt::format("CUDA error launching kernel {} ({}): {}", name, call, err)
+                          : fmt::format("CUDA error in {}: {}", call, err));
   }
   // A kernel faulted; the fault surfaces at whatever call comes next. Name the kernels that ran.
   std::string last;
@@ -165,8 +170,8 @@ void Context::fail(CUresult result, const char* call, const char* kernel) {
 
 void Context::throw_sticky() const {
   std::lock_guard lock(history_mu_);
-  throw Error(sticky_kernel_, "the CUDA context is unusable after an earlier error: " +
-                                  sticky_message_);
+  throw Error(sticky_kernel_,
+              "the CUDA context is unusable after an earlier error: " + sticky_message_);
 }
 
 void Context::synchronize() {
@@ -182,8 +187,8 @@ void Context::synchronize() {
       std::lock_guard lock(history_mu_);
       launches_since_sync_ = 0;
     }
-    throw Error(last, fmt::format("CUDA error in asynchronous work: {}; {}",
-                                  error_string(drv_, r), recent));
+    throw Error(last, fmt::format("CUDA error in asynchronous work: {}; {}", error_string(drv_, r),
+                                  recent));
   }
   std::lock_guard lock(history_mu_);
   launches_since_sync_ = 0;

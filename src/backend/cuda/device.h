@@ -39,7 +39,8 @@ class Context {
   /// (never throws; unavailable_reason() says why).
   static Context* get();
   static const std::string& unavailable_reason();
-  /// Initializes the device (what get() does once); nullptr and *reason when unusable.
+  /// Initializes the device; get() calls it once (call get(), not this). nullptr and *reason
+  /// when there is no usable device.
   static Context* create(std::string* reason);
 
   const Driver& driver() const { return drv_; }

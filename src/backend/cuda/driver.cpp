@@ -1,9 +1,7 @@
 #include "backend/cuda/driver.h"
 
 #include <dlfcn.h>
-
 #include <fmt/format.h>
-
 
 #include "alloy/errors.h"
 
@@ -104,17 +102,21 @@ std::unique_ptr<Driver> load_driver(const std::string& library_name, std::string
   // cuEventElapsedTime_v2 appeared in CUDA 12.8 drivers; older ones have only the first version.
   ok &= bind(lib, d->cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime", &missing);
   if (!ok) {
-    *error = fmt::format("the CUDA driver library {} lacks {} (driver too old?)", library_name,
-                         missing);
+    *error =
+        fmt::format("the CUDA driver library {} lacks {} (driver too old?)", library_name, missing);
     dlclose(lib);
     return nullptr;
   }
   return d;
 }
 
-const Driver* driver() { return process_driver().driver.get(); }
+const Driver* driver() {
+  return process_driver().driver.get();
+}
 
-const std::string& driver_error() { return process_driver().error; }
+const std::string& driver_error() {
+  return process_driver().error;
+}
 
 std::string error_string(const Driver& driver, CUresult result) {
   const char* name = nullptr;

@@ -73,8 +73,8 @@ struct Driver {
   CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
   CUresult (*cuStreamQuery)(CUstream) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr* ptr, size_t bytes) = nullptr;  // _v2
-  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;                     // _v2
-  CUresult (*cuMemGetInfo)(size_t* free, size_t* total) = nullptr;  // _v2
+  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;                      // _v2
+  CUresult (*cuMemGetInfo)(size_t* free, size_t* total) = nullptr;   // _v2
   CUresult (*cuPointerGetAttribute)(void* data, int attribute, CUdeviceptr ptr) = nullptr;
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void* src, size_t, CUstream) = nullptr;
   CUresult (*cuMemcpyDtoHAsync)(void* dst, CUdeviceptr src, size_t, CUstream) = nullptr;

@@ -35,15 +35,35 @@ std::string cache_target(const nvrtc::Target& t) {
   return t.cubin ? "cuda-" + t.arch : "cuda-" + t.arch + "-ptx";
 }
 
+// "--std=c++20" -> "--std": options that replace a base option of the same name.
+std::string_view option_name(std::string_view o) {
+  while (!o.empty() && o.front() == '-') o.remove_prefix(1);
+  return o.substr(0, o.find('='));
+}
+
+// The base options not overridden by the kernel's own, then the kernel's (all but the target).
+std::vector<std::string> effective_options(const KernelSource& k) {
+  std::vector<std::string> out;
+  for (const auto& b : base_options()) {
+    bool overridden = false;
+    for (const auto& o : k.options) overridden |= option_name(o) == option_name(b);
+    if (!overridden) out.push_back(b);
+  }
+  out.insert(out.end(), k.options.begin(), k.options.end());
+  return out;
+}
+
 std::string joined_options(const KernelSource& k) {
   std::string flags;
-  for (const auto& o : base_options()) flags += o + '\n';
-  for (const auto& o : k.options) flags += o + '\n';
+  for (const auto& o : effective_options(k)) flags += o + '\n';
   return flags;
 }
 
 bool is_elf(const std::vector<char>& b) {
-  return b.size() >= 4 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0;
+  return b.size() >= 4 && std::memcmp(b.data(),
+                                      "\x7f"
+                                      "ELF",
+                                      4) == 0;
 }
 
 // The image in the disk cache, if any (verified by the cache; a cubin must also look like one).
@@ -68,16 +88,15 @@ CompiledImage compile_for(const KernelSource& k, const nvrtc::Target& t, std::st
   }
   std::vector<std::string> options;
   options.push_back("--gpu-architecture=" + t.arch);
-  for (const auto& o : base_options()) options.push_back(o);
-  for (const auto& o : k.options) options.push_back(o);
+  for (auto& o : effective_options(k)) options.push_back(std::move(o));
   std::string image;
   try {
     image = nvrtc::compile(k.source, k.program_name, prelude().headers, options, t.cubin);
   } catch (const nvrtc::CompileFailure& e) {
-    throw CompileError(k.name,
-                       fmt::format("NVRTC failed to compile kernel {} for {}:\n{}", k.name,
-                                   t.arch, e.log()),
-                       e.log());
+    throw CompileError(
+        k.name,
+        fmt::format("NVRTC failed to compile kernel {} for {}:\n{}", k.name, t.arch, e.log()),
+        e.log());
   }
   out.bytes.assign(image.begin(), image.end());
   cache::CompileCache::global().store(cache_target(t), out.key, out.bytes);
@@ -102,13 +121,13 @@ std::shared_ptr<Module> load_image(Context& ctx, const KernelSource& k, Compiled
     if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_INVALID_IMAGE ||
         r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_PTX) {
       nvrtc::Version v = nvrtc::version();
-      hint = fmt::format(" (NVRTC {}.{} at {} made it; the driver is CUDA {}.{}: a driver older "
-                         "than NVRTC may not load its output)",
-                         v.major, v.minor, nvrtc::library_path(), drv.version / 1000,
-                         drv.version % 1000 / 10);
+      hint = fmt::format(
+          " (NVRTC {}.{} at {} made it; the driver is CUDA {}.{}: a driver older "
+          "than NVRTC may not load its output)",
+          v.major, v.minor, nvrtc::library_path(), drv.version / 1000, drv.version % 1000 / 10);
     }
-    throw Error(k.name, fmt::format("cannot load kernel {} for {}: {}{}", k.name,
-                                    image.target.arch, error_string(drv, r), hint));
+    throw Error(k.name, fmt::format("cannot load kernel {} for {}: {}{}", k.name, image.target.arch,
+                                    error_string(drv, r), hint));
   }
   for (const auto& entry : k.entries) {
     Function& f = m->functions.emplace_back();

@@ -21,18 +21,18 @@ namespace alloy::cuda {
 
 /// One kernel's translated source and how to compile it.
 struct KernelSource {
-  std::string name;                  // the kernel's name, for messages (not part of the key)
-  std::string source;                // CUDA C++ (may #include prelude headers)
-  std::vector<std::string> entries;  // extern "C" __global__ functions to load, in order
-  std::vector<std::string> options;  // NVRTC options; --gpu-architecture is added per device
+  std::string name;                        // the kernel's name, for messages (not part of the key)
+  std::string source;                      // CUDA C++ (may #include prelude headers)
+  std::vector<std::string> entries;        // extern "C" __global__ functions to load, in order
+  std::vector<std::string> options;        // NVRTC options; --gpu-architecture is added per device
   std::string program_name = "kernel.cu";  // the file name NVRTC's diagnostics show
 };
 
 /// A loaded __global__ function and what launching it needs, queried once at load time.
 struct Function {
   CUfunction handle = nullptr;
-  std::string entry;   // e.g. "alloy_entry_0"
-  std::string kernel;  // KernelSource::name, for messages
+  std::string entry;      // e.g. "alloy_entry_0"
+  std::string kernel;     // KernelSource::name, for messages
   int max_threads = 0;    // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: after register allocation
   int static_shared = 0;  // bytes of __shared__ declared in the source
   int num_regs = 0;
@@ -61,8 +61,9 @@ struct CompiledImage {
   bool from_disk = false;  // found in the disk cache
 };
 
-/// NVRTC options every Alloy kernel gets, before KernelSource::options (C++17, the prelude's
-/// target). Returned for information; compile() adds them itself.
+/// NVRTC options every Alloy kernel gets before KernelSource::options ("--std=c++17",
+/// "-default-device"), unless KernelSource::options has one of the same name ("--std=c++20").
+/// Returned for information; compile() adds them itself.
 const std::vector<std::string>& base_options();
 
 /// The cache key of `k` compiled for `target` (hex). Includes everything that changes the image.

@@ -14,9 +14,9 @@ namespace {
 constexpr int kDefaultSharedLimit = 48 * 1024;
 
 [[noreturn]] void too_many_threads(const Function& fn, uint64_t threads, const char* name) {
-  throw std::invalid_argument(
-      fmt::format("[metal_kernel] threadgroup of {} threads exceeds the maximum of {} for kernel {}",
-                  threads, fn.max_threads, name));
+  throw std::invalid_argument(fmt::format(
+      "[metal_kernel] threadgroup of {} threads exceeds the maximum of {} for kernel {}", threads,
+      fn.max_threads, name));
 }
 
 [[noreturn]] void bad_shape(const Function& fn, const alloy_cuda_launch& L, const Context& ctx,
@@ -34,15 +34,13 @@ constexpr int kDefaultSharedLimit = 48 * 1024;
   for (int i = 0; i < 3; ++i) {
     if (L.threadgroup[i] > static_cast<uint32_t>(info.max_block_dim[i])) {
       throw NotSupported(name, fmt::format("not supported: a threadgroup of {} threads along "
-                                                "{} (CUDA allows at most {}) for kernel {}",
-                                                L.threadgroup[i], axis[i], info.max_block_dim[i],
-                                                name));
+                                           "{} (CUDA allows at most {}) for kernel {}",
+                                           L.threadgroup[i], axis[i], info.max_block_dim[i], name));
     }
     if (L.groups[i] > static_cast<uint32_t>(info.max_grid_dim[i])) {
       throw NotSupported(name, fmt::format("not supported: {} threadgroups along {} (CUDA "
-                                                "allows at most {}) for kernel {}",
-                                                L.groups[i], axis[i], info.max_grid_dim[i],
-                                                name));
+                                           "allows at most {}) for kernel {}",
+                                           L.groups[i], axis[i], info.max_grid_dim[i], name));
     }
   }
   throw std::logic_error("bad_shape called for a valid shape");
@@ -55,16 +53,16 @@ void configure_shared(Context& ctx, const Function& fn, uint32_t bytes, const ch
     throw std::invalid_argument(fmt::format(
         "[metal_kernel] threadgroup memory of {} bytes ({} dynamic + {} static) exceeds the "
         "maximum of {} for kernel {}",
-        static_cast<int64_t>(bytes) + fn.static_shared, bytes, fn.static_shared, limit,
-        name));
+        static_cast<int64_t>(bytes) + fn.static_shared, bytes, fn.static_shared, limit, name));
   }
   // Raised only, under a lock, so a concurrent launch never sees the limit shrink below its need.
   static std::mutex mu;
   std::lock_guard lock(mu);
   if (fn.dynamic_shared_limit.load() >= static_cast<int>(bytes)) return;
-  ctx.check(ctx.driver().cuFuncSetAttribute(fn.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                            static_cast<int>(bytes)),
-            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  ctx.check(
+      ctx.driver().cuFuncSetAttribute(fn.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      static_cast<int>(bytes)),
+      "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
   fn.dynamic_shared_limit.store(static_cast<int>(bytes));
 }
 

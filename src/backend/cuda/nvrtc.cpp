@@ -1,9 +1,8 @@
 #include "backend/cuda/nvrtc.h"
 
 #include <dlfcn.h>
-#include <glob.h>
-
 #include <fmt/format.h>
+#include <glob.h>
 
 #include <algorithm>
 #include <atomic>
@@ -212,9 +211,10 @@ Library* load_library() {
     }
     return l;
   }
-  l->error = "NVRTC (the CUDA runtime compiler) was not found; set CUDA_HOME, or "
-             "ALLOY_NVRTC_LIBRARY to the path of libnvrtc.so, or install the nvidia-cuda-nvrtc "
-             "Python package.";
+  l->error =
+      "NVRTC (the CUDA runtime compiler) was not found; set CUDA_HOME, or "
+      "ALLOY_NVRTC_LIBRARY to the path of libnvrtc.so, or install the nvidia-cuda-nvrtc "
+      "Python package.";
   if (!tried.empty()) l->error += " Tried:" + tried;
   return l;
 }
@@ -259,9 +259,15 @@ std::string program_log(Library& l, nvrtcProgram prog) {
 
 }  // namespace
 
-bool available() { return lib().handle != nullptr; }
-const std::string& load_error() { return lib().error; }
-const std::string& library_path() { return lib().path; }
+bool available() {
+  return lib().handle != nullptr;
+}
+const std::string& load_error() {
+  return lib().error;
+}
+const std::string& library_path() {
+  return lib().path;
+}
 
 const std::string& compiler_id() {
   // Once NVRTC is loaded, the file it came from.
@@ -283,8 +289,12 @@ const std::string& compiler_id() {
   return compiler_id();
 }
 
-Version version() { return require().version; }
-const std::vector<int>& supported_archs() { return require().archs; }
+Version version() {
+  return require().version;
+}
+const std::vector<int>& supported_archs() {
+  return require().archs;
+}
 
 Target target_for(int cc_major, int cc_minor) {
   const auto& archs = supported_archs();
@@ -330,8 +340,7 @@ std::string compile(const std::string& source, const std::string& program_name,
   r = l.nvrtcCompileProgram(guard.prog, static_cast<int>(opts.size()), opts.data());
   std::string text = program_log(l, guard.prog);
   if (r == NVRTC_ERROR_COMPILATION) {
-    throw CompileFailure(
-        fmt::format("NVRTC failed to compile {}:\n{}", program_name, text), text);
+    throw CompileFailure(fmt::format("NVRTC failed to compile {}:\n{}", program_name, text), text);
   }
   if (r != NVRTC_SUCCESS) {
     throw Error("", fmt::format("nvrtcCompileProgram failed for {}: {}\n{}", program_name,

@@ -49,8 +49,8 @@ const std::vector<int>& supported_archs();
 /// What to compile for: a cubin for `sm_XY` when NVRTC knows that architecture, else PTX for the
 /// newest `compute_XY` NVRTC knows below it (the driver then compiles that PTX for the device).
 struct Target {
-  std::string arch;    // "sm_90" or "compute_89": the value of --gpu-architecture
-  bool cubin = true;   // false: the output is PTX text
+  std::string arch;   // "sm_90" or "compute_89": the value of --gpu-architecture
+  bool cubin = true;  // false: the output is PTX text
 };
 /// The target for a device of compute capability major.minor; throws alloy::Error when NVRTC
 /// knows no architecture at or below it.

@@ -21,9 +21,10 @@
 inline thread_local alloy_cpu_group* alloy_cpu_current_group = nullptr;
 
 // threadgroup objects live in the group's arena; `slot` is unique per declaration in the source.
-#define ALLOY_THREADGROUP(type, dims, name, slot)                                            \
-  type(&name) dims = *static_cast<type(*) dims>(                                              \
-      ::alloy_target::tg_slot((slot), sizeof(type dims), alignof(type dims)))
+#define ALLOY_THREADGROUP(type, dims, name, slot)                                           \
+  typedef type alloy_tg_type_##slot dims;                                                    \
+  alloy_tg_type_##slot& name = *static_cast<alloy_tg_type_##slot*>(                          \
+      ::alloy_target::tg_slot(slot, sizeof(alloy_tg_type_##slot), alignof(alloy_tg_type_##slot)))
 
 namespace alloy_portable {  // defined in metal/types.h
 constexpr float f16_bits_to_f32(uint16_t bits);

@@ -85,6 +85,31 @@ ALLOY_FN constexpr bool bits_signbit(T x) {
   else
     return x < 0;
 }
+ALLOY_FN float sin_c(float x) { return ::sinf(x); }
+ALLOY_FN double sin_c(double x) { return ::sin(x); }
+ALLOY_FN float cos_c(float x) { return ::cosf(x); }
+ALLOY_FN double cos_c(double x) { return ::cos(x); }
+ALLOY_FN float remainder_c(float x, float y) { return ::remainderf(x, y); }
+ALLOY_FN double remainder_c(double x, double y) { return ::remainder(x, y); }
+template <class C>
+ALLOY_FN C sinpi_c(C x) {
+  const C pi = C(3.14159265358979323846);
+  C r = remainder_c(x, C(2));  // [-1, 1], exact
+  if (r > C(0.5)) r = C(1) - r;  // sin(pi (1 - r)) = sin(pi r); exact subtractions
+  if (r < C(-0.5)) r = C(-1) - r;
+  if (r > C(0.25)) return cos_c(pi * (C(0.5) - r));
+  if (r < C(-0.25)) return -cos_c(pi * (C(0.5) + r));
+  return r == 0 ? x * C(0) : sin_c(pi * r);
+}
+template <class C>
+ALLOY_FN C cospi_c(C x) {
+  const C pi = C(3.14159265358979323846);
+  C a = remainder_c(x < 0 ? -x : x, C(2));
+  a = a < 0 ? -a : a;  // cos(pi x) = cos(pi a), a in [0, 1]
+  if (a <= C(0.25)) return cos_c(pi * a);
+  if (a < C(0.75)) return sin_c(pi * (C(0.5) - a));
+  return -cos_c(pi * (C(1) - a));
+}
 // fmin/fmax semantics: a NaN operand is ignored.
 template <class C>
 ALLOY_FN C fmin_c(C a, C b) {
@@ -96,12 +121,14 @@ ALLOY_FN C fmax_c(C a, C b) {
 }
 }  // namespace alloy_detail
 
-// Applies a scalar function to each component (vectors and swizzles; scalars broadcast).
+// Applies a scalar function to each component (vectors and swizzles; scalars broadcast). Calls
+// are written (name)(...) where they must not find other namespaces' overloads through ADL:
+// metal:: holds using-declarations of the precise:: functions, and half is a metal:: class.
 #define ALLOY_VEC_MAP1(name)                                                   \
   template <class V>                                                           \
   ALLOY_FN alloy_detail::vmath_t<V> name(const V& v) {                         \
     alloy_detail::vmath_t<V> r;                                                \
-    for (int i = 0; i < alloy_detail::vec_n<V>; ++i) r[i] = name(v.alloy_get(i)); \
+    for (int i = 0; i < alloy_detail::vec_n<V>; ++i) r[i] = (name)(v.alloy_get(i)); \
     return r;                                                                  \
   }
 #define ALLOY_VEC_MAP2(name)                                                              \
@@ -109,7 +136,7 @@ ALLOY_FN C fmax_c(C a, C b) {
   ALLOY_FN alloy_detail::vmath2_t<A, B> name(const A& a, const B& b) {                    \
     alloy_detail::vmath2_t<A, B> r;                                                       \
     for (int i = 0; i < r.alloy_n; ++i)                                                   \
-      r[i] = name(alloy_detail::comp(a, i), alloy_detail::comp(b, i));                    \
+      r[i] = (name)(alloy_detail::comp(a, i), alloy_detail::comp(b, i));                    \
     return r;                                                                             \
   }
 #define ALLOY_VEC_MAP3(name)                                                                 \
@@ -117,7 +144,7 @@ ALLOY_FN C fmax_c(C a, C b) {
   ALLOY_FN alloy_detail::vmath3_t<A, B, C> name(const A& a, const B& b, const C& c) {         \
     alloy_detail::vmath3_t<A, B, C> r;                                                       \
     for (int i = 0; i < r.alloy_n; ++i)                                                      \
-      r[i] = name(alloy_detail::comp(a, i), alloy_detail::comp(b, i), alloy_detail::comp(c, i)); \
+      r[i] = (name)(alloy_detail::comp(a, i), alloy_detail::comp(b, i), alloy_detail::comp(c, i)); \
     return r;                                                                                \
   }
 
@@ -181,13 +208,12 @@ ALLOY_MATH1(acosh, ::acoshf(x), ::acosh(x))
 ALLOY_MATH1(atanh, ::atanhf(x), ::atanh(x))
 ALLOY_MATH1(logb, ::logbf(x), ::logb(x))
 ALLOY_MATH1(cbrt, ::cbrtf(x), ::cbrt(x))
-// sinpi(x) = sin(pi x), exact at integers and half-integers: reduce to [-1, 1] first.
-ALLOY_MATH1(sinpi, ::sinf(M_PI_F * ::remainderf(x, 2.0f)),
-            ::sin(3.14159265358979323846 * ::remainder(x, 2.0)))
-ALLOY_MATH1(cospi, ::cosf(M_PI_F * ::remainderf(::fabsf(x), 2.0f)),
-            ::cos(3.14159265358979323846 * ::remainder(::fabs(x), 2.0)))
-ALLOY_MATH1(tanpi, ::tanf(M_PI_F * ::remainderf(x, 1.0f)),
-            ::tan(3.14159265358979323846 * ::remainder(x, 1.0)))
+// sinpi(x) = sin(pi x), cospi, tanpi: exact range reduction (|r| <= 1/4 after symmetries), so
+// results are exact at integers and half-integers and accurate near the zeros.
+ALLOY_MATH1(sinpi, alloy_detail::sinpi_c(x), alloy_detail::sinpi_c(x))
+ALLOY_MATH1(cospi, alloy_detail::cospi_c(x), alloy_detail::cospi_c(x))
+ALLOY_MATH1(tanpi, alloy_detail::sinpi_c(x) / alloy_detail::cospi_c(x),
+            alloy_detail::sinpi_c(x) / alloy_detail::cospi_c(x))
 ALLOY_MATH2(atan2, ::atan2f(x, y), ::atan2(x, y))
 ALLOY_MATH2(fmod, ::fmodf(x, y), ::fmod(x, y))
 ALLOY_MATH2(copysign, ::copysignf(x, y), ::copysign(x, y))
@@ -545,32 +571,32 @@ ALLOY_MATH2(divide, alloy_target::fast_divide(x, y), x / y)
   namespace ns {                                                                           \
   template <class T>                                                                       \
   ALLOY_FN alloy_detail::math_t<T> sincos(T x, alloy_detail::math_t<T>& c) {               \
-    c = cos(x);                                                                            \
-    return sin(x);                                                                         \
+    c = (cos)(x);                                                                            \
+    return (sin)(x);                                                                         \
   }                                                                                        \
   template <class T>                                                                       \
   ALLOY_FN alloy_detail::math_t<T> sincos(T x, alloy_detail::math_t<T>* c) {               \
-    *c = cos(x);                                                                           \
-    return sin(x);                                                                         \
+    *c = (cos)(x);                                                                           \
+    return (sin)(x);                                                                         \
   }                                                                                        \
   template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                     \
   ALLOY_FN alloy_detail::vmath_t<V> sincos(const V& x, alloy_detail::vmath_t<V>& c) {      \
-    c = cos(x);                                                                            \
-    return sin(x);                                                                         \
+    c = (cos)(x);                                                                            \
+    return (sin)(x);                                                                         \
   }                                                                                        \
   template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                     \
   ALLOY_FN typename alloy_detail::vmath_t<V>::value_type length(const V& v) {              \
-    return sqrt(dot(v, v));                                                                \
+    return (sqrt)(dot(v, v));                                                                \
   }                                                                                        \
   template <class A, class B, class V = alloy_detail::vmath2_t<A, B>,                      \
             enable_if_t<alloy_detail::is_vecish<A> && alloy_detail::is_vecish<B>, int> = 0> \
   ALLOY_FN typename V::value_type distance(const A& a, const B& b) {                       \
-    return length(V(a) - V(b));                                                            \
+    return (length)(V(a) - V(b));                                                            \
   }                                                                                        \
   template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                     \
   ALLOY_FN alloy_detail::vmath_t<V> normalize(const V& v) {                                \
     alloy_detail::vmath_t<V> x = v;                                                        \
-    return x * rsqrt(dot(x, x));                                                           \
+    return x * (rsqrt)(dot(x, x));                                                           \
   }                                                                                        \
   template <class I, class N, class E, class V = alloy_detail::vmath2_t<I, N>>             \
   ALLOY_FN V refract(const I& i, const N& n, E eta) {                                      \
@@ -578,7 +604,7 @@ ALLOY_MATH2(divide, alloy_target::fast_divide(x, y), x / y)
     auto d = dot(vn, vi);                                                                  \
     auto k = 1 - eta * eta * (1 - d * d);                                                  \
     if (k < 0) return V(0);                                                                \
-    return vi * eta - vn * (eta * d + sqrt(k));                                            \
+    return vi * eta - vn * (eta * d + (sqrt)(k));                                            \
   }                                                                                        \
   using metal::abs;                                                                        \
   using metal::acos;                                                                       \

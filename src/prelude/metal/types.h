@@ -26,7 +26,8 @@ ALLOY_FN constexpr float f16_bits_to_f32(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t e = (h >> 10) & 0x1fu;
   uint32_t m = h & 0x3ffu;
-  if (e == 0x1f) return __builtin_bit_cast(float, sign | 0x7f800000u | (m << 13));
+  if (e == 0x1f)  // inf; NaNs come out quiet, as from the hardware conversions
+    return __builtin_bit_cast(float, sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));
   if (e == 0) {
     float v = static_cast<float>(m) * 0x1p-24f;
     return sign ? -v : v;
@@ -169,19 +170,22 @@ using lowp_cmp_t = enable_if_t<
 // Common type of two scalars for min/max/clamp/...: C++'s usual arithmetic conversions, except
 // that same-typed operands keep their type (Metal has no integer promotion to int there) and
 // half/bfloat follow lowp_promote.
-template <class A, class B, bool = is_lowp<A> || is_lowp<B>>
-struct promote2 {
-  typedef decltype(declval<A>() + declval<B>()) type;
+template <class A, class B>
+inline constexpr int promote2_kind = !(is_scalar_arith<A> && is_scalar_arith<B>) ? 0
+                                     : is_same_v<A, B>                         ? 1
+                                     : (is_lowp<A> || is_lowp<B>)              ? 2
+                                                                               : 3;
+template <class A, class B, int = promote2_kind<A, B>>
+struct promote2 {};  // not two scalars: no type (SFINAE)
+template <class A, class B>
+struct promote2<A, B, 1> {
+  typedef A type;
 };
 template <class A, class B>
-struct promote2<A, B, true> : lowp_promote<A, B> {};
-template <class A>
-struct promote2<A, A, false> {
-  typedef A type;
-};
-template <class A>
-struct promote2<A, A, true> {
-  typedef A type;
+struct promote2<A, B, 2> : lowp_promote<A, B> {};
+template <class A, class B>
+struct promote2<A, B, 3> {
+  typedef decltype(declval<A>() + declval<B>()) type;
 };
 template <class A, class B>
 using promote2_t = typename promote2<remove_cv_t<A>, remove_cv_t<B>>::type;

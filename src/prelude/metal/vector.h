@@ -20,6 +20,7 @@ struct vec_traits {
   static constexpr bool is_vec = false;
   static constexpr int n = 1;
   typedef X elem;
+  typedef X type;
 };
 template <class T, int N>
 struct vec_traits<vec<T, N>> {
@@ -896,6 +897,12 @@ ALLOY_FN alloy_detail::vec_of_t<A> select(const A& a, const B& b, const C& c) {
   for (int i = 0; i < alloy_detail::vec_n<A>; ++i)
     r.alloy_e[i] = alloy_detail::comp(c, i) ? static_cast<alloy_detail::vec_elem_t<A>>(alloy_detail::comp(b, i)) : a.alloy_get(i);
   return r;
+}
+
+// as_type of a swizzle reinterprets the vector it reads.
+template <class To, class T, int N, int... I>
+ALLOY_FN To as_type(const alloy_detail::swizzle<T, N, I...>& s) {
+  return as_type<To>(vec<T, sizeof...(I)>(s));
 }
 
 // ---- Names ----

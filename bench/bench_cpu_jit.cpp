@@ -1,0 +1,190 @@
+// CPU JIT compile times (issue "Foundation", item 11), for a small kernel (examples' exp):
+//
+//   BM_CpuJitCold      first call of a new metal_kernel whose source the cache has never seen
+//                      (a counter in a comment makes each iteration's source unique): signature,
+//                      translation, host compiler, store, dlopen, run. Peer: the host compiler
+//                      alone, spawned on the same translated source with the JIT's flags.
+//                      cost_vs_raw_compiler = Alloy / compiler (1.0 = no overhead over g++).
+//   BM_CpuJitWarmDisk  the same first call in a "fresh process" whose disk cache has the kernel:
+//                      the in-memory cache is cleared and every previous kernel object (so every
+//                      dlopen handle) is gone. Target <= 1 ms. Peer: dlopen of the cached shared
+//                      object alone (the floor of any load from disk).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "backend/cpu/jit.h"
+#include "bench_common.h"
+#include "example_kernels.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace alloy;
+using namespace alloy::bench;
+namespace fs = std::filesystem;
+
+// Distinguishes this process's sources from those of earlier runs sharing a cache folder.
+const std::string& nonce() {
+  static const std::string n =
+      std::to_string(::getpid()) + "-" + std::to_string(static_cast<int64_t>(now_s() * 1e6));
+  return n;
+}
+
+std::string unique_exp_body(const std::string& tag, int64_t i) {
+  return std::string(examples::kExpSource) + "    // bench " + tag + " " + nonce() + " " +
+         std::to_string(i) + "\n";
+}
+
+KernelCall exp_call(int n, Device dev) {
+  KernelCall call;
+  call.output_shapes = {{n}};
+  call.output_dtypes = {float32};
+  call.grid = {n, 1, 1};
+  call.threadgroup = {256, 1, 1};
+  call.template_args = {{"T", float32}};
+  call.device = dev;
+  return call;
+}
+
+// Runs `args` (argv[0] a path), output discarded; returns the exit status.
+int spawn_wait(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void BM_CpuJitCold(benchmark::State& state) {
+  const int n = 1024;
+  Array x = random_array({n}, -1.0f, 1.0f, 21, Device::cpu());
+  KernelCall call = exp_call(n, Device::cpu());
+  auto& jit = cpu::Jit::global();
+  fs::path work;
+  try {
+    // Warm what every compile shares once per process (compiler probe, prelude files on disk).
+    metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body("cold-warmup", 0))({x}, call)[0]
+        .eval();
+    work = fs::temp_directory_path() / ("alloy-bench-raw-" + nonce());
+    fs::create_directories(work);
+  } catch (const std::exception& e) {
+    return state.SkipWithError((std::string("CPU JIT failed: ") + e.what()).c_str());
+  }
+  PairTimes t;
+  double translate = 0;
+  int64_t i = 0;
+  for (auto _ : state) {
+    ++i;
+    // Alloy: the first call of a kernel never seen before.
+    double t0 = now_s();
+    {
+      auto k = metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body("cold", i));
+      Array out = k({x}, call)[0];
+      out.eval();
+      benchmark::DoNotOptimize(out.node()->data());
+    }
+    double t1 = now_s();
+
+    // Peer: the same translated source given to the host compiler directly.
+    auto k = metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body("raw", i));
+    auto gen = msl::write_kernel_source(k.spec(), {{"", float32, 1, n}}, call.output_dtypes,
+                                        call.template_args);
+    double tt0 = now_s();
+    std::string code = kernel::translate_only(kernel::call_source_map(k.spec(), gen.source),
+                                              msl::Target::cpu);
+    translate += now_s() - tt0;
+    fs::path src = work / ("k" + std::to_string(i) + ".cpp");
+    fs::path so = work / ("k" + std::to_string(i) + ".so");
+    std::ofstream(src) << code;
+    std::vector<std::string> args = {jit.compiler(), "-std=c++20", "-O2", "-fPIC", "-shared",
+                                     "-march=native", "-fno-math-errno", "-w",
+                                     "-DALLOY_MATH_SAFE", "-I", jit.prelude_dir().string(), "-o",
+                                     so.string(), src.string()};
+    double t2 = now_s();
+    int rc = spawn_wait(args);
+    double t3 = now_s();
+    if (rc != 0) {
+      state.SkipWithError("the host compiler failed on the translated source");
+      break;
+    }
+    t.alloy += t1 - t0;
+    t.peer += t3 - t2;
+    ++t.n;
+    state.SetIterationTime(t1 - t0);
+  }
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  t.report(state, "raw_compiler", /*cost=*/true);
+  if (t.n) state.counters["translate_ms"] = 1e3 * translate / t.n;
+}
+BENCHMARK(BM_CpuJitCold)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_CpuJitWarmDisk(benchmark::State& state) {
+  const int n = 1024;
+  Array x = random_array({n}, -1.0f, 1.0f, 22, Device::cpu());
+  KernelCall call = exp_call(n, Device::cpu());
+  const std::string body = unique_exp_body("warm", 0);
+  auto& jit = cpu::Jit::global();
+  if (!jit.cache().has_disk()) return state.SkipWithError("the compile cache has no disk level");
+  std::string so_path;
+  try {
+    auto k = metal_kernel("bench_warm", {"inp"}, {"out"}, body);
+    k({x}, call)[0].eval();  // compiles and stores the entry
+    // The entry's file, for the peer (same translation and flags as metal_kernel's CPU program).
+    auto gen = msl::write_kernel_source(k.spec(), {{"", float32, 1, n}}, call.output_dtypes,
+                                        call.template_args);
+    std::string code = kernel::translate_only(kernel::call_source_map(k.spec(), gen.source),
+                                              msl::Target::cpu);
+    so_path = jit.compile(code, {{"-DALLOY_MATH_SAFE"}})->path().string();
+  } catch (const std::exception& e) {
+    return state.SkipWithError((std::string("CPU JIT failed: ") + e.what()).c_str());
+  }
+  PairTimes t;
+  uint64_t disk_hits0 = jit.cache().stats().disk_hits;
+  for (auto _ : state) {
+    jit.cache().clear_memory();  // a fresh process: nothing loaded, the disk cache is there
+    double t0 = now_s();
+    {
+      auto k = metal_kernel("bench_warm", {"inp"}, {"out"}, body);
+      Array out = k({x}, call)[0];
+      out.eval();
+      benchmark::DoNotOptimize(out.node()->data());
+      t.alloy += now_s() - t0;
+      state.SetIterationTime(now_s() - t0);
+    }  // last reference to the library: dlclose'd here, outside the timing
+    double t2 = now_s();
+    void* h = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    double t3 = now_s();
+    if (!h) {
+      state.SkipWithError("dlopen of the cached kernel failed");
+      break;
+    }
+    ::dlclose(h);
+    t.peer += t3 - t2;
+    ++t.n;
+  }
+  t.report(state, "dlopen", /*cost=*/true);
+  state.counters["target_ms"] = 1.0;
+  state.counters["disk_hits_per_iter"] =
+      static_cast<double>(jit.cache().stats().disk_hits - disk_hits0) /
+      std::max<int64_t>(1, t.n);
+}
+BENCHMARK(BM_CpuJitWarmDisk)->UseManualTime()->Iterations(50)->Unit(benchmark::kMillisecond);
+
+}  // namespace

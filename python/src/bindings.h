@@ -1,0 +1,53 @@
+// The pieces of the alloy._core extension (one init_* per binding file) and the conversions from
+// Python objects that several of them share. The bindings are thin: they convert arguments, call
+// the C++ API (include/alloy) and carry the docstrings.
+#pragma once
+#include <nanobind/nanobind.h>
+
+#include <optional>
+
+#include "alloy/alloy.h"
+#include "alloy/cuda.h"
+
+namespace nb = nanobind;
+
+namespace alloy::python {
+
+void init_errors(nb::module_& m);
+void init_dtype(nb::module_& m);
+void init_device(nb::module_& m);
+void init_array(nb::module_& m);
+void init_kernel(nb::module_& m);
+void init_cuda(nb::module_& m);
+
+/// MLX's `stream` argument. Alloy runs everything on one stream per device, so a stream is only
+/// the device it belongs to; it exists so that code written for MLX (`stream=mx.gpu`,
+/// `stream=s`) keeps working.
+struct Stream {
+  Device device;
+  int index = 0;
+};
+
+/// alloy.Dtype, a NumPy dtype (or type, e.g. numpy.float32) or a name ("float32", "half").
+/// Raises TypeError for anything else.
+Dtype to_dtype(nb::handle h);
+/// None, alloy.Device, alloy.DeviceType (alloy.cpu / alloy.gpu) or alloy.Stream.
+std::optional<Device> to_device(nb::handle h, const char* what = "stream");
+
+/// `alloy.array(value, dtype)`: a new array holding a copy of `value` (scalar, nested sequence,
+/// alloy.array, NumPy array or any DLPack / buffer-protocol object) on `device`.
+Array to_array(nb::handle value, std::optional<Dtype> dtype, std::optional<Device> device);
+/// A kernel input: alloy arrays as they are, Python scalars as 0-d arrays (bool, int32, float32,
+/// as MLX makes them), DLPack / buffer-protocol objects (NumPy, PyTorch, CuPy) without a copy,
+/// sequences copied.
+Array as_input(nb::handle value);
+/// Zero-copy import of a DLPack or buffer-protocol object (CPU or CUDA memory). `bfloat16`
+/// NumPy arrays (ml_dtypes) are imported through their 16-bit pattern.
+Array import_external(nb::handle obj);
+/// A copy of `a` with elements converted to `dtype` (through float64, like Array::from_doubles),
+/// on `device` (default: a's device).
+Array astype(const Array& a, Dtype dtype, std::optional<Device> device = std::nullopt);
+/// A row-major copy of `a` on `device` that shares no memory with `a`.
+Array copy_to(const Array& a, Device device);
+
+}  // namespace alloy::python

@@ -1,0 +1,49 @@
+// alloy.cuda: is a GPU there, what is it, how much memory does Alloy hold on it (alloy/cuda.h).
+#include <nanobind/stl/string.h>
+
+#include "bindings.h"
+
+namespace alloy::python {
+
+void init_cuda(nb::module_& m) {
+  nb::module_ c = m.def_submodule("cuda", "The CUDA backend: availability, device, memory.");
+  c.def("is_available", &cuda::is_available,
+        "True when the CUDA driver loaded and a GPU was found (Alloy uses device 0 of those "
+        "CUDA_VISIBLE_DEVICES shows).");
+  c.def("unavailable_reason", &cuda::unavailable_reason,
+        "Why is_available() is False ('' when it is True).");
+  c.def("device_name", &cuda::device_name, "The GPU's name, '' when unavailable.");
+  c.def("device_arch", &cuda::device_arch,
+        "The GPU's architecture as NVRTC names it ('sm_90'), '' when unavailable.");
+  c.def(
+      "memory_stats",
+      [] {
+        cuda::MemoryStats s = cuda::memory_stats();
+        nb::dict d;
+        d["active_bytes"] = s.active_bytes;
+        d["cached_bytes"] = s.cached_bytes;
+        d["peak_active_bytes"] = s.peak_active_bytes;
+        d["num_allocs"] = s.num_allocs;
+        d["num_cache_hits"] = s.num_cache_hits;
+        d["num_frees"] = s.num_frees;
+        return d;
+      },
+      "Device memory held by Alloy's caching allocator: active_bytes, cached_bytes, "
+      "peak_active_bytes, num_allocs, num_cache_hits, num_frees (all 0 without a GPU).");
+  c.def(
+      "empty_cache",
+      [] {
+        nb::gil_scoped_release release;
+        cuda::empty_cache();
+      },
+      "Waits for pending GPU work, then returns the cached blocks to the driver.");
+  c.def(
+      "synchronize",
+      [] {
+        nb::gil_scoped_release release;
+        cuda::synchronize();
+      },
+      "Waits for pending GPU work; raises alloy.KernelError naming the kernel when it failed.");
+}
+
+}  // namespace alloy::python

@@ -1,0 +1,105 @@
+// Devices and streams, as MLX spells them: alloy.cpu / alloy.gpu (DeviceType), alloy.Device,
+// alloy.Stream, default_device(), set_default_device().
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+
+#include "bindings.h"
+
+namespace alloy::python {
+
+std::optional<Device> to_device(nb::handle h, const char* what) {
+  if (h.is_none()) return std::nullopt;
+  if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
+  if (nb::isinstance<Stream>(h)) return nb::cast<const Stream&>(h).device;
+  Device::Type t;
+  if (nb::try_cast<Device::Type>(h, t, /*convert=*/false)) return Device(t);
+  throw nb::type_error((std::string("expected `") + what +
+                        "` to be None, an alloy.Device, alloy.cpu / alloy.gpu or an alloy.Stream, "
+                        "got " + nb::inst_name(h).c_str())
+                           .c_str());
+}
+
+namespace {
+std::string type_name(Device::Type t) { return t == Device::Type::cpu ? "cpu" : "gpu"; }
+}  // namespace
+
+void init_device(nb::module_& m) {
+  nb::enum_<Device::Type>(m, "DeviceType",
+                          "Kind of device: alloy.cpu, or alloy.gpu (an NVIDIA GPU through CUDA).")
+      .value("cpu", Device::Type::cpu)
+      .value("gpu", Device::Type::gpu)
+      .export_values();
+
+  nb::class_<Device>(m, "Device", "A device: its type (alloy.cpu / alloy.gpu) and index.")
+      .def(nb::init<Device::Type, int>(), nb::arg("type"), nb::arg("index") = 0,
+           "A device of `type` (alloy.cpu or alloy.gpu); Alloy uses GPU 0 of those CUDA shows.")
+      .def_ro("type", &Device::type, "alloy.cpu or alloy.gpu.")
+      .def_ro("index", &Device::index, "Index among the devices of that type.")
+      .def("__repr__",
+           [](const Device& d) {
+             return "Device(" + type_name(d.type) + ", " + std::to_string(d.index) + ")";
+           })
+      .def("__eq__", [](const Device& a, const Device& b) { return a == b; })
+      .def("__eq__", [](const Device& a, Device::Type t) { return a.type == t; })
+      .def("__eq__", [](const Device&, nb::handle) { return false; })
+      .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1024 + d.index; });
+  nb::implicitly_convertible<Device::Type, Device>();
+
+  nb::class_<Stream>(m, "Stream",
+                     "A stream of work on a device. Alloy runs all work of a device in order on "
+                     "one stream, so a stream stands for its device (MLX code passing "
+                     "`stream=` keeps working).")
+      .def(
+          "__init__",
+          [](Stream* s, nb::handle device) { new (s) Stream{*to_device(device, "device")}; },
+          nb::arg("device"), nb::sig("def __init__(self, device: Device | DeviceType) -> None"),
+          "The stream of `device`.")
+      .def_ro("device", &Stream::device, "The device the stream runs on.")
+      .def_ro("index", &Stream::index, "Index of the stream on its device (always 0).")
+      .def("__repr__",
+           [](const Stream& s) {
+             return "Stream(Device(" + type_name(s.device.type) + ", " +
+                    std::to_string(s.device.index) + "), " + std::to_string(s.index) + ")";
+           })
+      .def("__eq__", [](const Stream& a, const Stream& b) {
+        return a.device == b.device && a.index == b.index;
+      })
+      .def("__eq__", [](const Stream&, nb::handle) { return false; });
+
+  m.def("default_device", &default_device,
+        "The default device: the GPU when a CUDA driver and GPU were found, else the CPU, unless "
+        "set_default_device() chose otherwise.");
+  m.def(
+      "set_default_device", [](nb::handle d) { set_default_device(*to_device(d, "device")); },
+      nb::arg("device"), nb::sig("def set_default_device(device: Device | DeviceType) -> None"),
+      "Sets the default device (alloy.cpu, alloy.gpu or an alloy.Device). Raises ValueError for a "
+      "GPU when none is available.");
+  m.def(
+      "default_stream", [](nb::handle d) { return Stream{*to_device(d, "device")}; },
+      nb::arg("device"), nb::sig("def default_stream(device: Device | DeviceType) -> Stream"),
+      "The stream of `device` (Alloy has one per device).");
+  m.def(
+      "is_available",
+      [](nb::handle d) {
+        Device dev = *to_device(d, "device");
+        return dev.type == Device::Type::cpu || (gpu_available() && dev.index == 0);
+      },
+      nb::arg("device"), nb::sig("def is_available(device: Device | DeviceType) -> bool"),
+      "Whether `device` can be used: the CPU always, the GPU when a CUDA driver and GPU were "
+      "found.");
+  m.def(
+      "synchronize",
+      [](nb::handle d) {
+        std::optional<Device> dev = to_device(d);
+        nb::gil_scoped_release release;
+        synchronize(dev);
+      },
+      nb::arg("stream") = nb::none(),
+      nb::sig("def synchronize(stream: Stream | Device | DeviceType | None = None) -> None"),
+      "Waits until the work enqueued on the device (default: the default device) has finished. "
+      "Raises alloy.KernelError when a kernel failed.");
+}
+
+}  // namespace alloy::python

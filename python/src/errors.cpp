@@ -1,0 +1,61 @@
+// C++ exceptions -> Python exceptions. std::invalid_argument becomes ValueError (nanobind's
+// default, as in MLX); alloy::Error and its subclasses become alloy.KernelError and subclasses of it,
+// all RuntimeErrors, carrying the kernel's name (and the compiler's raw log for CompileError).
+#include <exception>
+
+#include "bindings.h"
+
+namespace alloy::python {
+namespace {
+
+// Created once at import and kept for the life of the process (never decref'd: the translator may
+// run until interpreter shutdown).
+PyObject* g_kernel_error = nullptr;
+PyObject* g_compile_error = nullptr;
+PyObject* g_not_supported_error = nullptr;
+
+PyObject* new_exception(nb::module_& m, const char* name, PyObject* base, const char* doc) {
+  std::string qualified = std::string("alloy.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base, nullptr);
+  if (!type) throw nb::python_error();
+  m.attr(name) = nb::borrow(type);
+  return type;
+}
+
+void raise(PyObject* type, const Error& e, const std::string* raw_log) {
+  nb::object exc = nb::steal(PyObject_CallOneArg(type, nb::str(e.what()).ptr()));
+  if (!exc.is_valid()) return;  // the call set an error already
+  exc.attr("kernel") = nb::str(e.kernel().c_str());
+  if (raw_log) exc.attr("raw_log") = nb::str(raw_log->c_str());
+  PyErr_SetObject(type, exc.ptr());
+}
+
+}  // namespace
+
+void init_errors(nb::module_& m) {
+  g_kernel_error = new_exception(
+      m, "KernelError", PyExc_RuntimeError,
+      "A kernel failed to compile or to run. `kernel` is the kernel's name.");
+  g_compile_error = new_exception(
+      m, "CompileError", g_kernel_error,
+      "A kernel failed to compile. The message shows the compiler's diagnostics with line numbers "
+      "of the kernel's own source (body or header) and the offending lines; `raw_log` is the "
+      "compiler's untranslated output.");
+  g_not_supported_error = new_exception(
+      m, "NotSupportedError", g_kernel_error,
+      "The kernel uses a Metal feature that Alloy does not support on the target device.");
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const CompileError& e) {
+      raise(g_compile_error, e, &e.raw_log());
+    } catch (const NotSupported& e) {
+      raise(g_not_supported_error, e, nullptr);
+    } catch (const Error& e) {
+      raise(g_kernel_error, e, nullptr);
+    }
+  });
+}
+
+}  // namespace alloy::python

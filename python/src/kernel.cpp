@@ -1,0 +1,303 @@
+// alloy.metal_kernel: MLX's mx.fast.metal_kernel, same arguments, same keyword-only call.
+// The call path converts its arguments here in C++ (no Python loops) and hands a KernelCall to
+// MetalKernel, which returns lazy outputs; compilation happens at the first evaluation and is
+// cached per kernel object, dtypes and template arguments.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+
+namespace alloy::python {
+namespace {
+
+[[noreturn]] void bad_argument(const char* name, const char* expected, nb::handle got) {
+  throw nb::type_error((std::string("[metal_kernel] Expected `") + name + "` to be " + expected +
+                        ", got " + nb::inst_name(got).c_str() + ".")
+                           .c_str());
+}
+
+bool to_int(PyObject* p, int64_t& out) {
+  if (PyLong_Check(p) && !PyBool_Check(p)) {
+    int overflow = 0;
+    out = PyLong_AsLongLongAndOverflow(p, &overflow);
+    return !overflow;
+  }
+  if (PyIndex_Check(p) && !PyBool_Check(p)) {  // numpy integers
+    nb::object i = nb::steal(PyNumber_Index(p));
+    if (!i.is_valid()) {
+      PyErr_Clear();
+      return false;
+    }
+    return to_int(i.ptr(), out);
+  }
+  return false;
+}
+
+// A list or tuple, as a borrowed PySequence_Fast view.
+struct FastSeq {
+  nb::object seq;
+  Py_ssize_t size = 0;
+  PyObject** items = nullptr;
+  bool load(nb::handle h) {
+    if (!PyList_Check(h.ptr()) && !PyTuple_Check(h.ptr())) return false;
+    seq = nb::borrow(h);
+    size = PySequence_Fast_GET_SIZE(h.ptr());
+    items = PySequence_Fast_ITEMS(h.ptr());
+    return true;
+  }
+};
+
+Shape to_shape(nb::handle h) {
+  FastSeq s;
+  if (!s.load(h)) bad_argument("output_shapes", "a list of tuples (or lists) of ints", h);
+  Shape shape(s.size);
+  for (Py_ssize_t i = 0; i < s.size; ++i)
+    if (!to_int(s.items[i], shape[i]))
+      bad_argument("output_shapes", "a list of tuples (or lists) of ints", s.items[i]);
+  return shape;
+}
+
+Dims to_dims(nb::handle h, const char* name) {
+  FastSeq s;
+  Dims d{1, 1, 1};
+  if (!s.load(h) || s.size != 3) bad_argument(name, "a tuple of 3 ints", h);
+  for (int i = 0; i < 3; ++i) {
+    int64_t v = 0;
+    if (!to_int(s.items[i], v) || v < INT32_MIN || v > INT32_MAX)
+      bad_argument(name, "a tuple of 3 ints", s.items[i]);
+    d[i] = static_cast<int>(v);
+  }
+  return d;
+}
+
+// MLX checks bool before int (True is an int in Python), then Dtype.
+TemplateArgs to_template(nb::handle h) {
+  TemplateArgs args;
+  if (h.is_none()) return args;
+  FastSeq s;
+  if (!s.load(h)) bad_argument("template", "a list of (name, value) tuples", h);
+  args.reserve(s.size);
+  for (Py_ssize_t i = 0; i < s.size; ++i) {
+    FastSeq pair;
+    if (!pair.load(s.items[i]) || pair.size != 2 || !PyUnicode_Check(pair.items[0]))
+      bad_argument("template", "a list of (name, value) tuples", s.items[i]);
+    std::string name = nb::cast<std::string>(nb::handle(pair.items[0]));
+    PyObject* v = pair.items[1];
+    Dtype t;
+    if (PyBool_Check(v)) {
+      args.emplace_back(std::move(name), v == Py_True);
+    } else if (PyLong_Check(v)) {
+      int64_t x = 0;
+      if (!to_int(v, x) || x < INT32_MIN || x > INT32_MAX)
+        throw nb::value_error("[metal_kernel] Template argument does not fit in an int.");
+      args.emplace_back(std::move(name), static_cast<int>(x));
+    } else if (nb::try_cast<Dtype>(nb::handle(v), t, /*convert=*/false)) {
+      args.emplace_back(std::move(name), t);
+    } else {
+      throw nb::value_error(
+          "[metal_kernel] Invalid template argument. Must be `alloy.Dtype`, `int` or `bool`.");
+    }
+  }
+  return args;
+}
+
+std::vector<Array> to_inputs(nb::handle h) {
+  FastSeq s;
+  if (!s.load(h)) bad_argument("inputs", "a list of arrays or scalars", h);
+  std::vector<Array> inputs;
+  inputs.reserve(s.size);
+  for (Py_ssize_t i = 0; i < s.size; ++i) inputs.push_back(as_input(s.items[i]));
+  return inputs;
+}
+
+// Everything of a call but the inputs (shared by __call__ and metal_source).
+KernelCall to_call(nb::handle output_shapes, nb::handle output_dtypes, nb::handle grid,
+                   nb::handle threadgroup, nb::handle template_args, nb::handle init_value,
+                   bool verbose, nb::handle stream) {
+  KernelCall call;
+  FastSeq shapes, dtypes;
+  if (!shapes.load(output_shapes))
+    bad_argument("output_shapes", "a list of tuples (or lists) of ints", output_shapes);
+  call.output_shapes.reserve(shapes.size);
+  for (Py_ssize_t i = 0; i < shapes.size; ++i) call.output_shapes.push_back(to_shape(shapes.items[i]));
+  if (!dtypes.load(output_dtypes)) bad_argument("output_dtypes", "a list of dtypes", output_dtypes);
+  call.output_dtypes.reserve(dtypes.size);
+  for (Py_ssize_t i = 0; i < dtypes.size; ++i) call.output_dtypes.push_back(to_dtype(dtypes.items[i]));
+  if (grid.is_valid()) call.grid = to_dims(grid, "grid");
+  if (threadgroup.is_valid()) call.threadgroup = to_dims(threadgroup, "threadgroup");
+  call.template_args = to_template(template_args);
+  if (init_value.is_valid() && !init_value.is_none()) {
+    if (!PyFloat_Check(init_value.ptr()) && !PyLong_Check(init_value.ptr()))
+      bad_argument("init_value", "a float or None", init_value);
+    call.init_value = nb::cast<double>(init_value);
+  }
+  call.verbose = verbose;
+  call.device = to_device(stream);
+  return call;
+}
+
+std::map<std::string, std::string> to_compile_options(nb::handle h) {
+  std::map<std::string, std::string> options;
+  if (h.is_none()) return options;
+  if (!nb::isinstance<nb::dict>(h))
+    throw nb::value_error("[metal_kernel] Expected `compile_options` to be a dict.");
+  for (auto [k, v] : nb::borrow<nb::dict>(h)) {
+    if (!nb::isinstance<nb::str>(k) || !nb::isinstance<nb::str>(v))
+      throw nb::value_error(
+          "[metal_kernel] Expected `compile_options` to map option names to strings, e.g. "
+          "{'math_mode': 'fast'}.");
+    options[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
+  }
+  return options;
+}
+
+constexpr const char* kCallDoc = R"(Run the kernel.
+
+Args:
+  inputs (list[array | scalar]): The inputs, in the order of ``input_names``: alloy arrays,
+    NumPy arrays, PyTorch/CuPy tensors (CPU or CUDA, used without a copy), bool/int/float
+    scalars (0-d bool, int32, float32) or nested lists.
+  output_shapes (list[Sequence[int]]): The shape of each output in ``output_names``.
+  output_dtypes (list[Dtype]): The dtype of each output in ``output_names``.
+  grid (tuple[int, int, int]): Threads per dimension, as Metal's ``dispatchThreads``.
+  threadgroup (tuple[int, int, int]): Threads per threadgroup (at most 1024 in all).
+  template (list[tuple[str, bool | int | Dtype]], optional): Template arguments of the kernel.
+  init_value (float, optional): Value the outputs are filled with before the kernel runs;
+    by default they are uninitialized.
+  verbose (bool): Print the generated Metal source.
+  stream (Stream | Device | DeviceType, optional): Where the kernel runs (default device when
+    omitted).
+
+Returns:
+  list[array]: The outputs (lazy: computed when read or by alloy.eval).)";
+
+constexpr const char* kKernelDoc = R"(A custom Metal kernel from the body of a function, as MLX's
+``mx.fast.metal_kernel``: the signature is generated from the inputs, outputs, template arguments
+and the Metal attributes the body uses (``thread_position_in_grid``, ...). It is compiled when first
+run for given dtypes and template arguments (NVRTC for the GPU, the host compiler for the CPU) and
+cached.
+
+Args:
+  name (str): Name of the kernel.
+  input_names (list[str]): Parameter names of the inputs.
+  output_names (list[str]): Parameter names of the outputs.
+  source (str): The body of the kernel, in Metal.
+  header (str): Code placed before the kernel (helper functions, includes).
+  ensure_row_contiguous (bool): Copy strided inputs to row-contiguous ones before the kernel
+    runs. With False the kernel reads ``<name>_shape``, ``<name>_strides`` and ``<name>_ndim``.
+  atomic_outputs (bool): Declare the outputs as ``device atomic<T>*``.
+  compile_options (dict, optional): ``{"math_mode": "safe" | "relaxed" | "fast"}``.
+
+Returns:
+  MetalKernel: call it with keyword arguments (see ``MetalKernel.__call__``).
+
+Example:
+
+  .. code-block:: python
+
+    kernel = alloy.metal_kernel(
+        name="myexp", input_names=["inp"], output_names=["out"],
+        source='''
+            uint elem = thread_position_in_grid.x;
+            T tmp = inp[elem];
+            out[elem] = metal::exp(tmp);
+        ''')
+    out = kernel(inputs=[a], template=[("T", alloy.float32)], grid=(a.size, 1, 1),
+                 threadgroup=(256, 1, 1), output_shapes=[a.shape],
+                 output_dtypes=[a.dtype])[0])";
+
+}  // namespace
+
+void init_kernel(nb::module_& m) {
+  nb::class_<MetalKernel>(m, "MetalKernel",
+                          "A kernel made by alloy.metal_kernel(); call it to run it.")
+      .def(
+          "__call__",
+          [](const MetalKernel& k, nb::handle inputs, nb::handle output_shapes,
+             nb::handle output_dtypes, nb::handle grid, nb::handle threadgroup,
+             nb::handle template_args, nb::handle init_value, bool verbose, nb::handle stream) {
+            std::vector<Array> in = to_inputs(inputs);
+            KernelCall call = to_call(output_shapes, output_dtypes, grid, threadgroup,
+                                      template_args, init_value, verbose, stream);
+            return k(in, call);
+          },
+          nb::kw_only(), nb::arg("inputs"), nb::arg("output_shapes"), nb::arg("output_dtypes"),
+          nb::arg("grid"), nb::arg("threadgroup"), nb::arg("template") = nb::none(),
+          nb::arg("init_value") = nb::none(), nb::arg("verbose") = false,
+          nb::arg("stream") = nb::none(),
+          nb::sig("def __call__(self, *, inputs: Sequence[array | ArrayLike | bool | int | float],"
+                  " output_shapes: Sequence[Sequence[int]], output_dtypes: Sequence[Dtype], "
+                  "grid: tuple[int, int, int], threadgroup: tuple[int, int, int], "
+                  "template: Sequence[tuple[str, bool | int | Dtype]] | None = None, "
+                  "init_value: float | None = None, verbose: bool = False, "
+                  "stream: Stream | Device | DeviceType | None = None) -> list[array]"),
+          kCallDoc)
+      .def(
+          "metal_source",
+          [](const MetalKernel& k, nb::handle inputs, nb::handle output_dtypes,
+             nb::handle template_args) {
+            std::vector<Array> in = to_inputs(inputs);
+            nb::list shapes;
+            FastSeq dtypes;
+            if (dtypes.load(output_dtypes))
+              for (Py_ssize_t i = 0; i < dtypes.size; ++i) shapes.append(nb::tuple());
+            KernelCall call = to_call(shapes, output_dtypes, nb::handle(), nb::handle(),
+                                      template_args, nb::handle(), false, nb::none());
+            return k.metal_source(in, call);
+          },
+          nb::kw_only(), nb::arg("inputs"), nb::arg("output_dtypes"),
+          nb::arg("template") = nb::none(),
+          nb::sig("def metal_source(self, *, inputs: Sequence[array | ArrayLike | bool | int | "
+                  "float], output_dtypes: Sequence[Dtype], template: Sequence[tuple[str, bool | "
+                  "int | Dtype]] | None = None) -> str"),
+          "The Metal source (identical to MLX's) that a call with these inputs, output dtypes "
+          "and template arguments compiles; what verbose=True prints.")
+      .def_prop_ro(
+          "name", [](const MetalKernel& k) { return k.spec().name; }, "The kernel's name.")
+      .def_prop_ro(
+          "input_names", [](const MetalKernel& k) { return k.spec().input_names; },
+          "Parameter names of the inputs.")
+      .def_prop_ro(
+          "output_names", [](const MetalKernel& k) { return k.spec().output_names; },
+          "Parameter names of the outputs.")
+      .def_prop_ro(
+          "source", [](const MetalKernel& k) { return k.spec().source; }, "The kernel body.")
+      .def_prop_ro(
+          "header", [](const MetalKernel& k) { return k.spec().header; }, "The header.")
+      .def_prop_ro(
+          "ensure_row_contiguous",
+          [](const MetalKernel& k) { return k.spec().ensure_row_contiguous; },
+          "Whether strided inputs are made row-contiguous first.")
+      .def_prop_ro(
+          "atomic_outputs", [](const MetalKernel& k) { return k.spec().atomic_outputs; },
+          "Whether the outputs are atomic.")
+      .def("__repr__", [](const MetalKernel& k) {
+        return "MetalKernel(name='" + k.spec().name + "')";
+      });
+
+  m.def(
+      "metal_kernel",
+      [](const std::string& name, const std::vector<std::string>& input_names,
+         const std::vector<std::string>& output_names, const std::string& source,
+         const std::string& header, bool ensure_row_contiguous, bool atomic_outputs,
+         nb::handle compile_options) {
+        return metal_kernel(name, input_names, output_names, source, header,
+                            ensure_row_contiguous, atomic_outputs,
+                            to_compile_options(compile_options));
+      },
+      nb::arg("name"), nb::arg("input_names"), nb::arg("output_names"), nb::arg("source"),
+      nb::arg("header") = "", nb::arg("ensure_row_contiguous") = true,
+      nb::arg("atomic_outputs") = false, nb::arg("compile_options") = nb::none(),
+      nb::sig("def metal_kernel(name: str, input_names: Sequence[str], output_names: "
+              "Sequence[str], source: str, header: str = '', ensure_row_contiguous: bool = True, "
+              "atomic_outputs: bool = False, compile_options: dict[str, str] | None = None) -> "
+              "MetalKernel"),
+      kKernelDoc);
+}
+
+}  // namespace alloy::python

@@ -1,0 +1,15 @@
+// alloy._core: the extension module behind the `alloy` Python package.
+#include "bindings.h"
+
+NB_MODULE(_core, m) {
+  m.doc() =
+      "Alloy: Metal compute kernels, written as for MLX's mx.fast.metal_kernel, run on NVIDIA GPUs "
+      "(CUDA) and on CPUs.";
+  using namespace alloy::python;
+  init_errors(m);
+  init_dtype(m);
+  init_device(m);
+  init_array(m);
+  init_kernel(m);
+  init_cuda(m);
+}

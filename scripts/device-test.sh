@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds Alloy with CUDA on the GPU machine and runs the whole C++ suite (every conformance kernel
+# on the GPU), the demo, the Python suite and the benchmarks, in one call.
+#
+# The GPU machine has no package registry: the Debian -dev packages Alloy builds against travel as
+# .deb files in .dev/debs (fetched here with scripts/fetch-device-debs.sh) and are unpacked into a
+# private prefix, never into /.
+#   usage: scripts/device-test.sh [tests|bench|all]   (default all)
+set -uo pipefail
+what=${1:-all}
+OUT=${OUT:-/tmp/alloy-out}
+mkdir -p "$OUT"
+DEPS=/opt/alloy-deps
+if [ -d .dev/debs ] && [ ! -f $DEPS/.done ]; then
+  mkdir -p $DEPS
+  for f in .dev/debs/*.deb; do dpkg -x "$f" $DEPS; done
+  touch $DEPS/.done
+fi
+export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export CPATH=$DEPS/usr/include${CPATH:+:$CPATH}
+export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-cache}
+echo "== device"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+nproc
+gen=""; command -v ninja >/dev/null && gen="-G Ninja"
+cmake -S . -B build-gpu $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$DEPS/usr \
+  -DXXHASH_INCLUDE_DIR=$DEPS/usr/include > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -40; exit 1; }
+echo "== built"
+rc=0
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  echo "== C++ tests (GPU present: CUDA variants run)"
+  ./build-gpu/alloy_tests --gtest_brief=1 > "$OUT/tests.log" 2>&1; rc=$?
+  grep -E "^\[  FAILED|^\[  PASSED|^\[  SKIPPED|tests ran" "$OUT/tests.log" | tail -40
+  echo "== demo on the GPU"
+  ./build-gpu/alloy demo --device gpu 2>&1 | tee "$OUT/demo.log"
+  if [ -f pyproject.toml ]; then
+    echo "== Python tests"
+    python3 -m pip install -q --no-build-isolation --no-deps . \
+      -Ccmake.define.CMAKE_PREFIX_PATH=$DEPS/usr -Ccmake.define.XXHASH_INCLUDE_DIR=$DEPS/usr/include \
+      > "$OUT/pip.log" 2>&1 || tail -20 "$OUT/pip.log"
+    (cd python && python3 -m pytest -q tests 2>&1 | tail -15) | tee "$OUT/pytest.log"
+  fi
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  echo "== benchmarks"
+  ./build-gpu/alloy_bench --benchmark_counters_tabular=true > "$OUT/bench.txt" 2>&1
+  cat "$OUT/bench.txt" | tail -60
+  [ -f python/bench/bench_overhead.py ] && python3 python/bench/bench_overhead.py 2>&1 | tee "$OUT/py_bench.txt"
+fi
+exit $rc

@@ -1,0 +1,183 @@
+// Metal SIMD-group functions (<metal_simdgroup>) over the target's lane primitives. Simdgroups
+// have 32 lanes; in a partial simdgroup (threadgroup size not a multiple of 32, early returns,
+// divergent branches) only the live lanes take part, in lane order.
+#pragma once
+
+namespace metal {
+
+namespace alloy_detail {
+struct op_sum {
+  template <class T>
+  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a + b); }
+};
+struct op_product {
+  template <class T>
+  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a * b); }
+};
+struct op_min {
+  template <class T>
+  ALLOY_FN T operator()(const T& a, const T& b) const { return T(min(a, b)); }
+};
+struct op_max {
+  template <class T>
+  ALLOY_FN T operator()(const T& a, const T& b) const { return T(max(a, b)); }
+};
+struct op_and {
+  template <class T>
+  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a & b); }
+};
+struct op_or {
+  template <class T>
+  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a | b); }
+};
+struct op_xor {
+  template <class T>
+  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a ^ b); }
+};
+template <class T>
+using simd_t = remove_cvref_t<conditional_t<is_vecish<T>, vec_of_t<T>, T>>;
+ALLOY_FN uint32_t lowest_lane(uint32_t mask) { return alloy_target::ctz32(mask); }
+}  // namespace alloy_detail
+
+// simd_vote: a lane mask (bit i = lane i), as returned by simd_ballot.
+struct simd_vote {
+  typedef uint64_t vote_t;
+  vote_t alloy_v;
+  uint32_t alloy_live;
+  simd_vote() = default;
+  ALLOY_FN constexpr explicit simd_vote(vote_t v, uint32_t live = 0xffffffffu)
+      : alloy_v(v), alloy_live(live) {}
+  ALLOY_FN constexpr operator vote_t() const { return alloy_v; }
+  ALLOY_FN constexpr bool all() const { return (alloy_v & alloy_live) == alloy_live; }
+  ALLOY_FN constexpr bool any() const { return alloy_v != 0; }
+};
+
+#define ALLOY_SIMD_REDUCE(name, op)                                      \
+  template <class T>                                                     \
+  ALLOY_FN alloy_detail::simd_t<T> name(const T& data) {                 \
+    typedef alloy_detail::simd_t<T> V;                                   \
+    return alloy_target::reduce(V(data), alloy_detail::op{});            \
+  }
+ALLOY_SIMD_REDUCE(simd_sum, op_sum)
+ALLOY_SIMD_REDUCE(simd_product, op_product)
+ALLOY_SIMD_REDUCE(simd_min, op_min)
+ALLOY_SIMD_REDUCE(simd_max, op_max)
+ALLOY_SIMD_REDUCE(simd_and, op_and)
+ALLOY_SIMD_REDUCE(simd_or, op_or)
+ALLOY_SIMD_REDUCE(simd_xor, op_xor)
+#undef ALLOY_SIMD_REDUCE
+
+ALLOY_FN bool simd_all(bool p) { return alloy_target::reduce(p, alloy_detail::op_and{}); }
+ALLOY_FN bool simd_any(bool p) { return alloy_target::reduce(p, alloy_detail::op_or{}); }
+ALLOY_FN simd_vote simd_ballot(bool p) {
+  uint32_t live = alloy_target::live_mask();
+  return simd_vote(alloy_target::ballot(p), live);
+}
+ALLOY_FN simd_vote simd_active_threads_mask() {
+  uint32_t live = alloy_target::live_mask();
+  return simd_vote(live, live);
+}
+ALLOY_FN bool simd_is_first() {
+  return alloy_target::lane_id() == alloy_detail::lowest_lane(alloy_target::live_mask());
+}
+ALLOY_FN bool simd_is_helper_thread() { return false; }
+
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle(const T& data, uint32_t lane) {
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data), lane);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_broadcast(const T& data, uint32_t lane) {
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data), lane);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_broadcast_first(const T& data) {
+  uint32_t first = alloy_detail::lowest_lane(alloy_target::live_mask());
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data), first);
+}
+// Lanes whose source is outside the simdgroup keep their own value.
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_up(const T& data, uint32_t delta) {
+  uint32_t lane = alloy_target::lane_id();
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data), lane >= delta ? lane - delta : 32u);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_down(const T& data, uint32_t delta) {
+  uint32_t lane = alloy_target::lane_id();
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data), lane + delta);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_xor(const T& data, uint32_t mask) {
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data), alloy_target::lane_id() ^ mask);
+}
+// Rotations wrap around the simdgroup's lanes (up to its highest live lane when partial).
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_rotate_down(const T& data, uint32_t delta) {
+  uint32_t n = 32 - alloy_target::clz32(alloy_target::live_mask());
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
+                               (alloy_target::lane_id() + delta) % n);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_rotate_up(const T& data, uint32_t delta) {
+  uint32_t n = 32 - alloy_target::clz32(alloy_target::live_mask());
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
+                               (alloy_target::lane_id() + n - delta % n) % n);
+}
+// Shift by delta within groups of `modulo` lanes (default 32); vacated lanes read `filling` from
+// the lane delta positions away on the other side of the group.
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_and_fill_up(const T& data, const T& filling,
+                                                         uint32_t delta, uint32_t modulo = 32) {
+  typedef alloy_detail::simd_t<T> V;
+  uint32_t lane = alloy_target::lane_id();
+  uint32_t base = lane - lane % modulo, i = lane % modulo;
+  bool from_data = i >= delta;
+  V d = alloy_target::shuffle(V(data), from_data ? lane - delta : lane);
+  V f = alloy_target::shuffle(V(filling), from_data ? lane : base + i + modulo - delta);
+  return from_data ? d : f;
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_and_fill_down(const T& data, const T& filling,
+                                                           uint32_t delta, uint32_t modulo = 32) {
+  typedef alloy_detail::simd_t<T> V;
+  uint32_t lane = alloy_target::lane_id();
+  uint32_t base = lane - lane % modulo, i = lane % modulo;
+  bool from_data = i + delta < modulo;
+  V d = alloy_target::shuffle(V(data), from_data ? lane + delta : lane);
+  V f = alloy_target::shuffle(V(filling), from_data ? lane : base + i + delta - modulo);
+  return from_data ? d : f;
+}
+
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_prefix_inclusive_sum(const T& data) {
+  return alloy_target::inclusive_scan(alloy_detail::simd_t<T>(data), alloy_detail::op_sum{});
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_prefix_inclusive_product(const T& data) {
+  return alloy_target::inclusive_scan(alloy_detail::simd_t<T>(data), alloy_detail::op_product{});
+}
+namespace alloy_detail {
+// Exclusive scan = the inclusive result of the previous live lane (identity on the first).
+template <class V, class Op>
+ALLOY_FN V exclusive_scan(const V& v, Op op, V identity) {
+  uint32_t live = alloy_target::live_mask();
+  V incl = alloy_target::inclusive_scan(v, op);
+  uint32_t lane = alloy_target::lane_id();
+  uint32_t below = live & ((1u << lane) - 1u);
+  uint32_t prev = below ? 31u - alloy_target::clz32(below) : lane;
+  V r = alloy_target::shuffle(incl, prev);
+  return below ? r : identity;
+}
+}  // namespace alloy_detail
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_prefix_exclusive_sum(const T& data) {
+  typedef alloy_detail::simd_t<T> V;
+  return alloy_detail::exclusive_scan(V(data), alloy_detail::op_sum{}, V(0));
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> simd_prefix_exclusive_product(const T& data) {
+  typedef alloy_detail::simd_t<T> V;
+  return alloy_detail::exclusive_scan(V(data), alloy_detail::op_product{}, V(1));
+}
+
+}  // namespace metal
