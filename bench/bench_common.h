@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -215,5 +218,51 @@ struct CpuDispatch {
     cpu::run(L, k.cpu_group, k.cpu_thread, dk.program->uses_sync(), opts);
   }
 };
+
+// ---- Child processes (what a fresh process pays) ----
+
+/// Child modes, run by main() when ALLOY_BENCH_CHILD names one; each prints
+/// "alloy_seconds peer_seconds disk_hits" and exits 0.
+int cpu_warm_child();  // bench_cpu_jit.cpp
+int gpu_warm_child();  // bench_gpu.cpp
+
+struct ChildResult {
+  bool ok = false;
+  std::string error;
+  double alloy_s = 0, peer_s = 0, disk_hits = 0;
+};
+
+/// Runs this executable again in child mode `mode` with the extra environment `env` (the compile
+/// cache folder is inherited), and parses what it prints.
+inline ChildResult run_child(const std::string& mode,
+                             const std::vector<std::pair<std::string, std::string>>& env) {
+  ChildResult r;
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) {
+    r.error = "cannot find this executable";
+    return r;
+  }
+  ::setenv("ALLOY_BENCH_CHILD", mode.c_str(), 1);
+  for (auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+  std::FILE* p = ::popen(("'" + exe + "' 2>&1").c_str(), "r");
+  ::unsetenv("ALLOY_BENCH_CHILD");
+  for (auto& [k, v] : env) ::unsetenv(k.c_str());
+  if (!p) {
+    r.error = "popen failed";
+    return r;
+  }
+  std::string out;
+  char buf[512];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int status = ::pclose(p);
+  if (status != 0 || std::sscanf(out.c_str(), "%lf %lf %lf", &r.alloy_s, &r.peer_s,
+                                 &r.disk_hits) != 3) {
+    r.error = "exit status " + std::to_string(status) + ": " + out.substr(0, 400);
+    return r;
+  }
+  r.ok = true;
+  return r;
+}
 
 }  // namespace alloy::bench

@@ -135,6 +135,10 @@ void BM_CpuJitCold(benchmark::State& state) {
 }
 BENCHMARK(BM_CpuJitCold)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
 
+// What a new process pays for its first call of a kernel whose entry is in the disk cache
+// (run in a child process: see cpu_warm_child). The peer is dlopen of a copy of the same shared
+// object in that child (a copy: kernel libraries stay mapped once loaded, so the original would
+// be a reference-count bump after Alloy loaded it).
 void BM_CpuJitWarmDisk(benchmark::State& state) {
   const int n = 1024;
   Array x = random_array({n}, -1.0f, 1.0f, 22, Device::cpu());
@@ -142,49 +146,122 @@ void BM_CpuJitWarmDisk(benchmark::State& state) {
   const std::string body = unique_exp_body("warm", 0);
   auto& jit = cpu::Jit::global();
   if (!jit.cache().has_disk()) return state.SkipWithError("the compile cache has no disk level");
-  std::string so_path;
+  fs::path work = fs::temp_directory_path() / ("alloy-bench-warm-" + nonce());
   try {
     auto k = metal_kernel("bench_warm", {"inp"}, {"out"}, body);
     k({x}, call)[0].eval();  // compiles and stores the entry
-    // The entry's file, for the peer (same translation and flags as metal_kernel's CPU program).
+    // The entry's file (same translation and flags as metal_kernel's CPU program: a memory hit).
     auto gen = msl::write_kernel_source(k.spec(), {{"", float32, 1, n}}, call.output_dtypes,
                                         call.template_args);
     std::string code = kernel::translate_only(kernel::call_source_map(k.spec(), gen.source),
                                               msl::Target::cpu);
-    so_path = jit.compile(code, {{"-DALLOY_MATH_SAFE"}})->path().string();
+    std::string so = jit.compile(code, {{"-DALLOY_MATH_SAFE"}})->path().string();
+    fs::create_directories(work);
+    fs::copy_file(so, work / "peer.so");
+    std::ofstream(work / "body.metal") << body;
+  } catch (const std::exception& e) {
+    return state.SkipWithError((std::string("CPU JIT failed: ") + e.what()).c_str());
+  }
+  PairTimes t;
+  double disk_hits = 0;
+  for (auto _ : state) {
+    ChildResult r = run_child("cpu-warm", {{"ALLOY_BENCH_BODY_FILE", (work / "body.metal").string()},
+                                           {"ALLOY_BENCH_PEER_SO", (work / "peer.so").string()}});
+    if (!r.ok) {
+      state.SkipWithError(("child process failed: " + r.error).c_str());
+      break;
+    }
+    t.alloy += r.alloy_s;
+    t.peer += r.peer_s;
+    disk_hits += r.disk_hits;
+    ++t.n;
+    state.SetIterationTime(r.alloy_s);
+  }
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  t.report(state, "dlopen", /*cost=*/true);
+  state.counters["target_ms"] = 1.0;
+  if (t.n) state.counters["disk_hits_per_iter"] = disk_hits / t.n;
+}
+BENCHMARK(BM_CpuJitWarmDisk)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
+
+// The same in this process, as the issue describes it: the in-memory cache is cleared and every
+// kernel object is gone before each call. Kernel libraries are not unmapped by dlclose (they
+// define a GNU-unique thread-local symbol), so the dlopen here is a reference-count bump: this
+// is the floor of a disk hit, not a fresh process. Peer: the same call with the cache warm.
+void BM_CpuJitWarmInProcess(benchmark::State& state) {
+  const int n = 1024;
+  Array x = random_array({n}, -1.0f, 1.0f, 22, Device::cpu());
+  KernelCall call = exp_call(n, Device::cpu());
+  const std::string body = unique_exp_body("warm-in-process", 0);
+  auto& jit = cpu::Jit::global();
+  if (!jit.cache().has_disk()) return state.SkipWithError("the compile cache has no disk level");
+  try {
+    metal_kernel("bench_warm", {"inp"}, {"out"}, body)({x}, call)[0].eval();
   } catch (const std::exception& e) {
     return state.SkipWithError((std::string("CPU JIT failed: ") + e.what()).c_str());
   }
   PairTimes t;
   uint64_t disk_hits0 = jit.cache().stats().disk_hits;
   for (auto _ : state) {
-    jit.cache().clear_memory();  // a fresh process: nothing loaded, the disk cache is there
+    jit.cache().clear_memory();
     double t0 = now_s();
     {
       auto k = metal_kernel("bench_warm", {"inp"}, {"out"}, body);
       Array out = k({x}, call)[0];
       out.eval();
       benchmark::DoNotOptimize(out.node()->data());
-      t.alloy += now_s() - t0;
-      state.SetIterationTime(now_s() - t0);
-    }  // last reference to the library: dlclose'd here, outside the timing
-    double t2 = now_s();
-    void* h = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    double t3 = now_s();
-    if (!h) {
-      state.SkipWithError("dlopen of the cached kernel failed");
-      break;
     }
-    ::dlclose(h);
-    t.peer += t3 - t2;
+    double t1 = now_s();
+    {  // peer: a new kernel object whose program is in the memory cache
+      auto k = metal_kernel("bench_warm", {"inp"}, {"out"}, body);
+      Array out = k({x}, call)[0];
+      out.eval();
+      benchmark::DoNotOptimize(out.node()->data());
+    }
+    double t2 = now_s();
+    t.alloy += t1 - t0;
+    t.peer += t2 - t1;
     ++t.n;
+    state.SetIterationTime(t1 - t0);
   }
-  t.report(state, "dlopen", /*cost=*/true);
+  t.report(state, "memory_hit", /*cost=*/true);
   state.counters["target_ms"] = 1.0;
   state.counters["disk_hits_per_iter"] =
-      static_cast<double>(jit.cache().stats().disk_hits - disk_hits0) /
-      std::max<int64_t>(1, t.n);
+      static_cast<double>(jit.cache().stats().disk_hits - disk_hits0) / std::max<int64_t>(1, t.n);
 }
-BENCHMARK(BM_CpuJitWarmDisk)->UseManualTime()->Iterations(50)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CpuJitWarmInProcess)->UseManualTime()->Iterations(50)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+namespace alloy::bench {
+
+// Child side of BM_CpuJitWarmDisk: the first metal_kernel call of this process (the kernel is in
+// the disk cache), then dlopen of a copy of its shared object. Prints "alloy_s peer_s disk_hits".
+int cpu_warm_child() {
+  const char* body_file = std::getenv("ALLOY_BENCH_BODY_FILE");
+  const char* peer_so = std::getenv("ALLOY_BENCH_PEER_SO");
+  if (!body_file || !peer_so) return 2;
+  std::ifstream in(body_file);
+  std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int n = 1024;
+  Array x = random_array({n}, -1.0f, 1.0f, 22, Device::cpu());
+  KernelCall call = exp_call(n, Device::cpu());
+  double t0 = now_s();
+  {
+    auto k = metal_kernel("bench_warm", {"inp"}, {"out"}, body);
+    Array out = k({x}, call)[0];
+    out.eval();
+    benchmark::DoNotOptimize(out.node()->data());
+  }
+  double t1 = now_s();
+  void* h = ::dlopen(peer_so, RTLD_NOW | RTLD_LOCAL);
+  double t2 = now_s();
+  if (!h) return 3;
+  std::printf("%.9f %.9f %llu\n", t1 - t0, t2 - t1,
+              static_cast<unsigned long long>(cpu::Jit::global().cache().stats().disk_hits));
+  return 0;
+}
+
+}  // namespace alloy::bench

@@ -3,7 +3,9 @@
 //
 //   BM_CpuExp/peer_threads:N        exp over 2^24 float32, end to end (metal_kernel call + eval,
 //                                   output allocated per call) vs `out[i] = std::exp(in[i])` on N
-//                                   threads (1: the plain single-thread loop; target >= 0.8x).
+//                                   threads (1: the plain single-thread loop; target >= 0.8x) into
+//                                   a resident buffer, and (vs_plain_loop_fresh_output) into a
+//                                   buffer allocated per iteration as metal_kernel's output is.
 //   BM_CpuExpKernelOnly/peer_threads:N   the same kernel run by the executor into a preallocated
 //                                   output: what the allocation costs.
 //   BM_CpuRowSum/<variant>          2048x4096 float32 row sums, 256-thread groups, vs a plain
@@ -12,9 +14,11 @@
 //   BM_CpuFiberAnatomy              fiber switches per threadgroup and the cost of one switch
 //                                   (docs/performance.md, "where the time goes").
 #include <dlfcn.h>
+#include <sched.h>
 
 #include <boost/context/detail/fcontext.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 
 #include "bench_common.h"
@@ -43,7 +47,12 @@ namespace {
 using namespace alloy;
 using namespace alloy::bench;
 
-int hw_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+// Cores this process may run on (its affinity mask, which oneTBB's default pool also follows).
+int hw_threads() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 // Runs body(begin, end) over [0, n) split in `threads` contiguous chunks (the calling thread
 // takes the first one).
@@ -128,6 +137,7 @@ void BM_CpuExp(benchmark::State& state) {
   if (!s.error.empty()) return state.SkipWithError(s.error.c_str());
   const int threads = state.range(0) == 0 ? hw_threads() : static_cast<int>(state.range(0));
   PairTimes t;
+  double fresh_alloc = 0;
   for (auto _ : state) {
     double t0 = now_s();
     {
@@ -140,12 +150,23 @@ void BM_CpuExp(benchmark::State& state) {
     benchmark::DoNotOptimize(s.peer_out.data());
     benchmark::ClobberMemory();
     double t2 = now_s();
+    {  // the plain loop into a freshly allocated output, as metal_kernel's: what allocation costs
+      float* fresh = static_cast<float*>(std::aligned_alloc(64, size_t{kExpN} * 4));
+      plain_exp(s.xs, fresh, kExpN, threads);
+      benchmark::DoNotOptimize(fresh);
+      benchmark::ClobberMemory();
+      std::free(fresh);
+    }
+    double t3 = now_s();
     t.alloy += t1 - t0;
     t.peer += t2 - t1;
+    fresh_alloc += t3 - t2;
     ++t.n;
     state.SetIterationTime(t1 - t0);
   }
   t.report(state, "plain_loop");
+  state.counters["plain_loop_fresh_output_ms"] = 1e3 * fresh_alloc / t.n;
+  state.counters["vs_plain_loop_fresh_output"] = fresh_alloc / t.alloy;
   state.counters["peer_threads"] = threads;
   state.counters["alloy_threads"] = hw_threads();
   state.SetItemsProcessed(state.iterations() * kExpN);

@@ -4,6 +4,7 @@
 // The context printed first names the CPU, the GPU (if any) and NVRTC.
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
+#include <cstdio>
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "alloy/alloy.h"
+#include "bench_common.h"
 #include "alloy/cuda.h"
 #include "backend/cuda/nvrtc.h"
 
@@ -33,6 +35,14 @@ std::string cpu_model() {
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
+  // A child process started by a benchmark to measure a fresh process (see run_child).
+  if (const char* child = std::getenv("ALLOY_BENCH_CHILD"); child && *child) {
+    std::string mode = child;
+    if (mode == "cpu-warm") return alloy::bench::cpu_warm_child();
+    if (mode == "gpu-warm") return alloy::bench::gpu_warm_child();
+    std::fprintf(stderr, "unknown ALLOY_BENCH_CHILD mode %s\n", child);
+    return 2;
+  }
   fs::path temp_cache;
   if (const char* dir = std::getenv("ALLOY_BENCH_CACHE_DIR"); dir && *dir) {
     ::setenv("ALLOY_CACHE_DIR", dir, 1);

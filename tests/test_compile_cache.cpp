@@ -95,9 +95,8 @@ TEST_F(CompileCacheTest, TargetsAndKeysAreSeparate) {
   EXPECT_EQ(*c.load("cpu", k2), b);
 }
 
-void corrupt_and_expect_rebuild(const fs::path& dir, const std::function<void(const fs::path&,
-                                                                                const fs::path&)>&
-                                                         damage) {
+void corrupt_and_expect_rebuild(
+    const fs::path& dir, const std::function<void(const fs::path&, const fs::path&)>& damage) {
   CompileCache c(dir);
   auto bytes = std::vector<char>(5000, 'x');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 31 + 7);
@@ -123,8 +122,8 @@ TEST_F(CompileCacheTest, FlippedByteIsDetected) {
 }
 
 TEST_F(CompileCacheTest, TruncatedPayloadIsDetected) {
-  corrupt_and_expect_rebuild(dir_,
-                             [](const fs::path& bin, const fs::path&) { fs::resize_file(bin, 4000); });
+  corrupt_and_expect_rebuild(
+      dir_, [](const fs::path& bin, const fs::path&) { fs::resize_file(bin, 4000); });
 }
 
 TEST_F(CompileCacheTest, GarbledMetaIsDetected) {
@@ -140,8 +139,7 @@ TEST_F(CompileCacheTest, MetaOfAnotherKeyIsRejected) {
     for (size_t i = 0; i < same.size(); ++i) same[i] = static_cast<char>(i * 31 + 7);
     std::string k = hash_hex({"other"});
     other.store("cpu", k, same);
-    fs::copy_file(other.entry_path("cpu", k, ".meta"), meta,
-                  fs::copy_options::overwrite_existing);
+    fs::copy_file(other.entry_path("cpu", k, ".meta"), meta, fs::copy_options::overwrite_existing);
   });
 }
 
@@ -205,10 +203,10 @@ TEST_F(CompileCacheTest, MemoryLevelBuildsOncePerKeyAcrossThreads) {
 
 TEST_F(CompileCacheTest, FailedBuildIsNotCached) {
   CompileCache c(dir_);
-  EXPECT_THROW(c.get_or_build("cpu", "k", []() -> std::shared_ptr<void> {
-    throw std::runtime_error("compile error");
-  }),
-               std::runtime_error);
+  EXPECT_THROW(
+      c.get_or_build("cpu", "k",
+                     []() -> std::shared_ptr<void> { throw std::runtime_error("compile error"); }),
+      std::runtime_error);
   auto v = c.get_or_build("cpu", "k", [] { return std::make_shared<int>(3); });
   EXPECT_EQ(*std::static_pointer_cast<int>(v), 3);
 }

@@ -58,7 +58,9 @@ void* tg_slot(alloy_cpu_group* g, int slot, uint64_t bytes, uint64_t align = 16)
   return g->tg_slots[slot];
 }
 
-void barrier(alloy_cpu_group* g) { g->sync->threadgroup_barrier(g); }
+void barrier(alloy_cpu_group* g) {
+  g->sync->threadgroup_barrier(g);
+}
 
 template <class T>
 uint32_t gather(alloy_cpu_group* g, T v, T all[32]) {
@@ -119,21 +121,27 @@ void check_coverage(bool fiber_mode) {
   alloy_cpu_group_fn group_fn = [](const alloy_cpu_launch* L, alloy_cpu_group* g) {
     for (uint32_t lid = 0; lid < g->nthreads; ++lid) (*fn)(L, g, lid);
   };
-  alloy_cpu_thread_fn thread_fn = [](const alloy_cpu_launch* L, alloy_cpu_group* g,
-                                     uint32_t lid) { (*fn)(L, g, lid); };
+  alloy_cpu_thread_fn thread_fn = [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
+    (*fn)(L, g, lid);
+  };
   run(d.L, group_fn, thread_fn, fiber_mode);
   EXPECT_EQ(bad_sizes.load(), 0);
   for (size_t i = 0; i < visits.size(); ++i) ASSERT_EQ(visits[i].count.load(), 1) << "thread " << i;
 }
 
-TEST(CpuExecutor, LoopModeCoversGridWithPartialEdgeGroups) { check_coverage(false); }
-TEST(CpuExecutor, FiberModeCoversGridWithPartialEdgeGroups) { check_coverage(true); }
+TEST(CpuExecutor, LoopModeCoversGridWithPartialEdgeGroups) {
+  check_coverage(false);
+}
+TEST(CpuExecutor, FiberModeCoversGridWithPartialEdgeGroups) {
+  check_coverage(true);
+}
 
 TEST(CpuExecutor, EdgeGroupSizes) {
   // A (256,1,1) group over 300 threads: groups of 256 and 44.
   std::vector<uint32_t> sizes(2, 0xFFFFFFFF);
   Dispatch d({300, 1, 1}, {256, 1, 1}, {sizes.data()});
-  run(d.L,
+  run(
+      d.L,
       [](const alloy_cpu_launch* L, alloy_cpu_group* g) {
         static_cast<uint32_t*>(L->buffers[0])[g->group_pos[0]] = g->nthreads;
       },
@@ -147,7 +155,8 @@ TEST(CpuExecutor, ZeroGridRunsNothing) {
     int called = 0;
     for (auto grid : {std::array<uint32_t, 3>{0, 4, 1}, {4, 0, 1}, {4, 4, 0}}) {
       Dispatch d(grid, {4, 1, 1}, {&called});
-      run(d.L,
+      run(
+          d.L,
           [](const alloy_cpu_launch* L, alloy_cpu_group*) { ++*static_cast<int*>(L->buffers[0]); },
           [](const alloy_cpu_launch* L, alloy_cpu_group*, uint32_t) {
             ++*static_cast<int*>(L->buffers[0]);
@@ -174,7 +183,8 @@ TEST(CpuExecutor, LoopModeElementwise) {
   const uint32_t n = 100003;  // not a multiple of the group
   std::vector<float> in = random_floats(n, 1), out(n, std::nanf(""));
   Dispatch d({n, 1, 1}, {256, 1, 1}, {in.data(), out.data()});
-  run(d.L,
+  run(
+      d.L,
       [](const alloy_cpu_launch* L, alloy_cpu_group* g) {
         const float* a = static_cast<const float*>(L->buffers[0]);
         float* b = static_cast<float*>(L->buffers[1]);
@@ -226,15 +236,16 @@ TEST(CpuExecutor, ThreadgroupMemoryIsResetPerGroupAndParamsAllocated) {
     static decltype(check)* fn = nullptr;
     fn = &check;
     if (fiber) {
-      run(d.L, nullptr,
+      run(
+          d.L, nullptr,
           [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
             if (lid == 0) (*fn)(L, g);
             barrier(g);
           },
           true);
     } else {
-      run(d.L, [](const alloy_cpu_launch* L, alloy_cpu_group* g) { (*fn)(L, g); }, nullptr,
-          false);
+      run(
+          d.L, [](const alloy_cpu_launch* L, alloy_cpu_group* g) { (*fn)(L, g); }, nullptr, false);
     }
   }
   EXPECT_EQ(errors.load(), 0);
@@ -247,7 +258,8 @@ TEST(CpuExecutor, ThreadgroupMemoryOverflowPropagates) {
   for (bool fiber : {false, true}) {
     auto grab = [](const alloy_cpu_launch*, alloy_cpu_group* g) { tg_slot(g, 0, 64 << 10); };
     try {
-      run(d.L, grab,
+      run(
+          d.L, grab,
           [](const alloy_cpu_launch*, alloy_cpu_group* g, uint32_t) { tg_slot(g, 0, 64 << 10); },
           fiber, opts);
       FAIL() << "no exception";
@@ -288,11 +300,21 @@ void check_reverse(uint32_t total, uint32_t tg) {
   }
 }
 
-TEST(CpuExecutor, FiberBarrierReverse256) { check_reverse(256 * 37, 256); }
-TEST(CpuExecutor, FiberBarrierReverse80) { check_reverse(80 * 13, 80); }
-TEST(CpuExecutor, FiberBarrierReversePartialLastGroup) { check_reverse(256 * 5 + 77, 256); }
-TEST(CpuExecutor, FiberBarrierReverse1024) { check_reverse(1024 * 4, 1024); }
-TEST(CpuExecutor, FiberBarrierSingleThreadGroups) { check_reverse(33, 1); }
+TEST(CpuExecutor, FiberBarrierReverse256) {
+  check_reverse(256 * 37, 256);
+}
+TEST(CpuExecutor, FiberBarrierReverse80) {
+  check_reverse(80 * 13, 80);
+}
+TEST(CpuExecutor, FiberBarrierReversePartialLastGroup) {
+  check_reverse(256 * 5 + 77, 256);
+}
+TEST(CpuExecutor, FiberBarrierReverse1024) {
+  check_reverse(1024 * 4, 1024);
+}
+TEST(CpuExecutor, FiberBarrierSingleThreadGroups) {
+  check_reverse(33, 1);
+}
 
 // ---- fiber mode: simd exchanges ----
 
@@ -343,11 +365,21 @@ void check_simd_sum(uint32_t total, uint32_t tg) {
   }
 }
 
-TEST(CpuExecutor, SimdGatherFullSimdgroups) { check_simd_sum(256 * 9, 256); }
-TEST(CpuExecutor, SimdGatherPartialSimdgroups80) { check_simd_sum(80 * 11, 80); }   // 32+32+16
-TEST(CpuExecutor, SimdGatherPartialEdgeGroup) { check_simd_sum(128 * 3 + 45, 128); }  // 32+13
-TEST(CpuExecutor, SimdGatherTinyGroups) { check_simd_sum(7 * 5, 7); }
-TEST(CpuExecutor, SimdGather1024) { check_simd_sum(1024 * 3 + 100, 1024); }
+TEST(CpuExecutor, SimdGatherFullSimdgroups) {
+  check_simd_sum(256 * 9, 256);
+}
+TEST(CpuExecutor, SimdGatherPartialSimdgroups80) {
+  check_simd_sum(80 * 11, 80);
+}  // 32+32+16
+TEST(CpuExecutor, SimdGatherPartialEdgeGroup) {
+  check_simd_sum(128 * 3 + 45, 128);
+}  // 32+13
+TEST(CpuExecutor, SimdGatherTinyGroups) {
+  check_simd_sum(7 * 5, 7);
+}
+TEST(CpuExecutor, SimdGather1024) {
+  check_simd_sum(1024 * 3 + 100, 1024);
+}
 
 struct Wide {
   double a;
@@ -360,7 +392,8 @@ TEST(CpuExecutor, SimdGatherWideValuesAndSimdgroupBarrier) {
   std::vector<int32_t> in = random_ints(total, 5);
   std::vector<double> out(total, std::nan(""));
   Dispatch d({total, 1, 1}, {tg, 1, 1}, {in.data(), out.data()});
-  run(d.L, nullptr,
+  run(
+      d.L, nullptr,
       [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
         const int32_t* a = static_cast<const int32_t*>(L->buffers[0]);
         double* o = static_cast<double*>(L->buffers[1]);
@@ -402,7 +435,8 @@ TEST(CpuExecutor, ReturnedThreadsAreExcluded) {
   std::vector<int64_t> out(total, -1);
   std::vector<uint32_t> masks(total, 0);
   Dispatch d({total, 1, 1}, {tg, 1, 1}, {in.data(), out.data(), masks.data()});
-  run(d.L, nullptr,
+  run(
+      d.L, nullptr,
       [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
         if (lid % 3 == 0) return;
         const int32_t* a = static_cast<const int32_t*>(L->buffers[0]);
@@ -444,7 +478,8 @@ TEST(CpuExecutor, LaneReturningCompletesAPendingExchange) {
   const uint32_t tg = 32;
   std::vector<uint32_t> masks(tg, 0);
   Dispatch d({tg, 1, 1}, {tg, 1, 1}, {masks.data()});
-  run(d.L, nullptr,
+  run(
+      d.L, nullptr,
       [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
         if (lid == 31) return;
         int all[32];
@@ -497,7 +532,8 @@ TEST(CpuExecutor, BarrierReachedByAllLiveThreadsAfterOthersReturn) {
   // Threads that return before a barrier do not block it (they are no longer live).
   std::vector<int> out(128, 0);
   Dispatch d({128, 1, 1}, {128, 1, 1}, {out.data()});
-  run(d.L, nullptr,
+  run(
+      d.L, nullptr,
       [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
         if (lid >= 100) return;
         barrier(g);
@@ -545,7 +581,8 @@ TEST(CpuExecutor, OutOfRangeReports) {
     };
     static decltype(report)* fn = nullptr;
     fn = &report;
-    run(d.L,
+    run(
+        d.L,
         [](const alloy_cpu_launch* L, alloy_cpu_group* g) {
           for (uint32_t lid = 0; lid < g->nthreads; ++lid) (*fn)(L, g, lid);
         },
@@ -554,7 +591,7 @@ TEST(CpuExecutor, OutOfRangeReports) {
     EXPECT_EQ(log.count(), 1u + 3 * 2);  // one write, one read per group
     auto reports = log.reports();
     EXPECT_EQ(reports.size(), 7u);
-    auto it = std::find_if(reports.begin(), reports.end(), [](auto& r) { return r.is_write; });
+    auto it = std::find_if(reports.begin(), reports.end(), [](auto& r) { return r.is_write == 1; });
     ASSERT_NE(it, reports.end());
     EXPECT_EQ(it->buffer, 3u);
     EXPECT_EQ(it->index, -12);
@@ -570,7 +607,8 @@ TEST(CpuExecutor, OutOfRangeLogKeepsTheFirstReportsAndCountsAll) {
   ExecOptions opts;
   opts.oob = &log;
   Dispatch d({4096, 1, 1}, {64, 1, 1});
-  run(d.L,
+  run(
+      d.L,
       [](const alloy_cpu_launch*, alloy_cpu_group* g) {
         for (uint32_t lid = 0; lid < g->nthreads; ++lid) {
           g->current = lid;
@@ -583,7 +621,8 @@ TEST(CpuExecutor, OutOfRangeLogKeepsTheFirstReportsAndCountsAll) {
   log.clear();
   EXPECT_EQ(log.count(), 0u);
   // Without a log, reports are dropped.
-  run(d.L, [](const alloy_cpu_launch*, alloy_cpu_group* g) { g->sync->report_oob(g, 0, 0, 1); },
+  run(
+      d.L, [](const alloy_cpu_launch*, alloy_cpu_group* g) { g->sync->report_oob(g, 0, 0, 1); },
       nullptr, false);
 }
 

@@ -202,9 +202,9 @@ TEST_F(CpuJitTest, MemoryHitReturnsTheLoadedLibrary) {
   auto t0 = std::chrono::steady_clock::now();
   const int reps = 1000;
   for (int i = 0; i < reps; ++i) EXPECT_EQ(jit.compile(kExpSource), a);
-  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                  .count() /
-              reps;
+  double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+      reps;
   auto s = jit.cache().stats();
   EXPECT_EQ(s.memory_hits, uint64_t(reps));
   EXPECT_EQ(s.stores, 1u);

@@ -5,7 +5,10 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <random>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,11 +16,16 @@
 #include <string>
 #include <vector>
 
+// Last: the prelude redefines INFINITY, FLT_MAX... (used here for the host references).
+#include "prelude/metal_stdlib.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
 fs::path prelude_dir() {
+  if (const char* env = std::getenv("ALLOY_SOURCE_DIR"); env && *env)
+    return fs::path(env) / "src" / "prelude";
 #ifdef ALLOY_SOURCE_DIR
   return fs::path(ALLOY_SOURCE_DIR) / "src" / "prelude";
 #else
@@ -303,6 +311,8 @@ struct Nvrtc {
   nvrtcResult (*ptx_size)(nvrtcProgram, size_t*) = nullptr;
   nvrtcResult (*ptx)(nvrtcProgram, char*) = nullptr;
   nvrtcResult (*destroy)(nvrtcProgram*) = nullptr;
+  nvrtcResult (*cubin_size)(nvrtcProgram, size_t*) = nullptr;
+  nvrtcResult (*cubin)(nvrtcProgram, char*) = nullptr;
 
   static Nvrtc* get() {
     static Nvrtc n = load();
@@ -326,7 +336,8 @@ struct Nvrtc {
     if (!(sym(n.create, "nvrtcCreateProgram") && sym(n.compile, "nvrtcCompileProgram") &&
           sym(n.log_size, "nvrtcGetProgramLogSize") && sym(n.log, "nvrtcGetProgramLog") &&
           sym(n.ptx_size, "nvrtcGetPTXSize") && sym(n.ptx, "nvrtcGetPTX") &&
-          sym(n.destroy, "nvrtcDestroyProgram")))
+          sym(n.destroy, "nvrtcDestroyProgram") && sym(n.cubin_size, "nvrtcGetCUBINSize") &&
+          sym(n.cubin, "nvrtcGetCUBIN")))
       n.lib = nullptr;
     return n;
   }
@@ -334,7 +345,7 @@ struct Nvrtc {
 
 struct CompileResult {
   bool ok;
-  std::string log, ptx;
+  std::string log, ptx, cubin;
 };
 
 // Compiles `source` with every prelude header given to NVRTC in memory, as the CUDA JIT does.
@@ -354,7 +365,7 @@ CompileResult nvrtc_compile(Nvrtc& nv, const std::string& source,
   }
   for (const auto& s : options) o.push_back(s.c_str());
   nvrtcProgram prog = nullptr;
-  CompileResult r{false, "", ""};
+  CompileResult r{false, "", "", ""};
   if (nv.create(&prog, source.c_str(), "coverage.cu", int(n.size()), t.data(), n.data()) != 0) {
     r.log = "nvrtcCreateProgram failed";
     return r;
@@ -368,6 +379,10 @@ CompileResult nvrtc_compile(Nvrtc& nv, const std::string& source,
     nv.ptx_size(prog, &size);
     r.ptx.resize(size);
     nv.ptx(prog, r.ptx.data());
+    if (nv.cubin_size(prog, &size) == 0 && size) {
+      r.cubin.resize(size);
+      nv.cubin(prog, r.cubin.data());
+    }
   }
   nv.destroy(&prog);
   return r;
@@ -431,6 +446,385 @@ TEST(PreludeCpuHost, CoverageCompilesWithHostCompiler) {
     EXPECT_EQ(rc, 0) << cmd << "\n" << read_file(dir / "log.txt");
   }
   fs::remove_all(dir);
+}
+
+
+// ---- Semantics on a GPU (CUDA driver through dlopen; skipped without one) ----
+
+const char* kSemantics = R"ALLOY(
+#include "metal_stdlib.h"
+namespace metal {
+
+// One thread per lane; lanes outside mask[warp] return first, leaving a partial simdgroup.
+ALLOY_FN void simd_check(float* out, const uint* masks, uint tid) {
+  uint lane = tid % 32, warp = tid / 32;
+  if (!((masks[warp] >> lane) & 1u)) return;
+  float v = 1.0f + 0.25f * float((lane * 7) % 13);
+  float* o = out + tid * 24;
+  o[0] = simd_sum(v);
+  o[1] = simd_min(v);
+  o[2] = simd_max(v);
+  o[3] = simd_prefix_inclusive_sum(v);
+  o[4] = simd_prefix_exclusive_sum(v);
+  o[5] = simd_shuffle_down(v, 1);
+  o[6] = simd_shuffle_up(v, 2);
+  o[7] = simd_shuffle_xor(v, 1);
+  o[8] = simd_broadcast_first(v);
+  o[9] = simd_shuffle_rotate_down(v, 1);
+  o[10] = float(simd_sum(half(v)));
+  float4 s4 = simd_sum(float4(v, 1.0f, float(lane), 2.0f));
+  o[11] = s4.x;
+  o[12] = s4.y;
+  o[13] = s4.z;
+  o[14] = float(simd_sum(int(lane)));
+  o[15] = float(simd_and(int(lane) | 0x100));
+  o[16] = as_type<float>(uint(uint64_t(simd_ballot(v > 2.0f))));
+  o[17] = float(simd_all(v > 0.0f)) + 2.0f * float(simd_any(v > 3.5f));
+  o[18] = float(simd_is_first());
+  o[19] = float(simd_prefix_inclusive_product(int(lane % 3 + 1)));
+  o[20] = float(simd_prefix_exclusive_product(int(lane % 3 + 1)));
+  long2 w = simd_shuffle(long2(lane, -long(lane)), 0);
+  o[21] = float(w.x + w.y * 100);
+  o[22] = simd_broadcast(v, 31 - clz(masks[warp]));
+  o[23] = float(simd_sum(bfloat(v)));
+}
+
+ALLOY_FN void convert_check(uint* out, const float* in, uint tid) {
+  out[tid] = as_type<uint>(float(half::from_bits(ushort(tid))));
+  out[65536 + tid] = uint(half(in[tid]).alloy_bits) | (uint(bfloat(in[tid]).alloy_bits) << 16);
+}
+
+ALLOY_FN void math_check(float* out, const float* in, uint tid) {
+  float x = in[tid];
+  float* o = out + tid * 8;
+  o[0] = precise::exp(x);
+  o[1] = precise::log(fabs(x) + 1e-3f);
+  o[2] = precise::sin(x);
+  o[3] = fast::exp(x);
+  o[4] = float(exp(half(x)));
+  o[5] = precise::tanh(x);
+  o[6] = precise::pow(fabs(x) + 0.5f, 1.7f);
+  o[7] = precise::sqrt(fabs(x));
+  if (tid == 0) {
+    out[4096 * 8 + 0] = exp(-INFINITY) + fast::exp(-INFINITY) + precise::exp(-INFINITY) +
+                        fast::exp2(-INFINITY) + float(exp(half(-INFINITY))) +
+                        float(fast::exp(bfloat(-INFINITY))) + fast::exp(-FLT_MAX);
+    out[4096 * 8 + 1] = float(isinf(exp(INFINITY))) + float(isnan(log(-1.0f))) +
+                        float(max(NAN, 1.0f) == 1.0f) + float(min(2.0f, NAN) == 2.0f);
+  }
+}
+
+ALLOY_FN void atomic_check(float* fsum, int* isum, uint* umax, float* fmin, int* per_group,
+                           uint tid, uint lid, uint gid) {
+  ALLOY_THREADGROUP(atomic_int, , counter, 0);
+  if (lid == 0) atomic_store_explicit(&counter, 0, memory_order_relaxed);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  atomic_fetch_add_explicit((atomic_float*)fsum, 1.0f, memory_order_relaxed);
+  atomic_fetch_add_explicit((atomic_int*)isum, 2, memory_order_relaxed);
+  atomic_fetch_max_explicit((atomic_uint*)umax, tid, memory_order_relaxed);
+  atomic_fetch_min_explicit((atomic_float*)fmin, -float(tid), memory_order_relaxed);
+  atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed);
+  threadgroup_barrier(mem_flags::mem_none);  // still orders threadgroup memory
+  if (lid == 0) per_group[gid] = atomic_load_explicit(&counter, memory_order_relaxed);
+}
+
+ALLOY_FN void tg_reduce(const float* in, float* out, uint tid, uint lid, uint gid) {
+  ALLOY_THREADGROUP(float, [256], buf, 1);
+  buf[lid] = in[tid];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint s = 128; s > 0; s >>= 1) {
+    if (lid < s) buf[lid] += buf[lid + s];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  if (lid == 0) out[gid] = buf[0];
+}
+
+}  // namespace metal
+
+#define TID (blockIdx.x * blockDim.x + threadIdx.x)
+extern "C" __global__ void k_simd(float* out, const unsigned* masks) {
+  metal::simd_check(out, masks, TID);
+}
+extern "C" __global__ void k_convert(unsigned* out, const float* in) {
+  metal::convert_check(out, in, TID);
+}
+extern "C" __global__ void k_math(float* out, const float* in) { metal::math_check(out, in, TID); }
+extern "C" __global__ void k_atomic(float* fsum, int* isum, unsigned* umax, float* fmin,
+                                    int* per_group) {
+  metal::atomic_check(fsum, isum, umax, fmin, per_group, TID, threadIdx.x, blockIdx.x);
+}
+extern "C" __global__ void k_tg_reduce(const float* in, float* out) {
+  metal::tg_reduce(in, out, TID, threadIdx.x, blockIdx.x);
+}
+)ALLOY";
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st* CUcontext;
+typedef struct CUmod_st* CUmodule;
+typedef struct CUfunc_st* CUfunction;
+typedef unsigned long long CUdeviceptr;
+
+struct Cuda {
+  void* lib = nullptr;
+  CUresult (*init)(unsigned);
+  CUresult (*device_count)(int*);
+  CUresult (*device_get)(CUdevice*, int);
+  CUresult (*primary_retain)(CUcontext*, CUdevice);
+  CUresult (*set_current)(CUcontext);
+  CUresult (*module_load)(CUmodule*, const void*);
+  CUresult (*module_function)(CUfunction*, CUmodule, const char*);
+  CUresult (*alloc)(CUdeviceptr*, size_t);
+  CUresult (*free)(CUdeviceptr);
+  CUresult (*htod)(CUdeviceptr, const void*, size_t);
+  CUresult (*dtoh)(void*, CUdeviceptr, size_t);
+  CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                     unsigned, void*, void**, void**);
+  CUresult (*sync)();
+  CUmodule module = nullptr;
+
+  // The first CUDA device, or nullptr (with the reason) when there is none.
+  static Cuda* get(std::string* why) {
+    static Cuda c;
+    static std::string reason = c.load();
+    *why = reason;
+    return reason.empty() ? &c : nullptr;
+  }
+  std::string load() {
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return "no CUDA driver (libcuda.so.1)";
+    bool ok = true;
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      ok = ok && fn;
+    };
+    sym(init, "cuInit");
+    sym(device_count, "cuDeviceGetCount");
+    sym(device_get, "cuDeviceGet");
+    sym(primary_retain, "cuDevicePrimaryCtxRetain");
+    sym(set_current, "cuCtxSetCurrent");
+    sym(module_load, "cuModuleLoadData");
+    sym(module_function, "cuModuleGetFunction");
+    sym(alloc, "cuMemAlloc_v2");
+    sym(free, "cuMemFree_v2");
+    sym(htod, "cuMemcpyHtoD_v2");
+    sym(dtoh, "cuMemcpyDtoH_v2");
+    sym(launch, "cuLaunchKernel");
+    sym(sync, "cuCtxSynchronize");
+    if (!ok) return "incomplete CUDA driver";
+    int n = 0;
+    if (init(0) != 0 || device_count(&n) != 0 || n == 0) return "no CUDA device";
+    CUdevice dev;
+    CUcontext ctx;
+    if (device_get(&dev, 0) || primary_retain(&ctx, dev) || set_current(ctx))
+      return "cannot create a CUDA context";
+    return "";
+  }
+};
+
+class PreludeCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    cu_ = Cuda::get(&why);
+    if (!cu_) GTEST_SKIP() << why;
+    nv_ = Nvrtc::get();
+    if (!nv_) GTEST_SKIP() << "NVRTC (libnvrtc.so) could not be loaded";
+    if (!cu_->module) {
+      CompileResult r = nvrtc_compile(*nv_, kSemantics, {"--gpu-architecture=sm_90", "-std=c++17"});
+      ASSERT_TRUE(r.ok) << r.log;
+      ASSERT_EQ(cu_->module_load(&cu_->module, r.cubin.empty() ? r.ptx.c_str() : r.cubin.data()),
+                0);
+    }
+  }
+  template <class T>
+  CUdeviceptr upload(const std::vector<T>& v) {
+    CUdeviceptr p = 0;
+    EXPECT_EQ(cu_->alloc(&p, v.size() * sizeof(T)), 0);
+    EXPECT_EQ(cu_->htod(p, v.data(), v.size() * sizeof(T)), 0);
+    buffers_.push_back(p);
+    return p;
+  }
+  template <class T>
+  std::vector<T> download(CUdeviceptr p, size_t n) {
+    std::vector<T> v(n);
+    EXPECT_EQ(cu_->dtoh(v.data(), p, n * sizeof(T)), 0);
+    return v;
+  }
+  void run(const char* name, unsigned blocks, unsigned threads, std::vector<CUdeviceptr> args) {
+    CUfunction f;
+    ASSERT_EQ(cu_->module_function(&f, cu_->module, name), 0) << name;
+    std::vector<void*> params;
+    for (auto& a : args) params.push_back(&a);
+    ASSERT_EQ(cu_->launch(f, blocks, 1, 1, threads, 1, 1, 0, nullptr, params.data(), nullptr), 0);
+    ASSERT_EQ(cu_->sync(), 0) << name;
+  }
+  void TearDown() override {
+    if (cu_)
+      for (auto p : buffers_) cu_->free(p);
+  }
+  Cuda* cu_ = nullptr;
+  Nvrtc* nv_ = nullptr;
+  std::vector<CUdeviceptr> buffers_;
+};
+
+float as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t as_uint(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+TEST_F(PreludeCuda, SimdFunctionsInPartialSimdgroups) {
+  // Full, prefix (a partial threadgroup), scattered, and contiguous non-prefix live masks.
+  std::vector<uint32_t> masks = {0xffffffffu, 0x000fffffu, 0x5a5a00f1u, 0x0ffffff8u, 0x1u};
+  const int K = 24;
+  std::vector<float> poison(masks.size() * 32 * K, NAN);
+  CUdeviceptr out = upload(poison), m = upload(masks);
+  run("k_simd", 1, unsigned(masks.size() * 32), {out, m});
+  std::vector<float> o = download<float>(out, poison.size());
+  for (size_t w = 0; w < masks.size(); ++w) {
+    uint32_t live = masks[w];
+    auto x = [](uint32_t l) { return 1.0f + 0.25f * float((l * 7) % 13); };
+    float sum = 0, mn = INFINITY, mx = -INFINITY;
+    int isum = 0, iand = 0x1ff;
+    uint32_t ballot = 0, first = __builtin_ctz(live), top = 31 - __builtin_clz(live);
+    for (uint32_t l = 0; l < 32; ++l)
+      if ((live >> l) & 1) {
+        sum += x(l);
+        mn = std::min(mn, x(l));
+        mx = std::max(mx, x(l));
+        isum += int(l);
+        iand &= int(l) | 0x100;
+        if (x(l) > 2.0f) ballot |= 1u << l;
+      }
+    float incl = 0;
+    int pincl = 1;
+    for (uint32_t l = 0; l < 32; ++l) {
+      const float* r = &o[(w * 32 + l) * K];
+      if (!((live >> l) & 1)) {
+        EXPECT_TRUE(std::isnan(r[0])) << "lane outside the mask wrote";
+        continue;
+      }
+      SCOPED_TRACE("mask " + std::to_string(live) + " lane " + std::to_string(l));
+      auto own_or = [&](uint32_t src) { return src < 32 && ((live >> src) & 1) ? x(src) : x(l); };
+      EXPECT_EQ(r[0], sum);
+      EXPECT_EQ(r[1], mn);
+      EXPECT_EQ(r[2], mx);
+      EXPECT_EQ(r[4], incl);
+      incl += x(l);
+      EXPECT_EQ(r[3], incl);
+      EXPECT_EQ(r[5], own_or(l + 1));
+      EXPECT_EQ(r[6], l >= 2 ? own_or(l - 2) : x(l));
+      EXPECT_EQ(r[7], own_or(l ^ 1));
+      EXPECT_EQ(r[8], x(first));
+      EXPECT_EQ(r[9], own_or((l + 1) % (top + 1)));
+      EXPECT_NEAR(r[10], sum, sum * 2e-3);
+      EXPECT_EQ(r[11], sum);
+      EXPECT_EQ(r[12], float(__builtin_popcount(live)));
+      EXPECT_EQ(r[13], float(isum));
+      EXPECT_EQ(r[14], float(isum));
+      EXPECT_EQ(r[15], float(iand));
+      EXPECT_EQ(as_uint(r[16]), ballot);
+      EXPECT_EQ(r[17], 1.0f + 2.0f * float(mx > 3.5f));
+      EXPECT_EQ(r[18], float(l == first));
+      EXPECT_EQ(r[20], float(pincl));
+      pincl *= int(l % 3 + 1);
+      EXPECT_EQ(r[19], float(pincl));
+      uint32_t src0 = (live & 1u) ? 0u : l;  // lane 0, or the caller's own value
+      EXPECT_EQ(r[21], float(src0) - 100.0f * float(src0));
+      EXPECT_EQ(r[22], x(top));
+      EXPECT_NEAR(r[23], sum, sum * 1e-2);
+    }
+  }
+}
+
+TEST_F(PreludeCuda, HalfAndBfloatConversions) {
+  std::vector<float> in(65536);
+  std::mt19937 rng(21);
+  for (auto& f : in) {
+    f = std::ldexp(1.0f + float(rng() % 1000000) / 1e6f, int(rng() % 60) - 30);
+    if (rng() & 1) f = -f;
+  }
+  in[0] = 65520.0f;
+  in[1] = 65519.0f;
+  in[2] = 2.9802322e-08f;  // half of the smallest subnormal half: ties to even (zero)
+  in[3] = INFINITY;
+  CUdeviceptr out = upload(std::vector<uint32_t>(2 * 65536, 0xffffffffu)), src = upload(in);
+  run("k_convert", 256, 256, {out, src});
+  std::vector<uint32_t> o = download<uint32_t>(out, 2 * 65536);
+  for (uint32_t b = 0; b < 65536; ++b) {
+    float ref = alloy_portable::f16_bits_to_f32(uint16_t(b));
+    if (std::isnan(ref)) {
+      ASSERT_TRUE(std::isnan(as_float(o[b]))) << b;
+    } else {
+      ASSERT_EQ(o[b], as_uint(ref)) << b;
+    }
+  }
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(o[65536 + i] & 0xffffu, alloy_portable::f32_to_f16_bits(in[i])) << in[i];
+    ASSERT_EQ(o[65536 + i] >> 16, alloy_portable::f32_to_bf16_bits(in[i])) << in[i];
+  }
+}
+
+TEST_F(PreludeCuda, MathAccuracyAndSpecialValues) {
+  std::vector<float> in(4096);
+  std::mt19937 rng(22);
+  std::uniform_real_distribution<float> d(-20.0f, 20.0f);
+  for (auto& f : in) f = d(rng);
+  CUdeviceptr out = upload(std::vector<float>(4096 * 8 + 2, NAN)), src = upload(in);
+  run("k_math", 16, 256, {out, src});
+  std::vector<float> o = download<float>(out, 4096 * 8 + 2);
+  auto ulps = [](float a, double r) {  // distance to r in units of float's ulp at r
+    float rf = std::fabs(float(r));
+    double ulp = double(std::nextafter(rf, INFINITY)) - double(rf);
+    return std::fabs(double(a) - r) / std::max(ulp, 1e-45);
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    double x = in[i];
+    const float* r = &o[i * 8];
+    EXPECT_LE(ulps(r[0], std::exp(x)), 2) << x;
+    EXPECT_LE(ulps(r[1], std::log(double(std::fabs(in[i]) + 1e-3f))), 2) << x;
+    EXPECT_LE(std::fabs(r[2] - std::sin(x)), 2e-7) << x;
+    EXPECT_LE(std::fabs(r[3] - std::exp(x)), 2e-6 * std::exp(x) + 1e-30) << x;  // fast
+    if (std::fabs(x) < 11) {
+      double hx = float(metal::half(in[i]));  // the kernel rounds x to half first
+      EXPECT_LE(std::fabs(r[4] - std::exp(hx)), std::exp(hx) * 1e-3 + 1e-7) << x;
+    }
+    EXPECT_LE(std::fabs(r[5] - std::tanh(x)), 3e-7) << x;
+    EXPECT_LE(ulps(r[6], std::pow(double(std::fabs(in[i]) + 0.5f), double(1.7f))), 4) << x;
+    EXPECT_LE(ulps(r[7], std::sqrt(std::fabs(x))), 1) << x;
+  }
+  EXPECT_EQ(o[4096 * 8 + 0], 0.0f);  // exp(-inf) == 0 in every mode and type
+  EXPECT_EQ(o[4096 * 8 + 1], 4.0f);
+}
+
+TEST_F(PreludeCuda, AtomicsAndThreadgroupMemory) {
+  const unsigned blocks = 64, threads = 256, n = blocks * threads;
+  CUdeviceptr fsum = upload(std::vector<float>{0.0f}), isum = upload(std::vector<int>{0}),
+              umax = upload(std::vector<uint32_t>{0}), fmin = upload(std::vector<float>{1.0f}),
+              per_group = upload(std::vector<int>(blocks, -1));
+  run("k_atomic", blocks, threads, {fsum, isum, umax, fmin, per_group});
+  EXPECT_EQ(download<float>(fsum, 1)[0], float(n));
+  EXPECT_EQ(download<int>(isum, 1)[0], int(2 * n));
+  EXPECT_EQ(download<uint32_t>(umax, 1)[0], n - 1);
+  EXPECT_EQ(download<float>(fmin, 1)[0], -float(n - 1));
+  for (int c : download<int>(per_group, blocks)) EXPECT_EQ(c, int(threads));
+  std::vector<float> in(16 * 256);
+  std::mt19937 rng(23);
+  for (auto& f : in) f = float(rng() % 1000) / 8.0f;  // exact sums
+  CUdeviceptr src = upload(in), out = upload(std::vector<float>(16, NAN));
+  run("k_tg_reduce", 16, 256, {src, out});
+  std::vector<float> r = download<float>(out, 16);
+  for (int g = 0; g < 16; ++g) {
+    float ref = 0;
+    for (int t = 0; t < 256; ++t) ref += in[g * 256 + t];
+    EXPECT_EQ(r[g], ref) << g;
+  }
 }
 
 }  // namespace

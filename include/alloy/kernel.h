@@ -35,6 +35,9 @@ struct KernelSpec {
   bool ensure_row_contiguous = true;
   bool atomic_outputs = false;
   std::string math_mode = "safe";  // "safe" | "relaxed" | "fast"
+  /// Robust mode: bounds-checked buffer accesses; out-of-range reads give 0, writes are dropped,
+  /// each is reported (see take_out_of_range_reports). Also process-wide with ALLOY_ROBUST=1.
+  bool robust = false;
 };
 
 /// Options of one call (MLX's keyword arguments after `inputs`).
@@ -86,6 +89,22 @@ MetalKernel metal_kernel(const std::string& name, const std::vector<std::string>
                          const std::vector<std::string>& output_names, const std::string& source,
                          const std::string& header = "", bool ensure_row_contiguous = true,
                          bool atomic_outputs = false,
-                         const std::map<std::string, std::string>& compile_options = {});
+                         const std::map<std::string, std::string>& compile_options = {},
+                         bool robust = false);
+
+/// One out-of-range buffer access made by a robust-mode kernel (the access was suppressed).
+struct OutOfRangeAccess {
+  std::string kernel;
+  std::string buffer;  // the input/output name (or "buffer(n)")
+  int64_t index = 0;   // element index relative to the start of the buffer
+  std::array<uint32_t, 3> thread{0, 0, 0};  // thread_position_in_grid
+};
+
+/// The out-of-range accesses reported since the last call (and forgets them). Each robust launch
+/// that made some also prints a one-line summary to stderr.
+std::vector<OutOfRangeAccess> take_out_of_range_reports();
+
+/// True when ALLOY_ROBUST=1 makes every kernel robust.
+bool robust_by_default();
 
 }  // namespace alloy

@@ -52,13 +52,14 @@ from ._core import (
     # kernels
     MetalKernel,
     metal_kernel,
+    take_out_of_range_reports,
+    robust_by_default,
     # errors
     KernelError,
     CompileError,
     NotSupportedError,
-    # submodules
-    cuda,
 )
+from . import cuda
 
 __version__ = "0.1.0"
 
@@ -68,7 +69,7 @@ __all__ = [
     "float16", "bfloat16", "float32", "float64", "complex64",
     "Device", "DeviceType", "Stream", "cpu", "gpu", "default_device", "set_default_device",
     "default_stream", "is_available", "synchronize",
-    "MetalKernel", "metal_kernel",
+    "MetalKernel", "metal_kernel", "take_out_of_range_reports", "robust_by_default",
     "KernelError", "CompileError", "NotSupportedError",
     "cuda",
 ]

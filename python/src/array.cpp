@@ -152,7 +152,7 @@ Array index(const Array& a, nb::handle key) {
       int64_t dim = src.shape[axis];
       if (i < 0) i += dim;
       if (i < 0 || i >= dim)
-        throw nb::index_error(("index " + nb::cast<std::string>(nb::str(h)) +
+        throw nb::index_error(("index " + py_str(h) +
                                " is out of bounds for axis " + std::to_string(axis) +
                                " with size " + std::to_string(dim))
                                   .c_str());
@@ -208,7 +208,7 @@ PyType_Slot array_slots[] = {
 }  // namespace
 
 void init_array(nb::module_& m) {
-  nb::class_<Array>(m, "array", nb::type_slots(array_slots),
+  nb::class_<Array>(m, "array", nb::type_slots(array_slots), nb::is_weak_referenceable(),
                     "An n-d array on a device (alloy.cpu or alloy.gpu).\n\n"
                     "Arrays are lazy: kernel outputs are computed when first read (item(), "
                     "tolist(), numpy.asarray(), DLPack, repr) or by alloy.eval(). Slicing gives "
@@ -221,9 +221,8 @@ void init_array(nb::module_& m) {
           },
           nb::arg("val"), nb::arg("dtype") = nb::none(), nb::kw_only(),
           nb::arg("device") = nb::none(),
-          nb::sig("def __init__(self, val: scalar | Sequence | array | ArrayLike, "
-                  "dtype: Dtype | None = None, *, device: Device | DeviceType | None = None) "
-                  "-> None"),
+          nb::sig("def __init__(self, val: object, dtype: Dtype | None = None, *, "
+                  "device: Device | DeviceType | None = None) -> None"),
           "A new array holding a copy of `val`: a Python scalar (bool, int -> int32, float -> "
           "float32, complex -> complex64), a nested sequence (float -> float32, int -> int32), "
           "an alloy.array, a NumPy array (its dtype is kept; bfloat16 through ml_dtypes) or any "
@@ -263,8 +262,7 @@ void init_array(nb::module_& m) {
           nb::arg("axes") = std::vector<int>{},
           "A view with the axes permuted (reversed when `axes` is empty).")
       .def("__getitem__", &index, nb::arg("key"),
-           nb::sig("def __getitem__(self, key: int | slice | None | EllipsisType | tuple) "
-                   "-> array"),
+           nb::sig("def __getitem__(self, key: object) -> array"),
            "Basic indexing: integers, slices with any step, None and '...' give views of the "
            "same memory.")
       .def("__len__",
@@ -277,7 +275,9 @@ void init_array(nb::module_& m) {
              if (a.size() != 1)
                throw nb::value_error(
                    "the truth value of an array with more than one element is ambiguous");
-             return nb::cast<bool>(item(a));
+             int truth = PyObject_IsTrue(item(a).ptr());
+             if (truth < 0) throw nb::python_error();
+             return truth == 1;
            })
       .def("__int__", [](const Array& a) { return nb::int_(item(a)); })
       .def("__float__", [](const Array& a) { return nb::float_(item(a)); })

@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 
 #include <optional>
+#include <string>
 
 #include "alloy/alloy.h"
 #include "alloy/cuda.h"
@@ -27,6 +28,15 @@ struct Stream {
   Device device;
   int index = 0;
 };
+
+/// str(h) as a C++ string.
+inline std::string py_str(nb::handle h) {
+  nb::object s = nb::steal(PyObject_Str(h.ptr()));
+  if (!s.is_valid()) throw nb::python_error();
+  const char* c = PyUnicode_AsUTF8(s.ptr());
+  if (!c) throw nb::python_error();
+  return c;
+}
 
 /// alloy.Dtype, a NumPy dtype (or type, e.g. numpy.float32) or a name ("float32", "half").
 /// Raises TypeError for anything else.

@@ -1,5 +1,7 @@
 // Python values -> Arrays: alloy.array(...) (copies), kernel inputs (no copy where possible), and
 // dtype conversions.
+#include <nanobind/stl/string.h>
+
 #include <complex>
 #include <string>
 
@@ -79,7 +81,7 @@ Array sequence_array(nb::handle v, std::optional<Dtype> dtype, Device dev) {
     target = Dtype::complex64;
   } else {
     throw nb::type_error(("cannot make an alloy array from a sequence of " +
-                          nb::cast<std::string>(nb::str(x.attr("dtype"))) + " elements")
+                          py_str(x.attr("dtype")) + " elements")
                              .c_str());
   }
   return astype(import_external(x), target, dev);

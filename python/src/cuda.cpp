@@ -1,4 +1,6 @@
 // alloy.cuda: is a GPU there, what is it, how much memory does Alloy hold on it (alloy/cuda.h).
+// Bound as _core.cuda_<name> and re-exported by python/alloy/cuda.py (a plain module, so that
+// the generated type stubs cover it).
 #include <nanobind/stl/string.h>
 
 #include "bindings.h"
@@ -6,17 +8,15 @@
 namespace alloy::python {
 
 void init_cuda(nb::module_& m) {
-  nb::module_ c = m.def_submodule("cuda", "The CUDA backend: availability, device, memory.");
-  c.def("is_available", &cuda::is_available,
+  m.def("cuda_is_available", &cuda::is_available,
         "True when the CUDA driver loaded and a GPU was found (Alloy uses device 0 of those "
         "CUDA_VISIBLE_DEVICES shows).");
-  c.def("unavailable_reason", &cuda::unavailable_reason,
+  m.def("cuda_unavailable_reason", &cuda::unavailable_reason,
         "Why is_available() is False ('' when it is True).");
-  c.def("device_name", &cuda::device_name, "The GPU's name, '' when unavailable.");
-  c.def("device_arch", &cuda::device_arch,
+  m.def("cuda_device_name", &cuda::device_name, "The GPU's name, '' when unavailable.");
+  m.def("cuda_device_arch", &cuda::device_arch,
         "The GPU's architecture as NVRTC names it ('sm_90'), '' when unavailable.");
-  c.def(
-      "memory_stats",
+  m.def("cuda_memory_stats",
       [] {
         cuda::MemoryStats s = cuda::memory_stats();
         nb::dict d;
@@ -30,15 +30,13 @@ void init_cuda(nb::module_& m) {
       },
       "Device memory held by Alloy's caching allocator: active_bytes, cached_bytes, "
       "peak_active_bytes, num_allocs, num_cache_hits, num_frees (all 0 without a GPU).");
-  c.def(
-      "empty_cache",
+  m.def("cuda_empty_cache",
       [] {
         nb::gil_scoped_release release;
         cuda::empty_cache();
       },
       "Waits for pending GPU work, then returns the cached blocks to the driver.");
-  c.def(
-      "synchronize",
+  m.def("cuda_synchronize",
       [] {
         nb::gil_scoped_release release;
         cuda::synchronize();

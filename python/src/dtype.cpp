@@ -1,4 +1,6 @@
 // alloy.Dtype and its members alloy.float32, alloy.bfloat16, ... (MLX's spellings).
+#include <nanobind/stl/string.h>
+
 #include <string>
 
 #include "bindings.h"

@@ -13,6 +13,7 @@
 #include "interop.h"
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
 
 #include <memory>
 #include <string>
@@ -157,8 +158,8 @@ Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as) {
 bool is_numpy_bfloat16(nb::handle obj) {
   if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) return false;
   try {
-    return nb::cast<std::string>(nb::str(obj.attr("dtype"))) == "bfloat16";
-  } catch (const std::exception&) {
+    return py_str(obj.attr("dtype")) == "bfloat16";
+  } catch (const nb::python_error&) {
     return false;
   }
 }
@@ -251,6 +252,7 @@ Array import_external(nb::handle obj) {
   }
   ImportedArray nd;
   if (nb::try_cast(src, nd)) return wrap_imported(nd, std::nullopt);
+  PyErr_Clear();  // a failed buffer-protocol probe may leave its error set
   // NumPy has no DLPack/buffer code for ml_dtypes' bfloat16: import its 16-bit patterns.
   if (is_numpy_bfloat16(obj)) {
     nb::object bits = obj.attr("view")(nb::module_::import_("numpy").attr("uint16"));

@@ -192,6 +192,9 @@ Args:
     runs. With False the kernel reads ``<name>_shape``, ``<name>_strides`` and ``<name>_ndim``.
   atomic_outputs (bool): Declare the outputs as ``device atomic<T>*``.
   compile_options (dict, optional): ``{"math_mode": "safe" | "relaxed" | "fast"}``.
+  robust (bool, keyword only; an Alloy extension): bounds-check every buffer access: reads out
+    of range give 0, writes out of range are dropped, and each is reported (see
+    ``alloy.take_out_of_range_reports``). ``ALLOY_ROBUST=1`` makes every kernel robust.
 
 Returns:
   MetalKernel: call it with keyword arguments (see ``MetalKernel.__call__``).
@@ -230,8 +233,8 @@ void init_kernel(nb::module_& m) {
           nb::arg("grid"), nb::arg("threadgroup"), nb::arg("template") = nb::none(),
           nb::arg("init_value") = nb::none(), nb::arg("verbose") = false,
           nb::arg("stream") = nb::none(),
-          nb::sig("def __call__(self, *, inputs: Sequence[array | ArrayLike | bool | int | float],"
-                  " output_shapes: Sequence[Sequence[int]], output_dtypes: Sequence[Dtype], "
+          nb::sig("def __call__(self, *, inputs: Sequence[object], "
+                  "output_shapes: Sequence[Sequence[int]], output_dtypes: Sequence[Dtype], "
                   "grid: tuple[int, int, int], threadgroup: tuple[int, int, int], "
                   "template: Sequence[tuple[str, bool | int | Dtype]] | None = None, "
                   "init_value: float | None = None, verbose: bool = False, "
@@ -252,8 +255,8 @@ void init_kernel(nb::module_& m) {
           },
           nb::kw_only(), nb::arg("inputs"), nb::arg("output_dtypes"),
           nb::arg("template") = nb::none(),
-          nb::sig("def metal_source(self, *, inputs: Sequence[array | ArrayLike | bool | int | "
-                  "float], output_dtypes: Sequence[Dtype], template: Sequence[tuple[str, bool | "
+          nb::sig("def metal_source(self, *, inputs: Sequence[object], "
+                  "output_dtypes: Sequence[Dtype], template: Sequence[tuple[str, bool | "
                   "int | Dtype]] | None = None) -> str"),
           "The Metal source (identical to MLX's) that a call with these inputs, output dtypes "
           "and template arguments compiles; what verbose=True prints.")
@@ -276,6 +279,9 @@ void init_kernel(nb::module_& m) {
       .def_prop_ro(
           "atomic_outputs", [](const MetalKernel& k) { return k.spec().atomic_outputs; },
           "Whether the outputs are atomic.")
+      .def_prop_ro(
+          "robust", [](const MetalKernel& k) { return k.spec().robust; },
+          "Whether buffer accesses are bounds-checked (robust mode).")
       .def("__repr__", [](const MetalKernel& k) {
         return "MetalKernel(name='" + k.spec().name + "')";
       });
@@ -285,19 +291,42 @@ void init_kernel(nb::module_& m) {
       [](const std::string& name, const std::vector<std::string>& input_names,
          const std::vector<std::string>& output_names, const std::string& source,
          const std::string& header, bool ensure_row_contiguous, bool atomic_outputs,
-         nb::handle compile_options) {
+         nb::handle compile_options, bool robust) {
         return metal_kernel(name, input_names, output_names, source, header,
                             ensure_row_contiguous, atomic_outputs,
-                            to_compile_options(compile_options));
+                            to_compile_options(compile_options), robust);
       },
       nb::arg("name"), nb::arg("input_names"), nb::arg("output_names"), nb::arg("source"),
       nb::arg("header") = "", nb::arg("ensure_row_contiguous") = true,
-      nb::arg("atomic_outputs") = false, nb::arg("compile_options") = nb::none(),
+      nb::arg("atomic_outputs") = false, nb::arg("compile_options") = nb::none(), nb::kw_only(),
+      nb::arg("robust") = false,
       nb::sig("def metal_kernel(name: str, input_names: Sequence[str], output_names: "
               "Sequence[str], source: str, header: str = '', ensure_row_contiguous: bool = True, "
-              "atomic_outputs: bool = False, compile_options: dict[str, str] | None = None) -> "
-              "MetalKernel"),
+              "atomic_outputs: bool = False, compile_options: dict[str, str] | None = None, *, "
+              "robust: bool = False) -> MetalKernel"),
       kKernelDoc);
+
+  m.def(
+      "take_out_of_range_reports",
+      [] {
+        nb::list out;
+        for (const OutOfRangeAccess& r : take_out_of_range_reports()) {
+          nb::dict d;
+          d["kernel"] = r.kernel;
+          d["buffer"] = r.buffer;
+          d["index"] = r.index;
+          d["thread"] = nb::make_tuple(r.thread[0], r.thread[1], r.thread[2]);
+          out.append(d);
+        }
+        return out;
+      },
+      nb::sig("def take_out_of_range_reports() -> list[dict]"),
+      "The out-of-range buffer accesses that robust kernels made (and suppressed) since the last "
+      "call, oldest first, then forgets them: dicts with `kernel`, `buffer` (the input or output "
+      "name), `index` (element index from the buffer's start) and `thread` "
+      "(thread_position_in_grid).");
+  m.def("robust_by_default", &robust_by_default,
+        "True when the environment variable ALLOY_ROBUST=1 makes every kernel robust.");
 }
 
 }  // namespace alloy::python

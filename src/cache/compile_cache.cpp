@@ -58,8 +58,10 @@ bool read_file(const fs::path& path, std::vector<char>* out) {
     while (ok && done < out->size()) {
       ssize_t n = ::read(fd, out->data() + done, out->size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) ok = false;
-      else done += static_cast<size_t>(n);
+      if (n <= 0)
+        ok = false;
+      else
+        done += static_cast<size_t>(n);
     }
   }
   ::close(fd);

@@ -37,7 +37,8 @@ std::string hash_hex(std::initializer_list<std::string_view> parts);
 std::string key_hex(std::string_view source, std::string_view target, std::string_view compiler_id,
                     std::string_view flags, std::string_view prelude_hash);
 
-/// $ALLOY_CACHE_DIR, else $XDG_CACHE_HOME/alloy, else ~/.cache/alloy; nullopt if none can be formed.
+/// $ALLOY_CACHE_DIR, else $XDG_CACHE_HOME/alloy, else ~/.cache/alloy; nullopt if none can be
+/// formed.
 std::optional<std::filesystem::path> default_dir();
 
 /// Writes `bytes` to `path` atomically: a temp file in the same folder, then rename. Throws

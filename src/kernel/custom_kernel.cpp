@@ -17,6 +17,7 @@
 #include "kernel/custom_kernel.h"
 #include "kernel/gpu_program.h"
 #include "kernel/program.h"
+#include "kernel/robust_reports.h"
 #include "msl/signature.h"
 
 namespace alloy {
@@ -31,10 +32,10 @@ struct KernelVariants {
 
 namespace kernel {
 
-std::shared_ptr<Program> KernelVariant::program(msl::Target target) {
-  auto& slot = target == msl::Target::cuda ? gpu : cpu;
+std::shared_ptr<Program> KernelVariant::program(msl::Target target, bool robust) {
+  auto& slot = programs[target == msl::Target::cuda ? 1 : 0][robust ? 1 : 0];
   std::lock_guard lock(mu);
-  if (!slot) slot = Program::build(map, target, math_mode);
+  if (!slot) slot = Program::build(map, target, math_mode, robust);
   return slot;
 }
 
@@ -77,7 +78,8 @@ CustomKernel::CustomKernel(std::shared_ptr<const KernelSpec> spec,
       output_shapes_(call.output_shapes),
       grid_(call.grid),
       threadgroup_(call.threadgroup),
-      init_value_(call.init_value) {}
+      init_value_(call.init_value),
+      robust_(spec_->robust || robust_by_default()) {}
 
 std::vector<Shape> CustomKernel::output_shapes(const std::vector<Array>&) const {
   return output_shapes_;
@@ -123,7 +125,7 @@ std::vector<Array> prepare_inputs(const KernelSpec& spec, const std::vector<Arra
 }  // namespace
 
 void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  auto program = variant_->program(msl::Target::cpu);
+  auto program = variant_->program(msl::Target::cpu, robust_);
   const CompiledKernel& k = program->kernels().front();
   std::vector<Array> in = prepare_inputs(*spec_, inputs);
   if (init_value_)
@@ -171,7 +173,17 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
   try {
     cpu::ExecOptions opts;
     opts.kernel = spec_->name;
+    cpu::OobLog oob;
+    if (robust_) opts.oob = &oob;
     cpu::run(L, k.cpu_group, k.cpu_thread, program->uses_sync(), opts);
+    if (robust_ && oob.count() > 0) {
+      std::vector<OutOfRangeAccess> kept;
+      for (auto& r : oob.reports())
+        kept.push_back({spec_->name, buffer_name(*spec_, bindings, r.buffer), r.index,
+                        {r.thread_position_in_grid[0], r.thread_position_in_grid[1],
+                         r.thread_position_in_grid[2]}});
+      add_out_of_range(spec_->name, oob.count(), std::move(kept));
+    }
   } catch (const std::invalid_argument&) {
     throw;
   } catch (const Error&) {
@@ -183,7 +195,7 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
 }
 
 void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  auto program = variant_->program(msl::Target::cuda);
+  auto program = variant_->program(msl::Target::cuda, robust_);
   const CompiledKernel& k = program->kernels().front();
   std::vector<Array> in = prepare_inputs(*spec_, inputs);
   if (init_value_)
@@ -242,7 +254,32 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
     L.threadgroup[d] = static_cast<unsigned>(tg[d]);
     L.groups[d] = (L.grid[d] + L.threadgroup[d] - 1) / L.threadgroup[d];
   }
+  // Robust mode: the kernel appends out-of-range records to a small device log, read back after
+  // the launch (robust mode is for debugging: it synchronizes).
+  constexpr unsigned kOobCapacity = 64;
+  std::shared_ptr<Buffer> oob;
+  if (robust_) {
+    size_t bytes = 16 + kOobCapacity * sizeof(alloy_cuda_oob_record);
+    oob = gpu_backend()->allocate(bytes);
+    gpu_backend()->fill(oob->ptr, 16, 0, 4);
+    L.oob_count = static_cast<unsigned*>(oob->ptr);
+    L.oob_records = reinterpret_cast<alloy_cuda_oob_record*>(static_cast<char*>(oob->ptr) + 16);
+    L.oob_capacity = kOobCapacity;
+  }
   launch_gpu(k, L, 0, spec_->name);
+  if (robust_) {
+    unsigned count = 0;
+    gpu_backend()->copy_to_host(&count, oob->ptr, 4);
+    if (count > 0) {
+      std::vector<alloy_cuda_oob_record> recs(std::min(count, kOobCapacity));
+      gpu_backend()->copy_to_host(recs.data(), L.oob_records, recs.size() * sizeof(recs[0]));
+      std::vector<OutOfRangeAccess> kept;
+      for (auto& r : recs)
+        kept.push_back({spec_->name, buffer_name(*spec_, bindings, r.buffer), r.index,
+                        {r.thread[0], r.thread[1], r.thread[2]}});
+      add_out_of_range(spec_->name, count, std::move(kept));
+    }
+  }
   // `in` copies and `params` may be released now: the CUDA allocator frees stream-ordered, so
   // their memory is reused only by work enqueued after this launch.
 }
@@ -258,7 +295,8 @@ MetalKernel metal_kernel(const std::string& name, const std::vector<std::string>
                          const std::vector<std::string>& output_names, const std::string& source,
                          const std::string& header, bool ensure_row_contiguous,
                          bool atomic_outputs,
-                         const std::map<std::string, std::string>& compile_options) {
+                         const std::map<std::string, std::string>& compile_options,
+                         bool robust) {
   auto spec = std::make_shared<KernelSpec>();
   spec->name = name;
   spec->input_names = input_names;
@@ -267,6 +305,7 @@ MetalKernel metal_kernel(const std::string& name, const std::vector<std::string>
   spec->header = header;
   spec->ensure_row_contiguous = ensure_row_contiguous;
   spec->atomic_outputs = atomic_outputs;
+  spec->robust = robust;
   for (auto& [k, v] : compile_options) {
     if (k != "math_mode")
       throw std::invalid_argument("[metal_kernel] Unknown compile option '" + k +

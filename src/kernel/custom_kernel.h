@@ -18,9 +18,9 @@ struct KernelVariant {
   SourceMap map;
   std::string math_mode;
   std::mutex mu;
-  std::shared_ptr<Program> cpu, gpu;
+  std::shared_ptr<Program> programs[2][2];  // [target][robust]
 
-  std::shared_ptr<Program> program(msl::Target target);
+  std::shared_ptr<Program> program(msl::Target target, bool robust);
 };
 
 class CustomKernel : public Primitive {
@@ -38,6 +38,7 @@ class CustomKernel : public Primitive {
   std::vector<Shape> output_shapes_;
   Dims grid_, threadgroup_;
   std::optional<double> init_value_;
+  bool robust_;
 };
 
 /// Compiles the kernel of a metal_kernel call with NVRTC for `arch` (e.g. "sm_90"), no GPU

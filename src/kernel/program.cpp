@@ -72,14 +72,14 @@ std::vector<std::string> cpu_flags(const std::string& math_mode) {
 const char* kFilename = "kernel.metal";
 }  // namespace
 
-std::string translate_only(const SourceMap& source, msl::Target target) {
-  return msl::translate(source.msl, {target, source.label, kFilename}).code;
+std::string translate_only(const SourceMap& source, msl::Target target, bool robust) {
+  return msl::translate(source.msl, {target, source.label, kFilename, robust}).code;
 }
 
 std::shared_ptr<Program> Program::build(const SourceMap& source, msl::Target target,
-                                        const std::string& math_mode) {
+                                        const std::string& math_mode, bool robust) {
   check_math_mode(math_mode);
-  auto tr = msl::translate(source.msl, {target, source.label, kFilename});
+  auto tr = msl::translate(source.msl, {target, source.label, kFilename, robust});
   auto p = std::make_shared<Program>();
   p->target_ = target;
   p->uses_sync_ = tr.uses_sync;

@@ -42,7 +42,7 @@ class Program {
   /// Translates and compiles (or fetches from the caches). Throws alloy::CompileError with the
   /// user's lines, alloy::NotSupported, or std::invalid_argument.
   static std::shared_ptr<Program> build(const SourceMap& source, msl::Target target,
-                                        const std::string& math_mode);
+                                        const std::string& math_mode, bool robust = false);
 
   const std::vector<CompiledKernel>& kernels() const { return kernels_; }
   /// The kernel exported under `host_name`, or nullptr.
@@ -62,7 +62,7 @@ class Program {
 };
 
 /// Translation only (no compiler): what `alloy translate --target cpu|cuda` prints.
-std::string translate_only(const SourceMap& source, msl::Target target);
+std::string translate_only(const SourceMap& source, msl::Target target, bool robust = false);
 
 /// Rewrites a compiler log (g++/clang `file:line:col: error: ...`, NVRTC `file(line): error: ...`)
 /// to the user's lines; returns the message for alloy::CompileError.

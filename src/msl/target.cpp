@@ -7,17 +7,19 @@ namespace {
 
 // Arguments of the kernel call in an entry: buffers cast to the parameter's type, attributes
 // from the thread's ids (`t`), threadgroup parameters from the target's group storage.
-std::string call_args(const KernelEntry& k, const char* buffers, const char* tg_param) {
+std::string call_args(const KernelEntry& k, const char* buffers, const char* bytes,
+                      const char* ctx, const char* tg_param) {
   std::string args;
   for (size_t i = 0; i < k.params.size(); ++i) {
     const auto& p = k.params[i];
     if (i) args += ", ";
     switch (p.kind) {
       case ParamKind::buffer:
-        args += fmt::format("::alloy_entry::arg<{}>(&{}, {}[{}])", i, k.function, buffers, p.index);
+        args += fmt::format("::alloy_entry::arg<{0}>(&{1}, {2}[{3}], {4}[{3}], {3}, {5})", i,
+                            k.function, buffers, p.index, bytes, ctx);
         break;
       case ParamKind::threadgroup:
-        args += fmt::format("::alloy_entry::arg<{}>(&{}, {})", i, k.function,
+        args += fmt::format("::alloy_entry::arg<{}>(&{}, {}, 0, 0, nullptr)", i, k.function,
                             fmt::format(fmt::runtime(tg_param), p.index));
         break;
       case ParamKind::attribute:
@@ -52,7 +54,7 @@ std::string cuda_unroll(const std::string& count) {
 }
 
 std::string cpu_entry(const KernelEntry& k, size_t i, bool) {
-  std::string args = call_args(k, "L->buffers", "g->tg_params[{}]");
+  std::string args = call_args(k, "L->buffers", "L->buffer_bytes", "g", "g->tg_params[{}]");
   return fmt::format(
       "extern \"C\" void alloy_group_{0}(const alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
       "  ::alloy_target::set_group(g);\n"
@@ -73,7 +75,8 @@ std::string cpu_entry(const KernelEntry& k, size_t i, bool) {
 }
 
 std::string cuda_entry(const KernelEntry& k, size_t i, bool) {
-  std::string args = call_args(k, "L.buffers", "(alloy_dyn_smem + L.tg_param_offset[{}])");
+  std::string args = call_args(k, "L.buffers", "L.buffer_bytes", "(void*)&L",
+                               "(alloy_dyn_smem + L.tg_param_offset[{}])");
   std::string bounds =
       k.max_total_threads > 0 ? fmt::format("__launch_bounds__({}) ", k.max_total_threads) : "";
   return fmt::format(

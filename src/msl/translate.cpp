@@ -518,6 +518,8 @@ class Translator {
       if (t.is("{")) ++depth;
       if (t.is("}")) --depth;
       if (t.kind != TokKind::ident) continue;
+      if (opt_.robust && (t.text == "device" || t.text == "constant") && rewrite_robust_pointer(i))
+        continue;
       if (t.text == "device" || t.text == "thread") {
         blank(i);
       } else if (t.text == "constant") {
@@ -527,6 +529,43 @@ class Translator {
         rewrite_threadgroup(i);
       }
     }
+  }
+
+  // Robust mode: `[const] device T*` / `constant T*` -> alloy_robust::ptr<[const] T>, a pointer that
+  // knows its buffer's extent. Returns false when the qualifier is not on a pointer type.
+  bool rewrite_robust_pointer(size_t i) {
+    size_t star = std::string::npos;
+    int depth = 0;
+    for (size_t j = i + 1; j < toks_.size(); ++j) {
+      auto& t = toks_[j];
+      if (t.is("<")) ++depth;
+      if (t.is(">")) --depth;
+      if (t.is(">>")) depth -= 2;
+      if (depth < 0) return false;
+      if (depth == 0 && t.is("*")) {
+        star = j;
+        break;
+      }
+      if (t.is(";") || t.is(",") || t.is(")") || t.is("(") || t.is("=") || t.is("&") ||
+          t.is("{") || t.is("[") || t.is("&&"))
+        return false;
+    }
+    if (star == std::string::npos) return false;
+    size_t start = i;
+    for (size_t j = prev(i); j != std::string::npos && (toks_[j].is("const") || toks_[j].is("volatile"));
+         j = prev(j))
+      start = j;
+    std::string pointee;
+    bool has_const = false;
+    for (size_t j = start; j < star; ++j) {
+      if (toks_[j].trivia() || j == i || toks_[j].is("device") || toks_[j].is("constant")) continue;
+      if (toks_[j].is("const")) has_const = true;
+      pointee += (pointee.empty() ? "" : " ") + toks_[j].text;
+    }
+    if (toks_[i].is("constant") && !has_const) pointee = "const " + pointee;
+    blank_range(start, star + 1);
+    toks_[start].text = "::alloy_robust::ptr<" + pointee + "> " + toks_[start].text;
+    return true;
   }
 
   // `threadgroup T name[N]...;` declares group-shared storage; `threadgroup T*` / `threadgroup T&`

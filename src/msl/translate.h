@@ -36,6 +36,8 @@ struct TranslateOptions {
   Target target = Target::cpu;
   std::string label = "kernel";  // kernel name for error messages
   std::string filename = "kernel.metal";  // as reported by the compiler (#line)
+  /// Robust mode: every device/constant pointer becomes a bounds-checked alloy_robust::ptr<T>.
+  bool robust = false;
 };
 
 struct Translation {

@@ -8,6 +8,7 @@
 #else
 #include "cpu/abi.h"
 #endif
+#include "robust.h"
 
 namespace alloy_entry {
 
@@ -28,12 +29,21 @@ template <int I, class R, class... A> struct param<I, R (*)(A...)> {
   typedef typename nth<I, A...>::type type;
 };
 
-/// Parameter I of kernel F bound to launch memory `p`: pointers are cast, `constant T&`
-/// scalars are dereferenced.
+template <class P> struct robust_traits { static constexpr bool value = false; };
+template <class E> struct robust_traits<alloy_robust::ptr<E>> {
+  static constexpr bool value = true;
+  typedef E elem;
+};
+
+/// Parameter I of kernel F bound to launch memory `p` of `bytes` bytes from [[buffer(index)]]:
+/// pointers are cast, `constant T&` scalars are dereferenced, robust-mode pointers get the
+/// buffer's extent and the launch context `ctx` for reports.
 template <int I, class F>
-ALLOY_FN decltype(auto) arg(F, void* p) {
+ALLOY_FN decltype(auto) arg(F, void* p, unsigned long long bytes, unsigned index, void* ctx) {
   typedef typename param<I, F>::type P;
-  if constexpr (is_ptr<P>::value) {
+  if constexpr (robust_traits<P>::value) {
+    return P(static_cast<typename robust_traits<P>::elem*>(p), bytes, index, ctx);
+  } else if constexpr (is_ptr<P>::value) {
     return static_cast<P>(p);
   } else {
     typedef typename remove_ref<P>::type V;

@@ -16,4 +16,5 @@
 #include "metal/atomic.h"
 #include "metal/sync.h"
 #include "metal/simd.h"
+#include "metal/matrix.h"
 #include "metal/mlx.h"

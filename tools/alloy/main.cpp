@@ -49,7 +49,7 @@ struct TranslateArgs {
   std::string name = "kernel";
   std::vector<std::string> inputs, outputs, input_dtypes, input_shapes, output_dtypes, templates;
   std::string source, header, library;
-  bool ensure_row_contiguous = true, atomic_outputs = false;
+  bool ensure_row_contiguous = true, atomic_outputs = false, robust = false;
 };
 
 int run_translate(const TranslateArgs& a) {
@@ -85,8 +85,8 @@ int run_translate(const TranslateArgs& a) {
   if (a.target == "metal")
     std::cout << map.msl;
   else
-    std::cout << kernel::translate_only(map, a.target == "cuda" ? msl::Target::cuda
-                                                                : msl::Target::cpu);
+    std::cout << kernel::translate_only(
+        map, a.target == "cuda" ? msl::Target::cuda : msl::Target::cpu, a.robust);
   return 0;
 }
 
@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   tr->add_option("--header", ta.header, "file holding the header");
   tr->add_option("--library", ta.library, "a whole .metal library instead of a body");
   tr->add_flag("--atomic-outputs", ta.atomic_outputs, "outputs are device atomic<T>*");
+  tr->add_flag("--robust", ta.robust, "bounds-checked buffer accesses (robust mode)");
   tr->add_flag("!--no-ensure-row-contiguous", ta.ensure_row_contiguous,
                "pass strided inputs as they are");
 

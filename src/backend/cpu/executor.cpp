@@ -37,7 +37,7 @@ void report_oob(alloy_cpu_group* g, uint32_t buffer, int64_t index, int is_write
   OobReport r;
   r.buffer = buffer;
   r.index = index;
-  r.is_write = is_write != 0;
+  r.is_write = is_write;
   // g->current is the linear index of the reporting thread within its (possibly partial) group.
   uint32_t lid = g->current;
   uint32_t local[3] = {lid % g->group_size[0], (lid / g->group_size[0]) % g->group_size[1],
@@ -56,12 +56,18 @@ namespace {
 [[noreturn]] void loop_mode_sync_misuse() {
   throw std::logic_error("internal: a kernel run in loop mode called a barrier/simd function");
 }
-void loop_barrier(alloy_cpu_group*) { loop_mode_sync_misuse(); }
-void loop_gather(alloy_cpu_group*, const void*, void*, uint32_t) { loop_mode_sync_misuse(); }
+void loop_barrier(alloy_cpu_group*) {
+  loop_mode_sync_misuse();
+}
+void loop_gather(alloy_cpu_group*, const void*, void*, uint32_t) {
+  loop_mode_sync_misuse();
+}
 const alloy_cpu_sync kLoopSync = {&loop_barrier, &loop_gather, &loop_barrier, &report_oob};
 
 constexpr uint64_t kAlign = 64;
-uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+uint64_t align_up(uint64_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
 
 // Per worker thread, reused across runs: the group record, threadgroup memory, fiber pools.
 struct Worker {
@@ -134,7 +140,8 @@ struct Run {
           // Non-uniform threadgroups: the group at the grid's edge holds only the threads that
           // exist (threads_per_threadgroup is the partial size).
           uint32_t start = pos[d] * L.threadgroup[d];
-          uint32_t size = L.grid[d] - start < L.threadgroup[d] ? L.grid[d] - start : L.threadgroup[d];
+          uint32_t size =
+              L.grid[d] - start < L.threadgroup[d] ? L.grid[d] - start : L.threadgroup[d];
           g.group_pos[d] = pos[d];
           g.group_size[d] = size;
           n *= size;
@@ -197,10 +204,9 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
   if (!options.parallel || ngroups <= grain) {
     r.groups(0, ngroups);
   } else {
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, ngroups, grain),
-                      [&](const tbb::blocked_range<size_t>& range) {
-                        r.groups(range.begin(), range.end());
-                      });
+    tbb::parallel_for(
+        tbb::blocked_range<size_t>(0, ngroups, grain),
+        [&](const tbb::blocked_range<size_t>& range) { r.groups(range.begin(), range.end()); });
   }
   if (r.error) std::rethrow_exception(r.error);
 }

@@ -6,9 +6,10 @@
 //    simdgroup_barrier and simd exchanges, through the alloy_cpu_sync table of cpu/abi.h.
 //
 // Non-uniform threadgroups: groups at the grid's edges are partial (group_size = the threads that
-// exist there), as Metal's dispatchThreads does. Simdgroups are 32 consecutive linear indices of the
-// group, x fastest; the last one may be partial. A thread that returns is no longer live: barriers
-// and simd exchanges wait only for live threads/lanes (Metal: returned lanes are inactive).
+// exist there), as Metal's dispatchThreads does. Simdgroups are 32 consecutive linear indices of
+// the group, x fastest; the last one may be partial. A thread that returns is no longer live:
+// barriers and simd exchanges wait only for live threads/lanes (Metal: returned lanes are
+// inactive).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -24,7 +25,7 @@ namespace alloy::cpu {
 struct OobReport {
   uint32_t buffer = 0;
   int64_t index = 0;
-  bool is_write = false;
+  int is_write = 0;  // as the kernel reported it: 0 read, 1 write, 2 unknown (a reference)
   uint32_t thread_position_in_grid[3] = {0, 0, 0};
   uint32_t threadgroup_position_in_grid[3] = {0, 0, 0};
 };

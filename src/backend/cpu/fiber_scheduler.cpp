@@ -30,7 +30,9 @@ const alloy_cpu_sync FiberScheduler::kSync = {&FiberScheduler::sync_barrier,
 // the process-wide count stays under this budget (e.g. 16 workers x 512 fibers).
 static std::atomic<int64_t> g_guard_budget{16384};
 
-FiberScheduler::~FiberScheduler() { release_stacks(); }
+FiberScheduler::~FiberScheduler() {
+  release_stacks();
+}
 
 void FiberScheduler::release_stacks() {
   if (stacks_) ::munmap(stacks_, map_bytes_);
@@ -43,7 +45,9 @@ FiberScheduler& FiberScheduler::of(alloy_cpu_group* g) {
   return *static_cast<FiberScheduler*>(static_cast<GroupRuntime*>(g->runtime));
 }
 
-void FiberScheduler::sync_barrier(alloy_cpu_group* g) { of(g).barrier(); }
+void FiberScheduler::sync_barrier(alloy_cpu_group* g) {
+  of(g).barrier();
+}
 
 void FiberScheduler::sync_gather(alloy_cpu_group* g, const void* in, void* all, uint32_t bytes) {
   of(g).simd_exchange(in, all, bytes, kGather);
@@ -198,20 +202,22 @@ void FiberScheduler::block(uint32_t self) {
   jump(static_cast<int32_t>(self), next_runnable(self));
 }
 
-// memcpy with the common sizes (one lane's or 32 lanes' float/int/half2/float4) spelled out, so
+// memcpy with the common sizes (one lane's or 32 lanes' float/int/half2/float4) as constants, so
 // that they compile to a few vector moves instead of a library call.
+template <uint32_t N>
+static inline bool copy_fixed(void* dst, const void* src, uint32_t bytes) {
+  if (bytes != N) return false;
+  std::memcpy(dst, src, N);
+  return true;
+}
+
 static inline void copy_value(void* dst, const void* src, uint32_t bytes) {
-  switch (bytes) {
-    case 0: return;
-    case 4: std::memcpy(dst, src, 4); return;
-    case 8: std::memcpy(dst, src, 8); return;
-    case 16: std::memcpy(dst, src, 16); return;
-    case 32 * 2: std::memcpy(dst, src, 32 * 2); return;
-    case 32 * 4: std::memcpy(dst, src, 32 * 4); return;
-    case 32 * 8: std::memcpy(dst, src, 32 * 8); return;
-    case 32 * 16: std::memcpy(dst, src, 32 * 16); return;
-    default: std::memcpy(dst, src, bytes);
+  if (copy_fixed<4>(dst, src, bytes) || copy_fixed<8>(dst, src, bytes) ||
+      copy_fixed<16>(dst, src, bytes) || copy_fixed<32 * 4>(dst, src, bytes) ||
+      copy_fixed<32 * 8>(dst, src, bytes) || copy_fixed<32 * 16>(dst, src, bytes)) {
+    return;
   }
+  if (bytes) std::memcpy(dst, src, bytes);
 }
 
 void FiberScheduler::release_barrier() {
@@ -254,9 +260,9 @@ void FiberScheduler::simd_exchange(const void* in, void* all, uint32_t bytes, Ki
   if (bytes > ALLOY_CPU_SIMD_SLOT_BYTES) {
     // (The error is built in its own statement: fail() never returns, so temporaries of its
     // argument expression would never be destroyed.)
-    std::exception_ptr e = not_supported("simd exchange of a " + std::to_string(bytes) +
-                                         "-byte value (at most " +
-                                         std::to_string(ALLOY_CPU_SIMD_SLOT_BYTES) + ")");
+    std::exception_ptr e =
+        not_supported("simd exchange of a " + std::to_string(bytes) + "-byte value (at most " +
+                      std::to_string(ALLOY_CPU_SIMD_SLOT_BYTES) + ")");
     fail(self, std::move(e));
   }
   if (q.arrived == 0) {

@@ -49,7 +49,7 @@ class FiberScheduler : public GroupRuntime {
   // double-buffered by round parity so a lane already in round k+1 does not overwrite round k's
   // values before a slower lane has copied them out (round k+1 cannot complete before then).
   struct SimdGroup {
-    uint32_t live = 0;     // lanes that exist in this (possibly partial) simdgroup and have not returned
+    uint32_t live = 0;     // lanes present in this (maybe partial) simdgroup, not returned
     uint32_t arrived = 0;  // lanes waiting in the open round
     uint32_t seq = 0;      // rounds completed
     uint32_t kind = kNone;

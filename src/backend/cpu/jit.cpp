@@ -28,9 +28,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kTarget = "cpu";
-constexpr const char* kBaseFlags[] = {"-std=c++20", "-O2",          "-fPIC",
-                                      "-shared",    "-march=native", "-fno-math-errno",
-                                      "-w"};
+constexpr const char* kBaseFlags[] = {"-std=c++20",      "-O2", "-fPIC", "-shared", "-march=native",
+                                      "-fno-math-errno", "-w"};
 
 bool is_executable(const std::string& path) {
   struct stat st;
@@ -109,7 +108,7 @@ std::string cpu_identity() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   auto word = [&](unsigned v) { id += std::to_string(v) + ","; };
-  unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  unsigned max_leaf = static_cast<unsigned>(__get_cpuid_max(0, nullptr));
   if (__get_cpuid(0, &a, &b, &c, &d)) {
     id.append(reinterpret_cast<const char*>(&b), 4);
     id.append(reinterpret_cast<const char*>(&d), 4);
@@ -134,7 +133,7 @@ std::string cpu_identity() {
     __cpuid_count(7, 1, a, b, c, d);
     word(a);
   }
-  if (__get_cpuid_max(0x80000000, nullptr) >= 0x80000004) {
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) >= 0x80000004u) {
     if (__get_cpuid(0x80000001, &a, &b, &c, &d)) {
       word(c);
       word(d);
@@ -181,13 +180,15 @@ Library::~Library() {
   if (handle_) ::dlclose(handle_);
 }
 
-void* Library::symbol(const char* name) const { return ::dlsym(handle_, name); }
+void* Library::symbol(const char* name) const {
+  return ::dlsym(handle_, name);
+}
 
 Jit::Jit(JitConfig config)
     : requested_compiler_(std::move(config.compiler)),
-      cache_(config.cache_dir ? config.cache_dir
-                              : (config.use_default_cache_dir ? cache::default_dir()
-                                                              : std::nullopt)) {}
+      cache_(config.cache_dir
+                 ? config.cache_dir
+                 : (config.use_default_cache_dir ? cache::default_dir() : std::nullopt)) {}
 
 Jit::~Jit() {
   if (own_work_dir_) {
@@ -232,15 +233,14 @@ const Jit::Toolchain& Jit::toolchain() {
     std::error_code ec;
     fs::path real = fs::canonical(path, ec);
     if (ec) real = path;
-    struct stat st{};
+    struct stat st {};
     ::stat(real.c_str(), &st);
     std::string version;
     fs::path id_file;
     if (cache_.has_disk()) {
-      std::string h = cache::hash_hex({real.string(), std::to_string(st.st_size),
-                                       std::to_string(st.st_mtim.tv_sec),
-                                       std::to_string(st.st_mtim.tv_nsec),
-                                       std::to_string(st.st_ino)});
+      std::string h = cache::hash_hex(
+          {real.string(), std::to_string(st.st_size), std::to_string(st.st_mtim.tv_sec),
+           std::to_string(st.st_mtim.tv_nsec), std::to_string(st.st_ino)});
       id_file = cache_.dir() / "compilers" / (h + ".txt");
       std::ifstream in(id_file, std::ios::binary);
       if (in) version.assign(std::istreambuf_iterator<char>(in), {});
@@ -266,8 +266,12 @@ const Jit::Toolchain& Jit::toolchain() {
   return *toolchain_;
 }
 
-const std::string& Jit::compiler() { return toolchain().path; }
-const std::string& Jit::compiler_identity() { return toolchain().identity; }
+const std::string& Jit::compiler() {
+  return toolchain().path;
+}
+const std::string& Jit::compiler_identity() {
+  return toolchain().identity;
+}
 
 const std::string& Jit::prelude_hash() {
   std::call_once(prelude_once_, [&] {
@@ -359,9 +363,8 @@ std::string Jit::key(const std::string& cpp_source, const JitOptions& options) {
 
 std::shared_ptr<Library> Jit::compile(const std::string& cpp_source, const JitOptions& options) {
   std::string k = key(cpp_source, options);
-  auto v = cache_.get_or_build(kTarget, k, [&]() -> std::shared_ptr<void> {
-    return load_or_build(cpp_source, options, k);
-  });
+  auto v = cache_.get_or_build(
+      kTarget, k, [&]() -> std::shared_ptr<void> { return load_or_build(cpp_source, options, k); });
   return std::static_pointer_cast<Library>(v);
 }
 

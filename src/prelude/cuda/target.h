@@ -141,32 +141,23 @@ ALLOY_FN T shuffle(T v, uint32_t src) {
   return (src < 32 && ((mask >> src) & 1u)) ? r : v;
 }
 
-// op folded over the live lanes in lane order (a tree that keeps the order); all lanes get it.
+// Partial simdgroups take these out-of-line paths (keeping the full-warp path small).
+// Live lanes contiguous, [first, end): a tree over that range; lane i accumulates [i, i + 2d)
+// from lane i + d, so the first live lane ends with the whole fold, in lane order.
 template <class T, class Op>
-ALLOY_FN T reduce(T v, Op op) {
-  uint32_t mask = __activemask();
-  if (mask == 0xffffffffu) {
-#pragma unroll
-    for (uint32_t d = 16; d >= 1; d >>= 1) {
-      T o = shfl_xor(mask, v, d);
-      // Keep lane order: the lower half of each pair is the left operand.
-      v = (lane_id() & d) ? op(o, v) : op(v, o);
-    }
-    return v;
-  }
+__device__ __noinline__ T reduce_contiguous(T v, Op op, uint32_t mask) {
   uint32_t lane = lane_id();
-  if (contiguous(mask)) {
-    uint32_t first = __ffs(static_cast<int>(mask)) - 1;
-    uint32_t end = 32 - __clz(static_cast<int>(mask));  // one past the last live lane
-    // Lane i accumulates [i, i + 2d) from i + d; the first live lane ends with everything.
-#pragma unroll
-    for (uint32_t d = 1; d < 32; d <<= 1) {
-      T o = shfl_down(mask, v, d);
-      if (lane + d < end) v = op(v, o);
-    }
-    return shfl_idx(mask, v, first);
+  uint32_t first = __ffs(static_cast<int>(mask)) - 1;
+  uint32_t end = 32 - __clz(static_cast<int>(mask));
+  for (uint32_t d = 1; d < 32; d <<= 1) {
+    T o = shfl_down(mask, v, d);
+    if (lane + d < end) v = op(v, o);
   }
-  // Arbitrary mask: read every live lane in order.
+  return shfl_idx(mask, v, first);
+}
+// Any other mask: every lane reads each live lane's value in order.
+template <class T, class Op>
+__device__ __noinline__ T reduce_any(T v, Op op, uint32_t mask) {
   T acc = v;
   bool have = false;
   for (uint32_t m = mask; m; m &= m - 1) {
@@ -178,19 +169,24 @@ ALLOY_FN T reduce(T v, Op op) {
   return acc;
 }
 
+// op folded over the live lanes in lane order (tree-shaped); every lane gets the same result.
 template <class T, class Op>
-ALLOY_FN T inclusive_scan(T v, Op op) {
+ALLOY_FN T reduce(T v, Op op) {
   uint32_t mask = __activemask();
-  uint32_t lane = lane_id();
-  if (contiguous(mask)) {
-    uint32_t first = __ffs(static_cast<int>(mask)) - 1;
+  if (mask != 0xffffffffu)
+    return contiguous(mask) ? reduce_contiguous(v, op, mask) : reduce_any(v, op, mask);
 #pragma unroll
-    for (uint32_t d = 1; d < 32; d <<= 1) {
-      T o = shfl_up(mask, v, d);
-      if (lane >= first + d) v = op(o, v);
-    }
-    return v;
+  for (uint32_t d = 16; d >= 1; d >>= 1) {
+    T o = shfl_xor(mask, v, d);
+    // Both lanes of a pair compute op(lower, upper): same value, lane order kept.
+    v = (lane_id() & d) ? op(o, v) : op(v, o);
   }
+  return v;
+}
+
+template <class T, class Op>
+__device__ __noinline__ T inclusive_scan_any(T v, Op op, uint32_t mask) {
+  uint32_t lane = lane_id();
   T acc = v;
   bool have = false;
   for (uint32_t m = mask; m; m &= m - 1) {
@@ -202,6 +198,21 @@ ALLOY_FN T inclusive_scan(T v, Op op) {
     }
   }
   return acc;
+}
+
+// Prefix over the live lanes in lane order (Hillis-Steele over a contiguous range).
+template <class T, class Op>
+ALLOY_FN T inclusive_scan(T v, Op op) {
+  uint32_t mask = __activemask();
+  if (!contiguous(mask)) return inclusive_scan_any(v, op, mask);
+  uint32_t lane = lane_id();
+  uint32_t first = __ffs(static_cast<int>(mask)) - 1;
+#pragma unroll
+  for (uint32_t d = 1; d < 32; d <<= 1) {
+    T o = shfl_up(mask, v, d);
+    if (lane >= first + d) v = op(o, v);
+  }
+  return v;
 }
 
 ALLOY_FN uint64_t ballot(bool p) { return __ballot_sync(__activemask(), p); }

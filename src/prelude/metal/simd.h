@@ -180,4 +180,154 @@ ALLOY_FN alloy_detail::simd_t<T> simd_prefix_exclusive_product(const T& data) {
   return alloy_detail::exclusive_scan(V(data), alloy_detail::op_product{}, V(1));
 }
 
+// ---- Quad-group functions: groups of 4 consecutive lanes of a simdgroup ----
+
+// quad_vote: bit i = lane i of the quad.
+struct quad_vote {
+  typedef uint16_t vote_t;
+  vote_t alloy_v;
+  uint16_t alloy_live;
+  quad_vote() = default;
+  ALLOY_FN constexpr explicit quad_vote(vote_t v, uint16_t live = 0xfu)
+      : alloy_v(v), alloy_live(live) {}
+  ALLOY_FN constexpr operator vote_t() const { return alloy_v; }
+  ALLOY_FN constexpr bool all() const { return (alloy_v & alloy_live) == alloy_live; }
+  ALLOY_FN constexpr bool any() const { return alloy_v != 0; }
+};
+
+namespace alloy_detail {
+// Reads the 4 lanes of my quad (4 collective shuffles) and folds the live ones in order, up to
+// quad lane `last` (3 for a reduction, my own for an inclusive scan).
+template <class V, class Op>
+ALLOY_FN V quad_fold(const V& v, Op op, bool scan) {
+  uint32_t live = alloy_target::live_mask();
+  uint32_t lane = alloy_target::lane_id(), base = lane & ~3u;
+  uint32_t last = scan ? lane & 3u : 3u;
+  V acc = v;
+  bool have = false;
+  for (uint32_t k = 0; k < 4; ++k) {
+    V x = alloy_target::shuffle(v, base + k);
+    if (k <= last && ((live >> (base + k)) & 1u)) {
+      acc = have ? op(acc, x) : x;
+      have = true;
+    }
+  }
+  return acc;
+}
+template <class V, class Op>
+ALLOY_FN V quad_exclusive(const V& v, Op op, V identity) {
+  uint32_t live = alloy_target::live_mask();
+  uint32_t lane = alloy_target::lane_id(), base = lane & ~3u;
+  V acc = identity;
+  bool have = false;
+  for (uint32_t k = 0; k < 4; ++k) {
+    V x = alloy_target::shuffle(v, base + k);
+    if (base + k < lane && ((live >> (base + k)) & 1u)) {
+      acc = have ? op(acc, x) : x;
+      have = true;
+    }
+  }
+  return acc;
+}
+}  // namespace alloy_detail
+
+#define ALLOY_QUAD_REDUCE(name, op)                                              \
+  template <class T>                                                             \
+  ALLOY_FN alloy_detail::simd_t<T> name(const T& data) {                         \
+    typedef alloy_detail::simd_t<T> V;                                           \
+    return alloy_detail::quad_fold(V(data), alloy_detail::op{}, false);          \
+  }
+ALLOY_QUAD_REDUCE(quad_sum, op_sum)
+ALLOY_QUAD_REDUCE(quad_product, op_product)
+ALLOY_QUAD_REDUCE(quad_min, op_min)
+ALLOY_QUAD_REDUCE(quad_max, op_max)
+ALLOY_QUAD_REDUCE(quad_and, op_and)
+ALLOY_QUAD_REDUCE(quad_or, op_or)
+ALLOY_QUAD_REDUCE(quad_xor, op_xor)
+#undef ALLOY_QUAD_REDUCE
+
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_prefix_inclusive_sum(const T& data) {
+  typedef alloy_detail::simd_t<T> V;
+  return alloy_detail::quad_fold(V(data), alloy_detail::op_sum{}, true);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_prefix_inclusive_product(const T& data) {
+  typedef alloy_detail::simd_t<T> V;
+  return alloy_detail::quad_fold(V(data), alloy_detail::op_product{}, true);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_prefix_exclusive_sum(const T& data) {
+  typedef alloy_detail::simd_t<T> V;
+  return alloy_detail::quad_exclusive(V(data), alloy_detail::op_sum{}, V(0));
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_prefix_exclusive_product(const T& data) {
+  typedef alloy_detail::simd_t<T> V;
+  return alloy_detail::quad_exclusive(V(data), alloy_detail::op_product{}, V(1));
+}
+ALLOY_FN bool quad_all(bool p) {
+  return alloy_detail::quad_fold(p, alloy_detail::op_and{}, false);
+}
+ALLOY_FN bool quad_any(bool p) { return alloy_detail::quad_fold(p, alloy_detail::op_or{}, false); }
+ALLOY_FN quad_vote quad_ballot(bool p) {
+  uint32_t shift = alloy_target::lane_id() & ~3u;
+  uint32_t live = (alloy_target::live_mask() >> shift) & 0xfu;
+  return quad_vote(uint16_t((alloy_target::ballot(p) >> shift) & 0xfu), uint16_t(live));
+}
+ALLOY_FN quad_vote quad_active_threads_mask() {
+  uint32_t live = (alloy_target::live_mask() >> (alloy_target::lane_id() & ~3u)) & 0xfu;
+  return quad_vote(uint16_t(live), uint16_t(live));
+}
+ALLOY_FN bool quad_is_first() {
+  uint32_t lane = alloy_target::lane_id(), base = lane & ~3u;
+  uint32_t live = (alloy_target::live_mask() >> base) & 0xfu;
+  return live && lane == base + alloy_target::ctz32(live);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle(const T& data, uint32_t quad_lane) {
+  uint32_t base = alloy_target::lane_id() & ~3u;
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data), base + (quad_lane & 3u));
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_broadcast(const T& data, uint32_t quad_lane) {
+  return quad_shuffle(data, quad_lane);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_broadcast_first(const T& data) {
+  uint32_t lane = alloy_target::lane_id(), base = lane & ~3u;
+  uint32_t live = (alloy_target::live_mask() >> base) & 0xfu;
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
+                               base + (live ? alloy_target::ctz32(live) : 0u));
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_up(const T& data, uint32_t delta) {
+  uint32_t lane = alloy_target::lane_id();
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
+                               (lane & 3u) >= delta ? lane - delta : 32u);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_down(const T& data, uint32_t delta) {
+  uint32_t lane = alloy_target::lane_id();
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
+                               (lane & 3u) + delta < 4u ? lane + delta : 32u);
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_xor(const T& data, uint32_t mask) {
+  uint32_t lane = alloy_target::lane_id();
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data), (lane & ~3u) | ((lane ^ mask) & 3u));
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_rotate_down(const T& data, uint32_t delta) {
+  uint32_t lane = alloy_target::lane_id();
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
+                               (lane & ~3u) | ((lane + delta) & 3u));
+}
+template <class T>
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_rotate_up(const T& data, uint32_t delta) {
+  uint32_t lane = alloy_target::lane_id();
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
+                               (lane & ~3u) | ((lane + 4u - (delta & 3u)) & 3u));
+}
+
 }  // namespace metal

@@ -899,6 +899,98 @@ ALLOY_FN alloy_detail::vec_of_t<A> select(const A& a, const B& b, const C& c) {
   return r;
 }
 
+// ---- Packed vectors: packed_float3 etc., N elements with no padding (alignment of T) ----
+
+template <class T, int N>
+struct packed_vec;
+namespace alloy_detail {
+template <class T, int N>
+struct packed_storage;
+template <class T>
+struct packed_storage<T, 2> {
+  union {
+    T alloy_e[2];
+    struct {
+      T x, y;
+    };
+    struct {
+      T r, g;
+    };
+  };
+};
+template <class T>
+struct packed_storage<T, 3> {
+  union {
+    T alloy_e[3];
+    struct {
+      T x, y, z;
+    };
+    struct {
+      T r, g, b;
+    };
+  };
+};
+template <class T>
+struct packed_storage<T, 4> {
+  union {
+    T alloy_e[4];
+    struct {
+      T x, y, z, w;
+    };
+    struct {
+      T r, g, b, a;
+    };
+  };
+};
+template <class T, int N>
+struct vec_traits<packed_vec<T, N>> {
+  static constexpr bool is_vec = true;
+  static constexpr int n = N;
+  typedef T elem;
+  typedef vec<T, N> type;
+};
+}  // namespace alloy_detail
+
+// Converts to and from vec<T, N> implicitly (Metal: packed and aligned vectors assign both
+// ways); every vector operator and function accepts it and returns aligned vectors.
+template <class T, int N>
+struct packed_vec : alloy_detail::packed_storage<T, N> {
+  typedef T value_type;
+  static constexpr int alloy_n = N;
+  packed_vec() = default;
+  template <class U, enable_if_t<alloy_detail::is_scalar_arith<U>, int> = 0>
+  ALLOY_FN packed_vec(U s) {
+    for (int i = 0; i < N; ++i) this->alloy_e[i] = static_cast<T>(s);
+  }
+  template <class A0, class A1, class... As,
+            enable_if_t<alloy_detail::count_comps<A0>() + alloy_detail::count_comps<A1>() +
+                                (0 + ... + alloy_detail::count_comps<As>()) ==
+                            N,
+                        int> = 0>
+  ALLOY_FN packed_vec(const A0& a0, const A1& a1, const As&... as) {
+    *this = vec<T, N>(a0, a1, as...);
+  }
+  ALLOY_FN packed_vec(const vec<T, N>& v) {
+    for (int i = 0; i < N; ++i) this->alloy_e[i] = v.alloy_e[i];
+  }
+  ALLOY_FN operator vec<T, N>() const {
+    vec<T, N> r;
+    for (int i = 0; i < N; ++i) r.alloy_e[i] = this->alloy_e[i];
+    return r;
+  }
+  ALLOY_FN T alloy_get(int i) const { return this->alloy_e[i]; }
+  ALLOY_FN T& operator[](int i) { return this->alloy_e[i]; }
+  ALLOY_FN const T& operator[](int i) const { return this->alloy_e[i]; }
+  template <class V>
+  ALLOY_FN packed_vec& operator+=(const V& v) { return *this = vec<T, N>(*this + v); }
+  template <class V>
+  ALLOY_FN packed_vec& operator-=(const V& v) { return *this = vec<T, N>(*this - v); }
+  template <class V>
+  ALLOY_FN packed_vec& operator*=(const V& v) { return *this = vec<T, N>(*this * v); }
+  template <class V>
+  ALLOY_FN packed_vec& operator/=(const V& v) { return *this = vec<T, N>(*this / v); }
+};
+
 // as_type of a swizzle reinterprets the vector it reads.
 template <class To, class T, int N, int... I>
 ALLOY_FN To as_type(const alloy_detail::swizzle<T, N, I...>& s) {
@@ -907,10 +999,13 @@ ALLOY_FN To as_type(const alloy_detail::swizzle<T, N, I...>& s) {
 
 // ---- Names ----
 
-#define ALLOY_VEC_NAMES(T, name) \
-  typedef vec<T, 2> name##2;     \
-  typedef vec<T, 3> name##3;     \
-  typedef vec<T, 4> name##4;
+#define ALLOY_VEC_NAMES(T, name)            \
+  typedef vec<T, 2> name##2;                \
+  typedef vec<T, 3> name##3;                \
+  typedef vec<T, 4> name##4;                \
+  typedef packed_vec<T, 2> packed_##name##2; \
+  typedef packed_vec<T, 3> packed_##name##3; \
+  typedef packed_vec<T, 4> packed_##name##4;
 ALLOY_VEC_NAMES(bool, bool)
 ALLOY_VEC_NAMES(char, char)
 ALLOY_VEC_NAMES(unsigned char, uchar)

@@ -1,0 +1,16 @@
+"""The CUDA backend: is a GPU there, what is it, how much memory does Alloy hold on it."""
+
+from ._core import (
+    cuda_device_arch as device_arch,
+    cuda_device_name as device_name,
+    cuda_empty_cache as empty_cache,
+    cuda_is_available as is_available,
+    cuda_memory_stats as memory_stats,
+    cuda_synchronize as synchronize,
+    cuda_unavailable_reason as unavailable_reason,
+)
+
+__all__ = [
+    "device_arch", "device_name", "empty_cache", "is_available", "memory_stats", "synchronize",
+    "unavailable_reason",
+]

@@ -1,0 +1,120 @@
+"""Python-side cost of one call of a cached metal_kernel on small inputs.
+
+For each device and kind of input, times (best of several repeats of many calls):
+  call       kernel(inputs=..., ...) -> lazy outputs: argument conversion + graph recording
+  +eval      ... and out.eval(): CPU: runs the (tiny) kernel; GPU: enqueues the launch
+  +sync      ... and synchronize(): the GPU round trip (GPU only)
+The floor row is a trivial binding call (alloy.default_device()), the cost of crossing into
+the extension at all. Target: `call` <= 3 us on CUDA.
+
+    python python/bench/bench_overhead.py [--device cpu|gpu|all] [--calls N] [--repeats R]
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+import alloy
+
+SOURCE = """
+    uint elem = thread_position_in_grid.x;
+    out[elem] = inp[elem] * 2.0f + s;
+"""
+N = 256  # elements: small enough that the kernel itself costs ~nothing
+
+
+def best_per_call_us(fn, calls, repeats, after=None):
+    """Minimum over `repeats` of the mean time of `calls` calls of fn, in microseconds."""
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        if after:
+            after()
+        best = min(best, (time.perf_counter_ns() - t0) / calls / 1e3)
+    return best
+
+
+def inputs_for(device):
+    """(label, list of inputs) for the kinds of inputs a user passes."""
+    x = np.random.default_rng(0).uniform(-1, 1, N).astype(np.float32)
+    kinds = [("alloy.array", [alloy.array(x, device=device), 0.5])]
+    if device == alloy.cpu:
+        kinds.append(("numpy.ndarray", [x, 0.5]))
+    else:
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                kinds.append(("torch.Tensor (cuda)", [torch.from_numpy(x).cuda(), 0.5]))
+        except ImportError:
+            pass
+        try:
+            import cupy
+
+            kinds.append(("cupy.ndarray", [cupy.asarray(x), 0.5]))
+        except ImportError:
+            pass
+    return kinds
+
+
+def bench_device(device, calls, repeats):
+    kernel = alloy.metal_kernel(name="overhead", input_names=["inp", "s"], output_names=["out"],
+                                source=SOURCE)
+    rows = []
+    sync = (lambda: alloy.synchronize(device)) if device == alloy.gpu else None
+    for label, inputs in inputs_for(device):
+        def call():
+            return kernel(inputs=inputs, grid=(N, 1, 1), threadgroup=(N, 1, 1),
+                          output_shapes=[(N,)], output_dtypes=[alloy.float32], stream=device)
+
+        def call_eval():
+            call()[0].eval()
+
+        def call_eval_sync():
+            call()[0].eval()
+            alloy.synchronize(device)
+
+        out = call()[0]
+        expect = np.asarray(inputs[0].cpu() if hasattr(inputs[0], "cpu") else inputs[0])
+        np.testing.assert_allclose(np.asarray(out), np.asarray(expect) * 2 + 0.5, rtol=1e-6)
+        row = [label, best_per_call_us(call, calls, repeats, sync),
+               best_per_call_us(call_eval, calls, repeats, sync)]
+        row.append(best_per_call_us(call_eval_sync, calls // 4 or 1, repeats)
+                   if device == alloy.gpu else None)
+        rows.append(row)
+    floor = best_per_call_us(alloy.default_device, calls, repeats)
+    return rows, floor
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "gpu", "all"], default="all")
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    devices = {"cpu": [alloy.cpu], "gpu": [alloy.gpu], "all": [alloy.cpu, alloy.gpu]}[args.device]
+    print(f"alloy {alloy.__version__}: Python-side cost per cached kernel call, {N} float32 "
+          f"elements, best of {args.repeats} x {args.calls} calls (microseconds)")
+    if alloy.is_available(alloy.gpu):
+        print(f"GPU: {alloy.cuda.device_name()} ({alloy.cuda.device_arch()})")
+    header = f"{'device':<7} {'inputs':<22} {'call':>8} {'+eval':>8} {'+sync':>8}"
+    print(header)
+    print("-" * len(header))
+    for device in devices:
+        name = "cpu" if device == alloy.cpu else "gpu"
+        if not alloy.is_available(device):
+            print(f"{name:<7} (skipped: {alloy.cuda.unavailable_reason() or 'not available'})")
+            continue
+        rows, floor = bench_device(device, args.calls, args.repeats)
+        for label, call, call_eval, call_sync in rows:
+            sync = f"{call_sync:8.2f}" if call_sync is not None else f"{'-':>8}"
+            print(f"{name:<7} {label:<22} {call:8.2f} {call_eval:8.2f} {sync}")
+        print(f"{name:<7} {'floor: default_device()':<22} {floor:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,454 @@
+"""alloy.metal_kernel through Python, against NumPy references computed in float64.
+
+The kernels are those of examples/example_kernels.h (exp contiguous and strided, grid_sample
+forward and backward with atomics) plus the facts of MLX's own metal_kernel tests (arguments of
+every kind, attributes, SIMD width)."""
+
+import numpy as np
+import pytest
+
+import alloy
+
+
+def run(kernel, target, **kwargs):
+    return kernel(stream=target.stream, **kwargs)
+
+
+# ---- exp ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_exp_contiguous(target, kernels, rng, dtype):
+    x = rng.uniform(-2, 2, size=(4, 33)).astype(dtype)
+    k = alloy.metal_kernel(name="myexp", input_names=["inp"], output_names=["out"],
+                           source=kernels["kExpSource"])
+    out = run(k, target, inputs=[target.put(x)], template=[("T", alloy.float32)],
+              grid=(x.size, 1, 1), threadgroup=(256, 1, 1), output_shapes=[x.shape],
+              output_dtypes=[alloy.float32])
+    assert isinstance(out, list) and len(out) == 1
+    assert out[0].shape == x.shape and out[0].dtype == alloy.float32
+    np.testing.assert_allclose(np.asarray(out[0]), np.exp(x.astype(np.float64)), rtol=2e-6)
+
+
+def test_exp_strided_views(target, kernels, rng):
+    """ensure_row_contiguous=False: the kernel maps indices through elem_to_loc on a strided
+    view (made by the target's own slicing), and the contiguous kernel gets a copy."""
+    base = rng.uniform(-2, 2, size=(6, 20)).astype(np.float32)
+    view = target.put(base)[1::2, ::3]
+    expect = np.exp(base[1::2, ::3].astype(np.float64))
+    shape = expect.shape
+    strided = alloy.metal_kernel(name="myexp_strided", input_names=["inp"], output_names=["out"],
+                                 source=kernels["kExpStridedSource"], ensure_row_contiguous=False)
+    contiguous = alloy.metal_kernel(name="myexp", input_names=["inp"], output_names=["out"],
+                                    source=kernels["kExpSource"])
+    for k in (strided, contiguous):
+        out = run(k, target, inputs=[view], template=[("T", alloy.float32)],
+                  grid=(expect.size, 1, 1), threadgroup=(32, 1, 1), output_shapes=[shape],
+                  output_dtypes=[alloy.float32])[0]
+        np.testing.assert_allclose(np.asarray(out), expect, rtol=2e-6)
+
+
+EXP_STRIDED_SIGNED = """
+    uint elem = thread_position_in_grid.x;
+    int64_t loc = elem_to_loc(elem, inp_shape, inp_strides, inp_ndim);  // may be negative
+    T tmp = inp[loc];
+    out[elem] = metal::exp(tmp);
+"""
+
+
+def test_exp_strided_negative_and_transposed(device, kernels, rng):
+    """Views with negative strides and transposes, from alloy slicing and from NumPy (imported
+    without a copy). The example body keeps `uint loc`, so negative strides need a signed
+    location (as on Metal)."""
+    base = rng.uniform(-2, 2, size=(5, 7)).astype(np.float32)
+    signed = alloy.metal_kernel(name="myexp_signed", input_names=["inp"], output_names=["out"],
+                                source=EXP_STRIDED_SIGNED, ensure_row_contiguous=False)
+    unsigned = alloy.metal_kernel(name="myexp_strided", input_names=["inp"], output_names=["out"],
+                                  source=kernels["kExpStridedSource"],
+                                  ensure_row_contiguous=False)
+    contiguous = alloy.metal_kernel(name="myexp", input_names=["inp"], output_names=["out"],
+                                    source=kernels["kExpSource"])
+    a = alloy.array(base, device=device)
+    cases = [(a.T, base.T, True), (a[1::2, ::3].T, base[1::2, ::3].T, True),
+             (a[::-1, 1::2], base[::-1, 1::2], False), (a[:, ::-3].T, base[:, ::-3].T, False)]
+    if device == alloy.cpu:  # NumPy views, imported without a copy
+        cases += [(base[::2, 1:].T, base[::2, 1:].T, True),
+                  (base[::-2, ::-1], base[::-2, ::-1], False)]
+    for view, ref, positive in cases:
+        for k in (signed, unsigned, contiguous) if positive else (signed, contiguous):
+            out = k(inputs=[view], template=[("T", alloy.float32)], grid=(ref.size, 1, 1),
+                    threadgroup=(16, 1, 1), output_shapes=[ref.shape],
+                    output_dtypes=[alloy.float32], stream=device)[0]
+            np.testing.assert_allclose(np.asarray(out), np.exp(ref.astype(np.float64)),
+                                       rtol=2e-6)
+
+
+# ---- grid_sample ----------------------------------------------------------------------------
+
+
+def _bilinear_taps(H, W, grid):
+    """Per output pixel: the four corners, their weights and in-range masks (float64)."""
+    ix = ((grid[..., 0].astype(np.float64) + 1) * W - 1) / 2
+    iy = ((grid[..., 1].astype(np.float64) + 1) * H - 1) / 2
+    x0, y0 = np.floor(ix).astype(np.int64), np.floor(iy).astype(np.int64)
+    fx, fy = ix - x0, iy - y0
+    taps = []
+    for dy, dx, w in ((0, 0, (1 - fy) * (1 - fx)), (0, 1, (1 - fy) * fx),
+                      (1, 0, fy * (1 - fx)), (1, 1, fy * fx)):
+        yy, xx = y0 + dy, x0 + dx
+        inside = (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
+        taps.append((np.clip(yy, 0, H - 1), np.clip(xx, 0, W - 1), w, inside))
+    return taps, fx, fy
+
+
+def grid_sample_ref(x, grid):
+    B, H, W, C = x.shape
+    taps, _, _ = _bilinear_taps(H, W, grid)
+    b = np.arange(B)[:, None, None]
+    out = np.zeros(grid.shape[:3] + (C,))
+    for yy, xx, w, inside in taps:
+        v = x.astype(np.float64)[b, yy, xx] * inside[..., None]
+        out += w[..., None] * v
+    return out
+
+
+def grid_sample_grad_ref(x, grid, ct):
+    B, H, W, C = x.shape
+    taps, fx, fy = _bilinear_taps(H, W, grid)
+    b = np.arange(B)[:, None, None]
+    ct = ct.astype(np.float64)
+    x_grad = np.zeros(x.shape)
+    v = []
+    for yy, xx, w, inside in taps:
+        contrib = (w * inside)[..., None] * ct
+        np.add.at(x_grad, (np.broadcast_to(b, yy.shape), yy, xx), contrib * inside[..., None])
+        v.append(x.astype(np.float64)[b, yy, xx] * inside[..., None])
+    v00, v01, v10, v11 = v
+    fx, fy = fx[..., None], fy[..., None]
+    d_ix = ((1 - fy) * (v01 - v00) + fy * (v11 - v10)) * ct * W / 2
+    d_iy = ((1 - fx) * (v10 - v00) + fx * (v11 - v01)) * ct * H / 2
+    grid_grad = np.stack([d_ix.sum(-1), d_iy.sum(-1)], axis=-1)
+    return x_grad, grid_grad
+
+
+def test_grid_sample_forward(target, kernels, rng):
+    B, H, W, C, gH, gW = 2, 9, 11, 5, 7, 6
+    x = rng.uniform(-1, 1, size=(B, H, W, C)).astype(np.float32)
+    # Past [-1, 1] too, so that border taps are masked.
+    grid = rng.uniform(-1.2, 1.2, size=(B, gH, gW, 2)).astype(np.float32)
+    k = alloy.metal_kernel(name="grid_sample", input_names=["x", "grid"], output_names=["out"],
+                           source=kernels["kGridSampleSource"])
+    out_shape = (B, gH, gW, C)
+    out = run(k, target, inputs=[target.put(x), target.put(grid)],
+              template=[("T", alloy.float32)], grid=(int(np.prod(out_shape)), 1, 1),
+              threadgroup=(256, 1, 1), output_shapes=[out_shape], output_dtypes=[alloy.float32])
+    np.testing.assert_allclose(np.asarray(out[0]), grid_sample_ref(x, grid), rtol=1e-5, atol=1e-5)
+
+
+def test_grid_sample_backward_atomics(target, kernels, rng):
+    B, H, W, C, gH, gW = 2, 6, 7, 64, 5, 4  # C a multiple of 32: simd_sum stays in one pixel
+    x = rng.uniform(-1, 1, size=(B, H, W, C)).astype(np.float32)
+    grid = rng.uniform(-1.1, 1.1, size=(B, gH, gW, 2)).astype(np.float32)
+    ct = rng.uniform(-1, 1, size=(B, gH, gW, C)).astype(np.float32)
+    k = alloy.metal_kernel(name="grid_sample_grad", input_names=["x", "grid", "cotangent"],
+                           output_names=["x_grad", "grid_grad"],
+                           source=kernels["kGridSampleGradSource"], atomic_outputs=True)
+    x_grad, grid_grad = run(k, target, inputs=[target.put(x), target.put(grid), target.put(ct)],
+                            grid=(ct.size, 1, 1), threadgroup=(256, 1, 1),
+                            output_shapes=[x.shape, grid.shape],
+                            output_dtypes=[alloy.float32, alloy.float32], init_value=0)
+    ref_x, ref_grid = grid_sample_grad_ref(x, grid, ct)
+    np.testing.assert_allclose(np.asarray(x_grad), ref_x, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(grid_grad), ref_grid, rtol=1e-4, atol=1e-3)
+
+
+def test_robust_mode_reads_then_masks(target, kernels, rng):
+    """MLX's documented grid_sample reads neighbours before masking them; robust mode (an Alloy
+    extension) makes the out-of-range reads give 0 and reports them."""
+    B, H, W, C, gH, gW = 1, 5, 6, 3, 4, 4
+    x = rng.uniform(-1, 1, size=(B, H, W, C)).astype(np.float32)
+    grid = rng.uniform(-1.3, 1.3, size=(B, gH, gW, 2)).astype(np.float32)
+    grid[0, 0, 0] = (-1.25, -1.25)  # certainly outside: reads before the start of x
+    k = alloy.metal_kernel(name="grid_sample_read_then_mask", input_names=["x", "grid"],
+                           output_names=["out"], source=kernels["kGridSampleReadThenMaskSource"],
+                           robust=True)
+    assert k.robust
+    alloy.take_out_of_range_reports()  # forget earlier ones
+    out_shape = (B, gH, gW, C)
+    out = run(k, target, inputs=[target.put(x), target.put(grid)],
+              template=[("T", alloy.float32)], grid=(int(np.prod(out_shape)), 1, 1),
+              threadgroup=(64, 1, 1), output_shapes=[out_shape], output_dtypes=[alloy.float32])
+    np.testing.assert_allclose(np.asarray(out[0]), grid_sample_ref(x, grid), rtol=1e-5, atol=1e-5)
+    reports = alloy.take_out_of_range_reports()
+    assert reports, "out-of-range reads were not reported"
+    assert all(r["kernel"] == "grid_sample_read_then_mask" and r["buffer"] == "x"
+               for r in reports)
+    assert any(r["index"] < 0 for r in reports)
+    assert all(len(r["thread"]) == 3 for r in reports)
+
+
+# ---- MLX's test facts -----------------------------------------------------------------------
+
+ARGS_SOURCE = """
+    uint elem = thread_position_in_grid.x;
+    T tmp = a[0];
+    if (e) {
+        out1[elem] = a[1] + b[2] + c[3] + d + f;
+    } else {
+        out1[elem] = 1;
+    }
+    out2[elem] = a[1] + b[2] + c[1] - d;
+"""
+
+
+@pytest.mark.parametrize("e", [True, False])
+def test_args_of_every_kind(target, rng, e):
+    """MLX's test_custom_kernel_args: a float32 array, a small int32 array (constant), a bfloat16
+    array of 4 elements, a Python float scalar; template bool, int and dtype."""
+    a = rng.normal(size=(3, 6)).astype(np.float32)
+    b = np.array([3, 4, 5], dtype=np.int32)
+    c32 = rng.normal(size=(2, 2)).astype(np.float32)
+    c = alloy.array(c32, dtype=alloy.bfloat16, device=target.stream)
+    d = 7.3
+    k = alloy.metal_kernel(name="arg_test", input_names=["a", "b", "c", "d"],
+                           output_names=["out1", "out2"], source=ARGS_SOURCE)
+    out1, out2 = run(k, target, inputs=[target.put(a), target.put(b), c, d],
+                     template=[("e", e), ("f", 3), ("T", alloy.float16)], grid=(6, 1, 1),
+                     threadgroup=(2, 1, 1), output_shapes=[(3, 2), [3, 2]],
+                     output_dtypes=[alloy.float32, alloy.int32])
+    # float32 arithmetic in the kernel's order; c's bfloat16 values as the kernel sees them.
+    cb = np.asarray(c.astype(alloy.float32)).reshape(-1)
+    f32 = np.float32
+    s1 = f32(f32(f32(f32(a[0, 1]) + f32(b[2])) + cb[3]) + f32(d)) + f32(3)
+    s2 = f32(f32(f32(a[0, 1]) + f32(b[2])) + cb[1]) - f32(d)
+    assert out1.dtype == alloy.float32 and out2.dtype == alloy.int32
+    np.testing.assert_allclose(np.asarray(out1), np.full((3, 2), s1 if e else 1.0), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(out2), np.full((3, 2), int(s2), dtype=np.int32))
+
+
+@pytest.mark.parametrize("grid, threadgroup, expect", [
+    ((2, 1, 1), (2, 1, 1), 2),
+    ((4, 1, 1), (256, 1, 1), 4),  # MLX dispatches min(threadgroup, grid)
+])
+def test_threads_per_threadgroup(target, grid, threadgroup, expect):
+    k = alloy.metal_kernel(name="test_fun", input_names=["a"], output_names=["out"],
+                           source="out[0] = threads_per_threadgroup.x;")
+    a = target.put(np.ones((1, 1), dtype=np.float32))
+    out = run(k, target, inputs=[a], grid=grid, threadgroup=threadgroup, output_shapes=[(1, 1)],
+              output_dtypes=[alloy.uint32])[0]
+    assert out.item() == expect
+
+
+def test_threads_per_simdgroup(target):
+    k = alloy.metal_kernel(name="simd_width", input_names=["a"], output_names=["out"],
+                           source="""
+        uint elem = thread_position_in_grid.x;
+        out[elem] = threads_per_simdgroup + 0 * a[0];
+    """)
+    a = target.put(np.ones((4,), dtype=np.float32))
+    out = run(k, target, inputs=[a], grid=(64, 1, 1), threadgroup=(64, 1, 1),
+              output_shapes=[(64,)], output_dtypes=[alloy.uint32], init_value=0)[0]
+    np.testing.assert_array_equal(np.asarray(out), np.full(64, 32, dtype=np.uint32))
+
+
+def test_header_helper(target, rng):
+    header = """
+    template <typename T>
+    T do_exp(T x) {
+        return metal::precise::exp(x);
+    }
+    """
+    k = alloy.metal_kernel(name="helper", input_names=["a"], output_names=["out1"],
+                           header=header, source="""
+        uint elem = thread_position_in_grid.x;
+        out1[elem] = do_exp(a[elem]);
+    """)
+    a = rng.normal(size=(2, 2)).astype(np.float32)
+    out = run(k, target, inputs=[target.put(a)], grid=(4, 1, 1), threadgroup=(2, 1, 1),
+              output_shapes=[(2, 2)], output_dtypes=[alloy.float32])[0]
+    np.testing.assert_allclose(np.asarray(out), np.exp(a.astype(np.float64)), rtol=2e-6)
+
+
+# ---- one kernel object, many variants --------------------------------------------------------
+
+SCALE_SOURCE = """
+    uint elem = thread_position_in_grid.x;
+    out[elem] = static_cast<U>(inp[elem] * N);
+"""
+
+
+def test_kernel_reused_with_dtypes_and_template_values(target, rng):
+    k = alloy.metal_kernel(name="scale", input_names=["inp"], output_names=["out"],
+                           source=SCALE_SOURCE)
+    x = rng.uniform(-4, 4, size=(37,)).astype(np.float32)
+    for in_dtype in (np.float32, np.float16):
+        for n in (2, 3, 5):
+            for out_dtype, np_out in ((alloy.float32, np.float32), (alloy.float16, np.float16)):
+                xi = x.astype(in_dtype)
+                out = run(k, target, inputs=[target.put(xi)],
+                          template=[("N", n), ("U", out_dtype)], grid=(x.size, 1, 1),
+                          threadgroup=(32, 1, 1), output_shapes=[x.shape],
+                          output_dtypes=[out_dtype])[0]
+                assert out.dtype == out_dtype
+                ref = (xi.astype(np.float64) * n).astype(np_out)
+                np.testing.assert_allclose(np.asarray(out).astype(np.float64),
+                                           ref.astype(np.float64), rtol=2e-3)
+
+
+def test_init_value_fills_unwritten_outputs(target):
+    k = alloy.metal_kernel(name="half_writer", input_names=["a"], output_names=["out"],
+                           source="""
+        uint elem = thread_position_in_grid.x;
+        if (elem % 2 == 0) out[elem] = a[elem];
+    """)
+    a = np.arange(1, 11, dtype=np.float32)
+    out = run(k, target, inputs=[target.put(a)], grid=(10, 1, 1), threadgroup=(10, 1, 1),
+              output_shapes=[(10,)], output_dtypes=[alloy.float32], init_value=-2.5)[0]
+    expect = np.where(np.arange(10) % 2 == 0, a, -2.5)
+    np.testing.assert_array_equal(np.asarray(out), expect)
+
+
+def test_scalar_inputs_become_mlx_types(device):
+    """Python bool/int/float inputs are 0-d bool, int32 and float32 (the generated signature shows
+    them as `const constant T& name`)."""
+    k = alloy.metal_kernel(name="scalars", input_names=["p", "q", "r"], output_names=["out"],
+                           source="""
+        out[0] = p ? q + r : -1.0f;
+    """)
+    src = k.metal_source(inputs=[True, 7, 0.5], output_dtypes=[alloy.float32])
+    assert "const constant bool& p" in src
+    assert "const constant int32_t& q" in src
+    assert "const constant float& r" in src
+    out = k(inputs=[True, 7, 0.5], grid=(1, 1, 1), threadgroup=(1, 1, 1), output_shapes=[(1,)],
+            output_dtypes=[alloy.float32], stream=device)[0]
+    assert out.item() == 7.5
+
+
+def test_verbose_prints_generated_source(capfd, kernels):
+    k = alloy.metal_kernel(name="myexp", input_names=["inp"], output_names=["out"],
+                           source=kernels["kExpSource"])
+    x = np.ones((8,), dtype=np.float16)
+    k(inputs=[x], template=[("T", alloy.float32)], grid=(8, 1, 1), threadgroup=(8, 1, 1),
+      output_shapes=[x.shape], output_dtypes=[alloy.float16], verbose=True, stream=alloy.cpu)
+    printed = capfd.readouterr().out
+    assert "custom_kernel_myexp" in printed
+    assert "metal::exp(tmp)" in printed
+
+
+def test_metal_source_names_like_mlx(kernels):
+    """MLX 0.32's mangling: template hash, then one suffix per input and output."""
+    k = alloy.metal_kernel(name="myexp", input_names=["inp"], output_names=["out"],
+                           source=kernels["kExpSource"])
+    src = k.metal_source(inputs=[np.ones((4, 16), dtype=np.float16)],
+                         output_dtypes=[alloy.float16], template=[("T", alloy.float32)])
+    assert "custom_kernel_myexp__float_float16_t_float16_t" in src
+
+
+def test_stream_arguments(rng):
+    k = alloy.metal_kernel(name="copy", input_names=["a"], output_names=["out"], source="""
+        uint elem = thread_position_in_grid.x;
+        out[elem] = a[elem];
+    """)
+    a = rng.normal(size=(16,)).astype(np.float32)
+    for stream in (None, alloy.cpu, alloy.Device(alloy.cpu), alloy.default_stream(alloy.cpu),
+                   alloy.Stream(alloy.cpu)):
+        out = k(inputs=[a], grid=(16, 1, 1), threadgroup=(16, 1, 1), output_shapes=[(16,)],
+                output_dtypes=[alloy.float32], stream=stream)[0]
+        np.testing.assert_array_equal(np.asarray(out), a)
+        if stream is not None:
+            assert out.device == alloy.cpu
+
+
+def test_outputs_are_lazy_until_read():
+    k = alloy.metal_kernel(name="broken_at_compile", input_names=["a"], output_names=["out"],
+                           source="out[0] = undeclared_name_xyz;")
+    # The call only records the work; compiling happens when the output is read.
+    out = k(inputs=[np.ones(1, np.float32)], grid=(1, 1, 1), threadgroup=(1, 1, 1),
+            output_shapes=[(1,)], output_dtypes=[alloy.float32], stream=alloy.cpu)[0]
+    with pytest.raises(alloy.CompileError):
+        out.item()
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+
+def _copy_kernel():
+    return alloy.metal_kernel(name="copy", input_names=["a"], output_names=["out"],
+                              source="out[thread_position_in_grid.x] = a[0];")
+
+
+def _call(k, **override):
+    args = dict(inputs=[np.ones(4, np.float32)], grid=(4, 1, 1), threadgroup=(4, 1, 1),
+                output_shapes=[(4,)], output_dtypes=[alloy.float32], stream=alloy.cpu)
+    args.update(override)
+    return k(**args)
+
+
+def test_bad_arguments_raise_value_errors_like_mlx():
+    k = _copy_kernel()
+    with pytest.raises(ValueError, match=r"\[metal_kernel\] Expected `output_shapes` to have "
+                                         r"size 1 but got size 2"):
+        _call(k, output_shapes=[(4,), (4,)])
+    with pytest.raises(ValueError, match=r"Expected `output_dtypes` to have size 1"):
+        _call(k, output_dtypes=[])
+    with pytest.raises(ValueError, match=r"Invalid template argument. Must be `alloy.Dtype`, "
+                                         r"`int` or `bool`"):
+        _call(k, template=[("T", 1.5)])
+    with pytest.raises(ValueError, match="1024"):
+        _call(k, threadgroup=(64, 32, 1))
+    with pytest.raises(ValueError, match="compile_options"):
+        alloy.metal_kernel(name="x", input_names=[], output_names=["o"], source="",
+                           compile_options=["fast"])
+    with pytest.raises(ValueError, match="math_mode"):
+        alloy.metal_kernel(name="x", input_names=[], output_names=["o"], source="",
+                           compile_options={"fastmath": "yes"})
+    with pytest.raises(ValueError, match="at least one output"):
+        alloy.metal_kernel(name="x", input_names=["a"], output_names=[], source="")
+
+
+def test_bad_argument_types_raise_type_errors():
+    k = _copy_kernel()
+    with pytest.raises(TypeError, match="`grid` to be a tuple of 3 ints"):
+        _call(k, grid=(4, 1))
+    with pytest.raises(TypeError, match="`threadgroup` to be a tuple of 3 ints"):
+        _call(k, threadgroup="big")
+    with pytest.raises(TypeError, match="output_shapes"):
+        _call(k, output_shapes=[(4.5,)])
+    with pytest.raises(TypeError, match="Dtype"):
+        _call(k, output_dtypes=[object()])
+    with pytest.raises(TypeError, match="stream"):
+        _call(k, stream="cpu")
+    with pytest.raises(TypeError, match="cannot make an alloy array"):
+        _call(k, inputs=[object()])
+    with pytest.raises(TypeError):  # keyword-only, as in MLX
+        k([np.ones(4, np.float32)], [(4,)], [alloy.float32], (4, 1, 1), (4, 1, 1))
+    with pytest.raises(TypeError):  # `grid` missing
+        k(inputs=[np.ones(4, np.float32)], threadgroup=(4, 1, 1), output_shapes=[(4,)],
+          output_dtypes=[alloy.float32])
+
+
+def test_compile_error_shows_user_source_lines():
+    source = """
+        uint elem = thread_position_in_grid.x;
+        float y = a[elem];
+        out[elem] = y + not_declared_anywhere;
+    """
+    k = alloy.metal_kernel(name="has_a_bug", input_names=["a"], output_names=["out"],
+                           source=source)
+    with pytest.raises(alloy.CompileError) as info:
+        _call(k)[0].eval()
+    e = info.value
+    assert isinstance(e, RuntimeError) and isinstance(e, alloy.KernelError)
+    assert e.kernel == "has_a_bug"
+    assert "not_declared_anywhere" in str(e)
+    assert "out[elem] = y + not_declared_anywhere;" in str(e)  # the offending line itself
+    assert isinstance(e.raw_log, str) and e.raw_log
+
+
+def test_gpu_unavailable_is_a_value_error():
+    if alloy.is_available(alloy.gpu):
+        pytest.skip("a GPU is available here")
+    with pytest.raises(ValueError, match="GPU"):
+        _call(_copy_kernel(), stream=alloy.gpu)
+    with pytest.raises(ValueError, match="GPU"):
+        alloy.set_default_device(alloy.gpu)

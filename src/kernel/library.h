@@ -1,0 +1,50 @@
+// Whole Metal libraries (include/alloy/library.h) inside: reading the source (kernel-declaring
+// macros, dtype placeholders, where each kernel is), reflection of the kernels' parameters,
+// per-target builds that set aside the kernels that cannot compile (so that the others still run
+// and those fall back to their reference), and the LibraryKernelOp primitive of the graph.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "alloy/library.h"
+#include "msl/lexer.h"
+
+namespace alloy::kernel {
+
+/// Where one kernel function is in the token stream of a (macro-expanded) library source.
+struct KernelRegion {
+  std::string name;                          // the function's name
+  std::vector<std::string> template_params;  // template parameter names ({} if none)
+  size_t begin = 0;                          // first token of the declaration (template/attrs)
+  size_t body_open = 0, body_close = 0;      // its body's `{` and `}`
+  int first_line = 0, body_first_line = 0, last_line = 0;
+  struct Instantiation {
+    size_t begin = 0, end = 0;  // `template ... ;` tokens [begin, end]
+    std::string host_name;
+  };
+  std::vector<Instantiation> instantiations;  // explicit instantiations of this function
+};
+
+/// Finds the kernel functions (`[[kernel]]` or `kernel`, with a body) and their explicit
+/// instantiations.
+std::vector<KernelRegion> find_kernel_regions(const std::vector<msl::Token>& toks);
+
+/// A Metal element type read as a dtype: "float" -> float32, "half4" -> float16 x4,
+/// "atomic<uint>" / "atomic_uint" -> uint32, "packed_float3" -> float32 x3, "bfloat" -> bfloat16.
+/// dtype is empty for anything else (structs, template parameters).
+struct MetalType {
+  std::optional<Dtype> dtype;
+  int lanes = 1;
+};
+MetalType parse_metal_type(std::string_view element_type);
+
+/// Compiles every kernel of `lib` with NVRTC for `arch` (e.g. "sm_90"), no GPU needed: the
+/// variant where each dtype placeholder is given by `placeholders` (default float32). Returns ""
+/// when it compiled, or why it could not be tried (NVRTC not found); throws alloy::CompileError.
+std::string compile_library_cubin(const Library& lib, const std::string& arch,
+                                  const std::map<std::string, Dtype>& placeholders = {});
+
+}  // namespace alloy::kernel

@@ -1,0 +1,263 @@
+// Conformance: the kernel attributes MLX declares when a body mentions them, with Metal's values
+// on 1-, 2- and 3-D grids, including non-uniform (partial) threadgroups at the grid's edges:
+// threads_per_threadgroup is the partial size there, dispatch_threads_per_threadgroup the
+// dispatched one. MLX dispatches min(threadgroup, grid) per dimension.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "conformance/harness.h"
+
+namespace {
+using namespace conformance;
+
+// ---- shared by the conformance files (candidate for harness.h) -------------------------------
+
+// Runs `k` on every device with its outputs poisoned (unless the call sets init_value), gives the
+// outputs to `check`, then compiles the same call with NVRTC for sm_90.
+void run_kernel(const MetalKernel& k, const std::vector<Array>& inputs, KernelCall call,
+                const std::function<void(const std::vector<Array>&)>& check) {
+  if (!call.init_value) poison(call);
+  for_each_device([&](Device d) {
+    call.device = d;
+    std::vector<Array> outs;
+    try {
+      outs = k(inputs, call);
+      eval(outs);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "on " << d.str() << ": " << e.what();
+      return;
+    }
+    check(outs);
+  });
+  call.device.reset();
+  try {
+    std::string skipped = nvrtc_compile(k, inputs, call);
+    if (!skipped.empty()) std::printf("NVRTC check skipped: %s\n", skipped.c_str());
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "NVRTC (sm_90): " << e.what();
+  }
+}
+
+KernelCall make_call(std::vector<Shape> shapes, std::vector<Dtype> dtypes, Dims grid, Dims tg,
+                     TemplateArgs targs = {}) {
+  KernelCall c;
+  c.output_shapes = std::move(shapes);
+  c.output_dtypes = std::move(dtypes);
+  c.grid = grid;
+  c.threadgroup = tg;
+  c.template_args = std::move(targs);
+  return c;
+}
+
+// Compares a row-major [rows, names.size()] table column by column, naming the column that fails.
+void expect_table(const Array& out, const std::vector<double>& expected,
+                  const std::vector<std::string>& names, double rtol = -1, double atol = -1) {
+  auto got = out.to_doubles();
+  ASSERT_EQ(got.size(), expected.size());
+  if (rtol < 0) rtol = tolerance(out.dtype());
+  if (atol < 0) atol = rtol;
+  size_t cols = names.size();
+  for (size_t c = 0; c < cols; ++c) {
+    int bad = 0;
+    for (size_t i = c; i < got.size(); i += cols) {
+      double e = expected[i], g = got[i];
+      bool ok = std::isnan(e) ? std::isnan(g)
+                              : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
+      if (!ok && bad++ == 0)
+        ADD_FAILURE() << names[c] << " (row " << i / cols << "): got " << g << ", expected " << e;
+    }
+    if (bad > 1) ADD_FAILURE() << names[c] << ": " << bad << " rows differ";
+  }
+}
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// ---- 3-D grid with partial groups in every dimension -------------------------------------------
+
+TEST(ConformanceAttributes, Grid3DPartialThreadgroups) {
+  constexpr int GX = 10, GY = 6, GZ = 3, TX = 8, TY = 4, TZ = 2, K = 31;
+  auto k = metal_kernel("attr_grid3d", {"x"}, {"out"}, R"MSL(
+    uint3 p = thread_position_in_grid;
+    uint row = p.x + threads_per_grid.x * (p.y + threads_per_grid.y * p.z);
+    device int* o = out + row * 31;
+    int zero = x[row] > 2.0f ? 1 : 0;   // x < 1: keeps the input used
+    uint3 tpg = threads_per_grid;
+    uint3 gs = grid_size;
+    uint3 tpitg = thread_position_in_threadgroup;
+    uint3 tgpig = threadgroup_position_in_grid;
+    uint3 tptg = threads_per_threadgroup;
+    uint3 dtptg = dispatch_threads_per_threadgroup;
+    uint3 tgpg = threadgroups_per_grid;
+    uint3 origin = grid_origin;
+    o[0] = p.x + zero; o[1] = p.y; o[2] = p.z;
+    o[3] = tpg.x; o[4] = tpg.y; o[5] = tpg.z;
+    o[6] = gs.x; o[7] = gs.y; o[8] = gs.z;
+    o[9] = tpitg.x; o[10] = tpitg.y; o[11] = tpitg.z;
+    o[12] = tgpig.x; o[13] = tgpig.y; o[14] = tgpig.z;
+    o[15] = tptg.x; o[16] = tptg.y; o[17] = tptg.z;
+    o[18] = dtptg.x; o[19] = dtptg.y; o[20] = dtptg.z;
+    o[21] = tgpg.x; o[22] = tgpg.y; o[23] = tgpg.z;
+    o[24] = threads_per_simdgroup;
+    o[25] = thread_execution_width;
+    o[26] = dispatch_simdgroups_per_threadgroup;
+    o[27] = simdgroups_per_threadgroup;
+    o[28] = origin.x; o[29] = origin.y; o[30] = origin.z;
+  )MSL");
+  int n = GX * GY * GZ;
+  auto x = random_array({n}, float32, -1, 1, 1001, Device::cpu());
+  int G[3] = {GX, GY, GZ}, T[3] = {TX, TY, TZ};
+  std::vector<double> ref;
+  for (int z = 0; z < GZ; ++z)
+    for (int y = 0; y < GY; ++y)
+      for (int xx = 0; xx < GX; ++xx) {
+        int p[3] = {xx, y, z}, gpos[3], local[3], gsize[3];
+        for (int d = 0; d < 3; ++d) {
+          gpos[d] = p[d] / T[d];
+          local[d] = p[d] % T[d];
+          gsize[d] = std::min(T[d], G[d] - gpos[d] * T[d]);
+        }
+        int threads = gsize[0] * gsize[1] * gsize[2];
+        std::vector<double> row = {double(xx), double(y), double(z)};
+        for (int d = 0; d < 3; ++d) row.push_back(G[d]);
+        for (int d = 0; d < 3; ++d) row.push_back(G[d]);
+        for (int d = 0; d < 3; ++d) row.push_back(local[d]);
+        for (int d = 0; d < 3; ++d) row.push_back(gpos[d]);
+        for (int d = 0; d < 3; ++d) row.push_back(gsize[d]);
+        for (int d = 0; d < 3; ++d) row.push_back(T[d]);
+        for (int d = 0; d < 3; ++d) row.push_back(ceil_div(G[d], T[d]));
+        row.insert(row.end(), {32, 32, double(ceil_div(TX * TY * TZ, 32)),
+                               double(ceil_div(threads, 32)), 0, 0, 0});
+        ref.insert(ref.end(), row.begin(), row.end());
+      }
+  run_kernel(k, {x}, make_call({{n, K}}, {int32}, {GX, GY, GZ}, {TX, TY, TZ}), [&](auto& o) {
+    expect_table(o[0], ref,
+                 {"thread_position_in_grid.x", ".y", ".z", "threads_per_grid.x", ".y", ".z",
+                  "grid_size.x", ".y", ".z", "thread_position_in_threadgroup.x", ".y", ".z",
+                  "threadgroup_position_in_grid.x", ".y", ".z", "threads_per_threadgroup.x",
+                  ".y", ".z", "dispatch_threads_per_threadgroup.x", ".y", ".z",
+                  "threadgroups_per_grid.x", ".y", ".z", "threads_per_simdgroup",
+                  "thread_execution_width", "dispatch_simdgroups_per_threadgroup",
+                  "simdgroups_per_threadgroup", "grid_origin.x", ".y", ".z"},
+                 0, 0);
+  });
+}
+
+// ---- linear indices, simdgroups and quadgroups --------------------------------------------------
+
+// Uniform 2-D groups of 8 x 6 = 48 threads: linear index x fastest, simdgroups of 32 + 16.
+TEST(ConformanceAttributes, LinearIndicesIn2DGroups) {
+  constexpr int GX = 16, GY = 12, TX = 8, TY = 6, K = 8;
+  auto k = metal_kernel("attr_linear_2d", {"x"}, {"out"}, R"MSL(
+    uint2 p = uint2(thread_position_in_grid.xy);
+    uint row = p.x + 16u * p.y;
+    device int* o = out + row * 8;
+    o[0] = thread_index_in_threadgroup + (x[row] > 2.0f ? 1 : 0);
+    o[1] = thread_index_in_simdgroup;
+    o[2] = simdgroup_index_in_threadgroup;
+    o[3] = simdgroups_per_threadgroup;
+    o[4] = thread_index_in_quadgroup;
+    o[5] = quadgroup_index_in_threadgroup;
+    o[6] = quadgroups_per_threadgroup;
+    o[7] = dispatch_quadgroups_per_threadgroup;
+  )MSL");
+  auto x = random_array({GX * GY}, float32, -1, 1, 1011, Device::cpu());
+  std::vector<double> ref;
+  for (int y = 0; y < GY; ++y)
+    for (int xx = 0; xx < GX; ++xx) {
+      int lid = xx % TX + TX * (y % TY);
+      ref.insert(ref.end(), {double(lid), double(lid % 32), double(lid / 32), 2.0,
+                             double(lid % 4), double(lid / 4), 12.0, 12.0});
+    }
+  run_kernel(k, {x}, make_call({{GX * GY, K}}, {int32}, {GX, GY, 1}, {TX, TY, 1}), [&](auto& o) {
+    expect_table(o[0], ref,
+                 {"thread_index_in_threadgroup", "thread_index_in_simdgroup",
+                  "simdgroup_index_in_threadgroup", "simdgroups_per_threadgroup",
+                  "thread_index_in_quadgroup", "quadgroup_index_in_threadgroup",
+                  "quadgroups_per_threadgroup", "dispatch_quadgroups_per_threadgroup"},
+                 0, 0);
+  });
+}
+
+// 1-D grid of 90 in groups of 40: the edge group has 10 threads.
+TEST(ConformanceAttributes, PartialEdgeGroup1D) {
+  constexpr int N = 90, TG = 40, K = 10;
+  auto k = metal_kernel("attr_partial_1d", {"x"}, {"out"}, R"MSL(
+    uint gid = thread_position_in_grid.x;
+    device int* o = out + gid * 10;
+    o[0] = thread_index_in_threadgroup + (x[gid] > 2.0f ? 1 : 0);
+    o[1] = threads_per_threadgroup.x;
+    o[2] = dispatch_threads_per_threadgroup.x;
+    o[3] = simdgroups_per_threadgroup;
+    o[4] = dispatch_simdgroups_per_threadgroup;
+    o[5] = simdgroup_index_in_threadgroup;
+    o[6] = thread_index_in_simdgroup;
+    o[7] = quadgroups_per_threadgroup;
+    o[8] = dispatch_quadgroups_per_threadgroup;
+    o[9] = threadgroups_per_grid.x;
+  )MSL");
+  auto x = random_array({N}, float32, -1, 1, 1021, Device::cpu());
+  std::vector<double> ref;
+  for (int g = 0; g < N; ++g) {
+    int lid = g % TG, size = std::min(TG, N - g / TG * TG);
+    ref.insert(ref.end(), {double(lid), double(size), double(TG), double(ceil_div(size, 32)),
+                           double(ceil_div(TG, 32)), double(lid / 32), double(lid % 32),
+                           double(ceil_div(size, 4)), double(ceil_div(TG, 4)),
+                           double(ceil_div(N, TG))});
+  }
+  run_kernel(k, {x}, make_call({{N, K}}, {int32}, {N, 1, 1}, {TG, 1, 1}), [&](auto& o) {
+    expect_table(o[0], ref,
+                 {"thread_index_in_threadgroup", "threads_per_threadgroup.x",
+                  "dispatch_threads_per_threadgroup.x", "simdgroups_per_threadgroup",
+                  "dispatch_simdgroups_per_threadgroup", "simdgroup_index_in_threadgroup",
+                  "thread_index_in_simdgroup", "quadgroups_per_threadgroup",
+                  "dispatch_quadgroups_per_threadgroup", "threadgroups_per_grid.x"},
+                 0, 0);
+  });
+}
+
+// A (256, 1, 1) threadgroup on a (4, 1, 1) grid is dispatched as a (4, 1, 1) group (MLX).
+TEST(ConformanceAttributes, ThreadgroupClampedToGrid) {
+  constexpr int N = 4;
+  auto k = metal_kernel("attr_tg_clamped", {"x"}, {"out"}, R"MSL(
+    uint gid = thread_position_in_grid.x;
+    out[3 * gid] = threads_per_threadgroup.x + (x[gid] > 2.0f ? 1 : 0);
+    out[3 * gid + 1] = dispatch_threads_per_threadgroup.x;
+    out[3 * gid + 2] = threadgroups_per_grid.x;
+  )MSL");
+  auto x = random_array({N}, float32, -1, 1, 1031, Device::cpu());
+  std::vector<double> ref;
+  for (int g = 0; g < N; ++g) ref.insert(ref.end(), {4, 4, 1});
+  run_kernel(k, {x}, make_call({{N, 3}}, {int32}, {N, 1, 1}, {256, 1, 1}), [&](auto& o) {
+    expect_table(o[0], ref,
+                 {"threads_per_threadgroup.x", "dispatch_threads_per_threadgroup.x",
+                  "threadgroups_per_grid.x"},
+                 0, 0);
+  });
+}
+
+// Kernels without a bounds check rely on exactly `grid` threads running (non-uniform edge
+// groups): every element of a 1000-element output is written once, none past its end.
+TEST(ConformanceAttributes, ExactlyGridThreadsRun) {
+  constexpr int N = 1000;
+  auto k = metal_kernel("attr_exact_grid", {"x"}, {"out", "count"}, R"MSL(
+    uint gid = thread_position_in_grid.x;
+    out[gid] = x[gid] + 1.0f;
+    atomic_fetch_add_explicit((device atomic_uint*)count, 1u, memory_order_relaxed);
+  )MSL");
+  auto x = random_array({N}, float32, -1, 1, 1041, Device::cpu());
+  auto xv = x.to_doubles();
+  std::vector<double> ref(N);
+  for (int i = 0; i < N; ++i) ref[i] = xv[i] + 1;
+  auto call = make_call({{N}, {1}}, {float32, uint32}, {N, 1, 1}, {256, 1, 1});
+  call.init_value = 0;
+  run_kernel(k, {x}, call, [&](auto& o) {
+    expect_close(o[0], ref, 1e-6, 1e-6);
+    expect_equal(o[1], {double(N)});
+  });
+}
+
+}  // namespace
