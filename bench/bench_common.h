@@ -46,8 +46,7 @@ inline Array random_array(const Shape& shape, float lo, float hi, uint64_t seed,
 
 /// Seconds since an arbitrary origin (steady clock).
 inline double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 /// Accumulates the times of Alloy and of its peer, measured alternately in the same loop (so
@@ -62,8 +61,10 @@ struct PairTimes {
     if (n == 0) return;
     state.counters["alloy_ms"] = 1e3 * alloy / n;
     state.counters[peer_name + "_ms"] = 1e3 * peer / n;
-    if (cost) state.counters["cost_vs_" + peer_name] = alloy / peer;
-    else state.counters["vs_" + peer_name] = peer / alloy;
+    if (cost)
+      state.counters["cost_vs_" + peer_name] = alloy / peer;
+    else
+      state.counters["vs_" + peer_name] = peer / alloy;
   }
 };
 
@@ -256,8 +257,8 @@ inline ChildResult run_child(const std::string& mode,
   char buf[512];
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   int status = ::pclose(p);
-  if (status != 0 || std::sscanf(out.c_str(), "%lf %lf %lf", &r.alloy_s, &r.peer_s,
-                                 &r.disk_hits) != 3) {
+  if (status != 0 ||
+      std::sscanf(out.c_str(), "%lf %lf %lf", &r.alloy_s, &r.peer_s, &r.disk_hits) != 3) {
     r.error = "exit status " + std::to_string(status) + ": " + out.substr(0, 400);
     return r;
   }

@@ -106,16 +106,26 @@ void BM_CpuJitCold(benchmark::State& state) {
     auto gen = msl::write_kernel_source(k.spec(), {{"", float32, 1, n}}, call.output_dtypes,
                                         call.template_args);
     double tt0 = now_s();
-    std::string code = kernel::translate_only(kernel::call_source_map(k.spec(), gen.source),
-                                              msl::Target::cpu);
+    std::string code =
+        kernel::translate_only(kernel::call_source_map(k.spec(), gen.source), msl::Target::cpu);
     translate += now_s() - tt0;
     fs::path src = work / ("k" + std::to_string(i) + ".cpp");
     fs::path so = work / ("k" + std::to_string(i) + ".so");
     std::ofstream(src) << code;
-    std::vector<std::string> args = {jit.compiler(), "-std=c++20", "-O2", "-fPIC", "-shared",
-                                     "-march=native", "-fno-math-errno", "-w",
-                                     "-DALLOY_MATH_SAFE", "-I", jit.prelude_dir().string(), "-o",
-                                     so.string(), src.string()};
+    std::vector<std::string> args = {jit.compiler(),
+                                     "-std=c++20",
+                                     "-O2",
+                                     "-fPIC",
+                                     "-shared",
+                                     "-march=native",
+                                     "-fno-math-errno",
+                                     "-w",
+                                     "-DALLOY_MATH_SAFE",
+                                     "-I",
+                                     jit.prelude_dir().string(),
+                                     "-o",
+                                     so.string(),
+                                     src.string()};
     double t2 = now_s();
     int rc = spawn_wait(args);
     double t3 = now_s();
@@ -153,8 +163,8 @@ void BM_CpuJitWarmDisk(benchmark::State& state) {
     // The entry's file (same translation and flags as metal_kernel's CPU program: a memory hit).
     auto gen = msl::write_kernel_source(k.spec(), {{"", float32, 1, n}}, call.output_dtypes,
                                         call.template_args);
-    std::string code = kernel::translate_only(kernel::call_source_map(k.spec(), gen.source),
-                                              msl::Target::cpu);
+    std::string code =
+        kernel::translate_only(kernel::call_source_map(k.spec(), gen.source), msl::Target::cpu);
     std::string so = jit.compile(code, {{"-DALLOY_MATH_SAFE"}})->path().string();
     fs::create_directories(work);
     fs::copy_file(so, work / "peer.so");
@@ -165,8 +175,9 @@ void BM_CpuJitWarmDisk(benchmark::State& state) {
   PairTimes t;
   double disk_hits = 0;
   for (auto _ : state) {
-    ChildResult r = run_child("cpu-warm", {{"ALLOY_BENCH_BODY_FILE", (work / "body.metal").string()},
-                                           {"ALLOY_BENCH_PEER_SO", (work / "peer.so").string()}});
+    ChildResult r =
+        run_child("cpu-warm", {{"ALLOY_BENCH_BODY_FILE", (work / "body.metal").string()},
+                               {"ALLOY_BENCH_PEER_SO", (work / "peer.so").string()}});
     if (!r.ok) {
       state.SkipWithError(("child process failed: " + r.error).c_str());
       break;
@@ -230,8 +241,7 @@ void BM_CpuJitWarmInProcess(benchmark::State& state) {
   state.counters["disk_hits_per_iter"] =
       static_cast<double>(jit.cache().stats().disk_hits - disk_hits0) / std::max<int64_t>(1, t.n);
 }
-BENCHMARK(BM_CpuJitWarmInProcess)->UseManualTime()->Iterations(50)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CpuJitWarmInProcess)->UseManualTime()->Iterations(50)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

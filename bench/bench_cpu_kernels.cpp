@@ -171,7 +171,12 @@ void BM_CpuExp(benchmark::State& state) {
   state.counters["alloy_threads"] = hw_threads();
   state.SetItemsProcessed(state.iterations() * kExpN);
 }
-BENCHMARK(BM_CpuExp)->ArgName("peer_threads")->Arg(1)->Arg(0)->UseManualTime()->Iterations(12)
+BENCHMARK(BM_CpuExp)
+    ->ArgName("peer_threads")
+    ->Arg(1)
+    ->Arg(0)
+    ->UseManualTime()
+    ->Iterations(12)
     ->Unit(benchmark::kMillisecond);
 
 // The executor alone, output preallocated: vs_plain_loop without allocation and graph costs.
@@ -202,8 +207,13 @@ void BM_CpuExpKernelOnly(benchmark::State& state) {
   state.counters["alloy_threads"] = hw_threads();
   state.SetItemsProcessed(state.iterations() * kExpN);
 }
-BENCHMARK(BM_CpuExpKernelOnly)->ArgName("peer_threads")->Arg(1)->Arg(0)->UseManualTime()
-    ->Iterations(12)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CpuExpKernelOnly)
+    ->ArgName("peer_threads")
+    ->Arg(1)
+    ->Arg(0)
+    ->UseManualTime()
+    ->Iterations(12)
+    ->Unit(benchmark::kMillisecond);
 
 // ---- row sum ----
 
@@ -238,9 +248,9 @@ RowSumKernel rowsum_kernel(RowSum v) {
   const char* src = v == RowSum::simd_barrier   ? kRowSumSource
                     : v == RowSum::barrier_tree ? kRowSumBarrierSource
                                                 : kRowSumLoopSource;
-  RowSumKernel r{metal_kernel(v == RowSum::loop ? "bench_rowsum_loop" : "bench_rowsum", {"inp"},
-                              {"out"}, src),
-                 {}};
+  RowSumKernel r{
+      metal_kernel(v == RowSum::loop ? "bench_rowsum_loop" : "bench_rowsum", {"inp"}, {"out"}, src),
+      {}};
   r.call.output_shapes = {{kRows}};
   r.call.output_dtypes = {float32};
   // One 256-thread group per row; the loop variant has one thread per row.
@@ -292,12 +302,18 @@ void BM_CpuRowSum(benchmark::State& state, RowSum variant) {
   state.counters["alloy_threads"] = hw_threads();
   state.SetBytesProcessed(state.iterations() * int64_t{kRows} * kCols * 4);
 }
-BENCHMARK_CAPTURE(BM_CpuRowSum, simd_barrier, RowSum::simd_barrier)->UseManualTime()
-    ->Iterations(10)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_CpuRowSum, barrier_tree, RowSum::barrier_tree)->UseManualTime()
-    ->Iterations(10)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_CpuRowSum, loop_thread_per_row, RowSum::loop)->UseManualTime()
-    ->Iterations(10)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CpuRowSum, simd_barrier, RowSum::simd_barrier)
+    ->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CpuRowSum, barrier_tree, RowSum::barrier_tree)
+    ->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CpuRowSum, loop_thread_per_row, RowSum::loop)
+    ->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMillisecond);
 
 // ---- where the time goes in fiber mode ----
 
@@ -318,12 +334,12 @@ void BM_CpuFiberAnatomy(benchmark::State& state) {
   std::vector<float> out(kRows);
   auto dispatch_for = [&](RowSum v) {
     RowSumKernel rk = rowsum_kernel(v);
-    auto dk = std::make_unique<DirectKernel>(rk.k, std::vector<Array>{s.x}, rk.call,
-                                             msl::Target::cpu);
-    auto d = std::make_unique<CpuDispatch>(*dk, std::vector<Array>{s.x},
-                                           std::vector<std::pair<void*, size_t>>{
-                                               {out.data(), out.size() * 4}},
-                                           rk.call.grid, rk.call.threadgroup);
+    auto dk =
+        std::make_unique<DirectKernel>(rk.k, std::vector<Array>{s.x}, rk.call, msl::Target::cpu);
+    auto d = std::make_unique<CpuDispatch>(
+        *dk, std::vector<Array>{s.x},
+        std::vector<std::pair<void*, size_t>>{{out.data(), out.size() * 4}}, rk.call.grid,
+        rk.call.threadgroup);
     return std::make_pair(std::move(dk), std::move(d));
   };
   auto [simd_dk, simd_d] = dispatch_for(RowSum::simd_barrier);

@@ -109,11 +109,14 @@ extern "C" __global__ void fill_hash(float* out, unsigned long long n, float lo,
 
 enum HandFn { kExpHand, kRowSumHand, kGridSampleHand, kFillHash };
 
-cuda::Context* gpu() { return gpu_available() ? cuda::Context::get() : nullptr; }
+cuda::Context* gpu() {
+  return gpu_available() ? cuda::Context::get() : nullptr;
+}
 
 const cuda::Module& hand_module() {
   static std::shared_ptr<const cuda::Module> m = cuda::load(
-      *gpu(), cuda::KernelSource{"bench_hand", kHandSource,
+      *gpu(), cuda::KernelSource{"bench_hand",
+                                 kHandSource,
                                  {"exp_hand", "rowsum_hand", "grid_sample_hand", "fill_hash"},
                                  {}});
   return *m;
@@ -121,12 +124,14 @@ const cuda::Module& hand_module() {
 
 void launch_raw(HandFn f, unsigned groups, unsigned threads, void** params) {
   cuda::Context& ctx = *gpu();
-  ctx.check(ctx.driver().cuLaunchKernel(hand_module().function(f).handle, groups, 1, 1, threads,
-                                        1, 1, 0, ctx.stream(), params, nullptr),
+  ctx.check(ctx.driver().cuLaunchKernel(hand_module().function(f).handle, groups, 1, 1, threads, 1,
+                                        1, 0, ctx.stream(), params, nullptr),
             "cuLaunchKernel");
 }
 
-unsigned ceil_div(uint64_t a, uint64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+unsigned ceil_div(uint64_t a, uint64_t b) {
+  return static_cast<unsigned>((a + b - 1) / b);
+}
 
 // A float32 GPU array of `shape` filled with hashed values in [lo, hi).
 Array gpu_array(const Shape& shape, float lo, float hi) {
@@ -138,7 +143,9 @@ Array gpu_array(const Shape& shape, float lo, float hi) {
   return a;
 }
 
-void* dptr(const Array& a) { return a.node()->data(); }
+void* dptr(const Array& a) {
+  return a.node()->data();
+}
 
 // Two CUDA events on Alloy's stream: time between start() and stop(), on the GPU's clock.
 class Events {
@@ -217,7 +224,8 @@ struct GpuDispatch {
     }
     for (int d = 0; d < 3; ++d) {
       L.grid[d] = static_cast<unsigned>(call.grid[d]);
-      L.threadgroup[d] = static_cast<unsigned>(std::max(1, std::min(call.threadgroup[d], call.grid[d])));
+      L.threadgroup[d] =
+          static_cast<unsigned>(std::max(1, std::min(call.threadgroup[d], call.grid[d])));
       L.groups[d] = ceil_div(L.grid[d], L.threadgroup[d]);
     }
   }
@@ -387,12 +395,12 @@ CaseSetup make_case(Case c) {
       // Sampling positions in [-1, 1): random gathers, some taps on the border (masked).
       Array grid = random_array({B, gH, gW, 2}, -1.0f, 1.0f, 31, Device::gpu());
       const int n = B * gH * gW * C;
-      CaseSetup s{{x, grid},
-                  metal_kernel("bench_grid_sample", {"x", "grid"}, {"out"},
-                               examples::kGridSampleSource),
-                  gpu_call({B, gH, gW, C}, n, 256),
-                  {B, gH, gW, C},
-                  {}};
+      CaseSetup s{
+          {x, grid},
+          metal_kernel("bench_grid_sample", {"x", "grid"}, {"out"}, examples::kGridSampleSource),
+          gpu_call({B, gH, gW, C}, n, 256),
+          {B, gH, gW, C},
+          {}};
       s.hand = [x, grid, n](void* out) {
         void* xp = dptr(x);
         void* gp = dptr(grid);
@@ -457,17 +465,25 @@ void BM_GpuTranslatedVsHand(benchmark::State& state, Case c) {
   state.counters["vs_hand_kernel_only"] = t.peer / t_direct;
   state.counters["target"] = 0.97;
 }
-BENCHMARK_CAPTURE(BM_GpuTranslatedVsHand, exp, Case::exp)->UseManualTime()->Iterations(20)
+BENCHMARK_CAPTURE(BM_GpuTranslatedVsHand, exp, Case::exp)
+    ->UseManualTime()
+    ->Iterations(20)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_GpuTranslatedVsHand, rowsum, Case::rowsum)->UseManualTime()->Iterations(20)
+BENCHMARK_CAPTURE(BM_GpuTranslatedVsHand, rowsum, Case::rowsum)
+    ->UseManualTime()
+    ->Iterations(20)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_GpuTranslatedVsHand, grid_sample, Case::grid_sample)->UseManualTime()
-    ->Iterations(20)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GpuTranslatedVsHand, grid_sample, Case::grid_sample)
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Unit(benchmark::kMillisecond);
 
 // ---- NVRTC compile times ----
 
 // The architecture compiled for: the GPU's, else sm_90 (the H100 the targets are set for).
-std::string nvrtc_arch() { return gpu() ? gpu()->info().arch : "sm_90"; }
+std::string nvrtc_arch() {
+  return gpu() ? gpu()->info().arch : "sm_90";
+}
 
 const std::string& nonce() {
   static const std::string n =
@@ -482,9 +498,10 @@ std::string tagged(const char* source, const std::string& tag, int64_t i) {
 
 // Plain NVRTC on the hand-written exp (no prelude, no cache): the peer of a cold compile.
 double plain_nvrtc_seconds(int64_t i) {
-  std::string src = std::string("extern \"C\" __global__ void exp_hand(const float* in, float* "
-                                "out, unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + "
-                                "threadIdx.x;\n  if (i >= n) return;\n  out[i] = expf(in[i]);\n}\n") +
+  std::string src = std::string(
+                        "extern \"C\" __global__ void exp_hand(const float* in, float* "
+                        "out, unsigned n) {\n  unsigned i = blockIdx.x * blockDim.x + "
+                        "threadIdx.x;\n  if (i >= n) return;\n  out[i] = expf(in[i]);\n}\n") +
                     "// plain " + nonce() + " " + std::to_string(i) + "\n";
   double t0 = now_s();
   cuda::nvrtc::compile(src, "hand.cu", {},
@@ -493,7 +510,9 @@ double plain_nvrtc_seconds(int64_t i) {
   return now_s() - t0;
 }
 
-KernelCall nvrtc_call(int n) { return gpu_call({n}, n, 256); }
+KernelCall nvrtc_call(int n) {
+  return gpu_call({n}, n, 256);
+}
 
 void BM_NvrtcCold(benchmark::State& state) {
   if (!cuda::nvrtc::available()) return state.SkipWithError("NVRTC not found");
@@ -576,9 +595,9 @@ void BM_GpuWarmDisk(benchmark::State& state) {
     metal_kernel("bench_gpu_warm", {"inp"}, {"out"}, body)({x}, nvrtc_call(n))[0].eval();
     gpu()->synchronize();
     // The peer's cubin: the hand-written kernels compiled for this GPU.
-    auto image = cuda::compile(cuda::KernelSource{"bench_hand", kHandSource, {}, {}},
-                               cuda::nvrtc::target_for(gpu()->info().cc_major,
-                                                       gpu()->info().cc_minor));
+    auto image =
+        cuda::compile(cuda::KernelSource{"bench_hand", kHandSource, {}, {}},
+                      cuda::nvrtc::target_for(gpu()->info().cc_major, gpu()->info().cc_minor));
     fs::create_directories(work);
     std::ofstream(work / "peer.cubin", std::ios::binary)
         .write(image.bytes.data(), static_cast<std::streamsize>(image.bytes.size()));
@@ -589,8 +608,9 @@ void BM_GpuWarmDisk(benchmark::State& state) {
   PairTimes t;
   double disk_hits = 0;
   for (auto _ : state) {
-    ChildResult r = run_child("gpu-warm", {{"ALLOY_BENCH_BODY_FILE", (work / "body.metal").string()},
-                                           {"ALLOY_BENCH_PEER_CUBIN", (work / "peer.cubin").string()}});
+    ChildResult r =
+        run_child("gpu-warm", {{"ALLOY_BENCH_BODY_FILE", (work / "body.metal").string()},
+                               {"ALLOY_BENCH_PEER_CUBIN", (work / "peer.cubin").string()}});
     if (!r.ok) {
       state.SkipWithError(("child process failed: " + r.error).c_str());
       break;

@@ -4,18 +4,18 @@
 // The context printed first names the CPU, the GPU (if any) and NVRTC.
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
-#include <cstdio>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
 
 #include "alloy/alloy.h"
-#include "bench_common.h"
 #include "alloy/cuda.h"
 #include "backend/cuda/nvrtc.h"
+#include "bench_common.h"
 
 namespace {
 
@@ -57,13 +57,12 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("cpu_model", cpu_model());
   benchmark::AddCustomContext("hardware_threads",
                               std::to_string(std::thread::hardware_concurrency()));
-  benchmark::AddCustomContext("gpu", alloy::gpu_available()
-                                         ? alloy::cuda::device_name() + " (" +
-                                               alloy::cuda::device_arch() + ")"
-                                         : "none (" + alloy::cuda::unavailable_reason() + ")");
-  benchmark::AddCustomContext("nvrtc", alloy::cuda::nvrtc::available()
-                                           ? alloy::cuda::nvrtc::library_path()
-                                           : "not found");
+  benchmark::AddCustomContext(
+      "gpu", alloy::gpu_available()
+                 ? alloy::cuda::device_name() + " (" + alloy::cuda::device_arch() + ")"
+                 : "none (" + alloy::cuda::unavailable_reason() + ")");
+  benchmark::AddCustomContext(
+      "nvrtc", alloy::cuda::nvrtc::available() ? alloy::cuda::nvrtc::library_path() : "not found");
   if (const char* dir = std::getenv("ALLOY_CACHE_DIR")) {
     benchmark::AddCustomContext("alloy_cache_dir", dir);
   }

@@ -335,6 +335,56 @@ TEST(PreludeCpu, VectorArithmeticAndConversions) {
   EXPECT_EQ(halves.x, 0x40003c00u);
 }
 
+TEST(PreludeCpu, PackedVectors) {
+  using namespace metal;
+  static_assert(sizeof(packed_float3) == 12 && alignof(packed_float3) == 4);
+  static_assert(sizeof(packed_half3) == 6 && sizeof(packed_float4) == 16);
+  static_assert(std::is_trivially_copyable_v<packed_float3>);
+  float buf[6] = {1, 2, 3, 4, 5, 6};
+  packed_float3* p = reinterpret_cast<packed_float3*>(buf);
+  EXPECT_EQ(p[1].y, 5.0f);
+  float3 v = p[1];  // packed -> aligned
+  EXPECT_TRUE(all(v == float3(4, 5, 6)));
+  p[0] = v * 2.0f;  // aligned -> packed
+  EXPECT_EQ(buf[2], 12.0f);
+  float3 w = p[0] + p[1];
+  EXPECT_TRUE(all(w == float3(12, 15, 18)));
+  p[1] += 1.0f;
+  EXPECT_EQ(buf[5], 7.0f);
+  EXPECT_EQ(dot(p[1], float3(1, 0, 0)), 5.0f);
+  packed_float2 q(1.0f, 2.0f);
+  EXPECT_EQ(q[1], 2.0f);
+}
+
+TEST(PreludeCpu, Matrices) {
+  using namespace metal;
+  static_assert(sizeof(float3x3) == 48 && sizeof(float4x4) == 64 && sizeof(half2x2) == 8);
+  static_assert(std::is_trivially_default_constructible_v<float4x4>);
+  float2x3 m(float3(1, 2, 3), float3(4, 5, 6));  // 2 columns of 3 rows
+  EXPECT_EQ(m[1][0], 4.0f);
+  float3 mv = m * float2(1, 10);  // rows: 1+40, 2+50, 3+60
+  EXPECT_TRUE(all(mv == float3(41, 52, 63)));
+  float2 vm = float3(1, 1, 1) * m;
+  EXPECT_TRUE(all(vm == float2(6, 15)));
+  float3x2 t = transpose(m);
+  EXPECT_EQ(t[2][1], 6.0f);
+  float2x2 sq = t * m;  // (3x2 columns... ) 2x2 = transpose(m) * m
+  EXPECT_EQ(sq[0][0], 14.0f);
+  EXPECT_EQ(sq[1][0], 32.0f);
+  EXPECT_EQ(sq[1][1], 77.0f);
+  float2x2 s(1, 2, 3, 4);  // column-major scalars
+  EXPECT_EQ(determinant(s), -2.0f);
+  float4x4 id(1.0f);
+  EXPECT_TRUE(all(id * float4(1, 2, 3, 4) == float4(1, 2, 3, 4)));
+  EXPECT_EQ(determinant(float4x4(2.0f)), 16.0f);
+  float3x3 r(float3(2, 0, 1), float3(1, 3, 2), float3(1, 1, 1));
+  EXPECT_FLOAT_EQ(determinant(r), 2 * (3 * 1 - 1 * 2) - 1 * (0 * 1 - 1 * 1) + 1 * (0 * 2 - 3 * 1));
+  float2x2 sum = s + s * 2.0f - s;
+  EXPECT_TRUE(sum == s * 2.0f);
+  half2x2 hm = half2x2(s);
+  EXPECT_EQ(float(hm[1][1]), 4.0f);
+}
+
 // ---- math ----
 
 struct MathCase {
@@ -957,6 +1007,90 @@ TEST(PreludeCpu, SimdFunctionsOnSimulatedLanes) {
     }
     (void)prev;
   }
+}
+
+TEST(PreludeCpu, QuadFunctionsOnSimulatedLanes) {
+  using namespace metal;
+  for (uint32_t live : {0xffffffffu, 0x0000ffffu, 0x5a5a00f1u}) {
+    std::vector<float> sum(32), incl(32), excl(32), mx(32), down(32), xr(32), bfirst(32);
+    std::vector<int> first(32), ballot(32);
+    run_lanes(live, [&](uint32_t l) {
+      float v = float(l + 1);
+      sum[l] = quad_sum(v);
+      incl[l] = quad_prefix_inclusive_sum(v);
+      excl[l] = quad_prefix_exclusive_sum(v);
+      mx[l] = quad_max(v);
+      down[l] = quad_shuffle_down(v, 1);
+      xr[l] = quad_shuffle_xor(v, 2);
+      bfirst[l] = quad_broadcast_first(v);
+      first[l] = quad_is_first();
+      ballot[l] = uint16_t(quad_ballot(l % 2 == 0));
+    });
+    for (uint32_t l = 0; l < 32; ++l) {
+      if (!((live >> l) & 1)) continue;
+      uint32_t base = l & ~3u;
+      float s = 0, in = 0, ex = 0, m = -1;
+      int f = -1, b = 0;
+      for (uint32_t k = base; k < base + 4; ++k)
+        if ((live >> k) & 1) {
+          s += float(k + 1);
+          m = std::max(m, float(k + 1));
+          if (k <= l) in += float(k + 1);
+          if (k < l) ex += float(k + 1);
+          if (f < 0) f = int(k);
+          if (k % 2 == 0) b |= 1 << (k - base);
+        }
+      auto own_or = [&](uint32_t src) { return ((live >> src) & 1) ? float(src + 1) : float(l + 1); };
+      EXPECT_EQ(sum[l], s) << live << " " << l;
+      EXPECT_EQ(incl[l], in);
+      EXPECT_EQ(excl[l], ex);
+      EXPECT_EQ(mx[l], m);
+      EXPECT_EQ(down[l], (l & 3) < 3 ? own_or(l + 1) : float(l + 1));
+      EXPECT_EQ(xr[l], own_or(base | ((l ^ 2) & 3)));
+      EXPECT_EQ(bfirst[l], float(f + 1));
+      EXPECT_EQ(first[l], int(l) == f);
+      EXPECT_EQ(ballot[l], b);
+    }
+  }
+}
+
+TEST(PreludeCpu, SimdgroupMatrixOnSimulatedLanes) {
+  using namespace metal;
+  // The lane layout covers the 8x8 matrix exactly once.
+  std::vector<int> seen(64, 0);
+  for (uint32_t l = 0; l < 32; ++l) {
+    uint32_t r = alloy_detail::sg_row(l), c = alloy_detail::sg_col(l);
+    ++seen[r * 8 + c];
+    ++seen[r * 8 + c + 1];
+    EXPECT_EQ(alloy_detail::sg_lane(r, c), l);
+    EXPECT_EQ(alloy_detail::sg_lane(r, c + 1), l);
+  }
+  for (int k : seen) EXPECT_EQ(k, 1);
+  std::vector<float> a(8 * 10), b(8 * 8), c(8 * 8), d(8 * 8, NAN), e(8 * 8, NAN);
+  std::mt19937 rng(31);
+  for (auto& x : a) x = float(int(rng() % 17) - 8) / 4;
+  for (auto& x : b) x = float(int(rng() % 17) - 8) / 4;
+  for (auto& x : c) x = float(int(rng() % 17) - 8);
+  run_lanes(0xffffffffu, [&](uint32_t) {
+    simdgroup_float8x8 ma, mb, mc, md;
+    simdgroup_load(ma, a.data(), 10, ulong2(1, 0));  // 8x8 block at column 1 of an 8x10 array
+    simdgroup_load(mb, b.data(), 8, ulong2(0, 0), true);  // transposed
+    simdgroup_load(mc, c.data());
+    simdgroup_multiply_accumulate(md, ma, mb, mc);
+    simdgroup_store(md, d.data());
+    simdgroup_multiply(md, ma, make_filled_simdgroup_matrix<float, 8, 8>(1.0f));
+    simdgroup_store(md, e.data(), 8, ulong2(0, 0), true);
+  });
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double ref = c[i * 8 + j], rowsum = 0;
+      for (int k = 0; k < 8; ++k) {
+        ref += double(a[i * 10 + 1 + k]) * b[j * 8 + k];
+        rowsum += a[i * 10 + 1 + k];
+      }
+      EXPECT_EQ(d[i * 8 + j], float(ref)) << i << " " << j;
+      EXPECT_EQ(e[j * 8 + i], float(rowsum)) << i << " " << j;
+    }
 }
 
 TEST(PreludeCpu, LoopModeSimdThrows) {

@@ -177,6 +177,43 @@ ALLOY_FN T atomic_bits_family(atomic<T>* a, T v) {
            atomic_fetch_xor_explicit(a, v, memory_order_relaxed));
 }
 
+template <class T>
+ALLOY_FN T quad_family(T v) {
+  return quad_sum(v) + quad_product(v) + quad_min(v) + quad_max(v) + quad_broadcast(v, 1) +
+         quad_broadcast_first(v) + quad_shuffle(v, 2) + quad_shuffle_up(v, 1) +
+         quad_shuffle_down(v, 1) + quad_shuffle_xor(v, 3) + quad_shuffle_rotate_up(v, 1) +
+         quad_shuffle_rotate_down(v, 2) + quad_prefix_inclusive_sum(v) +
+         quad_prefix_exclusive_sum(v) + quad_prefix_inclusive_product(v) +
+         quad_prefix_exclusive_product(v);
+}
+
+template <class T>
+ALLOY_FN T matrix_family(const T* p, T* out, uint i) {
+  typedef vec<T, 2> V2;
+  typedef vec<T, 3> V3;
+  typedef vec<T, 4> V4;
+  matrix<T, 2, 2> a(p[i], p[i + 1], p[i + 2], p[i + 3]);
+  matrix<T, 3, 3> b{V3(p[i]), V3(p[i + 1]), V3(p[i + 2])};
+  matrix<T, 4, 4> c(T(1));
+  matrix<T, 2, 3> d{V3(p[i]), V3(p[i + 1])};
+  matrix<T, 3, 2> e = transpose(d);
+  V3 v = d * V2(p[i], p[i + 1]);
+  V2 w = V3(1) * d;
+  matrix<T, 2, 2> f = e * d + a * T(2) - a;
+  V4 x = c * V4(p[i]);
+  T r = determinant(a) + determinant(b) + determinant(c) + v.x + w.y + f[1][1] + x.w +
+        T(a == f) + T(a != f);
+  packed_vec<T, 3> pk = v;
+  v = pk + pk;
+  simdgroup_matrix<T, 8, 8> ma, mb, mc;
+  simdgroup_load(ma, p, 8);
+  simdgroup_load(mb, p, 8, ulong2(0, 1), true);
+  simdgroup_multiply_accumulate(mc, ma, mb, make_filled_simdgroup_matrix<T, 8, 8>(T(1)));
+  simdgroup_multiply(mc, mc, ma);
+  simdgroup_store(mc, out, 8);
+  return r + v.y + mc.thread_elements()[0] + simdgroup_matrix<T, 8, 8>(T(2)).thread_elements()[1];
+}
+
 ALLOY_FN float mlx_family(const int* shape, const int64_t* strides, const size_t* sstrides,
                           uint3 gid) {
   int64_t l = elem_to_loc(gid.x, shape, strides, 3) + elem_to_loc(gid, shape, strides, 3) +
@@ -264,6 +301,13 @@ ALLOY_FN void coverage_body(float* f, half* h, bfloat16_t* b,
                   simd_family(ul[tid]));
   f4[tid] += simd_family(f4[tid]) + float4(simd_family(h4[tid])) + float4(simd_family(i4[tid]));
   l2[tid] = simd_shuffle_down(l2[tid], 1) + simd_shuffle(l2[tid], 0);
+  f[tid] += quad_family(f[tid]) + float(quad_family(h[tid])) + float(quad_family(i[tid]) +
+            quad_and(i[tid]) + quad_or(u[tid]) + quad_xor(i[tid])) + float(quad_all(f[tid] > 0)) +
+            float(quad_any(f[tid] > 1)) + float(quad_is_first()) +
+            float(uint16_t(quad_ballot(f[tid] > 0))) + float(quad_ballot(true).all()) +
+            float(uint16_t(quad_active_threads_mask()));
+  f4[tid] += quad_family(f4[tid]);
+  f[tid] += matrix_family(f, f + 64, tid) + float(matrix_family(h, h + 64, tid));
   f[tid] += float(simd_all(f[tid] > 0) + simd_any(f[tid] > 1) + simd_is_first()) +
             float(uint64_t(simd_ballot(f[tid] > 0))) + float(simd_ballot(true).all()) +
             float(uint64_t(simd_active_threads_mask()));
@@ -539,9 +583,45 @@ ALLOY_FN void tg_reduce(const float* in, float* out, uint tid, uint lid, uint gi
   if (lid == 0) out[gid] = buf[0];
 }
 
+ALLOY_FN void quad_check(float* out, const uint* masks, uint tid) {
+  uint lane = tid % 32, warp = tid / 32;
+  if (!((masks[warp] >> lane) & 1u)) return;
+  float v = float(lane + 1);
+  float* o = out + tid * 6;
+  o[0] = quad_sum(v);
+  o[1] = quad_prefix_exclusive_sum(v);
+  o[2] = quad_shuffle_down(v, 1);
+  o[3] = quad_broadcast_first(v);
+  o[4] = float(uint16_t(quad_ballot(lane % 2 == 0)));
+  o[5] = quad_max(v);
+}
+
+// One simdgroup: d = a * transpose(b) + c with a read at an offset, then the same in half.
+ALLOY_FN void sgmatrix_check(const float* a, const float* b, const float* c, float* d,
+                             half* dh) {
+  simdgroup_float8x8 ma, mb, mc, md;
+  simdgroup_load(ma, a, 10, ulong2(1, 0));
+  simdgroup_load(mb, b, 8, ulong2(0, 0), true);
+  simdgroup_load(mc, c);
+  simdgroup_multiply_accumulate(md, ma, mb, mc);
+  simdgroup_store(md, d);
+  simdgroup_half8x8 ha, hb, hd;
+  simdgroup_load(ha, a, 10, ulong2(1, 0));
+  simdgroup_load(hb, b, 8, ulong2(0, 0), true);
+  simdgroup_multiply(hd, ha, hb);
+  simdgroup_store(hd, dh);
+}
+
 }  // namespace metal
 
 #define TID (blockIdx.x * blockDim.x + threadIdx.x)
+extern "C" __global__ void k_quad(float* out, const unsigned* masks) {
+  metal::quad_check(out, masks, TID);
+}
+extern "C" __global__ void k_sgmatrix(const float* a, const float* b, const float* c, float* d,
+                                      metal::half* dh) {
+  metal::sgmatrix_check(a, b, c, d, dh);
+}
 extern "C" __global__ void k_simd(float* out, const unsigned* masks) {
   metal::simd_check(out, masks, TID);
 }
@@ -825,6 +905,62 @@ TEST_F(PreludeCuda, AtomicsAndThreadgroupMemory) {
     for (int t = 0; t < 256; ++t) ref += in[g * 256 + t];
     EXPECT_EQ(r[g], ref) << g;
   }
+}
+
+
+TEST_F(PreludeCuda, QuadFunctionsInPartialSimdgroups) {
+  std::vector<uint32_t> masks = {0xffffffffu, 0x000fffffu, 0x5a5a00f1u};
+  std::vector<float> poison(masks.size() * 32 * 6, NAN);
+  CUdeviceptr out = upload(poison), m = upload(masks);
+  run("k_quad", 1, unsigned(masks.size() * 32), {out, m});
+  std::vector<float> o = download<float>(out, poison.size());
+  for (size_t w = 0; w < masks.size(); ++w) {
+    uint32_t live = masks[w];
+    for (uint32_t l = 0; l < 32; ++l) {
+      if (!((live >> l) & 1)) continue;
+      const float* r = &o[(w * 32 + l) * 6];
+      uint32_t base = l & ~3u;
+      float sum = 0, ex = 0, mx = 0;
+      int first = -1, ballot = 0;
+      for (uint32_t k = base; k < base + 4; ++k)
+        if ((live >> k) & 1) {
+          sum += float(k + 1);
+          mx = std::max(mx, float(k + 1));
+          if (k < l) ex += float(k + 1);
+          if (first < 0) first = int(k);
+          if (k % 2 == 0) ballot |= 1 << (k - base);
+        }
+      bool down_live = (l & 3) < 3 && ((live >> (l + 1)) & 1);
+      SCOPED_TRACE("mask " + std::to_string(live) + " lane " + std::to_string(l));
+      EXPECT_EQ(r[0], sum);
+      EXPECT_EQ(r[1], ex);
+      EXPECT_EQ(r[2], down_live ? float(l + 2) : float(l + 1));
+      EXPECT_EQ(r[3], float(first + 1));
+      EXPECT_EQ(r[4], float(ballot));
+      EXPECT_EQ(r[5], mx);
+    }
+  }
+}
+
+TEST_F(PreludeCuda, SimdgroupMatrixMultiply) {
+  std::vector<float> a(8 * 10), b(64), c(64);
+  std::mt19937 rng(32);
+  for (auto& x : a) x = float(int(rng() % 17) - 8) / 4;
+  for (auto& x : b) x = float(int(rng() % 17) - 8) / 4;
+  for (auto& x : c) x = float(int(rng() % 17) - 8);
+  CUdeviceptr da = upload(a), db = upload(b), dc = upload(c),
+              dd = upload(std::vector<float>(64, NAN)),
+              dh = upload(std::vector<uint16_t>(64, 0xffff));
+  run("k_sgmatrix", 1, 32, {da, db, dc, dd, dh});
+  std::vector<float> d = download<float>(dd, 64);
+  std::vector<uint16_t> h = download<uint16_t>(dh, 64);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double ab = 0;
+      for (int k = 0; k < 8; ++k) ab += double(a[i * 10 + 1 + k]) * b[j * 8 + k];
+      EXPECT_EQ(d[i * 8 + j], float(ab + c[i * 8 + j])) << i << " " << j;  // exact: quarters
+      EXPECT_EQ(alloy_portable::f16_bits_to_f32(h[i * 8 + j]), float(ab)) << i << " " << j;
+    }
 }
 
 }  // namespace

@@ -5,7 +5,9 @@ For each device and kind of input, times (best of several repeats of many calls)
   +eval      ... and out.eval(): CPU: runs the (tiny) kernel; GPU: enqueues the launch
   +sync      ... and synchronize(): the GPU round trip (GPU only)
 The floor row is a trivial binding call (alloy.default_device()), the cost of crossing into
-the extension at all. Target: `call` <= 3 us on CUDA.
+the extension at all. A Python float input becomes a 0-d array that a GPU kernel gets copied to
+the device on each call; PyTorch/CuPy inputs are imported through DLPack on each call (convert
+once with alloy.from_dlpack to avoid it). Target: `call` <= 3 us on CUDA.
 
     python python/bench/bench_overhead.py [--device cpu|gpu|all] [--calls N] [--repeats R]
 """
@@ -38,26 +40,28 @@ def best_per_call_us(fn, calls, repeats, after=None):
 
 
 def inputs_for(device):
-    """(label, list of inputs) for the kinds of inputs a user passes."""
+    """(label, inputs) for the kinds of inputs a user passes, and the array's values."""
     x = np.random.default_rng(0).uniform(-1, 1, N).astype(np.float32)
-    kinds = [("alloy.array", [alloy.array(x, device=device), 0.5])]
+    a = alloy.array(x, device=device)
+    kinds = [("alloy.array x2", [a, alloy.array(0.5, device=device)]),
+             ("alloy.array + float", [a, 0.5])]
     if device == alloy.cpu:
-        kinds.append(("numpy.ndarray", [x, 0.5]))
+        kinds.append(("numpy + float", [x, 0.5]))
     else:
         try:
             import torch
 
             if torch.cuda.is_available():
-                kinds.append(("torch.Tensor (cuda)", [torch.from_numpy(x).cuda(), 0.5]))
+                kinds.append(("torch.Tensor + float", [torch.from_numpy(x).cuda(), 0.5]))
         except ImportError:
             pass
         try:
             import cupy
 
-            kinds.append(("cupy.ndarray", [cupy.asarray(x), 0.5]))
+            kinds.append(("cupy.ndarray + float", [cupy.asarray(x), 0.5]))
         except ImportError:
             pass
-    return kinds
+    return kinds, x
 
 
 def bench_device(device, calls, repeats):
@@ -65,7 +69,8 @@ def bench_device(device, calls, repeats):
                                 source=SOURCE)
     rows = []
     sync = (lambda: alloy.synchronize(device)) if device == alloy.gpu else None
-    for label, inputs in inputs_for(device):
+    kinds, x = inputs_for(device)
+    for label, inputs in kinds:
         def call():
             return kernel(inputs=inputs, grid=(N, 1, 1), threadgroup=(N, 1, 1),
                           output_shapes=[(N,)], output_dtypes=[alloy.float32], stream=device)
@@ -77,9 +82,7 @@ def bench_device(device, calls, repeats):
             call()[0].eval()
             alloy.synchronize(device)
 
-        out = call()[0]
-        expect = np.asarray(inputs[0].cpu() if hasattr(inputs[0], "cpu") else inputs[0])
-        np.testing.assert_allclose(np.asarray(out), np.asarray(expect) * 2 + 0.5, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(call()[0]), x * 2 + 0.5, rtol=1e-6)
         row = [label, best_per_call_us(call, calls, repeats, sync),
                best_per_call_us(call_eval, calls, repeats, sync)]
         row.append(best_per_call_us(call_eval_sync, calls // 4 or 1, repeats)
@@ -101,7 +104,7 @@ def main():
           f"elements, best of {args.repeats} x {args.calls} calls (microseconds)")
     if alloy.is_available(alloy.gpu):
         print(f"GPU: {alloy.cuda.device_name()} ({alloy.cuda.device_arch()})")
-    header = f"{'device':<7} {'inputs':<22} {'call':>8} {'+eval':>8} {'+sync':>8}"
+    header = f"{'device':<7} {'inputs':<24} {'call':>8} {'+eval':>8} {'+sync':>8}"
     print(header)
     print("-" * len(header))
     for device in devices:
@@ -112,8 +115,8 @@ def main():
         rows, floor = bench_device(device, args.calls, args.repeats)
         for label, call, call_eval, call_sync in rows:
             sync = f"{call_sync:8.2f}" if call_sync is not None else f"{'-':>8}"
-            print(f"{name:<7} {label:<22} {call:8.2f} {call_eval:8.2f} {sync}")
-        print(f"{name:<7} {'floor: default_device()':<22} {floor:8.2f}")
+            print(f"{name:<7} {label:<24} {call:8.2f} {call_eval:8.2f} {sync}")
+        print(f"{name:<7} {'floor: default_device()':<24} {floor:8.2f}")
 
 
 if __name__ == "__main__":

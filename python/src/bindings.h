@@ -4,6 +4,7 @@
 #pragma once
 #include <nanobind/nanobind.h>
 
+#include <exception>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,9 @@ namespace nb = nanobind;
 namespace alloy::python {
 
 void init_errors(nb::module_& m);
+/// Sets the Python error for a C++ exception, as the bindings' translators do (for code that runs
+/// outside nanobind's dispatch, e.g. a type slot).
+void set_python_error(const std::exception_ptr& p);
 void init_dtype(nb::module_& m);
 void init_device(nb::module_& m);
 void init_array(nb::module_& m);

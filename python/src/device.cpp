@@ -9,8 +9,16 @@
 
 namespace alloy::python {
 
+namespace {
+// alloy.cpu / alloy.gpu (enum members), compared by identity on the call path.
+PyObject* g_cpu = nullptr;
+PyObject* g_gpu = nullptr;
+}  // namespace
+
 std::optional<Device> to_device(nb::handle h, const char* what) {
   if (h.is_none()) return std::nullopt;
+  if (h.ptr() == g_cpu) return Device::cpu();
+  if (h.ptr() == g_gpu) return Device::gpu();
   if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
   if (nb::isinstance<Stream>(h)) return nb::cast<const Stream&>(h).device;
   Device::Type t;
@@ -31,6 +39,8 @@ void init_device(nb::module_& m) {
       .value("cpu", Device::Type::cpu)
       .value("gpu", Device::Type::gpu)
       .export_values();
+  g_cpu = nb::cast(Device::Type::cpu).release().ptr();  // kept for the process
+  g_gpu = nb::cast(Device::Type::gpu).release().ptr();
 
   nb::class_<Device>(m, "Device", "A device: its type (alloy.cpu / alloy.gpu) and index.")
       .def(nb::init<Device::Type, int>(), nb::arg("type"), nb::arg("index") = 0,

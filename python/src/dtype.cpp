@@ -6,8 +6,16 @@
 #include "bindings.h"
 
 namespace alloy::python {
+namespace {
+// The enum members (alloy.float32, ...), indexed by Dtype: identity checks are the fast path of
+// every kernel call's output_dtypes.
+constexpr int kNumDtypes = static_cast<int>(Dtype::complex64) + 1;
+PyObject* g_members[kNumDtypes] = {};
+}  // namespace
 
 Dtype to_dtype(nb::handle h) {
+  for (int i = 0; i < kNumDtypes; ++i)
+    if (h.ptr() == g_members[i]) return static_cast<Dtype>(i);
   Dtype t;
   if (nb::try_cast<Dtype>(h, t, /*convert=*/false)) return t;
   // A name, or anything NumPy understands as a dtype (numpy.float32, numpy.dtype("int8")).
@@ -57,6 +65,8 @@ void init_dtype(nb::module_& m) {
   e.def(
       "__str__", [](Dtype t) { return std::string(dtype_name(t)); },
       "The NumPy name: float32, bool, ...");
+  for (int i = 0; i < kNumDtypes; ++i)
+    g_members[i] = nb::cast(static_cast<Dtype>(i)).release().ptr();  // kept for the process
 }
 
 }  // namespace alloy::python

@@ -2,6 +2,8 @@
 // default, as in MLX); alloy::Error and its subclasses become alloy.KernelError and subclasses of it,
 // all RuntimeErrors, carrying the kernel's name (and the compiler's raw log for CompileError).
 #include <exception>
+#include <new>
+#include <stdexcept>
 
 #include "bindings.h"
 
@@ -30,7 +32,60 @@ void raise(PyObject* type, const Error& e, const std::string* raw_log) {
   PyErr_SetObject(type, exc.ptr());
 }
 
+// Translates alloy exceptions; false for others.
+bool raise_alloy_error(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const CompileError& e) {
+    raise(g_compile_error, e, &e.raw_log());
+  } catch (const NotSupported& e) {
+    raise(g_not_supported_error, e, nullptr);
+  } catch (const Error& e) {
+    raise(g_kernel_error, e, nullptr);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+PyObject* builtin_type(nb::exception_type t) {
+  switch (t) {
+    case nb::exception_type::stop_iteration: return PyExc_StopIteration;
+    case nb::exception_type::index_error: return PyExc_IndexError;
+    case nb::exception_type::key_error: return PyExc_KeyError;
+    case nb::exception_type::value_error: return PyExc_ValueError;
+    case nb::exception_type::type_error: return PyExc_TypeError;
+    case nb::exception_type::buffer_error: return PyExc_BufferError;
+    case nb::exception_type::import_error: return PyExc_ImportError;
+    case nb::exception_type::attribute_error: return PyExc_AttributeError;
+    default: return PyExc_RuntimeError;
+  }
+}
+
 }  // namespace
+
+void set_python_error(const std::exception_ptr& p) {
+  if (raise_alloy_error(p)) return;
+  try {
+    std::rethrow_exception(p);
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const nb::builtin_exception& e) {
+    PyErr_SetString(builtin_type(e.type()), e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::out_of_range& e) {
+    PyErr_SetString(PyExc_IndexError, e.what());
+  } catch (const std::overflow_error& e) {
+    PyErr_SetString(PyExc_OverflowError, e.what());
+  } catch (const std::logic_error& e) {  // invalid_argument, domain_error, length_error
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
+  }
+}
 
 void init_errors(nb::module_& m) {
   g_kernel_error = new_exception(
@@ -46,15 +101,7 @@ void init_errors(nb::module_& m) {
       "The kernel uses a Metal feature that Alloy does not support on the target device.");
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const CompileError& e) {
-      raise(g_compile_error, e, &e.raw_log());
-    } catch (const NotSupported& e) {
-      raise(g_not_supported_error, e, nullptr);
-    } catch (const Error& e) {
-      raise(g_kernel_error, e, nullptr);
-    }
+    if (!raise_alloy_error(p)) std::rethrow_exception(p);  // not ours: the next translator
   });
 }
 

@@ -144,10 +144,14 @@ Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as) {
   auto holder = std::make_shared<ImportedArray>(nd);
   bool gpu = dev.type == Device::Type::gpu;
   node->buffer = std::make_shared<Buffer>(base, nbytes, dev, [holder, gpu](void*, size_t) {
-    // Alloy's kernels may still read the memory: the producer could reuse it once released.
+    // Alloy's kernels may still read the memory, and the producer may reuse it once released:
+    // wait for Alloy's stream unless it is idle (the common case: outputs read, or never run).
     if (gpu) {
       try {
-        synchronize(Device::gpu());
+        cuda::Context* ctx = cuda::Context::get();
+        ctx->make_current();
+        if (ctx->driver().cuStreamQuery(ctx->stream()) != cuda::CUDA_SUCCESS)
+          synchronize(Device::gpu());
       } catch (...) {
       }
     }

@@ -156,6 +156,79 @@ std::map<std::string, std::string> to_compile_options(nb::handle h) {
   return options;
 }
 
+std::vector<Array> call_kernel(const MetalKernel& k, nb::handle inputs, nb::handle output_shapes,
+                               nb::handle output_dtypes, nb::handle grid, nb::handle threadgroup,
+                               nb::handle template_args, nb::handle init_value, bool verbose,
+                               nb::handle stream) {
+  std::vector<Array> in = to_inputs(inputs);
+  KernelCall call = to_call(output_shapes, output_dtypes, grid, threadgroup, template_args,
+                            init_value, verbose, stream);
+  return k(in, call);
+}
+
+// The keywords of a call, in call_kernel's order; the first five are required.
+constexpr const char* kKeywords[] = {"inputs",   "output_shapes", "output_dtypes",
+                                     "grid",     "threadgroup",   "template",
+                                     "init_value", "verbose",     "stream"};
+constexpr int kNumKeywords = 9, kNumRequired = 5;
+
+// tp_call of MetalKernel. Calling an instance goes straight here (CPython passes the keywords as
+// one dict) instead of through the `__call__` attribute, which would turn the dict back into
+// vectorcall arguments for nanobind's dispatcher: a kernel call is on the hot path of every
+// step, and this halves the binding's share of it. `__call__` stays defined (same conversions)
+// for introspection and the type stubs.
+PyObject* kernel_call_slot(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static PyObject* interned[kNumKeywords] = {};
+  if (!interned[0])
+    for (int i = 0; i < kNumKeywords; ++i) interned[i] = PyUnicode_InternFromString(kKeywords[i]);
+  try {
+    if (PyTuple_GET_SIZE(args) != 0)
+      throw nb::type_error(
+          "MetalKernel.__call__() takes keyword arguments only (inputs=..., output_shapes=..., "
+          "output_dtypes=..., grid=..., threadgroup=..., ...), as MLX's kernels do");
+    PyObject* value[kNumKeywords] = {};
+    if (kwargs) {
+      Py_ssize_t pos = 0;
+      PyObject *key, *v;
+      while (PyDict_Next(kwargs, &pos, &key, &v)) {
+        int i = 0;
+        while (i < kNumKeywords && key != interned[i]) ++i;  // call sites use interned names
+        if (i == kNumKeywords) {
+          i = 0;
+          while (i < kNumKeywords && PyUnicode_CompareWithASCIIString(key, kKeywords[i]) != 0) ++i;
+        }
+        if (i == kNumKeywords)
+          throw nb::type_error(("MetalKernel.__call__() got an unexpected keyword argument '" +
+                                py_str(key) + "'")
+                                   .c_str());
+        value[i] = v;
+      }
+    }
+    for (int i = 0; i < kNumRequired; ++i)
+      if (!value[i])
+        throw nb::type_error((std::string("MetalKernel.__call__() missing required keyword "
+                                          "argument: '") +
+                              kKeywords[i] + "'")
+                                 .c_str());
+    bool verbose = false;
+    if (value[7]) {
+      int truth = PyObject_IsTrue(value[7]);
+      if (truth < 0) throw nb::python_error();
+      verbose = truth == 1;
+    }
+    const MetalKernel& k = *nb::inst_ptr<MetalKernel>(self);
+    nb::handle none = nb::none();
+    std::vector<Array> out =
+        call_kernel(k, value[0], value[1], value[2], value[3], value[4],
+                    value[5] ? nb::handle(value[5]) : none, value[6] ? nb::handle(value[6]) : none,
+                    verbose, value[8] ? nb::handle(value[8]) : none);
+    return nb::cast(std::move(out)).release().ptr();
+  } catch (...) {
+    set_python_error(std::current_exception());
+    return nullptr;
+  }
+}
+
 constexpr const char* kCallDoc = R"(Run the kernel.
 
 Args:
@@ -217,18 +290,9 @@ Example:
 }  // namespace
 
 void init_kernel(nb::module_& m) {
-  nb::class_<MetalKernel>(m, "MetalKernel",
-                          "A kernel made by alloy.metal_kernel(); call it to run it.")
-      .def(
-          "__call__",
-          [](const MetalKernel& k, nb::handle inputs, nb::handle output_shapes,
-             nb::handle output_dtypes, nb::handle grid, nb::handle threadgroup,
-             nb::handle template_args, nb::handle init_value, bool verbose, nb::handle stream) {
-            std::vector<Array> in = to_inputs(inputs);
-            KernelCall call = to_call(output_shapes, output_dtypes, grid, threadgroup,
-                                      template_args, init_value, verbose, stream);
-            return k(in, call);
-          },
+  nb::class_<MetalKernel> cls(m, "MetalKernel",
+                              "A kernel made by alloy.metal_kernel(); call it to run it.");
+  cls.def("__call__", &call_kernel,
           nb::kw_only(), nb::arg("inputs"), nb::arg("output_shapes"), nb::arg("output_dtypes"),
           nb::arg("grid"), nb::arg("threadgroup"), nb::arg("template") = nb::none(),
           nb::arg("init_value") = nb::none(), nb::arg("verbose") = false,
@@ -285,6 +349,8 @@ void init_kernel(nb::module_& m) {
       .def("__repr__", [](const MetalKernel& k) {
         return "MetalKernel(name='" + k.spec().name + "')";
       });
+  // Set after the `__call__` attribute (defining an attribute resets the slot).
+  reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_call = kernel_call_slot;
 
   m.def(
       "metal_kernel",

@@ -83,6 +83,7 @@ std::shared_ptr<Program> Program::build(const SourceMap& source, msl::Target tar
   auto p = std::make_shared<Program>();
   p->target_ = target;
   p->uses_sync_ = tr.uses_sync;
+  p->uses_simd_ = tr.uses_simd;
   p->translated_ = tr.code;
   if (tr.kernels.empty())
     throw std::invalid_argument("[metal_kernel] no kernel function found in the source of '" +

@@ -49,6 +49,8 @@ class Program {
   const CompiledKernel* find(std::string_view host_name) const;
   /// Barriers / simd functions are used: the CPU runs threadgroups as fibers.
   bool uses_sync() const { return uses_sync_; }
+  /// simd/quad functions are used (lanes exchange values within a simdgroup).
+  bool uses_simd() const { return uses_simd_; }
   msl::Target target() const { return target_; }
   /// The translated target source (for `alloy translate` and debugging).
   const std::string& translated() const { return translated_; }
@@ -57,6 +59,7 @@ class Program {
   msl::Target target_ = msl::Target::cpu;
   std::vector<CompiledKernel> kernels_;
   bool uses_sync_ = false;
+  bool uses_simd_ = false;
   std::string translated_;
   std::shared_ptr<void> library_;  // keeps the loaded code alive
 };

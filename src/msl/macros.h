@@ -1,9 +1,9 @@
 // Expansion of the macros that declare kernels, before translation.
 //
 // Metal libraries (MLX's kernels in particular) instantiate their templated kernels through
-// function-like macros:
-//   #define instantiate_kernel(name, func, ...) \
-//     template [[host_name(name)]] [[kernel]] decltype(func<__VA_ARGS__>) func<__VA_ARGS__>;
+// function-like macros (the #define written on one line here):
+//   #define instantiate_kernel(name, func, ...) template [[host_name(name)]] [[kernel]]
+//       decltype(func<__VA_ARGS__>) func<__VA_ARGS__>;
 //   instantiate_kernel("copy_float", copy, float)
 // The token-level translator reads `[[host_name]]` / `[[kernel]]` where they are written, so the
 // instantiations must be visible: this pass expands exactly the macros whose body declares a

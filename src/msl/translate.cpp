@@ -653,7 +653,10 @@ class Translator {
 
   void detect_sync() {
     for (auto& t : toks_)
-      if (t.kind == TokKind::ident && is_sync_ident(t.text)) out_.uses_sync = true;
+      if (t.kind == TokKind::ident && is_sync_ident(t.text)) {
+        out_.uses_sync = true;
+        if (t.text != "threadgroup_barrier") out_.uses_simd = true;
+      }
   }
 
   Translation finish() {

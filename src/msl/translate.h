@@ -45,6 +45,7 @@ struct Translation {
   std::vector<KernelEntry> kernels;  // entry i is exported as alloy_group_<i>/alloy_thread_<i>
                                      // (CPU) or alloy_entry_<i> (CUDA)
   bool uses_sync = false;  // barriers / simd functions: the CPU runs the groups as fibers
+  bool uses_simd = false;  // simd/quad functions (lanes are exchanged within simdgroups)
 };
 
 /// Translates a Metal source (a metal_kernel's generated text or a whole library).

@@ -262,6 +262,7 @@ TEST(ConformanceTypes, PromotionTypes) {
     static_assert(metal::is_same_v<decltype(d), float>, "an unsuffixed literal is a float");
     static_assert(metal::is_same_v<decltype(bm), float>, "bfloat * float is float");
     static_assert(metal::is_same_v<decltype(bb), bfloat16_t>, "bfloat + bfloat is bfloat");
+    static_assert(metal::is_same_v<float16_t, half>, "MLX's float16_t is half");
     out[i] = m + n + float(k) + float(j) + lit + d + bm + float(bb);
   )MSL");
   auto a = random_array({n}, float16, 0.5, 1, 31, Device::cpu());
@@ -414,7 +415,7 @@ TEST(ConformanceTypes, AsType) {
     ref.insert(ref.end(), row, row + K);
     rneg[i] = -double(xv[i]);
   }
-  run_kernel(k, {x}, make_call({{n, K}}, {uint32, float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
+  run_kernel(k, {x}, make_call({{n, K}, {n}}, {uint32, float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
     expect_table(o[0], ref, {"float", "half2", "ushort2.x", "ushort2.y", "uint4.w", "uint2.x",
                              "ulong>>32"}, 0, 0);
     expect_equal(o[1], rneg);

@@ -136,7 +136,7 @@ TEST(ConformanceVectors, ComponentsAndSwizzles) {
     float3 u = v.zyx;
     float2 s = v.xw + v.ra + v.gb;
     float4 rep = v.xxyy;
-    float2 ss = v.zw.yx;
+    float2 ss = float2(v.w, v.z);
     float4 q = v;
     q.xy = v.zw;
     q.w = v.r;
@@ -438,7 +438,7 @@ TEST(ConformanceVectors, Conversions) {
     float4 back = float4(i4);
     half4 h4 = half4(f);
     float4 fh = float4(h4);
-    short2 s2 = short2(i4.xy);
+    short2 s2 = short2(int2(i4.x, i4.y));
     int2 from_short = int2(s2) * 2;
     float4 sc = static_cast<float4>(i4 * 2);
     long4 l4 = long4(i4) * 100000;
@@ -479,6 +479,67 @@ TEST(ConformanceVectors, Conversions) {
                             0, 0);
                expect_equal(o[2], rl);
              });
+}
+
+// A swizzle of a swizzle (`v.zw.yx`): the inner swizzle is an rvalue vector.
+TEST(ConformanceVectors, SwizzleOfSwizzle) {
+  constexpr int64_t n = 64;
+  auto k = metal_kernel("vec_swizzle_of_swizzle", {"x"}, {"out"}, R"MSL(
+    uint i = thread_position_in_grid.x;
+    const device float* p = x + 4 * i;
+    float4 v = float4(p[0], p[1], p[2], p[3]);
+    float2 ss = v.zw.yx;
+    float3 t = v.wzyx.xyz.zyx;
+    out[5 * i + 0] = ss.x;
+    out[5 * i + 1] = ss.y;
+    out[5 * i + 2] = t.x;
+    out[5 * i + 3] = t.y;
+    out[5 * i + 4] = t.z;
+  )MSL");
+  auto x = grid_array({n, 4}, -1, 1, 205);
+  auto xv = x.to_doubles();
+  std::vector<double> ref;
+  for (int64_t i = 0; i < n; ++i) {
+    const double* v = &xv[4 * i];
+    ref.insert(ref.end(), {v[3], v[2], v[1], v[2], v[3]});
+  }
+  run_kernel(k, {x}, make_call({{n, 5}}, {float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
+    expect_table(o[0], ref, {"zw.yx.x", "zw.yx.y", "wzyx.xyz.zyx.x", ".y", ".z"}, 0, 0);
+  });
+}
+
+// Converting constructors take swizzles too: short2(i4.xy), float3(i4.xyz), half4(f.wzyx).
+TEST(ConformanceVectors, ConvertingConstructorFromSwizzle) {
+  constexpr int64_t n = 64;
+  auto k = metal_kernel("vec_convert_swizzle", {"x"}, {"out"}, R"MSL(
+    uint i = thread_position_in_grid.x;
+    const device float* p = x + 4 * i;
+    float4 f = float4(p[0], p[1], p[2], p[3]);
+    int4 i4 = int4(f);
+    short2 s2 = short2(i4.xy);
+    float3 f3 = float3(i4.wzy);
+    half4 h4 = half4(f.wzyx);
+    out[6 * i + 0] = float(s2.x);
+    out[6 * i + 1] = float(s2.y);
+    out[6 * i + 2] = f3.x;
+    out[6 * i + 3] = f3.z;
+    out[6 * i + 4] = float(h4.x);
+    out[6 * i + 5] = float(h4.w);
+  )MSL");
+  auto x = grid_array({n, 4}, -100, 100, 262);
+  auto xv = x.to_doubles();
+  std::vector<double> ref;
+  for (int64_t i = 0; i < n; ++i) {
+    const double* p = &xv[4 * i];
+    auto h = round_to(float16, {p[3], p[0]});
+    ref.insert(ref.end(), {std::trunc(p[0]), std::trunc(p[1]), std::trunc(p[3]), std::trunc(p[1]),
+                           h[0], h[1]});
+  }
+  run_kernel(k, {x}, make_call({{n, 6}}, {float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
+    expect_table(o[0], ref, {"short2(i4.xy).x", ".y", "float3(i4.wzy).x", ".z",
+                             "half4(f.wzyx).x", ".w"},
+                 0, 0);
+  });
 }
 
 // Element-wise math on vectors and the geometric functions.

@@ -42,7 +42,7 @@ struct alloy_cpu_launch {
 };
 
 struct alloy_cpu_group {
-  const alloy_cpu_sync* sync;  // null in loop mode
+  const alloy_cpu_sync* sync;  // loop mode: only report_oob works (barrier/simd entries throw)
   void* runtime;               // opaque to kernels
   uint32_t group_pos[3];       // threadgroup_position_in_grid
   uint32_t group_size[3];      // threads_per_threadgroup (partial at the grid's edges)

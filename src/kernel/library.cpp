@@ -1,0 +1,1352 @@
+// compile_library: whole Metal libraries called by name (torch.mps.compile_shader on Alloy).
+//
+// Reading: kernel-declaring macros are expanded (msl/macros), then the source is translated once
+// for reflection (kernel names, parameters). A kernel whose body uses something Alloy does not
+// support, or does not compile for a target, is set aside by blanking its body (line numbers
+// kept) and rebuilding, so the library's other kernels still run and that one falls back to its
+// reference. Calls bind arguments to parameters in declaration order, check dtypes, and return
+// pending outputs of a LibraryKernelOp: the new contents of the writable buffers (copy-on-write).
+#include "kernel/library.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <stdexcept>
+
+#include "alloy/errors.h"
+#include "backend/cpu/executor.h"
+#include "core/array_node.h"
+#include "core/gpu_backend.h"
+#include "core/primitive.h"
+#include "kernel/gpu_program.h"
+#include "kernel/program.h"
+#include "kernel/reference.h"
+#include "msl/macros.h"
+#include "msl/translate.h"
+
+namespace alloy {
+
+namespace kernel {
+namespace {
+
+using msl::TokKind;
+using msl::Token;
+constexpr size_t npos = std::string::npos;
+
+// ---- token helpers ---------------------------------------------------------------------------
+
+size_t next_sig(const std::vector<Token>& t, size_t i) {
+  while (i < t.size() && (t[i].trivia() || t[i].kind == TokKind::preproc)) ++i;
+  return i;
+}
+size_t prev_sig(const std::vector<Token>& t, size_t i) {
+  while (i > 0) {
+    --i;
+    if (!t[i].trivia()) return i;
+  }
+  return npos;
+}
+size_t match_fwd(const std::vector<Token>& t, size_t i, std::string_view open,
+                 std::string_view close) {
+  int depth = 0;
+  for (size_t j = i; j < t.size(); ++j) {
+    if (t[j].kind != TokKind::punct) continue;
+    if (t[j].text == open) ++depth;
+    else if (t[j].text == close && --depth == 0) return j;
+  }
+  return npos;
+}
+bool attr_open(const std::vector<Token>& t, size_t i) {
+  return i + 1 < t.size() && t[i].is("[") && t[i + 1].is("[");
+}
+// Index of the last "]" of the attribute opening at i, or npos.
+size_t attr_end(const std::vector<Token>& t, size_t i) {
+  size_t j = match_fwd(t, i + 1, "[", "]");
+  if (j == npos || j + 1 >= t.size() || !t[j + 1].is("]")) return npos;
+  return j + 1;
+}
+std::string compact(const std::vector<Token>& t, size_t b, size_t e) {
+  std::string s;
+  for (size_t i = b; i < e && i < t.size(); ++i) {
+    if (t[i].trivia()) continue;
+    if (!s.empty()) s += ' ';
+    s += t[i].text;
+  }
+  return s;
+}
+std::string quoted(const std::string& s) {
+  auto q1 = s.find('"'), q2 = s.rfind('"');
+  return q1 != npos && q2 > q1 ? s.substr(q1 + 1, q2 - q1 - 1) : "";
+}
+
+// Names of a template parameter list (tokens b..e, without the angle brackets).
+std::vector<std::string> template_param_names(const std::vector<Token>& t, size_t b, size_t e) {
+  std::vector<std::string> names;
+  int depth = 0;
+  std::string last;
+  bool in_default = false;
+  for (size_t i = b; i <= e; ++i) {
+    bool end = i == e || (depth == 0 && t[i].is(","));
+    if (end) {
+      if (!last.empty()) names.push_back(last);
+      last.clear();
+      in_default = false;
+      continue;
+    }
+    const Token& k = t[i];
+    if (k.is("<") || k.is("(")) ++depth;
+    else if (k.is(">") || k.is(")")) --depth;
+    else if (k.is(">>")) depth -= 2;
+    else if (depth == 0 && k.is("=")) in_default = true;
+    else if (depth == 0 && !in_default && k.kind == TokKind::ident) last = k.text;
+  }
+  return names;
+}
+
+}  // namespace
+
+std::vector<KernelRegion> find_kernel_regions(const std::vector<Token>& t) {
+  std::vector<KernelRegion> regions;
+  std::vector<std::pair<std::string, KernelRegion::Instantiation>> insts;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i].trivia() || t[i].kind == TokKind::preproc) continue;
+    // Explicit instantiation: `template [[host_name("x")]] [[kernel]] decltype(f<T>) f<T>;`
+    if (t[i].is("template")) {
+      size_t n = next_sig(t, i + 1);
+      if (n < t.size() && !t[n].is("<")) {
+        size_t semi = n;
+        while (semi < t.size() && !t[semi].is(";")) ++semi;
+        if (semi >= t.size()) break;
+        std::string host, fn;
+        bool is_kernel = false;
+        size_t after_decltype = n;
+        for (size_t j = n; j < semi; ++j) {
+          if (attr_open(t, j)) {
+            size_t e = attr_end(t, j);
+            if (e == npos || e > semi) break;
+            std::string a = compact(t, j + 2, e - 1);
+            if (a.starts_with("host_name")) host = quoted(a);
+            if (a == "kernel") is_kernel = true;
+            j = e;
+            after_decltype = e + 1;
+          } else if (t[j].is("decltype")) {
+            size_t po = next_sig(t, j + 1);
+            size_t pc = match_fwd(t, po, "(", ")");
+            if (pc != npos && pc < semi) after_decltype = pc + 1;
+            break;
+          }
+        }
+        for (size_t j = after_decltype; j < semi; ++j) {
+          if (t[j].is("<") || t[j].is("(")) break;
+          if (t[j].kind == TokKind::ident) fn = t[j].text;
+        }
+        if ((is_kernel || !host.empty()) && !fn.empty())
+          insts.push_back({fn, {i, semi, host.empty() ? fn : host}});
+        i = semi;
+        continue;
+      }
+    }
+    bool marker = false;
+    size_t after = i;
+    if (attr_open(t, i)) {
+      size_t e = attr_end(t, i);
+      if (e == npos) continue;
+      marker = compact(t, i + 2, e - 1) == "kernel";
+      after = e;
+      if (!marker) {
+        i = e;
+        continue;
+      }
+    } else if (t[i].kind == TokKind::ident && t[i].text == "kernel") {
+      marker = true;
+    }
+    if (!marker) continue;
+    // [attributes] void name [attributes] ( params ) [attributes] { body }
+    size_t j = next_sig(t, after + 1);
+    while (j < t.size()) {
+      if (attr_open(t, j)) {
+        size_t e = attr_end(t, j);
+        if (e == npos) break;
+        j = next_sig(t, e + 1);
+      } else if (t[j].is("kernel")) {
+        j = next_sig(t, j + 1);
+      } else {
+        break;
+      }
+    }
+    if (j >= t.size() || !t[j].is("void")) continue;
+    size_t nm = next_sig(t, j + 1);
+    if (nm >= t.size() || t[nm].kind != TokKind::ident) continue;
+    size_t po = next_sig(t, nm + 1);
+    while (po < t.size() && attr_open(t, po)) {
+      size_t e = attr_end(t, po);
+      if (e == npos) break;
+      po = next_sig(t, e + 1);
+    }
+    if (po >= t.size() || !t[po].is("(")) continue;
+    size_t pc = match_fwd(t, po, "(", ")");
+    if (pc == npos) continue;
+    size_t b = next_sig(t, pc + 1);
+    while (b < t.size() && attr_open(t, b)) {
+      size_t e = attr_end(t, b);
+      if (e == npos) break;
+      b = next_sig(t, e + 1);
+    }
+    if (b >= t.size() || !t[b].is("{")) {  // a declaration without a body
+      i = pc;
+      continue;
+    }
+    size_t bc = match_fwd(t, b, "{", "}");
+    if (bc == npos) break;
+    KernelRegion r;
+    r.name = t[nm].text;
+    r.body_open = b;
+    r.body_close = bc;
+    r.body_first_line = t[b].line;
+    r.last_line = t[bc].line;
+    // The declaration starts at the attributes and `template <...>` before the marker.
+    size_t begin = i;
+    for (;;) {
+      size_t p = prev_sig(t, begin);
+      if (p == npos) break;
+      if (t[p].is("]") && p > 0 && t[p - 1].is("]")) {
+        int depth = 0;
+        size_t q = p;
+        for (;; --q) {
+          if (t[q].is("]")) ++depth;
+          else if (t[q].is("[") && --depth == 0) break;
+          if (q == 0) break;
+        }
+        if (q == 0 || !t[q].is("[") || !t[q - 1].is("[")) break;
+        begin = q - 1;
+        continue;
+      }
+      if (t[p].is(">") || t[p].is(">>")) {
+        int depth = 0;
+        size_t q = p;
+        for (;; --q) {
+          if (t[q].is(">")) ++depth;
+          else if (t[q].is(">>")) depth += 2;
+          else if (t[q].is("<") && --depth == 0) break;
+          if (q == 0) break;
+        }
+        size_t tq = prev_sig(t, q);
+        if (tq != npos && t[q].is("<") && t[tq].is("template")) {
+          r.template_params = template_param_names(t, q + 1, p);
+          begin = tq;
+        }
+      }
+      break;
+    }
+    r.begin = begin;
+    r.first_line = t[begin].line;
+    regions.push_back(std::move(r));
+    i = bc;
+  }
+  for (auto& [fn, inst] : insts)
+    for (auto& r : regions)
+      if (r.name == fn) r.instantiations.push_back(inst);
+  return regions;
+}
+
+// ---- Metal types -----------------------------------------------------------------------------
+
+MetalType parse_metal_type(std::string_view type) {
+  static const std::map<std::string, Dtype, std::less<>> scalars = {
+      {"bool", Dtype::bool_},          {"char", Dtype::int8},
+      {"int8_t", Dtype::int8},         {"signed char", Dtype::int8},
+      {"uchar", Dtype::uint8},         {"uint8_t", Dtype::uint8},
+      {"unsigned char", Dtype::uint8}, {"short", Dtype::int16},
+      {"int16_t", Dtype::int16},       {"ushort", Dtype::uint16},
+      {"uint16_t", Dtype::uint16},     {"unsigned short", Dtype::uint16},
+      {"int", Dtype::int32},           {"int32_t", Dtype::int32},
+      {"signed int", Dtype::int32},    {"uint", Dtype::uint32},
+      {"uint32_t", Dtype::uint32},     {"unsigned", Dtype::uint32},
+      {"unsigned int", Dtype::uint32}, {"long", Dtype::int64},
+      {"int64_t", Dtype::int64},       {"ulong", Dtype::uint64},
+      {"uint64_t", Dtype::uint64},     {"unsigned long", Dtype::uint64},
+      {"size_t", Dtype::uint64},       {"half", Dtype::float16},
+      {"float16_t", Dtype::float16},   {"bfloat", Dtype::bfloat16},
+      {"bfloat16_t", Dtype::bfloat16}, {"float", Dtype::float32},
+      {"float32_t", Dtype::float32},   {"double", Dtype::float64},
+      {"complex64_t", Dtype::complex64},
+  };
+  std::string s(type);
+  auto strip = [&](std::string_view prefix) {
+    if (s.starts_with(prefix)) s = s.substr(prefix.size());
+  };
+  strip("metal::");
+  // atomic<T> and atomic_T: the element type.
+  if (s.starts_with("atomic<") && s.ends_with(">")) s = s.substr(7, s.size() - 8);
+  else if (s.starts_with("atomic_")) s = s.substr(7);
+  strip("metal::");
+  strip("packed_");
+  MetalType m;
+  if (s.starts_with("vec<") && s.ends_with(">")) {
+    std::string inner = s.substr(4, s.size() - 5);
+    auto comma = inner.rfind(',');
+    if (comma == npos) return m;
+    try {
+      m.lanes = std::stoi(inner.substr(comma + 1));
+    } catch (...) {
+      return m;
+    }
+    s = inner.substr(0, comma);
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    strip("metal::");
+  }
+  if (auto it = scalars.find(s); it != scalars.end()) {
+    m.dtype = it->second;
+    return m;
+  }
+  // Vector names: float4, half2, uint3, bfloat4...
+  static const std::set<std::string, std::less<>> vector_bases = {
+      "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "bfloat",
+      "float"};
+  if (s.size() > 1 && (s.back() == '2' || s.back() == '3' || s.back() == '4')) {
+    std::string base = s.substr(0, s.size() - 1);
+    if (vector_bases.count(base)) {
+      m.dtype = scalars.at(base);
+      m.lanes = s.back() - '0';
+    }
+  }
+  return m;
+}
+
+namespace {
+
+std::vector<std::string> split_spaces(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t e = s.find(' ', b);
+    if (e == npos) e = s.size();
+    if (e > b) out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+// Tokens joined the way people write types: "const device float*", "metal::atomic<uint>".
+std::string pretty(const std::vector<std::string>& toks) {
+  std::string s;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    const std::string& t = toks[i];
+    bool glue = s.empty() || t == "*" || t == "&" || t == "," || t == ">" || t == "::" ||
+                t == "<" || s.back() == '<' || s.ends_with("::");
+    if (!glue) s += ' ';
+    s += t;
+    if (t == ",") s += ' ';
+  }
+  return s;
+}
+
+// Template arguments of an instance expression "f < float , 3 >" (compact text).
+std::vector<std::string> template_args_of(const std::string& function) {
+  std::vector<std::string> args;
+  auto toks = split_spaces(function);
+  size_t lt = 0;
+  while (lt < toks.size() && toks[lt] != "<") ++lt;
+  if (lt >= toks.size()) return args;
+  int depth = 0;
+  std::vector<std::string> cur;
+  for (size_t i = lt + 1; i < toks.size(); ++i) {
+    const std::string& t = toks[i];
+    if (depth == 0 && (t == "," || t == ">" || t == ">>")) {
+      args.push_back(pretty(cur));
+      cur.clear();
+      if (t != ",") break;
+      continue;
+    }
+    if (t == "<" || t == "(") ++depth;
+    if (t == ">" || t == ")") --depth;
+    cur.push_back(t);
+  }
+  return args;
+}
+
+KernelInfo make_info(const msl::KernelEntry& e, const std::vector<KernelRegion>& regions,
+                     const std::map<std::string, std::string>& template_dtypes) {
+  KernelInfo info;
+  info.name = e.host_name;
+  info.function = pretty(split_spaces(e.function));
+  info.max_total_threads = e.max_total_threads;
+  // Template parameter -> argument of this instance.
+  std::map<std::string, std::string> subst;
+  for (auto& r : regions) {
+    if (r.name != e.base_name || r.template_params.empty()) continue;
+    auto args = template_args_of(e.function);
+    for (size_t i = 0; i < r.template_params.size() && i < args.size(); ++i)
+      subst[r.template_params[i]] = args[i];
+    break;
+  }
+  std::set<std::string> placeholders;
+  for (auto& [input, ph] : template_dtypes) placeholders.insert(ph);
+  for (auto& p : e.params) {
+    KernelParamInfo q;
+    q.name = p.name;
+    q.index = p.index;
+    auto toks = split_spaces(p.type);
+    for (auto& t : toks)
+      if (auto it = subst.find(t); it != subst.end()) t = it->second;
+    q.type = pretty(toks);
+    // Element type: the type without address spaces, cv-qualifiers and the pointer/reference.
+    std::vector<std::string> elem;
+    bool readonly = false, seen_indirection = false;
+    for (auto& t : toks) {
+      if (t == "*" || t == "&") seen_indirection = true;
+      if (t == "constant" || (t == "const" && !seen_indirection)) readonly = true;
+      if (t == "const" || t == "volatile" || t == "device" || t == "constant" ||
+          t == "threadgroup" || t == "thread" || t == "*" || t == "&" || t == "restrict" ||
+          t == "__restrict")
+        continue;
+      elem.push_back(t);
+    }
+    q.element_type = pretty(elem);
+    if (q.element_type.starts_with("metal::")) q.element_type = q.element_type.substr(7);
+    switch (p.kind) {
+      case msl::ParamKind::attribute:
+        q.kind = KernelParamInfo::Kind::attribute;
+        q.attribute = p.attribute;
+        q.index = -1;
+        break;
+      case msl::ParamKind::threadgroup:
+        q.kind = KernelParamInfo::Kind::threadgroup;
+        break;
+      case msl::ParamKind::buffer:
+        q.kind = p.is_reference && readonly ? KernelParamInfo::Kind::scalar
+                                            : KernelParamInfo::Kind::buffer;
+        q.writable = q.kind == KernelParamInfo::Kind::buffer && !readonly;
+        break;
+    }
+    if (q.takes_argument()) {
+      // vec<TYPE, 4> and atomic<TYPE> name their placeholder inside.
+      std::string base = q.element_type;
+      for (const char* w : {"atomic<", "vec<"})
+        if (base.starts_with(w)) base = base.substr(std::strlen(w), base.find_first_of(",>") -
+                                                                   std::strlen(w));
+      if (placeholders.count(base)) q.placeholder = base;
+      else q.dtype = parse_metal_type(q.element_type).dtype;
+    }
+    info.params.push_back(std::move(q));
+  }
+  return info;
+}
+
+std::string newlines_of(const std::string& s) {
+  return std::string(static_cast<size_t>(std::count(s.begin(), s.end(), '\n')), '\n');
+}
+
+// Lines of the user's source that a build error points at: compile errors ("line 12: error: ...")
+// and unsupported features ("Metal source line 12)").
+std::vector<int> error_lines(const std::string& what) {
+  std::vector<int> lines;
+  static const std::regex compile_re(R"((?:^|\n)\s*line (\d+): (?:fatal )?error)");
+  static const std::regex unsupported_re(R"(source line (\d+)\))");
+  for (const auto* re : {&compile_re, &unsupported_re})
+    for (auto it = std::sregex_iterator(what.begin(), what.end(), *re);
+         it != std::sregex_iterator(); ++it)
+      lines.push_back(std::stoi((*it)[1].str()));
+  return lines;
+}
+
+}  // namespace
+}  // namespace kernel
+
+// ---- library state ---------------------------------------------------------------------------
+
+namespace detail {
+
+/// One compiled variant of the library for one target.
+struct LibraryBuild {
+  std::shared_ptr<kernel::Program> program;
+  std::exception_ptr whole;                          // the library as a whole failed
+  std::map<std::string, std::exception_ptr> failed;  // set-aside kernels, by function name
+};
+
+struct LibraryKernelSlot {
+  KernelInfo info;
+  std::string function;  // base function name (a KernelRegion's name)
+};
+
+struct LibraryState {
+  std::string source;
+  LibraryOptions options;  // references moved to `references`
+  std::vector<msl::Token> toks;
+  std::vector<kernel::KernelRegion> regions;
+  std::map<std::string, std::exception_ptr> unsupported;  // set aside for every target
+  std::vector<LibraryKernelSlot> kernels;
+
+  std::mutex mu;  // references, builds
+  std::map<std::string, ReferenceFn> references;
+  std::map<std::string, std::shared_ptr<LibraryBuild>> builds;
+  std::mutex build_mu;  // one build at a time
+
+  bool fallback() const { return options.fallback.value_or(kernel::fallback_from_env()); }
+
+  const LibraryKernelSlot* find(std::string_view name) const {
+    for (auto& k : kernels)
+      if (k.info.name == name) return &k;
+    return nullptr;
+  }
+  [[noreturn]] void unknown(std::string_view name) const {
+    std::string names;
+    for (auto& k : kernels) names += (names.empty() ? "" : ", ") + k.info.name;
+    throw std::invalid_argument(fmt::format("[library] '{}' has no kernel named '{}'; its kernels "
+                                            "are: {}",
+                                            options.name, name, names));
+  }
+  ReferenceFn reference(const std::string& name) {
+    std::lock_guard lock(mu);
+    auto it = references.find(name);
+    return it == references.end() ? ReferenceFn() : it->second;
+  }
+
+  // The source with dtype placeholders replaced and the bodies of `stubbed` kernels blanked.
+  std::string render(const std::map<std::string, std::string>& types,
+                     const std::set<std::string>& stubbed) const {
+    std::vector<char> blank(toks.size(), 0);
+    for (auto& r : regions)
+      if (stubbed.count(r.name))
+        for (size_t i = r.body_open + 1; i < r.body_close; ++i) blank[i] = 1;
+    std::string out;
+    out.reserve(source.size());
+    for (size_t i = 0; i < toks.size(); ++i) {
+      const auto& t = toks[i];
+      if (blank[i]) {
+        out += kernel::newlines_of(t.text);
+      } else if (t.kind == msl::TokKind::ident && types.count(t.text)) {
+        out += types.at(t.text);
+      } else {
+        out += t.text;
+      }
+    }
+    return out;
+  }
+
+  // The region whose body holds `line` (nullptr if none).
+  const kernel::KernelRegion* region_of_body_line(int line) const {
+    for (auto& r : regions)
+      if (line >= r.body_first_line && line <= r.last_line) return &r;
+    return nullptr;
+  }
+
+  // Translates for reflection; kernels whose bodies use unsupported features are set aside.
+  msl::Translation reflect() {
+    std::set<std::string> stubbed;
+    for (size_t attempt = 0;; ++attempt) {
+      try {
+        return msl::translate(render({}, stubbed),
+                              {msl::Target::cpu, options.name, "kernel.metal"});
+      } catch (const NotSupported& e) {
+        auto lines = kernel::error_lines(e.what());
+        const kernel::KernelRegion* r = lines.empty() ? nullptr : region_of_body_line(lines[0]);
+        if (!r || stubbed.count(r->name) || attempt > regions.size()) throw;
+        stubbed.insert(r->name);
+        unsupported[r->name] = std::current_exception();
+      }
+    }
+  }
+
+  // Compiles the variant for `target` (placeholders -> Metal types), setting aside the kernels
+  // whose bodies fail; a failure outside kernel bodies fails the library as a whole.
+  std::shared_ptr<LibraryBuild> build(msl::Target target,
+                                      const std::map<std::string, std::string>& types) {
+    std::string key = target == msl::Target::cuda ? "cuda" : "cpu";
+    for (auto& [ph, t] : types) key += "|" + ph + "=" + t;
+    {
+      std::lock_guard lock(mu);
+      if (auto it = builds.find(key); it != builds.end()) return it->second;
+    }
+    std::lock_guard build_lock(build_mu);
+    {
+      std::lock_guard lock(mu);
+      if (auto it = builds.find(key); it != builds.end()) return it->second;
+    }
+    auto b = std::make_shared<LibraryBuild>();
+    std::set<std::string> stubbed;
+    for (auto& [fn, e] : unsupported) {
+      stubbed.insert(fn);
+      b->failed[fn] = e;
+    }
+    for (size_t attempt = 0;; ++attempt) {
+      kernel::SourceMap map;
+      map.label = options.name;
+      map.msl = render(types, stubbed);
+      map.user_text = true;
+      try {
+        b->program = kernel::Program::build(map, target, options.math_mode);
+        break;
+      } catch (const std::exception& e) {
+        auto ep = std::current_exception();
+        if (!kernel::is_fallback_error(ep) || attempt > regions.size()) {
+          b->whole = ep;
+          break;
+        }
+        auto lines = kernel::error_lines(e.what());
+        std::set<std::string> culprits;
+        bool isolable = !lines.empty();
+        for (int line : lines) {
+          const kernel::KernelRegion* r = region_of_body_line(line);
+          if (!r || stubbed.count(r->name)) isolable = false;
+          else culprits.insert(r->name);
+        }
+        if (!isolable || culprits.empty()) {
+          b->whole = ep;
+          break;
+        }
+        for (auto& c : culprits) {
+          stubbed.insert(c);
+          b->failed[c] = ep;
+        }
+      }
+    }
+    std::lock_guard lock(mu);
+    builds[key] = b;
+    return b;
+  }
+};
+
+struct LibraryAccess {
+  static const std::shared_ptr<LibraryState>& state(const Library& l) { return l.state_; }
+};
+
+}  // namespace detail
+
+// ---- KernelInfo ------------------------------------------------------------------------------
+
+std::string KernelInfo::signature() const {
+  std::string s = name + "(";
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    if (i) s += ", ";
+    s += p.type + " " + p.name;
+    switch (p.kind) {
+      case KernelParamInfo::Kind::buffer:
+      case KernelParamInfo::Kind::scalar: s += fmt::format(" [[buffer({})]]", p.index); break;
+      case KernelParamInfo::Kind::threadgroup:
+        s += fmt::format(" [[threadgroup({})]]", p.index);
+        break;
+      case KernelParamInfo::Kind::attribute: s += " [[" + p.attribute + "]]"; break;
+    }
+  }
+  return s + ")";
+}
+
+// ---- the primitive ---------------------------------------------------------------------------
+
+namespace kernel {
+namespace {
+
+constexpr uint64_t kMaxThreadgroupMemory = 32 << 10;  // Metal's guaranteed threadgroup memory
+
+struct Binding {
+  bool threadgroup = false;  // [[threadgroup(n)]] (else [[buffer(n)]])
+  int index = 0;             // n
+  int input = -1;            // read-only buffer or scalar: the primitive's input
+  int output = -1;           // writable buffer: the primitive's output
+  uint64_t tg_bytes = 0;
+};
+
+/// One call of a library kernel in the graph. Inputs: the arrays of the call (read-only buffers,
+/// scalars, and the previous contents of writable buffers that were given); outputs: the new
+/// contents of the writable buffers.
+class LibraryKernelOp : public Primitive {
+ public:
+  struct State {
+    std::string label;  // "library:kernel"
+    std::shared_ptr<Program> program;
+    size_t kernel_index = 0;
+    std::vector<Binding> bindings;
+    std::vector<int> output_source;  // output j: input holding its previous contents, or -1
+    std::vector<int> arg_input;      // data parameter k: its input, or -1 (omitted)
+    std::vector<Shape> shapes;
+    std::vector<std::string> output_names;
+    Dims threads{1, 1, 1}, group{1, 1, 1};
+    ReferenceFn reference;  // for launch-time fallback
+    bool fallback = false;
+  };
+  explicit LibraryKernelOp(State s) : s_(std::move(s)) {}
+
+  std::string name() const override { return "LibraryKernel(" + s_.label + ")"; }
+  std::vector<Shape> output_shapes(const std::vector<Array>&) const override { return s_.shapes; }
+
+  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override {
+    guarded(inputs, outputs, [&](const std::vector<Array>& in) { launch_cpu(in, outputs); });
+  }
+  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override {
+    guarded(inputs, outputs, [&](const std::vector<Array>& in) { launch_gpu_(in, outputs); });
+  }
+
+ private:
+  State s_;
+
+  template <class F>
+  void guarded(const std::vector<Array>& inputs, std::vector<Array>& outputs, F&& launch) {
+    std::vector<Array> in;
+    in.reserve(inputs.size());
+    for (auto& a : inputs) {
+      Array x = a;
+      x.eval();
+      if (!x.is_row_contiguous()) x = x.contiguous();
+      in.push_back(x);
+    }
+    try {
+      prepare_outputs(in, outputs);
+      launch(in);
+    } catch (...) {
+      auto e = std::current_exception();
+      if (!s_.reference || !s_.fallback || !is_fallback_error(e)) throw;
+      warn_once(s_.label + "|launch",
+                fmt::format("kernel '{}' cannot run ({}); running its reference implementation "
+                            "instead",
+                            s_.label, first_line(e)));
+      std::vector<Array> args;
+      for (int k : s_.arg_input) args.push_back(k >= 0 ? in[k] : Array());
+      auto ref = call_reference(s_.reference, s_.label, args, outputs.size());
+      for (size_t j = 0; j < outputs.size(); ++j)
+        copy_into(conform(ref[j], outputs[j].shape(), outputs[j].dtype(), outputs[j].device(),
+                          s_.label, s_.output_names[j]),
+                  outputs[j]);
+    }
+  }
+
+  // Copy-on-write: each output starts as the previous contents of its buffer (zeros if new).
+  void prepare_outputs(const std::vector<Array>& in, std::vector<Array>& outputs) {
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      int src = s_.output_source[j];
+      if (src >= 0) {
+        copy_into(in[src], outputs[j]);
+        continue;
+      }
+      size_t n = outputs[j].nbytes();
+      if (n == 0) continue;
+      if (outputs[j].device().type == Device::Type::gpu)
+        gpu_backend()->fill(outputs[j].node()->data(), n, 0, 1);
+      else
+        std::memset(outputs[j].node()->data(), 0, n);
+    }
+  }
+
+  bool empty_grid() const { return s_.threads[0] == 0 || s_.threads[1] == 0 || s_.threads[2] == 0; }
+
+  void launch_cpu(const std::vector<Array>& in, std::vector<Array>& outputs) {
+    const CompiledKernel& k = s_.program->kernels()[s_.kernel_index];
+    int nbuf = 0;
+    for (auto& b : s_.bindings)
+      if (!b.threadgroup) nbuf = std::max(nbuf, b.index + 1);
+    std::vector<void*> buffers(nbuf, nullptr);
+    std::vector<uint64_t> sizes(nbuf, 0);
+    alloy_cpu_launch L{};
+    for (auto& b : s_.bindings) {
+      if (b.threadgroup) {
+        L.tg_param_bytes[b.index] = b.tg_bytes;
+        continue;
+      }
+      const Array& a = b.output >= 0 ? outputs[b.output] : in[b.input];
+      buffers[b.index] = a.node()->data();
+      sizes[b.index] = a.nbytes();
+    }
+    if (empty_grid()) return;
+    L.buffers = buffers.data();
+    L.buffer_bytes = sizes.data();
+    L.num_buffers = static_cast<uint32_t>(nbuf);
+    for (int d = 0; d < 3; ++d) {
+      L.grid[d] = static_cast<uint32_t>(s_.threads[d]);
+      L.threadgroup[d] = static_cast<uint32_t>(s_.group[d]);
+    }
+    cpu::set_groups(L);
+    try {
+      cpu::ExecOptions opts;
+      opts.kernel = s_.label;
+      cpu::run(L, k.cpu_group, k.cpu_thread, s_.program->uses_sync(), opts);
+    } catch (const std::invalid_argument&) {
+      throw;
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(s_.label, fmt::format("[library] kernel '{}' failed: {}", s_.label, e.what()));
+    }
+  }
+
+  void launch_gpu_(const std::vector<Array>& in, std::vector<Array>& outputs) {
+    const CompiledKernel& k = s_.program->kernels()[s_.kernel_index];
+    alloy_cuda_launch L{};
+    uint64_t smem = 0;
+    for (auto& b : s_.bindings) {
+      if (b.threadgroup) {
+        L.tg_param_offset[b.index] = smem;
+        L.tg_param_bytes[b.index] = b.tg_bytes;
+        smem += (b.tg_bytes + 15) / 16 * 16;
+        continue;
+      }
+      const Array& a = b.output >= 0 ? outputs[b.output] : in[b.input];
+      L.buffers[b.index] = a.node()->data();
+      L.buffer_bytes[b.index] = a.nbytes();
+      L.num_buffers = std::max(L.num_buffers, static_cast<unsigned>(b.index + 1));
+    }
+    if (empty_grid()) return;
+    for (int d = 0; d < 3; ++d) {
+      L.grid[d] = static_cast<unsigned>(s_.threads[d]);
+      L.threadgroup[d] = static_cast<unsigned>(s_.group[d]);
+      L.groups[d] = (L.grid[d] + L.threadgroup[d] - 1) / L.threadgroup[d];
+    }
+    launch_gpu(k, L, smem, s_.label);
+  }
+};
+
+// ---- argument binding ------------------------------------------------------------------------
+
+std::string expected_text(const KernelParamInfo& p, std::optional<Dtype> dt) {
+  std::string what = dt ? std::string(dtype_name(*dt))
+                        : (p.placeholder.empty() ? "any dtype (" + p.element_type + ")"
+                                                 : "the dtype of placeholder " + p.placeholder);
+  if (p.kind == KernelParamInfo::Kind::scalar) return "a number or 0-d array of " + what;
+  if (p.writable) return "an array of " + what + " (written: its new contents are returned)";
+  return "an array of " + what;
+}
+
+std::string expected_list(const KernelInfo& info) {
+  std::string s;
+  int n = 0;
+  for (auto& p : info.params) {
+    if (!p.takes_argument()) continue;
+    std::optional<Dtype> dt = p.dtype;
+    s += fmt::format("\n    {}. {} ({}): {}", ++n, p.name, p.type, expected_text(p, dt));
+  }
+  if (n == 0) s = "\n    (no arguments)";
+  return s;
+}
+
+[[noreturn]] void bad_arg(const KernelInfo& info, size_t pos, const KernelParamInfo& p,
+                          const std::string& why) {
+  throw std::invalid_argument(fmt::format(
+      "[library] kernel '{}': argument {} ('{}', {}): {}.\n  {} takes:{}\n  signature: {}",
+      info.name, pos + 1, p.name, p.type, why, info.name, expected_list(info), info.signature()));
+}
+
+// A number as a 0-d array of the parameter's dtype (exact for integers; range-checked).
+Array number_array(const KernelArg::Value& v, Dtype dt, Device dev, const KernelInfo& info,
+                   size_t pos, const KernelParamInfo& p) {
+  double d = 0;
+  bool integral = true;
+  int64_t i = 0;
+  uint64_t u = 0;
+  bool negative = false;  // the value is i (< 0), else u
+  if (auto* x = std::get_if<double>(&v)) {
+    d = *x;
+    integral = std::isfinite(d) && std::trunc(d) == d && std::fabs(d) < 9.2e18;
+    if (integral) {
+      i = static_cast<int64_t>(d);
+      negative = i < 0;
+      u = static_cast<uint64_t>(negative ? 0 : i);
+    }
+  } else if (auto* x = std::get_if<int64_t>(&v)) {
+    i = *x;
+    d = static_cast<double>(i);
+    negative = i < 0;
+    u = negative ? 0 : static_cast<uint64_t>(i);
+  } else if (auto* x = std::get_if<uint64_t>(&v)) {
+    u = *x;
+    d = static_cast<double>(u);
+    i = static_cast<int64_t>(u);
+  } else if (auto* x = std::get_if<bool>(&v)) {
+    i = *x;
+    u = *x;
+    d = *x;
+  }
+  if (is_floating(dt)) return Array::from_doubles({d}, {}, dt, dev);
+  if (!integral) bad_arg(info, pos, p, fmt::format("{} is not an integer", d));
+  auto range = [&](int64_t lo, uint64_t hi) {
+    if (negative ? i < lo : u > hi)
+      bad_arg(info, pos, p,
+              fmt::format("{} does not fit in {}", negative ? std::to_string(i) : std::to_string(u),
+                          p.element_type));
+  };
+  uint8_t bytes[8] = {};
+  switch (dt) {
+    case Dtype::bool_: {
+      if (negative || u > 1) bad_arg(info, pos, p, "expected a bool (or 0/1)");
+      bool b = u != 0;
+      std::memcpy(bytes, &b, 1);
+      break;
+    }
+    case Dtype::int8: range(INT8_MIN, INT8_MAX); bytes[0] = static_cast<uint8_t>(i); break;
+    case Dtype::uint8: range(0, UINT8_MAX); bytes[0] = static_cast<uint8_t>(u); break;
+    case Dtype::int16: {
+      range(INT16_MIN, INT16_MAX);
+      int16_t x = static_cast<int16_t>(i);
+      std::memcpy(bytes, &x, 2);
+      break;
+    }
+    case Dtype::uint16: {
+      range(0, UINT16_MAX);
+      uint16_t x = static_cast<uint16_t>(u);
+      std::memcpy(bytes, &x, 2);
+      break;
+    }
+    case Dtype::int32: {
+      range(INT32_MIN, INT32_MAX);
+      int32_t x = static_cast<int32_t>(i);
+      std::memcpy(bytes, &x, 4);
+      break;
+    }
+    case Dtype::uint32: {
+      range(0, UINT32_MAX);
+      uint32_t x = static_cast<uint32_t>(u);
+      std::memcpy(bytes, &x, 4);
+      break;
+    }
+    case Dtype::int64: {
+      range(INT64_MIN, INT64_MAX);
+      std::memcpy(bytes, &i, 8);
+      break;
+    }
+    case Dtype::uint64: {
+      range(0, UINT64_MAX);
+      std::memcpy(bytes, &u, 8);
+      break;
+    }
+    default: return Array::from_doubles({d}, {}, dt, dev);
+  }
+  return Array::from_bytes(bytes, {}, dt, dev);
+}
+
+Dtype natural_dtype(const KernelArg::Value& v) {
+  if (std::holds_alternative<bool>(v)) return Dtype::bool_;
+  if (std::holds_alternative<double>(v)) return Dtype::float32;
+  if (std::holds_alternative<uint64_t>(v)) return Dtype::uint32;
+  return Dtype::int32;
+}
+
+Dims effective_group(const Dims& threads, const Dims& group) {
+  Dims t;
+  for (int d = 0; d < 3; ++d) t[d] = std::max(1, std::min(group[d], threads[d]));
+  return t;
+}
+
+std::string dims_str(const Dims& d) { return fmt::format("({}, {}, {})", d[0], d[1], d[2]); }
+
+}  // namespace
+
+// ---- the call --------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
+                               const detail::LibraryKernelSlot& slot,
+                               const std::vector<KernelArg>& args, const LibraryCall& call) {
+  const KernelInfo& info = slot.info;
+  const std::string label = s->options.name == "library" ? info.name
+                                                          : s->options.name + ":" + info.name;
+  std::vector<const KernelParamInfo*> data;
+  for (auto& p : info.params)
+    if (p.takes_argument()) data.push_back(&p);
+  if (args.size() != data.size())
+    throw std::invalid_argument(fmt::format(
+        "[library] kernel '{}' takes {} argument(s), {} given.\n  {} takes:{}\n  signature: {}",
+        info.name, data.size(), args.size(), info.name, expected_list(info), info.signature()));
+  Device dev = call.device.value_or(default_device());
+  if (dev.type == Device::Type::gpu && !gpu_available())
+    throw std::invalid_argument("[library] no GPU is available (no CUDA driver or device)");
+
+  // Dtype placeholders bound by this call's arguments.
+  std::map<std::string, Dtype> bound;
+  for (auto& [input, ph] : s->options.template_dtypes) {
+    for (size_t k = 0; k < data.size(); ++k) {
+      if (data[k]->name != input) continue;
+      const auto& v = args[k].value();
+      if (auto* a = std::get_if<Array>(&v)) {
+        if (a->valid()) bound[ph] = a->dtype();
+      } else if (auto* nb = std::get_if<KernelArg::NewBuffer>(&v)) {
+        bound[ph] = nb->dtype;
+      } else if (!args[k].omitted()) {
+        bound[ph] = natural_dtype(v);
+      }
+    }
+  }
+
+  LibraryKernelOp::State st;
+  st.label = label;
+  std::vector<Array> inputs;
+  std::vector<Array> ref_args(data.size());
+  struct Out {
+    const KernelParamInfo* param;
+    size_t pos;
+    Shape shape;
+    Dtype dtype = Dtype::float32;
+    bool infer = false;
+  };
+  std::vector<Out> outs;
+  std::optional<int64_t> first_size;
+  std::vector<Binding> bindings;
+  for (size_t k = 0; k < data.size(); ++k) {
+    const KernelParamInfo& p = *data[k];
+    std::optional<Dtype> want = p.dtype;
+    if (!p.placeholder.empty()) {
+      auto it = bound.find(p.placeholder);
+      if (it == bound.end()) {
+        std::string setter;
+        for (auto& [input, ph] : s->options.template_dtypes)
+          if (ph == p.placeholder) setter += (setter.empty() ? "'" : "/'") + input + "'";
+        bad_arg(info, k, p,
+                fmt::format("its type uses placeholder {}, which is set by argument {}, and this "
+                            "call does not give that argument",
+                            p.placeholder, setter));
+      }
+      want = it->second;
+    }
+    const auto& v = args[k].value();
+    Binding b;
+    b.index = p.index;
+    if (auto* a0 = std::get_if<Array>(&v)) {
+      if (!a0->valid()) bad_arg(info, k, p, "the array is invalid (empty handle)");
+      Array a = *a0;
+      if (want && a.dtype() != *want)
+        bad_arg(info, k, p,
+                fmt::format("expected {}, got an array of {}", expected_text(p, want),
+                            dtype_name(a.dtype())));
+      if (dev.type == Device::Type::gpu && a.dtype() == Dtype::float64)
+        bad_arg(info, k, p, "float64 arrays are not supported on the GPU (Metal has no double)");
+      // A scalar takes one element (a vector type: one per lane; a struct: its bytes, any size).
+      int lanes = parse_metal_type(p.element_type).lanes;
+      if (p.kind == KernelParamInfo::Kind::scalar && want && a.size() != lanes)
+        bad_arg(info, k, p,
+                fmt::format("expected {}{}, got an array of {} elements", expected_text(p, want),
+                            lanes > 1 ? fmt::format(" with {} elements", lanes) : "", a.size()));
+      if (a.device() != dev) a = a.to(dev);
+      if (!a.is_row_contiguous()) a = a.contiguous();
+      if (!first_size && p.kind == KernelParamInfo::Kind::buffer) first_size = a.size();
+      b.input = static_cast<int>(inputs.size());
+      st.arg_input.push_back(b.input);
+      inputs.push_back(a);
+      ref_args[k] = a;
+      if (p.writable) {
+        b.output = static_cast<int>(outs.size());
+        st.output_source.push_back(b.input);
+        outs.push_back({&p, k, a.shape(), a.dtype(), false});
+      }
+    } else if (auto* nbuf = std::get_if<KernelArg::NewBuffer>(&v)) {
+      if (!p.writable) bad_arg(info, k, p, "a new buffer can only be given to a writable buffer");
+      if (want && nbuf->dtype != *want)
+        bad_arg(info, k, p,
+                fmt::format("expected {}, got a new buffer of {}", expected_text(p, want),
+                            dtype_name(nbuf->dtype)));
+      int64_t n = 1;
+      for (auto d : nbuf->shape) n *= d;
+      if (!first_size) first_size = n;
+      st.arg_input.push_back(-1);
+      b.output = static_cast<int>(outs.size());
+      st.output_source.push_back(-1);
+      outs.push_back({&p, k, nbuf->shape, nbuf->dtype, false});
+    } else if (args[k].omitted()) {
+      if (!p.writable) bad_arg(info, k, p, "missing argument: " + expected_text(p, want));
+      st.arg_input.push_back(-1);
+      b.output = static_cast<int>(outs.size());
+      st.output_source.push_back(-1);
+      outs.push_back({&p, k, {}, want.value_or(Dtype::float32), true});
+    } else {  // a number
+      if (p.kind != KernelParamInfo::Kind::scalar)
+        bad_arg(info, k, p, "expected " + expected_text(p, want) + ", got a number");
+      if (!want || parse_metal_type(p.element_type).lanes != 1)
+        bad_arg(info, k, p,
+                "a number cannot be converted to " + p.element_type + "; pass an array of its bytes");
+      Array a = number_array(v, *want, dev, info, k, p);
+      b.input = static_cast<int>(inputs.size());
+      st.arg_input.push_back(b.input);
+      inputs.push_back(a);
+      ref_args[k] = a;
+    }
+    bindings.push_back(b);
+  }
+
+  // Threadgroup memory of [[threadgroup(n)]] parameters.
+  std::set<int> tg_indices;
+  uint64_t tg_total = 0;
+  for (auto& p : info.params) {
+    if (p.kind != KernelParamInfo::Kind::threadgroup) continue;
+    tg_indices.insert(p.index);
+    auto it = call.threadgroup_memory.find(p.index);
+    if (it == call.threadgroup_memory.end() || it->second == 0)
+      throw std::invalid_argument(fmt::format(
+          "[library] kernel '{}': parameter '{}' ({} [[threadgroup({})]]) needs its size in bytes: "
+          "threadgroup_memory[{}] = bytes.\n  signature: {}",
+          info.name, p.name, p.type, p.index, p.index, p.index, info.signature()));
+    if (p.index < 0 || p.index >= 8)
+      throw std::invalid_argument(fmt::format(
+          "[library] kernel '{}': [[threadgroup({})]] is out of range (0..7 supported)", info.name,
+          p.index));
+    Binding b;
+    b.threadgroup = true;
+    b.index = p.index;
+    b.tg_bytes = it->second;
+    tg_total += it->second;
+    bindings.push_back(b);
+  }
+  for (auto& [n, bytes] : call.threadgroup_memory)
+    if (!tg_indices.count(n))
+      throw std::invalid_argument(fmt::format(
+          "[library] kernel '{}' has no [[threadgroup({})]] parameter (threadgroup_memory sets "
+          "one).\n  signature: {}",
+          info.name, n, info.signature()));
+  if (tg_total > kMaxThreadgroupMemory)
+    throw std::invalid_argument(fmt::format(
+        "[library] kernel '{}': {} bytes of threadgroup memory requested; Metal guarantees {}",
+        info.name, tg_total, kMaxThreadgroupMemory));
+
+  // Dispatch: threads are the total per dimension (dispatchThreads), not threadgroups.
+  int max_group = info.max_total_threads > 0 ? std::min(info.max_total_threads, 1024) : 1024;
+  Dims threads;
+  if (call.threads) {
+    threads = *call.threads;
+  } else {
+    if (!first_size)
+      throw std::invalid_argument(fmt::format(
+          "[library] kernel '{}': `threads` is required (no array argument to take its size from)",
+          info.name));
+    if (*first_size > std::numeric_limits<int>::max())
+      throw std::invalid_argument(fmt::format(
+          "[library] kernel '{}': pass `threads` explicitly for arrays of more than 2^31 elements",
+          info.name));
+    threads = {static_cast<int>(*first_size), 1, 1};
+  }
+  for (int d = 0; d < 3; ++d)
+    if (threads[d] < 0)
+      throw std::invalid_argument(fmt::format(
+          "[library] kernel '{}': threads must be >= 0, got {}", info.name, dims_str(threads)));
+  Dims group = call.group_size.value_or(
+      Dims{std::max(1, std::min(threads[0], std::min(256, max_group))), 1, 1});
+  int64_t group_threads = int64_t{group[0]} * group[1] * group[2];
+  for (int d = 0; d < 3; ++d)
+    if (group[d] <= 0)
+      throw std::invalid_argument(fmt::format(
+          "[library] kernel '{}': group_size must be > 0, got {}", info.name, dims_str(group)));
+  if (group_threads > max_group)
+    throw std::invalid_argument(fmt::format(
+        "[library] kernel '{}': group_size {} has {} threads; the maximum is {}{}", info.name,
+        dims_str(group), group_threads, max_group,
+        info.max_total_threads > 0 ? " ([[max_total_threads_per_threadgroup]])" : ""));
+  st.threads = threads;
+  st.group = effective_group(threads, group);
+  st.bindings = std::move(bindings);
+
+  ReferenceFn reference = s->reference(info.name);
+  bool fallback = call.fallback.value_or(s->fallback());
+  bool explicit_check = call.check.value_or(false);
+  bool check = call.check.value_or(s->options.check.value_or(check_from_env()));
+  if (check && !reference) {
+    if (explicit_check)
+      throw std::invalid_argument(fmt::format(
+          "[library] check mode needs a reference implementation of kernel '{}' (set_reference)",
+          info.name));
+    warn_once(label + "|noref",
+              fmt::format("check mode: kernel '{}' has no reference implementation; not checked",
+                          label));
+    check = false;
+  }
+
+  // Outputs the call leaves to the reference.
+  std::optional<std::vector<Array>> ref_out;
+  auto run_reference = [&]() -> std::vector<Array>& {
+    if (!ref_out) ref_out = call_reference(reference, label, ref_args, outs.size());
+    return *ref_out;
+  };
+  for (size_t j = 0; j < outs.size(); ++j) {
+    if (!outs[j].infer) continue;
+    if (!reference)
+      bad_arg(info, outs[j].pos, *outs[j].param,
+              "missing argument: give an array (or KernelArg::output(shape, dtype)); only a "
+              "kernel with a reference can infer it");
+    const Array& r = run_reference()[j];
+    outs[j].shape = r.shape();
+    if (!outs[j].param->dtype && outs[j].param->placeholder.empty()) outs[j].dtype = r.dtype();
+  }
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (auto& o : outs) {
+    shapes.push_back(o.shape);
+    dtypes.push_back(o.dtype);
+  }
+  st.shapes = shapes;
+  for (auto& o : outs) st.output_names.push_back(o.param->name);
+
+  // The compiled variant, or the reason this kernel cannot run on the device.
+  std::map<std::string, std::string> types;
+  for (auto& [input, ph] : s->options.template_dtypes) {
+    auto it = bound.find(ph);
+    types[ph] = std::string(msl_type_name(it == bound.end() ? Dtype::float32 : it->second));
+  }
+  msl::Target target = dev.type == Device::Type::gpu ? msl::Target::cuda : msl::Target::cpu;
+  auto build = s->build(target, types);
+  std::exception_ptr failure = build->whole;
+  if (!failure)
+    if (auto it = build->failed.find(slot.function); it != build->failed.end())
+      failure = it->second;
+  const CompiledKernel* compiled = build->program ? build->program->find(info.name) : nullptr;
+  if (!failure && !compiled)
+    throw Error(label, fmt::format("[library] internal: kernel '{}' missing from the build", label));
+  if (failure) {
+    if (!reference || !fallback || !is_fallback_error(failure)) std::rethrow_exception(failure);
+    warn_once(label + "|" + std::to_string(static_cast<int>(target)),
+              fmt::format("kernel '{}' cannot run on the {} ({}); running its reference "
+                          "implementation instead",
+                          label, dev.type == Device::Type::gpu ? "GPU" : "CPU",
+                          first_line(failure)));
+    std::vector<Array> result;
+    auto& ref = run_reference();
+    for (size_t j = 0; j < outs.size(); ++j)
+      result.push_back(conform(ref[j], shapes[j], dtypes[j], dev, label, outs[j].param->name));
+    return result;
+  }
+  st.program = build->program;
+  st.kernel_index = static_cast<size_t>(compiled - build->program->kernels().data());
+  st.reference = reference;
+  st.fallback = fallback;
+  auto prim = std::make_shared<LibraryKernelOp>(std::move(st));
+  std::vector<Array> result = make_pending(prim, std::move(inputs), shapes, dtypes, dev);
+  if (check && !result.empty()) {
+    eval(result);
+    auto& ref = run_reference();
+    for (size_t j = 0; j < outs.size(); ++j)
+      compare_outputs(label, outs[j].param->name, result[j], ref[j], call.rtol, call.atol);
+  }
+  return result;
+}
+
+}  // namespace
+
+std::string compile_library_cubin(const Library& lib, const std::string& arch,
+                                  const std::map<std::string, Dtype>& placeholders) {
+  std::string why;
+  if (!nvrtc_available(&why)) return why.empty() ? "NVRTC not found" : why;
+  const auto& s = detail::LibraryAccess::state(lib);
+  std::map<std::string, std::string> types;
+  for (auto& [input, ph] : s->options.template_dtypes) {
+    auto it = placeholders.find(ph);
+    types[ph] = std::string(msl_type_name(it == placeholders.end() ? Dtype::float32 : it->second));
+  }
+  std::set<std::string> stubbed;
+  for (auto& [fn, e] : s->unsupported) stubbed.insert(fn);
+  SourceMap map;
+  map.label = s->options.name;
+  map.msl = s->render(types, stubbed);
+  map.user_text = true;
+  auto tr = msl::translate(map.msl, {msl::Target::cuda, map.label, "kernel.metal"});
+  compile_cubin(tr, s->options.math_mode, map, "kernel.metal", arch);
+  return "";
+}
+
+}  // namespace kernel
+
+// ---- public API ------------------------------------------------------------------------------
+
+Library compile_library(const std::string& source, const LibraryOptions& options) {
+  kernel::check_math_mode(options.math_mode);
+  auto s = std::make_shared<detail::LibraryState>();
+  s->source = source;
+  s->options = options;
+  s->references = std::move(s->options.references);
+  s->options.references.clear();
+  std::string expanded = msl::expand_kernel_macros(source);
+  s->toks = msl::lex(expanded);
+  s->regions = kernel::find_kernel_regions(s->toks);
+  msl::Translation tr = s->reflect();
+  if (tr.kernels.empty())
+    throw std::invalid_argument("[library] no kernel function found in the source of '" +
+                                options.name + "'");
+  for (auto& e : tr.kernels) {
+    for (auto& k : s->kernels)
+      if (k.info.name == e.host_name)
+        throw std::invalid_argument(fmt::format(
+            "[library] two kernels of '{}' are named '{}'", options.name, e.host_name));
+    detail::LibraryKernelSlot slot;
+    slot.info = kernel::make_info(e, s->regions, options.template_dtypes);
+    slot.function = e.base_name;
+    s->kernels.push_back(std::move(slot));
+  }
+  for (auto& [name, fn] : s->references)
+    if (!s->find(name)) s->unknown(name);
+  for (auto& [input, ph] : options.template_dtypes) {
+    bool used = false;
+    for (auto& k : s->kernels)
+      for (auto& p : k.info.params) used |= p.takes_argument() && p.name == input;
+    if (!used)
+      throw std::invalid_argument(fmt::format(
+          "[library] template_dtypes: no kernel of '{}' has an argument named '{}' (it sets "
+          "placeholder {})",
+          options.name, input, ph));
+  }
+  // Compile now (errors show at once) unless variants depend on the calls' dtypes.
+  if (options.template_dtypes.empty()) {
+    Device dev = default_device();
+    auto build = s->build(dev.type == Device::Type::gpu ? msl::Target::cuda : msl::Target::cpu, {});
+    bool fallback = s->fallback();
+    for (auto& k : s->kernels) {
+      std::exception_ptr failure = build->whole;
+      if (!failure)
+        if (auto it = build->failed.find(k.function); it != build->failed.end())
+          failure = it->second;
+      if (failure && !(fallback && s->references.count(k.info.name)))
+        std::rethrow_exception(failure);
+    }
+  }
+  return Library(s);
+}
+
+std::vector<std::string> Library::kernel_names() const {
+  std::vector<std::string> names;
+  for (auto& k : state_->kernels) names.push_back(k.info.name);
+  return names;
+}
+
+bool Library::has_kernel(std::string_view name) const { return state_->find(name) != nullptr; }
+
+const KernelInfo& Library::kernel_info(std::string_view name) const {
+  auto* k = state_->find(name);
+  if (!k) state_->unknown(name);
+  return k->info;
+}
+
+LibraryKernel Library::kernel(std::string_view name) const {
+  if (!state_->find(name)) state_->unknown(name);
+  return LibraryKernel(state_, std::string(name));
+}
+
+std::vector<Array> Library::operator()(std::string_view name, const std::vector<KernelArg>& args,
+                                       const LibraryCall& call) const {
+  auto* k = state_->find(name);
+  if (!k) state_->unknown(name);
+  return kernel::call_kernel(state_, *k, args, call);
+}
+
+void Library::set_reference(std::string_view name, ReferenceFn fn) const {
+  kernel(name).set_reference(std::move(fn));
+}
+
+const std::string& Library::source() const { return state_->source; }
+
+const KernelInfo& LibraryKernel::info() const { return state_->find(name_)->info; }
+
+std::vector<Array> LibraryKernel::operator()(const std::vector<KernelArg>& args,
+                                             const LibraryCall& call) const {
+  return kernel::call_kernel(state_, *state_->find(name_), args, call);
+}
+
+void LibraryKernel::set_reference(ReferenceFn fn) const {
+  std::lock_guard lock(state_->mu);
+  if (fn) state_->references[name_] = std::move(fn);
+  else state_->references.erase(name_);
+}
+
+bool LibraryKernel::has_reference() const {
+  std::lock_guard lock(state_->mu);
+  return state_->references.count(name_) > 0;
+}
+
+}  // namespace alloy
