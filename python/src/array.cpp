@@ -35,21 +35,32 @@ void eval_released(const Array& a) {
 // One element at `p` as a Python scalar (bool, int, float, complex).
 nb::object element(const uint8_t* p, Dtype t) {
   switch (t) {
-    case Dtype::bool_: return nb::bool_(*p != 0);
-    case Dtype::int8: return nb::int_(*reinterpret_cast<const int8_t*>(p));
-    case Dtype::int16: return nb::int_(*reinterpret_cast<const int16_t*>(p));
-    case Dtype::int32: return nb::int_(*reinterpret_cast<const int32_t*>(p));
-    case Dtype::int64: return nb::int_(*reinterpret_cast<const int64_t*>(p));
-    case Dtype::uint8: return nb::int_(*p);
-    case Dtype::uint16: return nb::int_(*reinterpret_cast<const uint16_t*>(p));
-    case Dtype::uint32: return nb::int_(*reinterpret_cast<const uint32_t*>(p));
-    case Dtype::uint64: return nb::int_(*reinterpret_cast<const uint64_t*>(p));
+    case Dtype::bool_:
+      return nb::bool_(*p != 0);
+    case Dtype::int8:
+      return nb::int_(*reinterpret_cast<const int8_t*>(p));
+    case Dtype::int16:
+      return nb::int_(*reinterpret_cast<const int16_t*>(p));
+    case Dtype::int32:
+      return nb::int_(*reinterpret_cast<const int32_t*>(p));
+    case Dtype::int64:
+      return nb::int_(*reinterpret_cast<const int64_t*>(p));
+    case Dtype::uint8:
+      return nb::int_(*p);
+    case Dtype::uint16:
+      return nb::int_(*reinterpret_cast<const uint16_t*>(p));
+    case Dtype::uint32:
+      return nb::int_(*reinterpret_cast<const uint32_t*>(p));
+    case Dtype::uint64:
+      return nb::int_(*reinterpret_cast<const uint64_t*>(p));
     case Dtype::float16:
       return nb::float_(detail::f16_to_f32(*reinterpret_cast<const uint16_t*>(p)));
     case Dtype::bfloat16:
       return nb::float_(detail::bf16_to_f32(*reinterpret_cast<const uint16_t*>(p)));
-    case Dtype::float32: return nb::float_(*reinterpret_cast<const float*>(p));
-    case Dtype::float64: return nb::float_(*reinterpret_cast<const double*>(p));
+    case Dtype::float32:
+      return nb::float_(*reinterpret_cast<const float*>(p));
+    case Dtype::float64:
+      return nb::float_(*reinterpret_cast<const double*>(p));
     case Dtype::complex64: {
       auto c = *reinterpret_cast<const std::complex<float>*>(p);
       return nb::steal(PyComplex_FromDoubles(c.real(), c.imag()));
@@ -81,9 +92,8 @@ nb::object to_list(const Array& a) {
 
 nb::object item(const Array& a) {
   if (a.size() != 1)
-    throw nb::value_error(("item() needs an array of one element, this one has " +
-                           std::to_string(a.size()))
-                              .c_str());
+    throw nb::value_error(
+        ("item() needs an array of one element, this one has " + std::to_string(a.size())).c_str());
   std::vector<uint8_t> bytes;
   {
     nb::gil_scoped_release release;
@@ -112,14 +122,15 @@ Array index(const Array& a, nb::handle key) {
   int specified = 0, ellipses = 0;
   for (nb::handle h : items) {
     if (h.is_none()) continue;
-    if (h.ptr() == Py_Ellipsis) ++ellipses;
-    else ++specified;
+    if (h.ptr() == Py_Ellipsis)
+      ++ellipses;
+    else
+      ++specified;
   }
   if (ellipses > 1) throw nb::index_error("an index can only have a single ellipsis ('...')");
   if (specified > a.ndim())
-    throw nb::index_error(("too many indices for an array of " + std::to_string(a.ndim()) +
-                           " dimensions")
-                              .c_str());
+    throw nb::index_error(
+        ("too many indices for an array of " + std::to_string(a.ndim()) + " dimensions").c_str());
   eval_released(a);
   const ArrayNode& src = *a.node();
   Shape shape;
@@ -152,9 +163,8 @@ Array index(const Array& a, nb::handle key) {
       int64_t dim = src.shape[axis];
       if (i < 0) i += dim;
       if (i < 0 || i >= dim)
-        throw nb::index_error(("index " + py_str(h) +
-                               " is out of bounds for axis " + std::to_string(axis) +
-                               " with size " + std::to_string(dim))
+        throw nb::index_error(("index " + py_str(h) + " is out of bounds for axis " +
+                               std::to_string(axis) + " with size " + std::to_string(dim))
                                   .c_str());
       offset += i * src.strides[axis];
       ++axis;
@@ -179,8 +189,8 @@ std::string repr(nb::handle self, const Array& a) {
                      ? array_to_numpy(nb::none(), astype(a, Dtype::float32, Device::cpu()),
                                       nb::none(), nb::none())
                      : array_to_numpy(self, a, nb::none(), nb::none());
-  nb::object body = np.attr("array2string")(x, nb::arg("separator") = ", ",
-                                            nb::arg("prefix") = "array(");
+  nb::object body =
+      np.attr("array2string")(x, nb::arg("separator") = ", ", nb::arg("prefix") = "array(");
   return "array(" + nb::cast<std::string>(body) + ", dtype=" + std::string(dtype_name(a.dtype())) +
          ")";
 }
@@ -249,8 +259,7 @@ void init_array(nb::module_& m) {
           "Computes the array now (it is otherwise computed when read). GPU work is enqueued, "
           "not waited for.")
       .def(
-          "astype",
-          [](const Array& a, nb::handle dtype) { return astype(a, to_dtype(dtype)); },
+          "astype", [](const Array& a, nb::handle dtype) { return astype(a, to_dtype(dtype)); },
           nb::arg("dtype"), nb::sig("def astype(self, dtype: Dtype) -> array"),
           "A copy converted to `dtype` (through float64: integers beyond 2**53 round).")
       .def(
@@ -298,8 +307,8 @@ void init_array(nb::module_& m) {
           "__dlpack__",
           [](nb::handle self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
              nb::handle copy) {
-            return array_dlpack(self, nb::cast<const Array&>(self), stream, max_version,
-                                dl_device, copy);
+            return array_dlpack(self, nb::cast<const Array&>(self), stream, max_version, dl_device,
+                                copy);
           },
           nb::kw_only(), nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(),
           nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none(),
@@ -368,11 +377,9 @@ void init_array(nb::module_& m) {
   m.def(
       "arange",
       [](int64_t n, nb::handle dtype, nb::handle device) {
-        return arange(n, optional_dtype(dtype).value_or(Dtype::int32),
-                      to_device(device, "device"));
+        return arange(n, optional_dtype(dtype).value_or(Dtype::int32), to_device(device, "device"));
       },
-      nb::arg("stop"), nb::arg("dtype") = nb::none(), nb::kw_only(),
-      nb::arg("device") = nb::none(),
+      nb::arg("stop"), nb::arg("dtype") = nb::none(), nb::kw_only(), nb::arg("device") = nb::none(),
       nb::sig("def arange(stop: int, dtype: Dtype | None = None, *, device: Device | DeviceType "
               "| None = None) -> array"),
       "0, 1, ..., stop - 1 (int32 unless `dtype`).");

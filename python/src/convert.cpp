@@ -11,7 +11,9 @@
 namespace alloy::python {
 namespace {
 
-bool fits_int32(long long v) { return v >= INT32_MIN && v <= INT32_MAX; }
+bool fits_int32(long long v) {
+  return v >= INT32_MIN && v <= INT32_MAX;
+}
 
 // A 0-d array from a Python bool/int/float/complex (MLX's defaults: bool, int32, float32,
 // complex64), converted to `dtype` when given.
@@ -80,9 +82,9 @@ Array sequence_array(nb::handle v, std::optional<Dtype> dtype, Device dev) {
   } else if (kind == "c") {
     target = Dtype::complex64;
   } else {
-    throw nb::type_error(("cannot make an alloy array from a sequence of " +
-                          py_str(x.attr("dtype")) + " elements")
-                             .c_str());
+    throw nb::type_error(
+        ("cannot make an alloy array from a sequence of " + py_str(x.attr("dtype")) + " elements")
+            .c_str());
   }
   return astype(import_external(x), target, dev);
 }

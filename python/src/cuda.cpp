@@ -16,7 +16,8 @@ void init_cuda(nb::module_& m) {
   m.def("cuda_device_name", &cuda::device_name, "The GPU's name, '' when unavailable.");
   m.def("cuda_device_arch", &cuda::device_arch,
         "The GPU's architecture as NVRTC names it ('sm_90'), '' when unavailable.");
-  m.def("cuda_memory_stats",
+  m.def(
+      "cuda_memory_stats",
       [] {
         cuda::MemoryStats s = cuda::memory_stats();
         nb::dict d;
@@ -30,13 +31,15 @@ void init_cuda(nb::module_& m) {
       },
       "Device memory held by Alloy's caching allocator: active_bytes, cached_bytes, "
       "peak_active_bytes, num_allocs, num_cache_hits, num_frees (all 0 without a GPU).");
-  m.def("cuda_empty_cache",
+  m.def(
+      "cuda_empty_cache",
       [] {
         nb::gil_scoped_release release;
         cuda::empty_cache();
       },
       "Waits for pending GPU work, then returns the cached blocks to the driver.");
-  m.def("cuda_synchronize",
+  m.def(
+      "cuda_synchronize",
       [] {
         nb::gil_scoped_release release;
         cuda::synchronize();

@@ -25,12 +25,15 @@ std::optional<Device> to_device(nb::handle h, const char* what) {
   if (nb::try_cast<Device::Type>(h, t, /*convert=*/false)) return Device(t);
   throw nb::type_error((std::string("expected `") + what +
                         "` to be None, an alloy.Device, alloy.cpu / alloy.gpu or an alloy.Stream, "
-                        "got " + nb::inst_name(h).c_str())
+                        "got " +
+                        nb::inst_name(h).c_str())
                            .c_str());
 }
 
 namespace {
-std::string type_name(Device::Type t) { return t == Device::Type::cpu ? "cpu" : "gpu"; }
+std::string type_name(Device::Type t) {
+  return t == Device::Type::cpu ? "cpu" : "gpu";
+}
 }  // namespace
 
 void init_device(nb::module_& m) {
@@ -73,9 +76,8 @@ void init_device(nb::module_& m) {
              return "Stream(Device(" + type_name(s.device.type) + ", " +
                     std::to_string(s.device.index) + "), " + std::to_string(s.index) + ")";
            })
-      .def("__eq__", [](const Stream& a, const Stream& b) {
-        return a.device == b.device && a.index == b.index;
-      })
+      .def("__eq__", [](const Stream& a,
+                        const Stream& b) { return a.device == b.device && a.index == b.index; })
       .def("__eq__", [](const Stream&, nb::handle) { return false; });
 
   m.def("default_device", &default_device,

@@ -28,9 +28,9 @@ Dtype to_dtype(nb::handle h) {
     } catch (const std::invalid_argument&) {
     }
   }
-  throw nb::type_error(("expected an alloy.Dtype (alloy.float32, ...), got " +
-                        std::string(nb::inst_name(h).c_str()))
-                           .c_str());
+  throw nb::type_error(
+      ("expected an alloy.Dtype (alloy.float32, ...), got " + std::string(nb::inst_name(h).c_str()))
+          .c_str());
 }
 
 void init_dtype(nb::module_& m) {

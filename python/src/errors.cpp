@@ -1,6 +1,6 @@
 // C++ exceptions -> Python exceptions. std::invalid_argument becomes ValueError (nanobind's
-// default, as in MLX); alloy::Error and its subclasses become alloy.KernelError and subclasses of it,
-// all RuntimeErrors, carrying the kernel's name (and the compiler's raw log for CompileError).
+// default, as in MLX); alloy::Error and its subclasses become alloy.KernelError and subclasses of
+// it, all RuntimeErrors, carrying the kernel's name (and the compiler's raw log for CompileError).
 #include <exception>
 #include <new>
 #include <stdexcept>
@@ -50,15 +50,24 @@ bool raise_alloy_error(const std::exception_ptr& p) {
 
 PyObject* builtin_type(nb::exception_type t) {
   switch (t) {
-    case nb::exception_type::stop_iteration: return PyExc_StopIteration;
-    case nb::exception_type::index_error: return PyExc_IndexError;
-    case nb::exception_type::key_error: return PyExc_KeyError;
-    case nb::exception_type::value_error: return PyExc_ValueError;
-    case nb::exception_type::type_error: return PyExc_TypeError;
-    case nb::exception_type::buffer_error: return PyExc_BufferError;
-    case nb::exception_type::import_error: return PyExc_ImportError;
-    case nb::exception_type::attribute_error: return PyExc_AttributeError;
-    default: return PyExc_RuntimeError;
+    case nb::exception_type::stop_iteration:
+      return PyExc_StopIteration;
+    case nb::exception_type::index_error:
+      return PyExc_IndexError;
+    case nb::exception_type::key_error:
+      return PyExc_KeyError;
+    case nb::exception_type::value_error:
+      return PyExc_ValueError;
+    case nb::exception_type::type_error:
+      return PyExc_TypeError;
+    case nb::exception_type::buffer_error:
+      return PyExc_BufferError;
+    case nb::exception_type::import_error:
+      return PyExc_ImportError;
+    case nb::exception_type::attribute_error:
+      return PyExc_AttributeError;
+    default:
+      return PyExc_RuntimeError;
   }
 }
 
@@ -88,9 +97,9 @@ void set_python_error(const std::exception_ptr& p) {
 }
 
 void init_errors(nb::module_& m) {
-  g_kernel_error = new_exception(
-      m, "KernelError", PyExc_RuntimeError,
-      "A kernel failed to compile or to run. `kernel` is the kernel's name.");
+  g_kernel_error =
+      new_exception(m, "KernelError", PyExc_RuntimeError,
+                    "A kernel failed to compile or to run. `kernel` is the kernel's name.");
   g_compile_error = new_exception(
       m, "CompileError", g_kernel_error,
       "A kernel failed to compile. The message shows the compiler's diagnostics with line numbers "

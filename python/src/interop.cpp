@@ -3,9 +3,9 @@
 // Export: the buffer protocol (CPU), __array__ (NumPy; copies GPU arrays to the host) and DLPack
 // (__dlpack__ / __dlpack_device__, CPU and CUDA). The exported memory is owned by the alloy.array
 // object, which the consumer's view keeps alive.
-// Import: nanobind's ndarray caster reads DLPack capsules and buffer-protocol objects; the memory is
-// wrapped in an Array whose buffer keeps the producer's object alive and releases it when the last
-// Alloy view goes away.
+// Import: nanobind's ndarray caster reads DLPack capsules and buffer-protocol objects; the memory
+// is wrapped in an Array whose buffer keeps the producer's object alive and releases it when the
+// last Alloy view goes away.
 //
 // CUDA ordering (DLPack stream semantics): on import the producer is asked (`stream=`) to order its
 // pending writes before Alloy's stream; on export Alloy's stream is synchronized before the capsule
@@ -75,20 +75,32 @@ dl::dtype to_dlpack_dtype(Dtype t) {
   using C = dl::dtype_code;
   C code = C::Float;
   switch (t) {
-    case Dtype::bool_: code = C::Bool; break;
+    case Dtype::bool_:
+      code = C::Bool;
+      break;
     case Dtype::int8:
     case Dtype::int16:
     case Dtype::int32:
-    case Dtype::int64: code = C::Int; break;
+    case Dtype::int64:
+      code = C::Int;
+      break;
     case Dtype::uint8:
     case Dtype::uint16:
     case Dtype::uint32:
-    case Dtype::uint64: code = C::UInt; break;
+    case Dtype::uint64:
+      code = C::UInt;
+      break;
     case Dtype::float16:
     case Dtype::float32:
-    case Dtype::float64: code = C::Float; break;
-    case Dtype::bfloat16: code = C::Bfloat; break;
-    case Dtype::complex64: code = C::Complex; break;
+    case Dtype::float64:
+      code = C::Float;
+      break;
+    case Dtype::bfloat16:
+      code = C::Bfloat;
+      break;
+    case Dtype::complex64:
+      code = C::Complex;
+      break;
   }
   dl::dtype d;
   d.code = static_cast<uint8_t>(code);
@@ -133,9 +145,12 @@ Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as) {
     int64_t n = static_cast<int64_t>(nd.shape(i)), s = nd.stride(i);
     node->shape[i] = n;
     node->strides[i] = s;
-    if (n == 0) empty = true;
-    else if (s > 0) hi += (n - 1) * s;
-    else lo += (n - 1) * s;
+    if (n == 0)
+      empty = true;
+    else if (s > 0)
+      hi += (n - 1) * s;
+    else
+      lo += (n - 1) * s;
   }
   char* first = const_cast<char*>(static_cast<const char*>(nd.data()));
   char* base = first + lo * static_cast<int64_t>(item);
@@ -188,20 +203,34 @@ bool f_contiguous(const Array& a) {
 
 const char* buffer_format(Dtype t) {
   switch (t) {
-    case Dtype::bool_: return "?";
-    case Dtype::int8: return "b";
-    case Dtype::int16: return "h";
-    case Dtype::int32: return "i";
-    case Dtype::int64: return "q";
-    case Dtype::uint8: return "B";
-    case Dtype::uint16: return "H";
-    case Dtype::uint32: return "I";
-    case Dtype::uint64: return "Q";
-    case Dtype::float16: return "e";
-    case Dtype::float32: return "f";
-    case Dtype::float64: return "d";
-    case Dtype::complex64: return "Zf";
-    case Dtype::bfloat16: return nullptr;  // no struct-module code
+    case Dtype::bool_:
+      return "?";
+    case Dtype::int8:
+      return "b";
+    case Dtype::int16:
+      return "h";
+    case Dtype::int32:
+      return "i";
+    case Dtype::int64:
+      return "q";
+    case Dtype::uint8:
+      return "B";
+    case Dtype::uint16:
+      return "H";
+    case Dtype::uint32:
+      return "I";
+    case Dtype::uint64:
+      return "Q";
+    case Dtype::float16:
+      return "e";
+    case Dtype::float32:
+      return "f";
+    case Dtype::float64:
+      return "d";
+    case Dtype::complex64:
+      return "Zf";
+    case Dtype::bfloat16:
+      return nullptr;  // no struct-module code
   }
   return nullptr;
 }
@@ -287,8 +316,8 @@ nb::object array_dlpack(nb::handle self, const Array& a, nb::handle stream, nb::
   }
   if (src.device().type == Device::Type::gpu) {
     // stream=-1: the consumer asks for no synchronization.
-    bool no_sync = !stream.is_none() && nb::isinstance<nb::int_>(stream) &&
-                   nb::cast<int64_t>(stream) == -1;
+    bool no_sync =
+        !stream.is_none() && nb::isinstance<nb::int_>(stream) && nb::cast<int64_t>(stream) == -1;
     if (!no_sync) {
       nb::gil_scoped_release release;
       synchronize(src.device());

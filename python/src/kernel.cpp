@@ -124,10 +124,12 @@ KernelCall to_call(nb::handle output_shapes, nb::handle output_dtypes, nb::handl
   if (!shapes.load(output_shapes))
     bad_argument("output_shapes", "a list of tuples (or lists) of ints", output_shapes);
   call.output_shapes.reserve(shapes.size);
-  for (Py_ssize_t i = 0; i < shapes.size; ++i) call.output_shapes.push_back(to_shape(shapes.items[i]));
+  for (Py_ssize_t i = 0; i < shapes.size; ++i)
+    call.output_shapes.push_back(to_shape(shapes.items[i]));
   if (!dtypes.load(output_dtypes)) bad_argument("output_dtypes", "a list of dtypes", output_dtypes);
   call.output_dtypes.reserve(dtypes.size);
-  for (Py_ssize_t i = 0; i < dtypes.size; ++i) call.output_dtypes.push_back(to_dtype(dtypes.items[i]));
+  for (Py_ssize_t i = 0; i < dtypes.size; ++i)
+    call.output_dtypes.push_back(to_dtype(dtypes.items[i]));
   if (grid.is_valid()) call.grid = to_dims(grid, "grid");
   if (threadgroup.is_valid()) call.threadgroup = to_dims(threadgroup, "threadgroup");
   call.template_args = to_template(template_args);
@@ -167,9 +169,9 @@ std::vector<Array> call_kernel(const MetalKernel& k, nb::handle inputs, nb::hand
 }
 
 // The keywords of a call, in call_kernel's order; the first five are required.
-constexpr const char* kKeywords[] = {"inputs",   "output_shapes", "output_dtypes",
-                                     "grid",     "threadgroup",   "template",
-                                     "init_value", "verbose",     "stream"};
+constexpr const char* kKeywords[] = {"inputs",     "output_shapes", "output_dtypes",
+                                     "grid",       "threadgroup",   "template",
+                                     "init_value", "verbose",       "stream"};
 constexpr int kNumKeywords = 9, kNumRequired = 5;
 
 // tp_call of MetalKernel. Calling an instance goes straight here (CPython passes the keywords as
@@ -198,9 +200,9 @@ PyObject* kernel_call_slot(PyObject* self, PyObject* args, PyObject* kwargs) {
           while (i < kNumKeywords && PyUnicode_CompareWithASCIIString(key, kKeywords[i]) != 0) ++i;
         }
         if (i == kNumKeywords)
-          throw nb::type_error(("MetalKernel.__call__() got an unexpected keyword argument '" +
-                                py_str(key) + "'")
-                                   .c_str());
+          throw nb::type_error(
+              ("MetalKernel.__call__() got an unexpected keyword argument '" + py_str(key) + "'")
+                  .c_str());
         value[i] = v;
       }
     }
@@ -218,10 +220,9 @@ PyObject* kernel_call_slot(PyObject* self, PyObject* args, PyObject* kwargs) {
     }
     const MetalKernel& k = *nb::inst_ptr<MetalKernel>(self);
     nb::handle none = nb::none();
-    std::vector<Array> out =
-        call_kernel(k, value[0], value[1], value[2], value[3], value[4],
-                    value[5] ? nb::handle(value[5]) : none, value[6] ? nb::handle(value[6]) : none,
-                    verbose, value[8] ? nb::handle(value[8]) : none);
+    std::vector<Array> out = call_kernel(
+        k, value[0], value[1], value[2], value[3], value[4], value[5] ? nb::handle(value[5]) : none,
+        value[6] ? nb::handle(value[6]) : none, verbose, value[8] ? nb::handle(value[8]) : none);
     return nb::cast(std::move(out)).release().ptr();
   } catch (...) {
     set_python_error(std::current_exception());
@@ -292,11 +293,10 @@ Example:
 void init_kernel(nb::module_& m) {
   nb::class_<MetalKernel> cls(m, "MetalKernel",
                               "A kernel made by alloy.metal_kernel(); call it to run it.");
-  cls.def("__call__", &call_kernel,
-          nb::kw_only(), nb::arg("inputs"), nb::arg("output_shapes"), nb::arg("output_dtypes"),
-          nb::arg("grid"), nb::arg("threadgroup"), nb::arg("template") = nb::none(),
-          nb::arg("init_value") = nb::none(), nb::arg("verbose") = false,
-          nb::arg("stream") = nb::none(),
+  cls.def("__call__", &call_kernel, nb::kw_only(), nb::arg("inputs"), nb::arg("output_shapes"),
+          nb::arg("output_dtypes"), nb::arg("grid"), nb::arg("threadgroup"),
+          nb::arg("template") = nb::none(), nb::arg("init_value") = nb::none(),
+          nb::arg("verbose") = false, nb::arg("stream") = nb::none(),
           nb::sig("def __call__(self, *, inputs: Sequence[object], "
                   "output_shapes: Sequence[Sequence[int]], output_dtypes: Sequence[Dtype], "
                   "grid: tuple[int, int, int], threadgroup: tuple[int, int, int], "
@@ -346,9 +346,8 @@ void init_kernel(nb::module_& m) {
       .def_prop_ro(
           "robust", [](const MetalKernel& k) { return k.spec().robust; },
           "Whether buffer accesses are bounds-checked (robust mode).")
-      .def("__repr__", [](const MetalKernel& k) {
-        return "MetalKernel(name='" + k.spec().name + "')";
-      });
+      .def("__repr__",
+           [](const MetalKernel& k) { return "MetalKernel(name='" + k.spec().name + "')"; });
   // Set after the `__call__` attribute (defining an attribute resets the slot).
   reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_call = kernel_call_slot;
 
@@ -358,9 +357,8 @@ void init_kernel(nb::module_& m) {
          const std::vector<std::string>& output_names, const std::string& source,
          const std::string& header, bool ensure_row_contiguous, bool atomic_outputs,
          nb::handle compile_options, bool robust) {
-        return metal_kernel(name, input_names, output_names, source, header,
-                            ensure_row_contiguous, atomic_outputs,
-                            to_compile_options(compile_options), robust);
+        return metal_kernel(name, input_names, output_names, source, header, ensure_row_contiguous,
+                            atomic_outputs, to_compile_options(compile_options), robust);
       },
       nb::arg("name"), nb::arg("input_names"), nb::arg("output_names"), nb::arg("source"),
       nb::arg("header") = "", nb::arg("ensure_row_contiguous") = true,

@@ -257,7 +257,6 @@ class Translator {
       }
     }
     if (next(start) < e) pieces.push_back({start, e});
-    int auto_buffer = 0;
     for (auto [pb, pe] : pieces) {
       KernelParam p;
       size_t name_end = pe;
@@ -318,7 +317,6 @@ class Translator {
       if (p.kind == ParamKind::buffer && !p.is_pointer && !p.is_reference)
         bad("kernel parameter '" + p.name + "' must be a pointer or a reference (device T*, constant T&)", toks_[pb].line);
       params.push_back(std::move(p));
-      (void)auto_buffer;
     }
     // Metal assigns buffer indices in order to buffer parameters without [[buffer(n)]].
     std::set<int> used;

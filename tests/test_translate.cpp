@@ -1,0 +1,169 @@
+// The token-level translator (src/msl/translate.cpp): rewrites, kernel discovery, line keeping.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "alloy/errors.h"
+#include "msl/lexer.h"
+#include "msl/translate.h"
+
+using namespace alloy;
+using namespace alloy::msl;
+
+namespace {
+
+std::string user_part(const Translation& t) {
+  auto b = t.code.find("#line 1 \"kernel.metal\"\n");
+  auto e = t.code.find("#line 100000");
+  return t.code.substr(b + 23, e - b - 23);
+}
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+const char* kLibrary = R"(#include <metal_stdlib>
+using namespace metal;
+constant float kScale = 0.5;
+constant constexpr int N = 4;
+
+struct Acc { float v; METAL_FUNC void add(float x) { v += x; } };
+
+[[kernel]] void scale(const device float* in [[buffer(0)]],
+                      device float* out [[buffer(1)]],
+                      constant float& s [[buffer(2)]],
+                      uint i [[thread_position_in_grid]]) {
+  out[i] = in[i] * s * kScale + 1.0;
+}
+
+template <typename T>
+kernel void sum(device const T* in, device T* out, threadgroup T* scratch [[threadgroup(0)]],
+                uint lid [[thread_index_in_threadgroup]]) {
+  threadgroup float partial[32], more[2][4];
+  partial[lid % 32] = in[lid];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[0] = partial[0] + 1e-3 + 2.5h;
+}
+template [[host_name("sum_float")]] [[kernel]] decltype(sum<float>) sum<float>;
+template [[host_name("sum_half")]] [[kernel]] decltype(sum<half>) sum<half>;
+)";
+
+TEST(Translate, FindsKernelsAndTheirParameters) {
+  auto t = translate(kLibrary, {Target::cpu, "lib"});
+  ASSERT_EQ(t.kernels.size(), 3u);
+  EXPECT_EQ(t.kernels[0].host_name, "scale");
+  EXPECT_EQ(t.kernels[1].host_name, "sum_float");
+  EXPECT_EQ(t.kernels[1].function, "sum < float >");
+  EXPECT_EQ(t.kernels[2].host_name, "sum_half");
+  const auto& p = t.kernels[0].params;
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[2].name, "s");
+  EXPECT_TRUE(p[2].is_reference);
+  EXPECT_EQ(p[2].index, 2);
+  EXPECT_EQ(p[3].kind, ParamKind::attribute);
+  EXPECT_EQ(p[3].attribute, "thread_position_in_grid");
+  // Implicit buffer indices follow Metal: in order, skipping explicit ones.
+  const auto& q = t.kernels[1].params;
+  EXPECT_EQ(q[0].index, 0);
+  EXPECT_EQ(q[1].index, 1);
+  EXPECT_EQ(q[2].kind, ParamKind::threadgroup);
+  EXPECT_EQ(q[2].index, 0);
+  EXPECT_TRUE(t.uses_sync);
+}
+
+TEST(Translate, RewritesKeepLineNumbers) {
+  for (Target target : {Target::cpu, Target::cuda}) {
+    auto t = translate(kLibrary, {target, "lib"});
+    std::string u = user_part(t);
+    EXPECT_EQ(lines(u), lines(kLibrary) + 1) << u;  // + the newline closing the text
+    EXPECT_EQ(u.find("[["), std::string::npos);
+    EXPECT_EQ(u.find("device"), std::string::npos);
+    EXPECT_EQ(u.find("host_name"), std::string::npos);  // instantiations become entries
+    EXPECT_NE(u.find("const float kScale = 0.5f;"), std::string::npos);
+    EXPECT_NE(u.find("constexpr int N = 4;"), std::string::npos);
+    EXPECT_NE(u.find("1.0f"), std::string::npos);   // MSL has no double
+    EXPECT_NE(u.find("1e-3f"), std::string::npos);
+    EXPECT_NE(u.find("half(2.5f)"), std::string::npos);
+    EXPECT_NE(u.find("const float& s"), std::string::npos);
+  }
+}
+
+TEST(Translate, ThreadgroupObjectsPerTarget) {
+  auto cpu = user_part(translate(kLibrary, {Target::cpu, "lib"}));
+  EXPECT_NE(cpu.find("tg_slot(0"), std::string::npos);
+  EXPECT_NE(cpu.find("tg_slot(1"), std::string::npos);  // `more`, a 2-D array
+  auto cuda = user_part(translate(kLibrary, {Target::cuda, "lib"}));
+  EXPECT_NE(cuda.find("__shared__ float partial [ 32 ];"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("__shared__ float more [ 2 ] [ 4 ];"), std::string::npos) << cuda;
+  // A threadgroup pointer parameter is just a pointer.
+  EXPECT_NE(cpu.find("T* scratch"), std::string::npos);
+}
+
+TEST(Translate, EntriesPerTarget) {
+  auto cpu = translate(kLibrary, {Target::cpu, "lib"}).code;
+  EXPECT_NE(cpu.find("extern \"C\" void alloy_group_2("), std::string::npos);
+  EXPECT_NE(cpu.find("extern \"C\" void alloy_thread_2("), std::string::npos);
+  auto cuda = translate(kLibrary, {Target::cuda, "lib"}).code;
+  EXPECT_NE(cuda.find("extern \"C\" __global__ void alloy_entry_1("), std::string::npos);
+  EXPECT_NE(cuda.find("if (t.outside_grid()) return;"), std::string::npos);
+}
+
+TEST(Translate, PragmasPerTarget) {
+  const char* src = "kernel void k(device float* o) {\n#pragma unroll 4\nfor (int i = 0; i < 4; ++i) o[i] = i;\n"
+                    "#pragma clang loop unroll(full)\nfor (int i = 0; i < 4; ++i) o[i] += i;\n}\n";
+  auto cpu = user_part(translate(src, {Target::cpu, "p"}));
+  EXPECT_NE(cpu.find("#pragma GCC unroll 4"), std::string::npos);
+  auto cuda = user_part(translate(src, {Target::cuda, "p"}));
+  EXPECT_NE(cuda.find("#pragma unroll 4"), std::string::npos);
+  EXPECT_NE(cuda.find("#pragma unroll\n"), std::string::npos);
+}
+
+TEST(Translate, RobustModeChecksDevicePointers) {
+  const char* src = "kernel void k(const device float* in [[buffer(0)]], device float* out [[buffer(1)]],"
+                    " uint i [[thread_position_in_grid]]) {\n"
+                    "  const device float4* v = (const device float4*)in;\n"
+                    "  out[i] = v[0].x; }\n";
+  auto plain = user_part(translate(src, {Target::cpu, "k"}));
+  EXPECT_EQ(plain.find("alloy_robust"), std::string::npos);
+  auto robust = user_part(translate(src, {Target::cpu, "k", "kernel.metal", true}));
+  for (size_t p; (p = robust.find("  ")) != std::string::npos;) robust.erase(p, 1);
+  EXPECT_NE(robust.find("::alloy_robust::ptr<const float> in"), std::string::npos) << robust;
+  EXPECT_NE(robust.find("::alloy_robust::ptr<float> out"), std::string::npos);
+  EXPECT_NE(robust.find("(::alloy_robust::ptr<const float4> )in"), std::string::npos) << robust;
+  EXPECT_NE(robust.find("::alloy_robust::ptr<const float4> v ="), std::string::npos) << robust;
+}
+
+TEST(Translate, RejectsWhatAlloyDoesNotRun) {
+  EXPECT_THROW(translate("kernel void k(texture2d<float> t [[texture(0)]]) {}", {Target::cpu, "t"}),
+               NotSupported);
+  EXPECT_THROW(translate("vertex float4 v(uint id [[vertex_id]]) { return 0; }", {Target::cpu, "v"}),
+               NotSupported);
+  EXPECT_THROW(translate("constant bool f [[function_constant(0)]];", {Target::cpu, "f"}),
+               NotSupported);
+  EXPECT_THROW(translate("#include \"mine.h\"\n", {Target::cpu, "i"}), NotSupported);
+  try {
+    translate("\n\nkernel void k(sampler s) {}", {Target::cpu, "smp"});
+    FAIL();
+  } catch (const NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kernel(), "smp");
+  }
+}
+
+TEST(Translate, BadKernelSignaturesAreInvalidArguments) {
+  EXPECT_THROW(translate("kernel int k() { return 0; }", {Target::cpu, "k"}), std::invalid_argument);
+  EXPECT_THROW(translate("kernel void k(device float x [[buffer(0)]]) {}", {Target::cpu, "k"}),
+               std::invalid_argument);
+}
+
+TEST(Lexer, RoundTripsEveryCharacter) {
+  std::string src = kLibrary;
+  std::string back;
+  for (auto& t : lex(src)) back += t.text;
+  EXPECT_EQ(back, src);
+  // Nested subscripts are not attributes.
+  auto toks = lex("a[b[i]] = x;");
+  back.clear();
+  for (auto& t : toks) back += t.text;
+  EXPECT_EQ(back, "a[b[i]] = x;");
+}
+
+}  // namespace
