@@ -88,16 +88,16 @@ kernel void squash_all(device const float* x, device float* y, uint i [[thread_p
 }
 
 // every thread of the grid counts itself
-kernel void count_threads(device atomic_uint* counter [[buffer(0)]], device uint* hits [[buffer(1)]],
-                          uint gid [[thread_position_in_grid]]) {
+kernel void count_threads(device atomic_uint* counter [[buffer(0)]],
+                          device uint* hits [[buffer(1)]], uint gid [[thread_position_in_grid]]) {
   atomic_fetch_add_explicit(counter, 1u, memory_order_relaxed);
   hits[gid] += 1u;
 }
 
 // 2-D grid, uint scalars
 kernel void transpose2d(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
-                      constant uint& rows [[buffer(2)]], constant uint& cols [[buffer(3)]],
-                      uint2 pos [[thread_position_in_grid]]) {
+                        constant uint& rows [[buffer(2)]], constant uint& cols [[buffer(3)]],
+                        uint2 pos [[thread_position_in_grid]]) {
   y[pos.x * rows + pos.y] = x[pos.y * cols + pos.x];
 }
 
@@ -162,10 +162,9 @@ struct WarningCapture {
 
 TEST(Library, KernelNamesAndReflection) {
   Library lib = make_library();
-  std::vector<std::string> want = {"scale_add",     "row_sum_float",  "row_sum_half",
-                                   "reverse_blocks", "affine_softplus", "squash_all",
-                                   "count_threads", "transpose2d",      "clamp_inplace",
-                                   "sampled_double"};
+  std::vector<std::string> want = {
+      "scale_add",  "row_sum_float", "row_sum_half", "reverse_blocks", "affine_softplus",
+      "squash_all", "count_threads", "transpose2d",  "clamp_inplace",  "sampled_double"};
   EXPECT_EQ(lib.kernel_names(), want);
 
   const KernelInfo& sa = lib.kernel_info("scale_add");
@@ -305,7 +304,8 @@ TEST(Library, SharedHelpersAndStructParameter) {
     Array x = from(xv, {n}, float32, dev);
     // `constant Affine& p`: the struct's bytes, here two floats {scale, shift}.
     Array p = from({0.5, -0.25}, {2}, float32, dev);
-    auto y = lib("affine_softplus", {x, nan_like({n}, dev), p}, dispatch({n, 1, 1}, {64, 1, 1}, dev))[0];
+    auto y =
+        lib("affine_softplus", {x, nan_like({n}, dev), p}, dispatch({n, 1, 1}, {64, 1, 1}, dev))[0];
     std::vector<double> want(n);
     for (int i = 0; i < n; ++i) want[i] = std::log1p(std::exp(0.5 * xv[i] - 0.25));
     expect_close(y, want, 1e-5, 1e-6);
@@ -412,8 +412,7 @@ TEST(Library, ArgumentErrorsListWhatTheKernelExpects) {
   };
   std::string m = message({f32, f32});
   EXPECT_NE(m.find("takes 4 argument(s), 2 given"), std::string::npos) << m;
-  EXPECT_NE(m.find("alpha (constant float&): a number or 0-d array of float32"),
-            std::string::npos)
+  EXPECT_NE(m.find("alpha (constant float&): a number or 0-d array of float32"), std::string::npos)
       << m;
   m = message({f32, f16, f32, 1.0f});
   EXPECT_NE(m.find("argument 2 ('b', device const float*)"), std::string::npos) << m;
@@ -484,7 +483,8 @@ TEST(Library, FallbackRunsTheReferenceOfAnUnsupportedKernel) {
     auto xv = random_values(n, -1, 1, 10);
     Array x = from(xv, {n}, float32, dev);
     for (int rep = 0; rep < 2; ++rep) {
-      auto y = lib("sampled_double", {x, nan_like({n}, dev)}, dispatch({n, 1, 1}, {32, 1, 1}, dev))[0];
+      auto y =
+          lib("sampled_double", {x, nan_like({n}, dev)}, dispatch({n, 1, 1}, {32, 1, 1}, dev))[0];
       std::vector<double> want(n);
       for (int i = 0; i < n; ++i) want[i] = 2 * xv[i];
       expect_close(y, want);

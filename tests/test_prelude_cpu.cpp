@@ -276,6 +276,11 @@ TEST(PreludeCpu, VectorConstructorsAndSwizzles) {
   g.xy = cg.zw;
   EXPECT_TRUE(all(g == float4(21, 3, 21, 3)));
   // vec<T, N> spelling and element types.
+  int4 i4 = int4(a);
+  short2 s2 = short2(i4.zw);  // converting constructors from swizzles
+  float3 f3 = float3(i4.wzy);
+  half4 h4 = half4(a.wzyx);
+  EXPECT_TRUE(all(s2 == short2(3, 4)) && all(f3 == float3(4, 3, 2)) && float(h4.x) == 4.0f);
   vec<int, 4> iv = int4(1, -2, 3, -4);
   EXPECT_EQ(iv.y, -2);
   half4 hv = half4(a);

@@ -5,6 +5,7 @@
 // data evaluates implicitly. Views (slices with steps, transposes) share the buffer of their source.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -43,6 +44,12 @@ class Array {
                            std::optional<Device> device = std::nullopt) {
     return from_bytes(v.data(), std::move(shape), dtype, device);
   }
+
+  /// Wraps memory owned elsewhere (e.g. a DLPack tensor) without copying. `data` points at
+  /// element 0 (host memory for cpu, a device pointer for gpu); `strides` are in elements (empty:
+  /// row-major); `release` runs when the last Alloy view of it goes away.
+  static Array from_external(void* data, Shape shape, Strides strides, Dtype dtype, Device device,
+                             std::function<void()> release);
 
   bool valid() const { return node_ != nullptr; }
   Dtype dtype() const;

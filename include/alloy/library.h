@@ -55,10 +55,14 @@ class KernelArg {
   /// A number for a `constant T&` parameter, converted to T (float, half, int, uint, bool...).
   template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
   KernelArg(T v) {
-    if constexpr (std::is_same_v<T, bool>) value_ = v;
-    else if constexpr (std::is_floating_point_v<T>) value_ = static_cast<double>(v);
-    else if constexpr (std::is_signed_v<T>) value_ = static_cast<int64_t>(v);
-    else value_ = static_cast<uint64_t>(v);
+    if constexpr (std::is_same_v<T, bool>)
+      value_ = v;
+    else if constexpr (std::is_floating_point_v<T>)
+      value_ = static_cast<double>(v);
+    else if constexpr (std::is_signed_v<T>)
+      value_ = static_cast<int64_t>(v);
+    else
+      value_ = static_cast<uint64_t>(v);
   }
   KernelArg(NewBuffer b) : value_(std::move(b)) {}
   /// A new zero-filled buffer for a writable parameter.
@@ -122,13 +126,13 @@ struct KernelParamInfo {
   };
   std::string name;
   Kind kind = Kind::buffer;
-  int index = -1;             // n of [[buffer(n)]] / [[threadgroup(n)]]
-  std::string type;           // e.g. "const device float*"
-  std::string element_type;   // e.g. "float", "half4", "atomic<uint>", "Params", a placeholder
-  std::optional<Dtype> dtype; // the dtype an array must have; none: any (structs) or placeholder
-  std::string placeholder;    // element type is this template_dtypes placeholder
-  bool writable = false;      // the call returns the buffer's new contents
-  std::string attribute;      // Kind::attribute: e.g. "thread_position_in_grid"
+  int index = -1;              // n of [[buffer(n)]] / [[threadgroup(n)]]
+  std::string type;            // e.g. "const device float*"
+  std::string element_type;    // e.g. "float", "half4", "atomic<uint>", "Params", a placeholder
+  std::optional<Dtype> dtype;  // the dtype an array must have; none: any (structs) or placeholder
+  std::string placeholder;     // element type is this template_dtypes placeholder
+  bool writable = false;       // the call returns the buffer's new contents
+  std::string attribute;       // Kind::attribute: e.g. "thread_position_in_grid"
 
   /// True for parameters that take an argument (buffers and scalars).
   bool takes_argument() const { return kind == Kind::buffer || kind == Kind::scalar; }
@@ -168,7 +172,7 @@ class CheckError : public Error {
 namespace detail {
 struct LibraryState;
 struct LibraryAccess;  // internal (src/kernel/library.cpp)
-}
+}  // namespace detail
 
 class Library;
 

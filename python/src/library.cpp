@@ -3,6 +3,8 @@
 // buffers and scalars in declaration order, `threads` (TOTAL threads, Metal dispatchThreads) and
 // `group_size`. A call returns the new contents of the buffers the kernel writes (copy-on-write:
 // the arrays given are not modified). References are Python callables.
+#include "alloy/library.h"
+
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -13,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "alloy/library.h"
 #include "bindings.h"
 
 namespace alloy::python {
@@ -22,8 +23,8 @@ namespace {
 PyObject* g_check_error = nullptr;  // alloy.CheckError, kept for the process
 
 [[noreturn]] void bad(const std::string& what, nb::handle got) {
-  throw nb::type_error(("[compile_shader] " + what + ", got " + nb::inst_name(got).c_str() + ".")
-                           .c_str());
+  throw nb::type_error(
+      ("[compile_shader] " + what + ", got " + nb::inst_name(got).c_str() + ".").c_str());
 }
 
 // An int, or a sequence of 1 to 3 ints (missing dimensions are 1).
@@ -34,7 +35,8 @@ Dims to_dims(nb::handle h, const char* name) {
       bad(std::string("expected `") + name + "` to be an int or up to 3 ints", v);
     long long x = nb::cast<long long>(nb::steal(PyNumber_Index(v.ptr())));
     if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
-      throw nb::value_error((std::string("[compile_shader] `") + name + "` is out of range").c_str());
+      throw nb::value_error(
+          (std::string("[compile_shader] `") + name + "` is out of range").c_str());
     return static_cast<int>(x);
   };
   if (PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr())) {
@@ -117,10 +119,14 @@ nb::object outputs_to_py(std::vector<Array> out) {
 
 const char* kind_name(KernelParamInfo::Kind k) {
   switch (k) {
-    case KernelParamInfo::Kind::buffer: return "buffer";
-    case KernelParamInfo::Kind::scalar: return "scalar";
-    case KernelParamInfo::Kind::threadgroup: return "threadgroup";
-    case KernelParamInfo::Kind::attribute: return "attribute";
+    case KernelParamInfo::Kind::buffer:
+      return "buffer";
+    case KernelParamInfo::Kind::scalar:
+      return "scalar";
+    case KernelParamInfo::Kind::threadgroup:
+      return "threadgroup";
+    case KernelParamInfo::Kind::attribute:
+      return "attribute";
   }
   return "";
 }
@@ -397,8 +403,7 @@ void bind_library(nb::module_& m) {
         o.name = name;
         if (!template_dtypes.is_none()) {
           if (!nb::isinstance<nb::dict>(template_dtypes))
-            bad("expected `template_dtypes` to be a dict {argument: placeholder}",
-                template_dtypes);
+            bad("expected `template_dtypes` to be a dict {argument: placeholder}", template_dtypes);
           for (auto [k, v] : nb::borrow<nb::dict>(template_dtypes))
             o.template_dtypes[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
         }
@@ -414,8 +419,7 @@ void bind_library(nb::module_& m) {
       },
       nb::arg("source"), nb::arg("template_dtypes") = nb::none(),
       nb::arg("references") = nb::none(), nb::arg("math_mode") = "safe",
-      nb::arg("fallback") = nb::none(), nb::arg("check") = nb::none(),
-      nb::arg("name") = "library",
+      nb::arg("fallback") = nb::none(), nb::arg("check") = nb::none(), nb::arg("name") = "library",
       nb::sig("def compile_shader(source: str, template_dtypes: dict[str, str] | None = None, "
               "references: dict[str, Callable[..., object]] | None = None, math_mode: str = "
               "'safe', fallback: bool | None = None, check: bool | None = None, name: str = "

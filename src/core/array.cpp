@@ -245,6 +245,36 @@ void strided_copy(const char* src, const Shape& shape, const Strides& strides, s
 }
 }  // namespace
 
+Array Array::from_external(void* data, Shape shape, Strides strides, Dtype dtype, Device device,
+                           std::function<void()> release) {
+  check_shape(shape);
+  if (strides.empty()) strides = row_major_strides(shape);
+  if (strides.size() != shape.size())
+    throw std::invalid_argument("from_external: strides and shape differ in length");
+  if (device.type == Device::Type::gpu && !gpu_backend())
+    throw std::invalid_argument("from_external: no GPU is available (no CUDA driver or device)");
+  // The buffer spans the elements the view can reach; offset 0 is element 0.
+  int64_t lo = 0, hi = 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) lo = hi = 0;
+    int64_t reach = (shape[i] - 1) * strides[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  auto n = std::make_shared<ArrayNode>();
+  n->dtype = dtype;
+  n->shape = std::move(shape);
+  n->strides = std::move(strides);
+  n->device = device;
+  n->offset = -lo;
+  size_t item = size_of(dtype);
+  char* start = static_cast<char*>(data) + lo * static_cast<int64_t>(item);
+  n->buffer = std::make_shared<Buffer>(start, static_cast<size_t>(hi - lo + 1) * item, device,
+                                       [release](void*, size_t) {
+                                         if (release) release();
+                                       });
+  return Array(n);
+}
+
 Array Array::from_doubles(const std::vector<double>& values, Shape shape, Dtype dtype,
                           std::optional<Device> device) {
   check_shape(shape);

@@ -35,8 +35,8 @@ namespace alloy {
 namespace kernel {
 namespace {
 
-using msl::TokKind;
 using msl::Token;
+using msl::TokKind;
 constexpr size_t npos = std::string::npos;
 
 // ---- token helpers ---------------------------------------------------------------------------
@@ -57,8 +57,10 @@ size_t match_fwd(const std::vector<Token>& t, size_t i, std::string_view open,
   int depth = 0;
   for (size_t j = i; j < t.size(); ++j) {
     if (t[j].kind != TokKind::punct) continue;
-    if (t[j].text == open) ++depth;
-    else if (t[j].text == close && --depth == 0) return j;
+    if (t[j].text == open)
+      ++depth;
+    else if (t[j].text == close && --depth == 0)
+      return j;
   }
   return npos;
 }
@@ -100,11 +102,16 @@ std::vector<std::string> template_param_names(const std::vector<Token>& t, size_
       continue;
     }
     const Token& k = t[i];
-    if (k.is("<") || k.is("(")) ++depth;
-    else if (k.is(">") || k.is(")")) --depth;
-    else if (k.is(">>")) depth -= 2;
-    else if (depth == 0 && k.is("=")) in_default = true;
-    else if (depth == 0 && !in_default && k.kind == TokKind::ident) last = k.text;
+    if (k.is("<") || k.is("("))
+      ++depth;
+    else if (k.is(">") || k.is(")"))
+      --depth;
+    else if (k.is(">>"))
+      depth -= 2;
+    else if (depth == 0 && k.is("="))
+      in_default = true;
+    else if (depth == 0 && !in_default && k.kind == TokKind::ident)
+      last = k.text;
   }
   return names;
 }
@@ -219,8 +226,10 @@ std::vector<KernelRegion> find_kernel_regions(const std::vector<Token>& t) {
         int depth = 0;
         size_t q = p;
         for (;; --q) {
-          if (t[q].is("]")) ++depth;
-          else if (t[q].is("[") && --depth == 0) break;
+          if (t[q].is("]"))
+            ++depth;
+          else if (t[q].is("[") && --depth == 0)
+            break;
           if (q == 0) break;
         }
         if (q == 0 || !t[q].is("[") || !t[q - 1].is("[")) break;
@@ -231,9 +240,12 @@ std::vector<KernelRegion> find_kernel_regions(const std::vector<Token>& t) {
         int depth = 0;
         size_t q = p;
         for (;; --q) {
-          if (t[q].is(">")) ++depth;
-          else if (t[q].is(">>")) depth += 2;
-          else if (t[q].is("<") && --depth == 0) break;
+          if (t[q].is(">"))
+            ++depth;
+          else if (t[q].is(">>"))
+            depth += 2;
+          else if (t[q].is("<") && --depth == 0)
+            break;
           if (q == 0) break;
         }
         size_t tq = prev_sig(t, q);
@@ -259,22 +271,38 @@ std::vector<KernelRegion> find_kernel_regions(const std::vector<Token>& t) {
 
 MetalType parse_metal_type(std::string_view type) {
   static const std::map<std::string, Dtype, std::less<>> scalars = {
-      {"bool", Dtype::bool_},          {"char", Dtype::int8},
-      {"int8_t", Dtype::int8},         {"signed char", Dtype::int8},
-      {"uchar", Dtype::uint8},         {"uint8_t", Dtype::uint8},
-      {"unsigned char", Dtype::uint8}, {"short", Dtype::int16},
-      {"int16_t", Dtype::int16},       {"ushort", Dtype::uint16},
-      {"uint16_t", Dtype::uint16},     {"unsigned short", Dtype::uint16},
-      {"int", Dtype::int32},           {"int32_t", Dtype::int32},
-      {"signed int", Dtype::int32},    {"uint", Dtype::uint32},
-      {"uint32_t", Dtype::uint32},     {"unsigned", Dtype::uint32},
-      {"unsigned int", Dtype::uint32}, {"long", Dtype::int64},
-      {"int64_t", Dtype::int64},       {"ulong", Dtype::uint64},
-      {"uint64_t", Dtype::uint64},     {"unsigned long", Dtype::uint64},
-      {"size_t", Dtype::uint64},       {"half", Dtype::float16},
-      {"float16_t", Dtype::float16},   {"bfloat", Dtype::bfloat16},
-      {"bfloat16_t", Dtype::bfloat16}, {"float", Dtype::float32},
-      {"float32_t", Dtype::float32},   {"double", Dtype::float64},
+      {"bool", Dtype::bool_},
+      {"char", Dtype::int8},
+      {"int8_t", Dtype::int8},
+      {"signed char", Dtype::int8},
+      {"uchar", Dtype::uint8},
+      {"uint8_t", Dtype::uint8},
+      {"unsigned char", Dtype::uint8},
+      {"short", Dtype::int16},
+      {"int16_t", Dtype::int16},
+      {"ushort", Dtype::uint16},
+      {"uint16_t", Dtype::uint16},
+      {"unsigned short", Dtype::uint16},
+      {"int", Dtype::int32},
+      {"int32_t", Dtype::int32},
+      {"signed int", Dtype::int32},
+      {"uint", Dtype::uint32},
+      {"uint32_t", Dtype::uint32},
+      {"unsigned", Dtype::uint32},
+      {"unsigned int", Dtype::uint32},
+      {"long", Dtype::int64},
+      {"int64_t", Dtype::int64},
+      {"ulong", Dtype::uint64},
+      {"uint64_t", Dtype::uint64},
+      {"unsigned long", Dtype::uint64},
+      {"size_t", Dtype::uint64},
+      {"half", Dtype::float16},
+      {"float16_t", Dtype::float16},
+      {"bfloat", Dtype::bfloat16},
+      {"bfloat16_t", Dtype::bfloat16},
+      {"float", Dtype::float32},
+      {"float32_t", Dtype::float32},
+      {"double", Dtype::float64},
       {"complex64_t", Dtype::complex64},
   };
   std::string s(type);
@@ -283,8 +311,10 @@ MetalType parse_metal_type(std::string_view type) {
   };
   strip("metal::");
   // atomic<T> and atomic_T: the element type.
-  if (s.starts_with("atomic<") && s.ends_with(">")) s = s.substr(7, s.size() - 8);
-  else if (s.starts_with("atomic_")) s = s.substr(7);
+  if (s.starts_with("atomic<") && s.ends_with(">"))
+    s = s.substr(7, s.size() - 8);
+  else if (s.starts_with("atomic_"))
+    s = s.substr(7);
   strip("metal::");
   strip("packed_");
   MetalType m;
@@ -307,8 +337,8 @@ MetalType parse_metal_type(std::string_view type) {
   }
   // Vector names: float4, half2, uint3, bfloat4...
   static const std::set<std::string, std::less<>> vector_bases = {
-      "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "bfloat",
-      "float"};
+      "bool", "char", "uchar", "short", "ushort", "int",
+      "uint", "long", "ulong", "half",  "bfloat", "float"};
   if (s.size() > 1 && (s.back() == '2' || s.back() == '3' || s.back() == '4')) {
     std::string base = s.substr(0, s.size() - 1);
     if (vector_bases.count(base)) {
@@ -429,10 +459,12 @@ KernelInfo make_info(const msl::KernelEntry& e, const std::vector<KernelRegion>&
       // vec<TYPE, 4> and atomic<TYPE> name their placeholder inside.
       std::string base = q.element_type;
       for (const char* w : {"atomic<", "vec<"})
-        if (base.starts_with(w)) base = base.substr(std::strlen(w), base.find_first_of(",>") -
-                                                                   std::strlen(w));
-      if (placeholders.count(base)) q.placeholder = base;
-      else q.dtype = parse_metal_type(q.element_type).dtype;
+        if (base.starts_with(w))
+          base = base.substr(std::strlen(w), base.find_first_of(",>") - std::strlen(w));
+      if (placeholders.count(base))
+        q.placeholder = base;
+      else
+        q.dtype = parse_metal_type(q.element_type).dtype;
     }
     info.params.push_back(std::move(q));
   }
@@ -498,9 +530,10 @@ struct LibraryState {
   [[noreturn]] void unknown(std::string_view name) const {
     std::string names;
     for (auto& k : kernels) names += (names.empty() ? "" : ", ") + k.info.name;
-    throw std::invalid_argument(fmt::format("[library] '{}' has no kernel named '{}'; its kernels "
-                                            "are: {}",
-                                            options.name, name, names));
+    throw std::invalid_argument(
+        fmt::format("[library] '{}' has no kernel named '{}'; its kernels "
+                    "are: {}",
+                    options.name, name, names));
   }
   ReferenceFn reference(const std::string& name) {
     std::lock_guard lock(mu);
@@ -594,8 +627,10 @@ struct LibraryState {
         bool isolable = !lines.empty();
         for (int line : lines) {
           const kernel::KernelRegion* r = region_of_body_line(line);
-          if (!r || stubbed.count(r->name)) isolable = false;
-          else culprits.insert(r->name);
+          if (!r || stubbed.count(r->name))
+            isolable = false;
+          else
+            culprits.insert(r->name);
         }
         if (!isolable || culprits.empty()) {
           b->whole = ep;
@@ -629,11 +664,15 @@ std::string KernelInfo::signature() const {
     s += p.type + " " + p.name;
     switch (p.kind) {
       case KernelParamInfo::Kind::buffer:
-      case KernelParamInfo::Kind::scalar: s += fmt::format(" [[buffer({})]]", p.index); break;
+      case KernelParamInfo::Kind::scalar:
+        s += fmt::format(" [[buffer({})]]", p.index);
+        break;
       case KernelParamInfo::Kind::threadgroup:
         s += fmt::format(" [[threadgroup({})]]", p.index);
         break;
-      case KernelParamInfo::Kind::attribute: s += " [[" + p.attribute + "]]"; break;
+      case KernelParamInfo::Kind::attribute:
+        s += " [[" + p.attribute + "]]";
+        break;
     }
   }
   return s + ")";
@@ -877,8 +916,14 @@ Array number_array(const KernelArg::Value& v, Dtype dt, Device dev, const Kernel
       std::memcpy(bytes, &b, 1);
       break;
     }
-    case Dtype::int8: range(INT8_MIN, INT8_MAX); bytes[0] = static_cast<uint8_t>(i); break;
-    case Dtype::uint8: range(0, UINT8_MAX); bytes[0] = static_cast<uint8_t>(u); break;
+    case Dtype::int8:
+      range(INT8_MIN, INT8_MAX);
+      bytes[0] = static_cast<uint8_t>(i);
+      break;
+    case Dtype::uint8:
+      range(0, UINT8_MAX);
+      bytes[0] = static_cast<uint8_t>(u);
+      break;
     case Dtype::int16: {
       range(INT16_MIN, INT16_MAX);
       int16_t x = static_cast<int16_t>(i);
@@ -913,7 +958,8 @@ Array number_array(const KernelArg::Value& v, Dtype dt, Device dev, const Kernel
       std::memcpy(bytes, &u, 8);
       break;
     }
-    default: return Array::from_doubles({d}, {}, dt, dev);
+    default:
+      return Array::from_doubles({d}, {}, dt, dev);
   }
   return Array::from_bytes(bytes, {}, dt, dev);
 }
@@ -931,7 +977,9 @@ Dims effective_group(const Dims& threads, const Dims& group) {
   return t;
 }
 
-std::string dims_str(const Dims& d) { return fmt::format("({}, {}, {})", d[0], d[1], d[2]); }
+std::string dims_str(const Dims& d) {
+  return fmt::format("({}, {}, {})", d[0], d[1], d[2]);
+}
 
 }  // namespace
 
@@ -943,8 +991,8 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
                                const detail::LibraryKernelSlot& slot,
                                const std::vector<KernelArg>& args, const LibraryCall& call) {
   const KernelInfo& info = slot.info;
-  const std::string label = s->options.name == "library" ? info.name
-                                                          : s->options.name + ":" + info.name;
+  const std::string label =
+      s->options.name == "library" ? info.name : s->options.name + ":" + info.name;
   std::vector<const KernelParamInfo*> data;
   for (auto& p : info.params)
     if (p.takes_argument()) data.push_back(&p);
@@ -1055,8 +1103,9 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
       if (p.kind != KernelParamInfo::Kind::scalar)
         bad_arg(info, k, p, "expected " + expected_text(p, want) + ", got a number");
       if (!want || parse_metal_type(p.element_type).lanes != 1)
-        bad_arg(info, k, p,
-                "a number cannot be converted to " + p.element_type + "; pass an array of its bytes");
+        bad_arg(
+            info, k, p,
+            "a number cannot be converted to " + p.element_type + "; pass an array of its bytes");
       Array a = number_array(v, *want, dev, info, k, p);
       b.input = static_cast<int>(inputs.size());
       st.arg_input.push_back(b.input);
@@ -1079,9 +1128,9 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
           "threadgroup_memory[{}] = bytes.\n  signature: {}",
           info.name, p.name, p.type, p.index, p.index, p.index, info.signature()));
     if (p.index < 0 || p.index >= 8)
-      throw std::invalid_argument(fmt::format(
-          "[library] kernel '{}': [[threadgroup({})]] is out of range (0..7 supported)", info.name,
-          p.index));
+      throw std::invalid_argument(
+          fmt::format("[library] kernel '{}': [[threadgroup({})]] is out of range (0..7 supported)",
+                      info.name, p.index));
     Binding b;
     b.threadgroup = true;
     b.index = p.index;
@@ -1118,8 +1167,8 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
   }
   for (int d = 0; d < 3; ++d)
     if (threads[d] < 0)
-      throw std::invalid_argument(fmt::format(
-          "[library] kernel '{}': threads must be >= 0, got {}", info.name, dims_str(threads)));
+      throw std::invalid_argument(fmt::format("[library] kernel '{}': threads must be >= 0, got {}",
+                                              info.name, dims_str(threads)));
   Dims group = call.group_size.value_or(
       Dims{std::max(1, std::min(threads[0], std::min(256, max_group))), 1, 1});
   int64_t group_threads = int64_t{group[0]} * group[1] * group[2];
@@ -1128,10 +1177,10 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
       throw std::invalid_argument(fmt::format(
           "[library] kernel '{}': group_size must be > 0, got {}", info.name, dims_str(group)));
   if (group_threads > max_group)
-    throw std::invalid_argument(fmt::format(
-        "[library] kernel '{}': group_size {} has {} threads; the maximum is {}{}", info.name,
-        dims_str(group), group_threads, max_group,
-        info.max_total_threads > 0 ? " ([[max_total_threads_per_threadgroup]])" : ""));
+    throw std::invalid_argument(
+        fmt::format("[library] kernel '{}': group_size {} has {} threads; the maximum is {}{}",
+                    info.name, dims_str(group), group_threads, max_group,
+                    info.max_total_threads > 0 ? " ([[max_total_threads_per_threadgroup]])" : ""));
   st.threads = threads;
   st.group = effective_group(threads, group);
   st.bindings = std::move(bindings);
@@ -1145,9 +1194,9 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
       throw std::invalid_argument(fmt::format(
           "[library] check mode needs a reference implementation of kernel '{}' (set_reference)",
           info.name));
-    warn_once(label + "|noref",
-              fmt::format("check mode: kernel '{}' has no reference implementation; not checked",
-                          label));
+    warn_once(
+        label + "|noref",
+        fmt::format("check mode: kernel '{}' has no reference implementation; not checked", label));
     check = false;
   }
 
@@ -1190,14 +1239,15 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
       failure = it->second;
   const CompiledKernel* compiled = build->program ? build->program->find(info.name) : nullptr;
   if (!failure && !compiled)
-    throw Error(label, fmt::format("[library] internal: kernel '{}' missing from the build", label));
+    throw Error(label,
+                fmt::format("[library] internal: kernel '{}' missing from the build", label));
   if (failure) {
     if (!reference || !fallback || !is_fallback_error(failure)) std::rethrow_exception(failure);
-    warn_once(label + "|" + std::to_string(static_cast<int>(target)),
-              fmt::format("kernel '{}' cannot run on the {} ({}); running its reference "
-                          "implementation instead",
-                          label, dev.type == Device::Type::gpu ? "GPU" : "CPU",
-                          first_line(failure)));
+    warn_once(
+        label + "|" + std::to_string(static_cast<int>(target)),
+        fmt::format("kernel '{}' cannot run on the {} ({}); running its reference "
+                    "implementation instead",
+                    label, dev.type == Device::Type::gpu ? "GPU" : "CPU", first_line(failure)));
     std::vector<Array> result;
     auto& ref = run_reference();
     for (size_t j = 0; j < outs.size(); ++j)
@@ -1263,8 +1313,8 @@ Library compile_library(const std::string& source, const LibraryOptions& options
   for (auto& e : tr.kernels) {
     for (auto& k : s->kernels)
       if (k.info.name == e.host_name)
-        throw std::invalid_argument(fmt::format(
-            "[library] two kernels of '{}' are named '{}'", options.name, e.host_name));
+        throw std::invalid_argument(
+            fmt::format("[library] two kernels of '{}' are named '{}'", options.name, e.host_name));
     detail::LibraryKernelSlot slot;
     slot.info = kernel::make_info(e, s->regions, options.template_dtypes);
     slot.function = e.base_name;
@@ -1305,7 +1355,9 @@ std::vector<std::string> Library::kernel_names() const {
   return names;
 }
 
-bool Library::has_kernel(std::string_view name) const { return state_->find(name) != nullptr; }
+bool Library::has_kernel(std::string_view name) const {
+  return state_->find(name) != nullptr;
+}
 
 const KernelInfo& Library::kernel_info(std::string_view name) const {
   auto* k = state_->find(name);
@@ -1329,9 +1381,13 @@ void Library::set_reference(std::string_view name, ReferenceFn fn) const {
   kernel(name).set_reference(std::move(fn));
 }
 
-const std::string& Library::source() const { return state_->source; }
+const std::string& Library::source() const {
+  return state_->source;
+}
 
-const KernelInfo& LibraryKernel::info() const { return state_->find(name_)->info; }
+const KernelInfo& LibraryKernel::info() const {
+  return state_->find(name_)->info;
+}
 
 std::vector<Array> LibraryKernel::operator()(const std::vector<KernelArg>& args,
                                              const LibraryCall& call) const {
@@ -1340,8 +1396,10 @@ std::vector<Array> LibraryKernel::operator()(const std::vector<KernelArg>& args,
 
 void LibraryKernel::set_reference(ReferenceFn fn) const {
   std::lock_guard lock(state_->mu);
-  if (fn) state_->references[name_] = std::move(fn);
-  else state_->references.erase(name_);
+  if (fn)
+    state_->references[name_] = std::move(fn);
+  else
+    state_->references.erase(name_);
 }
 
 bool LibraryKernel::has_reference() const {

@@ -40,12 +40,17 @@ namespace kernel {
 
 Tolerance check_tolerance(Dtype dtype) {
   switch (dtype) {
-    case Dtype::float16: return {1e-2, 1e-3};
-    case Dtype::bfloat16: return {3e-2, 1e-2};
+    case Dtype::float16:
+      return {1e-2, 1e-3};
+    case Dtype::bfloat16:
+      return {3e-2, 1e-2};
     case Dtype::float32:
-    case Dtype::complex64: return {1e-4, 1e-5};
-    case Dtype::float64: return {1e-10, 1e-12};
-    default: return {0, 0};  // integers and bool: exact
+    case Dtype::complex64:
+      return {1e-4, 1e-5};
+    case Dtype::float64:
+      return {1e-10, 1e-12};
+    default:
+      return {0, 0};  // integers and bool: exact
   }
 }
 
@@ -62,8 +67,12 @@ bool env_flag(const char* name, bool fallback) {
 }
 }  // namespace
 
-bool check_from_env() { return env_flag("ALLOY_CHECK", false); }
-bool fallback_from_env() { return env_flag("ALLOY_FALLBACK", true); }
+bool check_from_env() {
+  return env_flag("ALLOY_CHECK", false);
+}
+bool fallback_from_env() {
+  return env_flag("ALLOY_FALLBACK", true);
+}
 
 void warn(const std::string& message) {
   std::function<void(const std::string&)> handler;
@@ -71,8 +80,10 @@ void warn(const std::string& message) {
     std::lock_guard lock(g_warn_mu);
     handler = g_warn_handler;
   }
-  if (handler) handler(message);
-  else default_warning(message);
+  if (handler)
+    handler(message);
+  else
+    default_warning(message);
 }
 
 void warn_once(const std::string& key, const std::string& message) {
@@ -172,10 +183,14 @@ void copy_into(const Array& src_in, const Array& dst) {
   void* d = dst.node()->data();
   const void* s = src.node()->data();
   bool dg = dst.device().type == Device::Type::gpu, sg = src.device().type == Device::Type::gpu;
-  if (dg && sg) gpu_backend()->copy_device(d, s, n);
-  else if (dg) gpu_backend()->copy_to_device(d, s, n);
-  else if (sg) gpu_backend()->copy_to_host(d, s, n);
-  else std::memmove(d, s, n);
+  if (dg && sg)
+    gpu_backend()->copy_device(d, s, n);
+  else if (dg)
+    gpu_backend()->copy_to_device(d, s, n);
+  else if (sg)
+    gpu_backend()->copy_to_host(d, s, n);
+  else
+    std::memmove(d, s, n);
 }
 
 namespace {
@@ -204,8 +219,8 @@ void compare_outputs(const std::string& kernel, const std::string& output, const
                      std::optional<double> atol_opt) {
   Tolerance tol = check_tolerance(actual.dtype());
   double rtol = rtol_opt.value_or(tol.rtol), atol = atol_opt.value_or(tol.atol);
-  Array expected = conform(expected_in, actual.shape(), actual.dtype(), actual.device(), kernel,
-                           output);
+  Array expected =
+      conform(expected_in, actual.shape(), actual.dtype(), actual.device(), kernel, output);
   std::vector<double> a = actual.to_doubles(), e = expected.to_doubles();
   const double inf = std::numeric_limits<double>::infinity();
   double max_abs = 0, max_rel = 0;

@@ -161,9 +161,9 @@ class Expander {
     bool empty_call = args.size() == 1 && is_blank(toks, args[0].first, args[0].second);
     if (nparams == 0 && !m.variadic && empty_call) args.clear();
     if (m.variadic ? args.size() < nparams : args.size() != nparams)
-      throw std::invalid_argument(fmt::format(
-          "macro '{}' (line {}) takes {}{} argument(s), {} given", m.name, t.line,
-          m.variadic ? "at least " : "", nparams, args.size()));
+      throw std::invalid_argument(
+          fmt::format("macro '{}' (line {}) takes {}{} argument(s), {} given", m.name, t.line,
+                      m.variadic ? "at least " : "", nparams, args.size()));
     // Raw argument ranges per parameter name (__VA_ARGS__: the rest, commas included).
     std::map<std::string, std::pair<size_t, size_t>> bound;
     for (size_t a = 0; a < nparams; ++a) bound[m.params[a]] = args[a];
@@ -269,16 +269,20 @@ class Expander {
         size_t j = next_sig(i);
         if (j >= body.size()) break;
         std::string rhs = param_of(j) ? raw_text(toks, *param_of(j)) : body[j].text;
-        if (pieces.empty()) emit(rhs, false);
-        else pieces.back() += rhs;
+        if (pieces.empty())
+          emit(rhs, false);
+        else
+          pieces.back() += rhs;
         i = j;
         continue;
       }
       if (auto* r = param_of(i)) {
         size_t j = next_sig(i);
         bool pasted = j < body.size() && body[j].is("##");
-        if (pasted) emit(raw_text(toks, *r), false);
-        else emit(expand(toks, r->first, r->second, disabled, depth + 1), false);
+        if (pasted)
+          emit(raw_text(toks, *r), false);
+        else
+          emit(expand(toks, r->first, r->second, disabled, depth + 1), false);
         continue;
       }
       emit(t.text, t.trivia());

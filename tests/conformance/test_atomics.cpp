@@ -116,8 +116,9 @@ TEST(ConformanceAtomics, DeviceIntAddSubMinMax) {
     lo = std::min(lo, v);
     hi = std::max(hi, v);
   }
-  run_kernel(k, {x}, atomic_call({{4}}, {int32}, n, 256, 0),
-             [&](auto& o) { expect_equal(o[0], {-sum, lo, hi, sum}); });
+  run_kernel(k, {x}, atomic_call({{4}}, {int32}, n, 256, 0), [&](auto& o) {
+    expect_equal(o[0], {-sum, lo, hi, sum});
+  });
 }
 
 TEST(ConformanceAtomics, DeviceUintBitwiseAndWrapping) {
@@ -164,8 +165,9 @@ TEST(ConformanceAtomics, DeviceUintAndMin) {
     andv &= v | 0xFFFF0FF0u;
     minv = std::min(minv, v);
   }
-  run_kernel(k, {x}, atomic_call({{2}}, {uint32}, n, 256, 4294967295.0),
-             [&](auto& o) { expect_equal(o[0], {double(andv), double(minv)}); });
+  run_kernel(k, {x}, atomic_call({{2}}, {uint32}, n, 256, 4294967295.0), [&](auto& o) {
+    expect_equal(o[0], {double(andv), double(minv)});
+  });
 }
 
 // atomic<float>: add/sub/store (multiples of 1/8 keep every partial sum exact).
@@ -184,8 +186,9 @@ TEST(ConformanceAtomics, DeviceFloatAddSubStore) {
   auto x = Array::from_doubles(xv, {n}, float32, Device::cpu());
   double sum = 0;
   for (double v : xv) sum += v;
-  run_kernel(k, {x}, atomic_call({{3}}, {float32}, n, 256, 0),
-             [&](auto& o) { expect_equal(o[0], {sum, -sum, xv[7]}); });
+  run_kernel(k, {x}, atomic_call({{3}}, {float32}, n, 256, 0), [&](auto& o) {
+    expect_equal(o[0], {sum, -sum, xv[7]});
+  });
 }
 
 TEST(ConformanceAtomics, CompareExchangeWeakLoops) {
@@ -211,8 +214,9 @@ TEST(ConformanceAtomics, CompareExchangeWeakLoops) {
     sum += v;
     hi = std::max(hi, v);
   }
-  run_kernel(k, {x}, atomic_call({{2}}, {int32}, n, 128, 0),
-             [&](auto& o) { expect_equal(o[0], {sum, hi}); });
+  run_kernel(k, {x}, atomic_call({{2}}, {int32}, n, 128, 0), [&](auto& o) {
+    expect_equal(o[0], {sum, hi});
+  });
 }
 
 // atomic_exchange returns the previous value: the returned values plus the final one are the

@@ -65,8 +65,9 @@ void expect_table(const Array& out, const std::vector<double>& expected,
     int bad = 0;
     for (size_t i = c; i < got.size(); i += cols) {
       double e = expected[i], g = got[i];
-      bool ok = std::isnan(e) ? std::isnan(g)
-                              : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
+      bool ok = std::isnan(e)
+                    ? std::isnan(g)
+                    : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
       if (!ok && bad++ == 0)
         ADD_FAILURE() << names[c] << " (row " << i / cols << "): got " << g << ", expected " << e;
     }
@@ -74,7 +75,9 @@ void expect_table(const Array& out, const std::vector<double>& expected,
   }
 }
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
 
 // ---- 3-D grid with partial groups in every dimension -------------------------------------------
 
@@ -135,13 +138,37 @@ TEST(ConformanceAttributes, Grid3DPartialThreadgroups) {
       }
   run_kernel(k, {x}, make_call({{n, K}}, {int32}, {GX, GY, GZ}, {TX, TY, TZ}), [&](auto& o) {
     expect_table(o[0], ref,
-                 {"thread_position_in_grid.x", ".y", ".z", "threads_per_grid.x", ".y", ".z",
-                  "grid_size.x", ".y", ".z", "thread_position_in_threadgroup.x", ".y", ".z",
-                  "threadgroup_position_in_grid.x", ".y", ".z", "threads_per_threadgroup.x",
-                  ".y", ".z", "dispatch_threads_per_threadgroup.x", ".y", ".z",
-                  "threadgroups_per_grid.x", ".y", ".z", "threads_per_simdgroup",
-                  "thread_execution_width", "dispatch_simdgroups_per_threadgroup",
-                  "simdgroups_per_threadgroup", "grid_origin.x", ".y", ".z"},
+                 {"thread_position_in_grid.x",
+                  ".y",
+                  ".z",
+                  "threads_per_grid.x",
+                  ".y",
+                  ".z",
+                  "grid_size.x",
+                  ".y",
+                  ".z",
+                  "thread_position_in_threadgroup.x",
+                  ".y",
+                  ".z",
+                  "threadgroup_position_in_grid.x",
+                  ".y",
+                  ".z",
+                  "threads_per_threadgroup.x",
+                  ".y",
+                  ".z",
+                  "dispatch_threads_per_threadgroup.x",
+                  ".y",
+                  ".z",
+                  "threadgroups_per_grid.x",
+                  ".y",
+                  ".z",
+                  "threads_per_simdgroup",
+                  "thread_execution_width",
+                  "dispatch_simdgroups_per_threadgroup",
+                  "simdgroups_per_threadgroup",
+                  "grid_origin.x",
+                  ".y",
+                  ".z"},
                  0, 0);
   });
 }
@@ -169,8 +196,8 @@ TEST(ConformanceAttributes, LinearIndicesIn2DGroups) {
   for (int y = 0; y < GY; ++y)
     for (int xx = 0; xx < GX; ++xx) {
       int lid = xx % TX + TX * (y % TY);
-      ref.insert(ref.end(), {double(lid), double(lid % 32), double(lid / 32), 2.0,
-                             double(lid % 4), double(lid / 4), 12.0, 12.0});
+      ref.insert(ref.end(), {double(lid), double(lid % 32), double(lid / 32), 2.0, double(lid % 4),
+                             double(lid / 4), 12.0, 12.0});
     }
   run_kernel(k, {x}, make_call({{GX * GY, K}}, {int32}, {GX, GY, 1}, {TX, TY, 1}), [&](auto& o) {
     expect_table(o[0], ref,
@@ -203,10 +230,10 @@ TEST(ConformanceAttributes, PartialEdgeGroup1D) {
   std::vector<double> ref;
   for (int g = 0; g < N; ++g) {
     int lid = g % TG, size = std::min(TG, N - g / TG * TG);
-    ref.insert(ref.end(), {double(lid), double(size), double(TG), double(ceil_div(size, 32)),
-                           double(ceil_div(TG, 32)), double(lid / 32), double(lid % 32),
-                           double(ceil_div(size, 4)), double(ceil_div(TG, 4)),
-                           double(ceil_div(N, TG))});
+    ref.insert(ref.end(),
+               {double(lid), double(size), double(TG), double(ceil_div(size, 32)),
+                double(ceil_div(TG, 32)), double(lid / 32), double(lid % 32),
+                double(ceil_div(size, 4)), double(ceil_div(TG, 4)), double(ceil_div(N, TG))});
   }
   run_kernel(k, {x}, make_call({{N, K}}, {int32}, {N, 1, 1}, {TG, 1, 1}), [&](auto& o) {
     expect_table(o[0], ref,

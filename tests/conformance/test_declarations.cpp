@@ -54,7 +54,9 @@ KernelCall make_call(std::vector<Shape> shapes, std::vector<Dtype> dtypes, Dims 
   return c;
 }
 
-double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+double f32(double v) {
+  return static_cast<double>(static_cast<float>(v));
+}
 
 // ---- program scope ---------------------------------------------------------------------------
 

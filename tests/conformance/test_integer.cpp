@@ -65,8 +65,9 @@ void expect_table(const Array& out, const std::vector<double>& expected,
     int bad = 0;
     for (size_t i = c; i < got.size(); i += cols) {
       double e = expected[i], g = got[i];
-      bool ok = std::isnan(e) ? std::isnan(g)
-                              : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
+      bool ok = std::isnan(e)
+                    ? std::isnan(g)
+                    : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
       if (!ok && bad++ == 0)
         ADD_FAILURE() << names[c] << " (row " << i / cols << "): got " << g << ", expected " << e;
     }
@@ -76,7 +77,9 @@ void expect_table(const Array& out, const std::vector<double>& expected,
 
 // ---- integer functions -----------------------------------------------------------------------
 
-int64_t sat32(int64_t v) { return std::clamp<int64_t>(v, INT32_MIN, INT32_MAX); }
+int64_t sat32(int64_t v) {
+  return std::clamp<int64_t>(v, INT32_MIN, INT32_MAX);
+}
 
 TEST(ConformanceInteger, BitAndSaturatingFunctions) {
   constexpr int64_t n = 256, K = 35;
@@ -133,42 +136,41 @@ TEST(ConformanceInteger, BitAndSaturatingFunctions) {
     int32_t s = S[i], t = T[i];
     int64_t ss = s, tt = t;
     uint32_t mask10 = ((1u << 10) - 1) << 7;
-    int64_t row[K] = {
-        std::countl_zero(u),
-        std::countr_zero(u),
-        std::popcount(u),
-        32,
-        32,
-        std::countl_zero(static_cast<uint16_t>(u)),
-        std::popcount(static_cast<uint8_t>(u)),
-        std::countl_zero(uint64_t(u)),
-        std::countr_zero(uint64_t(u) << 32),
-        std::popcount(u) + std::popcount(v),
-        std::countl_zero(static_cast<uint32_t>(s)),
-        (u >> 5) & 0x7ffu,
-        (int64_t(int32_t(uint32_t(s) << (32 - 3 - 9))) >> (32 - 9)),
-        (u & ~mask10) | ((v << 7) & mask10),
-        int64_t((uint64_t(u) * v) >> 32),
-        (ss * tt) >> 32,
-        std::rotl(u, 13),
-        std::rotl(static_cast<uint8_t>(u), 3),
-        0,  // reverse_bits(u), below
-        ss > tt ? ss - tt : tt - ss,
-        sat32(ss + tt),
-        sat32(ss - tt),
-        std::min<int64_t>(int64_t(u) + v, UINT32_MAX),
-        u > v ? int64_t(u) - v : 0,
-        (ss + tt) >> 1,
-        (ss + tt + 1) >> 1,
-        (int64_t(u) + v) >> 1,
-        (int64_t(u) + v + 1) >> 1,
-        std::abs(s / 2),
-        std::min(s, t),
-        std::max(u, v),
-        std::clamp(s, -1000000, 1000000),
-        u > v ? int64_t(u) - v : int64_t(v) - u,
-        0,  // reverse_bits(ushort(u)), below
-        std::popcount(static_cast<uint32_t>(s))};
+    int64_t row[K] = {std::countl_zero(u),
+                      std::countr_zero(u),
+                      std::popcount(u),
+                      32,
+                      32,
+                      std::countl_zero(static_cast<uint16_t>(u)),
+                      std::popcount(static_cast<uint8_t>(u)),
+                      std::countl_zero(uint64_t(u)),
+                      std::countr_zero(uint64_t(u) << 32),
+                      std::popcount(u) + std::popcount(v),
+                      std::countl_zero(static_cast<uint32_t>(s)),
+                      (u >> 5) & 0x7ffu,
+                      (int64_t(int32_t(uint32_t(s) << (32 - 3 - 9))) >> (32 - 9)),
+                      (u & ~mask10) | ((v << 7) & mask10),
+                      int64_t((uint64_t(u) * v) >> 32),
+                      (ss * tt) >> 32,
+                      std::rotl(u, 13),
+                      std::rotl(static_cast<uint8_t>(u), 3),
+                      0,  // reverse_bits(u), below
+                      ss > tt ? ss - tt : tt - ss,
+                      sat32(ss + tt),
+                      sat32(ss - tt),
+                      std::min<int64_t>(int64_t(u) + v, UINT32_MAX),
+                      u > v ? int64_t(u) - v : 0,
+                      (ss + tt) >> 1,
+                      (ss + tt + 1) >> 1,
+                      (int64_t(u) + v) >> 1,
+                      (int64_t(u) + v + 1) >> 1,
+                      std::abs(s / 2),
+                      std::min(s, t),
+                      std::max(u, v),
+                      std::clamp(s, -1000000, 1000000),
+                      u > v ? int64_t(u) - v : int64_t(v) - u,
+                      0,  // reverse_bits(ushort(u)), below
+                      std::popcount(static_cast<uint32_t>(s))};
     uint32_t r = 0;
     for (int b = 0; b < 32; ++b) r |= ((u >> b) & 1u) << (31 - b);
     row[18] = r;
@@ -180,18 +182,41 @@ TEST(ConformanceInteger, BitAndSaturatingFunctions) {
   run_kernel(k, {xu, xv, xs, xt}, make_call({{n, K}}, {int64}, {n, 1, 1}, {64, 1, 1}),
              [&](auto& o) {
                expect_table(o[0], ref,
-                            {"clz(uint)",       "ctz(uint)",          "popcount(uint)",
-                             "clz(0)",          "ctz(0)",             "clz(ushort)",
-                             "popcount(uchar)", "clz(ulong)",         "ctz(ulong)",
-                             "popcount(ulong)", "clz(int)",           "extract_bits(uint)",
-                             "extract_bits(int) sign-extended",       "insert_bits(uint)",
-                             "mulhi(uint)",     "mulhi(int)",         "rotate(uint)",
-                             "rotate(uchar)",   "reverse_bits(uint)", "absdiff(int)",
-                             "addsat(int)",     "subsat(int)",        "addsat(uint)",
-                             "subsat(uint)",    "hadd(int)",          "rhadd(int)",
-                             "hadd(uint)",      "rhadd(uint)",        "abs(int)",
-                             "min(int)",        "max(uint)",          "clamp(int)",
-                             "absdiff(uint)",   "reverse_bits(ushort)", "popcount(int)"},
+                            {"clz(uint)",
+                             "ctz(uint)",
+                             "popcount(uint)",
+                             "clz(0)",
+                             "ctz(0)",
+                             "clz(ushort)",
+                             "popcount(uchar)",
+                             "clz(ulong)",
+                             "ctz(ulong)",
+                             "popcount(ulong)",
+                             "clz(int)",
+                             "extract_bits(uint)",
+                             "extract_bits(int) sign-extended",
+                             "insert_bits(uint)",
+                             "mulhi(uint)",
+                             "mulhi(int)",
+                             "rotate(uint)",
+                             "rotate(uchar)",
+                             "reverse_bits(uint)",
+                             "absdiff(int)",
+                             "addsat(int)",
+                             "subsat(int)",
+                             "addsat(uint)",
+                             "subsat(uint)",
+                             "hadd(int)",
+                             "rhadd(int)",
+                             "hadd(uint)",
+                             "rhadd(uint)",
+                             "abs(int)",
+                             "min(int)",
+                             "max(uint)",
+                             "clamp(int)",
+                             "absdiff(uint)",
+                             "reverse_bits(ushort)",
+                             "popcount(int)"},
                             0, 0);
              });
 }
@@ -227,8 +252,8 @@ TEST(ConformanceInteger, VectorIntegerFunctions) {
   }
   run_kernel(k, {xu}, make_call({{n, 9}}, {uint32}, {n, 1, 1}, {64, 1, 1}), [&](auto& o) {
     expect_table(o[0], ref,
-                 {"pop+clz+ctz.x", ".y", ".z", ".w", "rotate.x", "rotate.y", "rotate.z",
-                  "rotate.w", "addsat(int2).x"},
+                 {"pop+clz+ctz.x", ".y", ".z", ".w", "rotate.x", "rotate.y", "rotate.z", "rotate.w",
+                  "addsat(int2).x"},
                  0, 0);
   });
 }

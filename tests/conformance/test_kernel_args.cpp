@@ -52,9 +52,12 @@ KernelCall make_call(std::vector<Shape> shapes, std::vector<Dtype> dtypes, Dims 
 }
 
 std::vector<double> round_to(Dtype dtype, const std::vector<double>& v) {
-  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu()).to_doubles();
+  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu())
+      .to_doubles();
 }
-double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+double f32(double v) {
+  return static_cast<double>(static_cast<float>(v));
+}
 
 // ---- template arguments ----------------------------------------------------------------------
 
@@ -82,8 +85,9 @@ TEST(ConformanceKernelArgs, DtypeIntBoolTemplateArgs) {
       for (int j = 0; j < c.N; ++j) acc = round_to(c.T, {acc + xv[i * c.N + j]})[0];
       ref[i] = c.scale ? 2 * acc : acc;
     }
-    run_kernel(k, {x}, make_call({{n}}, {c.T}, {int(n), 1, 1}, {32, 1, 1},
-                                 {{"T", c.T}, {"N", c.N}, {"SCALE", c.scale}}),
+    run_kernel(k, {x},
+               make_call({{n}}, {c.T}, {int(n), 1, 1}, {32, 1, 1},
+                         {{"T", c.T}, {"N", c.N}, {"SCALE", c.scale}}),
                [&](auto& o) { expect_equal(o[0], ref); });
   }
 }

@@ -67,8 +67,9 @@ void expect_table(const Array& out, const std::vector<double>& expected,
     int bad = 0;
     for (size_t i = c; i < got.size(); i += cols) {
       double e = expected[i], g = got[i];
-      bool ok = std::isnan(e) ? std::isnan(g)
-                              : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
+      bool ok = std::isnan(e)
+                    ? std::isnan(g)
+                    : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
       if (!ok && bad++ == 0)
         ADD_FAILURE() << names[c] << " (row " << i / cols << "): got " << g << ", expected " << e;
     }
@@ -77,9 +78,12 @@ void expect_table(const Array& out, const std::vector<double>& expected,
 }
 
 std::vector<double> round_to(Dtype dtype, const std::vector<double>& v) {
-  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu()).to_doubles();
+  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu())
+      .to_doubles();
 }
-double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+double f32(double v) {
+  return static_cast<double>(static_cast<float>(v));
+}
 
 // ---- the function table ------------------------------------------------------------------------
 
@@ -103,7 +107,8 @@ std::vector<MathCase> math_functions() {
       {"log2", "OUT = NS::log2(b);", [](double, double b, double, double) { return std::log2(b); }},
       {"log10", "OUT = NS::log10(b);",
        [](double, double b, double, double) { return std::log10(b); }},
-      {"pow", "OUT = NS::pow(b, c);", [](double, double b, double c, double) { return std::pow(b, c); }},
+      {"pow", "OUT = NS::pow(b, c);",
+       [](double, double b, double c, double) { return std::pow(b, c); }},
       {"powr", "OUT = NS::powr(b, c);",
        [](double, double b, double c, double) { return std::pow(b, c); }},
       {"sqrt", "OUT = NS::sqrt(b);", [](double, double b, double, double) { return std::sqrt(b); }},
@@ -132,7 +137,8 @@ std::vector<MathCase> math_functions() {
        [](double, double, double c, double) { return std::cos(c); }},
       {"floor", "OUT = NS::floor(c3);",
        [](double, double, double, double c3) { return std::floor(c3); }},
-      {"ceil", "OUT = NS::ceil(c3);", [](double, double, double, double c3) { return std::ceil(c3); }},
+      {"ceil", "OUT = NS::ceil(c3);",
+       [](double, double, double, double c3) { return std::ceil(c3); }},
       {"round", "OUT = NS::round(c3);",
        [](double, double, double, double c3) { return std::round(c3); }},
       {"rint", "OUT = NS::rint(c3);",
@@ -184,15 +190,18 @@ std::vector<MathCase> metal_only_functions() {
       {"ldexp", "OUT = NS::ldexp(a, int(c3));",
        [](double a, double, double, double c3) { return std::ldexp(a, int(c3)); }},
       {"abs", "OUT = NS::abs(c);", [](double, double, double c, double) { return std::fabs(c); }},
-      {"min", "OUT = NS::min(c, a);", [](double a, double, double c, double) { return std::min(c, a); }},
-      {"max", "OUT = NS::max(c, a);", [](double a, double, double c, double) { return std::max(c, a); }},
+      {"min", "OUT = NS::min(c, a);",
+       [](double a, double, double c, double) { return std::min(c, a); }},
+      {"max", "OUT = NS::max(c, a);",
+       [](double a, double, double c, double) { return std::max(c, a); }},
       {"clamp", "OUT = NS::clamp(c, -1.0f, 1.0f);",
        [](double, double, double c, double) { return std::clamp(c, -1.0, 1.0); }},
       {"mix", "OUT = NS::mix(a, b, 0.3f);",
        [](double a, double b, double, double) { return a + (b - a) * f32(0.3); }},
       {"saturate", "OUT = NS::saturate(c);",
        [](double, double, double c, double) { return std::clamp(c, 0.0, 1.0); }},
-      {"sign", "OUT = NS::sign(c);", [](double, double, double c, double) { return c > 0 ? 1.0 : -1.0; }},
+      {"sign", "OUT = NS::sign(c);",
+       [](double, double, double c, double) { return c > 0 ? 1.0 : -1.0; }},
       {"step", "OUT = NS::step(0.5f, a);",
        [](double a, double, double, double) { return a < 0.5 ? 0.0 : 1.0; }},
       {"smoothstep", "OUT = NS::smoothstep(0.2f, 0.8f, a);",
@@ -296,8 +305,7 @@ TEST(ConformanceMath, FastAndPreciseShortNames) {
 
 // compile_options {"math_mode": "fast"}: the unqualified functions become fast ones.
 TEST(ConformanceMath, MathModeFastOption) {
-  check_math("math_mode_fast", math_functions(), "", kFastRtol, kFastAtol,
-             {{"math_mode", "fast"}});
+  check_math("math_mode_fast", math_functions(), "", kFastRtol, kFastAtol, {{"math_mode", "fast"}});
 }
 
 // ---- special values ------------------------------------------------------------------------
@@ -441,10 +449,21 @@ void check_typed_math(Dtype T, const char* name, double rtol, double atol) {
   std::vector<double> ref;
   for (int64_t i = 0; i < n; ++i) {
     double a = av[i], b = bv[i], c = cv[i];
-    double row[K] = {std::exp(c),          std::log(b),   std::sqrt(b),        1 / std::sqrt(b),
-                     std::sin(c),          std::cos(c),   std::tanh(c),        std::pow(b, a),
-                     std::floor(c3[i]),    std::fabs(c),  std::max(a, c),      a * b + c,
-                     std::exp2(c),         std::log2(b),  std::clamp(c, -1.0, 1.0),
+    double row[K] = {std::exp(c),
+                     std::log(b),
+                     std::sqrt(b),
+                     1 / std::sqrt(b),
+                     std::sin(c),
+                     std::cos(c),
+                     std::tanh(c),
+                     std::pow(b, a),
+                     std::floor(c3[i]),
+                     std::fabs(c),
+                     std::max(a, c),
+                     a * b + c,
+                     std::exp2(c),
+                     std::log2(b),
+                     std::clamp(c, -1.0, 1.0),
                      std::fabs(c) + std::min(a, b)};
     ref.insert(ref.end(), row, row + K);
   }
@@ -457,8 +476,12 @@ void check_typed_math(Dtype T, const char* name, double rtol, double atol) {
              });
 }
 
-TEST(ConformanceMath, HalfFunctions) { check_typed_math(float16, "math_half", 3e-3, 2e-3); }
+TEST(ConformanceMath, HalfFunctions) {
+  check_typed_math(float16, "math_half", 3e-3, 2e-3);
+}
 
-TEST(ConformanceMath, BfloatFunctions) { check_typed_math(bfloat16, "math_bfloat", 1.2e-2, 1e-2); }
+TEST(ConformanceMath, BfloatFunctions) {
+  check_typed_math(bfloat16, "math_bfloat", 1.2e-2, 1e-2);
+}
 
 }  // namespace

@@ -70,13 +70,14 @@ constexpr const char* kElemToLocBody = R"MSL(
 
 void check_elem_to_loc(const char* name, const Array& view) {
   ASSERT_FALSE(view.is_row_contiguous()) << "the test needs a strided view";
-  auto k = metal_kernel(name, {"inp"}, {"out"}, kElemToLocBody, "", /*ensure_row_contiguous=*/false);
+  auto k =
+      metal_kernel(name, {"inp"}, {"out"}, kElemToLocBody, "", /*ensure_row_contiguous=*/false);
   auto v = view.to_doubles();
   std::vector<double> ref(v.size());
   for (size_t i = 0; i < v.size(); ++i) ref[i] = v[i] * 2 + 1;
   int n = size_of_shape(view.shape());
-  run_kernel(k, {view}, make_call({view.shape()}, {float32}, {n, 1, 1}, {32, 1, 1},
-                                  {{"T", float32}}),
+  run_kernel(k, {view},
+             make_call({view.shape()}, {float32}, {n, 1, 1}, {32, 1, 1}, {{"T", float32}}),
              [&](auto& o) { expect_close(o[0], ref, 1e-6, 1e-6); });
 }
 
@@ -106,8 +107,7 @@ TEST(ConformanceMlxHelpers, ElemToLocUint3) {
   )MSL",
                         "", false);
   auto ref = view.to_doubles();
-  int gx = static_cast<int>(s[3]), gy = static_cast<int>(s[2]),
-      gz = static_cast<int>(s[0] * s[1]);
+  int gx = static_cast<int>(s[3]), gy = static_cast<int>(s[2]), gz = static_cast<int>(s[0] * s[1]);
   run_kernel(k, {view}, make_call({s}, {float32}, {gx, gy, gz}, {4, 2, 2}),
              [&](auto& o) { expect_equal(o[0], ref); });
 }

@@ -57,7 +57,8 @@ KernelCall make_call(std::vector<Shape> shapes, std::vector<Dtype> dtypes, Dims 
 }
 
 std::vector<double> round_to(Dtype dtype, const std::vector<double>& v) {
-  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu()).to_doubles();
+  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu())
+      .to_doubles();
 }
 
 // ---- the MLX docs' example --------------------------------------------------------------------
@@ -137,8 +138,7 @@ TEST(ConformanceRealistic, SoftmaxOnline) {
     constexpr int64_t rows = 6;
     auto x = random_array({rows, cols}, float32, -8, 8, 1211 + cols, Device::cpu());
     auto ref = softmax_rows(x.to_doubles(), rows, cols);
-    run_kernel(k, {x},
-               make_call({{rows, cols}}, {float32}, {int(rows) * 128, 1, 1}, {128, 1, 1}),
+    run_kernel(k, {x}, make_call({{rows, cols}}, {float32}, {int(rows) * 128, 1, 1}, {128, 1, 1}),
                [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-7); });
   }
 }
@@ -332,10 +332,10 @@ TEST(ConformanceRealistic, QuantizedGemv4Bit) {
         ref[o] += (sv[g] * q + bv[g]) * xv[kk];
       }
     double tol = T == float32 ? 1e-4 : 2e-3;
-    run_kernel(k, {w, scales, biases, x},
-               make_call({{O}}, {T}, {int(O) * 32, 1, 1}, {64, 1, 1},
-                         {{"T", T}, {"GROUP", int(G)}}),
-               [&](auto& o) { expect_close(o[0], ref, tol, tol); });
+    run_kernel(
+        k, {w, scales, biases, x},
+        make_call({{O}}, {T}, {int(O) * 32, 1, 1}, {64, 1, 1}, {{"T", T}, {"GROUP", int(G)}}),
+        [&](auto& o) { expect_close(o[0], ref, tol, tol); });
   }
 }
 
@@ -422,13 +422,13 @@ TEST(ConformanceRealistic, HalfAndBfloatRowReduction) {
         maxes[i] = std::max(maxes[i], xv[i * cols + j]);
       }
     double tol = T == float16 ? 2e-3 : 1e-2;
-    run_kernel(k, {x},
-               make_call({{rows}, {rows}}, {T, T}, {int(rows) * 128, 1, 1}, {128, 1, 1},
-                         {{"T", T}}),
-               [&](auto& o) {
-                 expect_close(o[0], sums, tol, tol);
-                 expect_equal(o[1], maxes);
-               });
+    run_kernel(
+        k, {x},
+        make_call({{rows}, {rows}}, {T, T}, {int(rows) * 128, 1, 1}, {128, 1, 1}, {{"T", T}}),
+        [&](auto& o) {
+          expect_close(o[0], sums, tol, tol);
+          expect_equal(o[1], maxes);
+        });
   }
 }
 

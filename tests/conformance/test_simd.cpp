@@ -67,8 +67,9 @@ void expect_table(const Array& out, const std::vector<double>& expected,
     int bad = 0;
     for (size_t i = c; i < got.size(); i += cols) {
       double e = expected[i], g = got[i];
-      bool ok = std::isnan(e) ? std::isnan(g)
-                              : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
+      bool ok = std::isnan(e)
+                    ? std::isnan(g)
+                    : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
       if (!ok && bad++ == 0)
         ADD_FAILURE() << names[c] << " (row " << i / cols << "): got " << g << ", expected " << e;
     }
@@ -162,11 +163,11 @@ TEST(ConformanceSimd, IntegerReductionsPartialSimdgroups) {
       ref.push_back(v);
   }
   run_kernel(k, {x, u}, make_call({{kN, 8}}, {int64}, {kN, 1, 1}, {kTg, 1, 1}), [&](auto& o) {
-    expect_table(o[0], ref,
-                 {"simd_sum(int)", "simd_min(int)", "simd_max(int)", "simd_and(uint)",
-                  "simd_or(uint)", "simd_xor(uint)", "simd_product(uint) wrapping",
-                  "simd_sum(uint)"},
-                 0, 0);
+    expect_table(
+        o[0], ref,
+        {"simd_sum(int)", "simd_min(int)", "simd_max(int)", "simd_and(uint)", "simd_or(uint)",
+         "simd_xor(uint)", "simd_product(uint) wrapping", "simd_sum(uint)"},
+        0, 0);
   });
 }
 
@@ -207,8 +208,8 @@ TEST(ConformanceSimd, VotesBroadcastsPartialSimdgroups) {
   run_kernel(k, {x}, make_call({{kN, 5}, {kN}}, {float32, uint64}, {kN, 1, 1}, {kTg, 1, 1}),
              [&](auto& o) {
                expect_table(o[0], ref,
-                            {"simd_all", "simd_any", "simd_broadcast(v, 5)",
-                             "simd_broadcast_first", "simd_is_first"},
+                            {"simd_all", "simd_any", "simd_broadcast(v, 5)", "simd_broadcast_first",
+                             "simd_is_first"},
                             0, 0);
                auto got = o[1].template to_vector<uint64_t>();
                ASSERT_EQ(got.size(), rballot.size());
@@ -225,12 +226,18 @@ int shuffle_source(const Lanes& L, int kind) {
   int lane = L.lane, size = L.size;
   auto active = [&](int s) { return s < size ? s : -1; };
   switch (kind) {
-    case 0: return (lane * 5 + 3) % size;                                // simd_shuffle
-    case 1: return lane < 3 ? lane : lane - 3;                           // shuffle_up(3)
-    case 2: return lane + 5 >= 32 ? lane : active(lane + 5);             // shuffle_down(5)
-    case 3: return active(lane ^ 6);                                     // shuffle_xor(6)
-    case 4: return active((lane + 32 - 7) % 32);                         // rotate_up(7)
-    default: return active((lane + 9) % 32);                             // rotate_down(9)
+    case 0:
+      return (lane * 5 + 3) % size;  // simd_shuffle
+    case 1:
+      return lane < 3 ? lane : lane - 3;  // shuffle_up(3)
+    case 2:
+      return lane + 5 >= 32 ? lane : active(lane + 5);  // shuffle_down(5)
+    case 3:
+      return active(lane ^ 6);  // shuffle_xor(6)
+    case 4:
+      return active((lane + 32 - 7) % 32);  // rotate_up(7)
+    default:
+      return active((lane + 9) % 32);  // rotate_down(9)
   }
 }
 
@@ -272,11 +279,11 @@ TEST(ConformanceSimd, ShufflesPartialSimdgroups) {
     }
   }
   run_kernel(k, {x}, make_call({{kN, 6}}, {float32}, {kN, 1, 1}, {kTg, 1, 1}), [&](auto& o) {
-    expect_table(o[0], ref,
-                 {"simd_shuffle", "simd_shuffle_up(3)", "simd_shuffle_down(5)",
-                  "simd_shuffle_xor(6)", "simd_shuffle_rotate_up(7)",
-                  "simd_shuffle_rotate_down(9)"},
-                 0, 0);
+    expect_table(
+        o[0], ref,
+        {"simd_shuffle", "simd_shuffle_up(3)", "simd_shuffle_down(5)", "simd_shuffle_xor(6)",
+         "simd_shuffle_rotate_up(7)", "simd_shuffle_rotate_down(9)"},
+        0, 0);
   });
 }
 
@@ -337,17 +344,15 @@ TEST(ConformanceSimd, VectorOperandsPartialSimdgroups) {
                       mn};
     ref.insert(ref.end(), row, row + 12);
   }
-  run_kernel(k, {x, ix}, make_call({{kN, 12}}, {float32}, {kN, 1, 1}, {kTg, 1, 1}),
-             [&](auto& o) {
-               expect_table(o[0], ref,
-                            {"simd_sum(float4).y", "simd_sum(float4).w", "simd_max(int2).x",
-                             "simd_max(int2).y", "simd_shuffle_down(float4).z",
-                             "simd_broadcast(int2).y", "simd_prefix_exclusive_sum(float2).x",
-                             "simd_prefix_exclusive_sum(float2).y",
-                             "simd_shuffle_rotate_down(int2).x", "simd_shuffle(float4).x",
-                             "simd_shuffle(float4).y", "simd_min(float4).z"},
-                            1e-5, 1e-5);
-             });
+  run_kernel(k, {x, ix}, make_call({{kN, 12}}, {float32}, {kN, 1, 1}, {kTg, 1, 1}), [&](auto& o) {
+    expect_table(o[0], ref,
+                 {"simd_sum(float4).y", "simd_sum(float4).w", "simd_max(int2).x",
+                  "simd_max(int2).y", "simd_shuffle_down(float4).z", "simd_broadcast(int2).y",
+                  "simd_prefix_exclusive_sum(float2).x", "simd_prefix_exclusive_sum(float2).y",
+                  "simd_shuffle_rotate_down(int2).x", "simd_shuffle(float4).x",
+                  "simd_shuffle(float4).y", "simd_min(float4).z"},
+                 1e-5, 1e-5);
+  });
 }
 
 // ---- prefix scans ---------------------------------------------------------------------------
@@ -384,16 +389,15 @@ TEST(ConformanceSimd, PrefixScansPartialSimdgroups) {
     for (double v : {s + xv[g], s, p * xv[g], p}) ref.push_back(v);
     for (double v : {double(is + iv[g]), double(is), double(u)}) iref.push_back(v);
   }
-  run_kernel(k, {x, ix}, make_call({{kN, 4}, {kN, 3}}, {float32, int32}, {kN, 1, 1}, {kTg, 1, 1}),
-             [&](auto& o) {
-               expect_table(o[0], ref,
-                            {"inclusive_sum", "exclusive_sum", "inclusive_product",
-                             "exclusive_product"},
-                            1e-5, 1e-5);
-               expect_table(o[1], iref, {"inclusive_sum(int)", "exclusive_sum(int)",
-                                         "exclusive_sum(uint)"},
-                            0, 0);
-             });
+  run_kernel(
+      k, {x, ix}, make_call({{kN, 4}, {kN, 3}}, {float32, int32}, {kN, 1, 1}, {kTg, 1, 1}),
+      [&](auto& o) {
+        expect_table(o[0], ref,
+                     {"inclusive_sum", "exclusive_sum", "inclusive_product", "exclusive_product"},
+                     1e-5, 1e-5);
+        expect_table(o[1], iref,
+                     {"inclusive_sum(int)", "exclusive_sum(int)", "exclusive_sum(uint)"}, 0, 0);
+      });
 }
 
 // ---- inactive lanes from an early return ----------------------------------------------------
@@ -437,7 +441,8 @@ TEST(ConformanceSimd, LanesThatReturnedAreInactive) {
 // ---- MLX's 64-bit and bool shuffle overloads ---------------------------------------------------
 
 TEST(ConformanceSimd, MlxShuffleDown64BitAndBool) {
-  auto k = metal_kernel("simd_shuffle_64", {"x"}, {"u", "s", "b"}, std::string(kShuffleMasks) + R"MSL(
+  auto k =
+      metal_kernel("simd_shuffle_64", {"x"}, {"u", "s", "b"}, std::string(kShuffleMasks) + R"MSL(
     uint gid = thread_position_in_grid.x;
     uint delta = 5;
     uint64_t big = (uint64_t(x[gid]) << 32) | uint64_t(gid);

@@ -73,7 +73,8 @@ void check_reverse_with_barrier(const char* name, const char* flags) {
     uint count = threads_per_threadgroup.x;
     threadgroup float buf[128];
     buf[lid] = x[gid];
-    threadgroup_barrier()MSL" + std::string(flags) + R"MSL();
+    threadgroup_barrier()MSL" +
+                     std::string(flags) + R"MSL();
     out[gid] = buf[count - 1 - lid];
   )MSL";
   auto k = metal_kernel(name, {"x"}, {"out"}, body);
@@ -292,8 +293,8 @@ TEST(ConformanceThreadgroup, AtomicThreadFenceLastGroupReduction) {
   double total = 0;
   for (int64_t g = 0; g < n; ++g) sums[g / 64] += xv[g];
   for (double s : sums) total += s;
-  KernelCall call = make_call({{groups}, {1}, {1}}, {float32, uint32, float32}, {n, 1, 1},
-                              {64, 1, 1});
+  KernelCall call =
+      make_call({{groups}, {1}, {1}}, {float32, uint32, float32}, {n, 1, 1}, {64, 1, 1});
   call.init_value = 0;  // the counter starts at 0
   run_kernel(k, {x}, call, [&](auto& o) {
     expect_close(o[0], sums, 1e-5, 1e-5);

@@ -68,8 +68,9 @@ void expect_table(const Array& out, const std::vector<double>& expected,
     int bad = 0;
     for (size_t i = c; i < got.size(); i += cols) {
       double e = expected[i], g = got[i];
-      bool ok = std::isnan(e) ? std::isnan(g)
-                              : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
+      bool ok = std::isnan(e)
+                    ? std::isnan(g)
+                    : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
       if (!ok && bad++ == 0)
         ADD_FAILURE() << names[c] << " (row " << i / cols << "): got " << g << ", expected " << e;
     }
@@ -79,10 +80,15 @@ void expect_table(const Array& out, const std::vector<double>& expected,
 
 // Values rounded to `dtype` (round to nearest even), as the kernel sees them.
 std::vector<double> round_to(Dtype dtype, const std::vector<double>& v) {
-  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu()).to_doubles();
+  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu())
+      .to_doubles();
 }
-double round_to(Dtype dtype, double v) { return round_to(dtype, std::vector<double>{v})[0]; }
-double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+double round_to(Dtype dtype, double v) {
+  return round_to(dtype, std::vector<double>{v})[0];
+}
+double f32(double v) {
+  return static_cast<double>(static_cast<float>(v));
+}
 
 // ---- scalar types ------------------------------------------------------------------------------
 
@@ -145,9 +151,9 @@ TEST(ConformanceTypes, IntegerScalarTypes) {
   }
   run_kernel(k, {x}, make_call({{n, K}}, {int64}, {n, 1, 1}, {64, 1, 1}), [&](auto& o) {
     expect_table(o[0], ref,
-                 {"char", "uchar", "short", "ushort", "uint", "long", "ulong", "int8_t",
-                  "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t",
-                  "uint64_t", "size_t", "ptrdiff_t", "sizeof"},
+                 {"char", "uchar", "short", "ushort", "uint", "long", "ulong", "int8_t", "uint8_t",
+                  "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "size_t",
+                  "ptrdiff_t", "sizeof"},
                  0, 0);
   });
 }
@@ -366,13 +372,14 @@ TEST(ConformanceTypes, Complex64) {
                int bad = 0;
                for (size_t j = 0; j < rd.size(); ++j)
                  if (std::fabs(got[j] - rd[j]) > 1e-5 + 1e-5 * std::fabs(rd[j]) && bad++ < 5)
-                   ADD_FAILURE() << "complex out float " << j << ": got " << got[j]
-                                 << ", expected " << rd[j];
+                   ADD_FAILURE() << "complex out float " << j << ": got " << got[j] << ", expected "
+                                 << rd[j];
                expect_close(o[1], rq, 1e-5, 1e-5);
              });
 }
 
-// ---- bit casts, conversions, limits, constants, traits -------------------------------------------
+// ---- bit casts, conversions, limits, constants, traits
+// -------------------------------------------
 
 TEST(ConformanceTypes, AsType) {
   constexpr int64_t n = 128, K = 7;
@@ -410,16 +417,23 @@ TEST(ConformanceTypes, AsType) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t b = bits_of(xv[i]);
     uint32_t hb = uint32_t(h1[i]) | (uint32_t(h2[i]) << 16);
-    double row[K] = {double(b),      double(hb), double(h1[i]), double(h2[i]),
-                     double(bits_of(xv[i] * 0.5f)), double(b), double(bits_of(3.0f))};
+    double row[K] = {double(b),
+                     double(hb),
+                     double(h1[i]),
+                     double(h2[i]),
+                     double(bits_of(xv[i] * 0.5f)),
+                     double(b),
+                     double(bits_of(3.0f))};
     ref.insert(ref.end(), row, row + K);
     rneg[i] = -double(xv[i]);
   }
-  run_kernel(k, {x}, make_call({{n, K}, {n}}, {uint32, float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
-    expect_table(o[0], ref, {"float", "half2", "ushort2.x", "ushort2.y", "uint4.w", "uint2.x",
-                             "ulong>>32"}, 0, 0);
-    expect_equal(o[1], rneg);
-  });
+  run_kernel(
+      k, {x}, make_call({{n, K}, {n}}, {uint32, float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
+        expect_table(
+            o[0], ref,
+            {"float", "half2", "ushort2.x", "ushort2.y", "uint4.w", "uint2.x", "ulong>>32"}, 0, 0);
+        expect_equal(o[1], rneg);
+      });
 }
 
 TEST(ConformanceTypes, StaticCast) {
@@ -497,28 +511,36 @@ TEST(ConformanceTypes, NumericLimits) {
   std::vector<double> rf;
   std::vector<int64_t> rl;
   for (int64_t i = 0; i < n; ++i) {
-    double row[KF] = {FLT_MAX, FLT_MIN, -FLT_MAX, FLT_EPSILON, inf, 1,
-                      65504,   std::ldexp(1.0, -14), std::ldexp(1.0, -10), -65504, inf};
+    double row[KF] = {FLT_MAX,
+                      FLT_MIN,
+                      -FLT_MAX,
+                      FLT_EPSILON,
+                      inf,
+                      1,
+                      65504,
+                      std::ldexp(1.0, -14),
+                      std::ldexp(1.0, -10),
+                      -65504,
+                      inf};
     rf.insert(rf.end(), row, row + KF);
-    int64_t irow[KI] = {INT32_MAX,  INT32_MIN, UINT32_MAX, INT16_MIN, UINT16_MAX, -128,
-                        255,        INT64_MAX, INT64_MIN,  -128,      65535,      INT64_MIN};
+    int64_t irow[KI] = {INT32_MAX, INT32_MIN, UINT32_MAX, INT16_MIN, UINT16_MAX, -128,
+                        255,       INT64_MAX, INT64_MIN,  -128,      65535,      INT64_MIN};
     rl.insert(rl.end(), irow, irow + KI);
   }
-  run_kernel(k, {x}, make_call({{n, KF}, {n, KI}}, {float32, int64}, {n, 1, 1}, {4, 1, 1}),
-             [&](auto& o) {
-               expect_table(o[0], rf,
-                            {"float max", "float min", "float lowest", "float epsilon",
-                             "float infinity", "isnan(quiet_NaN)", "half max", "half min",
-                             "half epsilon", "half lowest", "half infinity"},
-                            0, 0);
-               auto got = o[1].template to_vector<int64_t>();
-               const char* names[KI] = {"int max",   "int min",   "uint max",    "short min",
-                                        "ushort max", "char min", "uchar max",   "long max",
-                                        "long min",  "int8_t lowest", "uint16_t max",
-                                        "int64_t lowest"};
-               ASSERT_EQ(got.size(), rl.size());
-               for (size_t j = 0; j < KI; ++j) EXPECT_EQ(got[j], rl[j]) << names[j];
-             });
+  run_kernel(
+      k, {x}, make_call({{n, KF}, {n, KI}}, {float32, int64}, {n, 1, 1}, {4, 1, 1}), [&](auto& o) {
+        expect_table(o[0], rf,
+                     {"float max", "float min", "float lowest", "float epsilon", "float infinity",
+                      "isnan(quiet_NaN)", "half max", "half min", "half epsilon", "half lowest",
+                      "half infinity"},
+                     0, 0);
+        auto got = o[1].template to_vector<int64_t>();
+        const char* names[KI] = {"int max",    "int min",       "uint max",     "short min",
+                                 "ushort max", "char min",      "uchar max",    "long max",
+                                 "long min",   "int8_t lowest", "uint16_t max", "int64_t lowest"};
+        ASSERT_EQ(got.size(), rl.size());
+        for (size_t j = 0; j < KI; ++j) EXPECT_EQ(got[j], rl[j]) << names[j];
+      });
 }
 
 // The float constants every Metal header has (metal_math / metal_types).

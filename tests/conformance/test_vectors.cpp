@@ -65,8 +65,9 @@ void expect_table(const Array& out, const std::vector<double>& expected,
     int bad = 0;
     for (size_t i = c; i < got.size(); i += cols) {
       double e = expected[i], g = got[i];
-      bool ok = std::isnan(e) ? std::isnan(g)
-                              : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
+      bool ok = std::isnan(e)
+                    ? std::isnan(g)
+                    : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
       if (!ok && bad++ == 0)
         ADD_FAILURE() << names[c] << " (row " << i / cols << "): got " << g << ", expected " << e;
     }
@@ -75,9 +76,12 @@ void expect_table(const Array& out, const std::vector<double>& expected,
 }
 
 std::vector<double> round_to(Dtype dtype, const std::vector<double>& v) {
-  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu()).to_doubles();
+  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu())
+      .to_doubles();
 }
-double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+double f32(double v) {
+  return static_cast<double>(static_cast<float>(v));
+}
 
 // Random odd multiples of 1/128 in [lo, hi): never zero, exact in float and half, so sums and
 // small products are exact.
@@ -91,7 +95,8 @@ Array grid_array(const Shape& shape, double lo, double hi, uint64_t seed) {
 
 using V4 = std::array<double, 4>;
 
-// ---- constructors, components, swizzles ------------------------------------------------------------
+// ---- constructors, components, swizzles
+// ------------------------------------------------------------
 
 TEST(ConformanceVectors, Constructors) {
   constexpr int64_t n = 64;
@@ -122,8 +127,9 @@ TEST(ConformanceVectors, Constructors) {
        h = {p[3], p[0], p[3], p[0]}, z = {p[3], p[2], 0.5, -1};
     for (int c = 0; c < 4; ++c) ref.push_back(d[c] + 2 * e[c] + 4 * g[c] + 8 * h[c] + 16 * z[c]);
   }
-  run_kernel(k, {x}, make_call({{n, 4}}, {float32}, {n, 1, 1}, {32, 1, 1}),
-             [&](auto& o) { expect_table(o[0], ref, {"x", "y", "z", "w"}, 0, 0); });
+  run_kernel(k, {x}, make_call({{n, 4}}, {float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
+    expect_table(o[0], ref, {"x", "y", "z", "w"}, 0, 0);
+  });
 }
 
 TEST(ConformanceVectors, ComponentsAndSwizzles) {
@@ -171,8 +177,9 @@ TEST(ConformanceVectors, ComponentsAndSwizzles) {
     double dyn = v[i % 4];
     for (int c = 0; c < 4; ++c) ref.push_back(w[c] + u4[c] + q[c] * s1 + rep[c] + ss[c] + dyn);
   }
-  run_kernel(k, {x}, make_call({{n, 4}}, {float32}, {n, 1, 1}, {32, 1, 1}),
-             [&](auto& o) { expect_table(o[0], ref, {"x", "y", "z", "w"}, 0, 0); });
+  run_kernel(k, {x}, make_call({{n, 4}}, {float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
+    expect_table(o[0], ref, {"x", "y", "z", "w"}, 0, 0);
+  });
 }
 
 // ---- arithmetic and comparisons ---------------------------------------------------------------
@@ -220,7 +227,8 @@ TEST(ConformanceVectors, ArithmeticAndComparison) {
       any_lt |= a < b;
       all_lt &= a < b;
     }
-    for (int c = 0; c < 4; ++c) rf.push_back(xv[4 * i + c] < yv[4 * i + c] ? yv[4 * i + c] : xv[4 * i + c]);
+    for (int c = 0; c < 4; ++c)
+      rf.push_back(xv[4 * i + c] < yv[4 * i + c] ? yv[4 * i + c] : xv[4 * i + c]);
     for (int c = 0; c < 4; ++c) {
       int ia = int(f32(xv[4 * i + c] * 64)), ib = int(f32(yv[4 * i + c] * 64));
       int ir = (((ia + ib) % 7) ^ (ia & ib)) | (ib >> 2);
@@ -230,17 +238,15 @@ TEST(ConformanceVectors, ArithmeticAndComparison) {
     for (int c = 0; c < 4; ++c) ri.push_back(int(f32(xv[4 * i + c] * 64)) << 3);
     rflags.push_back(1 + 2 * any_lt + 4 * all_lt + 8 * (xv[4 * i] < yv[4 * i]) + 0 + 32);
   }
-  run_kernel(k, {x, y}, make_call({{n, 8}, {n, 8}, {n}}, {float32, int32, int32}, {n, 1, 1},
-                                  {32, 1, 1}),
-             [&](auto& o) {
-               expect_table(o[0], rf, {"r.x", "r.y", "r.z", "r.w", "sel.x", "sel.y", "sel.z",
-                                       "sel.w"},
-                            1e-6, 1e-5);
-               expect_table(o[1], ri, {"ir.x", "ir.y", "ir.z", "ir.w", "ur.x", "ur.y", "ur.z",
-                                       "ur.w"},
-                            0, 0);
-               expect_equal(o[2], rflags);
-             });
+  run_kernel(
+      k, {x, y}, make_call({{n, 8}, {n, 8}, {n}}, {float32, int32, int32}, {n, 1, 1}, {32, 1, 1}),
+      [&](auto& o) {
+        expect_table(o[0], rf, {"r.x", "r.y", "r.z", "r.w", "sel.x", "sel.y", "sel.z", "sel.w"},
+                     1e-6, 1e-5);
+        expect_table(o[1], ri, {"ir.x", "ir.y", "ir.z", "ir.w", "ur.x", "ur.y", "ur.z", "ur.w"}, 0,
+                     0);
+        expect_equal(o[2], rflags);
+      });
 }
 
 // ---- every element type, in 2, 3 and 4 lanes ------------------------------------------------
@@ -278,9 +284,8 @@ TEST(ConformanceVectors, IntegerElementTypes) {
     for (int comp = 0; comp < 4; ++comp)
       body += "      o[" + base + " + " + std::to_string(comp) + "] = int64_t(m[" +
               std::to_string(comp) + "]);\n";
-    body += "      o[" + base +
-            " + 4] = int64_t(v3.x + v3.y + v3.z) + 1000 * int64_t(all(v4 > " + T +
-            "(0))) + 2000 * int64_t(any(v2 == " + T + "(c)));\n    }\n";
+    body += "      o[" + base + " + 4] = int64_t(v3.x + v3.y + v3.z) + 1000 * int64_t(all(v4 > " +
+            T + "(0))) + 2000 * int64_t(any(v2 == " + T + "(c)));\n    }\n";
     for (const char* c : {".x", ".y", ".z", ".w", ".sum"}) names.push_back(T + "4 m" + c);
   }
   auto k = metal_kernel("vec_integer_types", {"xa", "xb", "xc"}, {"out"}, body, kVecProgram);
@@ -418,13 +423,13 @@ TEST(ConformanceVectors, PointerCastToFloat4) {
     int sw[4] = {1, 0, 3, 2};
     for (int c = 0; c < 4; ++c) refh.push_back(hv[4 * i + sw[c]]);
   }
-  run_kernel(k, {x, xh},
-             make_call({{n, 4}, {n, 4}}, {float32, float16}, {n, 1, 1}, {32, 1, 1},
-                       {{"T", float16}}),
-             [&](auto& o) {
-               expect_equal(o[0], ref);
-               expect_equal(o[1], refh);
-             });
+  run_kernel(
+      k, {x, xh},
+      make_call({{n, 4}, {n, 4}}, {float32, float16}, {n, 1, 1}, {32, 1, 1}, {{"T", float16}}),
+      [&](auto& o) {
+        expect_equal(o[0], ref);
+        expect_equal(o[1], refh);
+      });
 }
 
 TEST(ConformanceVectors, Conversions) {
@@ -468,14 +473,16 @@ TEST(ConformanceVectors, Conversions) {
     for (int c = 0; c < 4; ++c) rf.push_back(2 * std::trunc(p[c]));
     for (int c = 0; c < 4; ++c) rl.push_back(std::trunc(p[c]) * 100000);
   }
-  run_kernel(k, {x}, make_call({{n, 10}, {n, 12}, {n, 4}}, {int32, float32, int64}, {n, 1, 1},
-                               {32, 1, 1}),
+  run_kernel(k, {x},
+             make_call({{n, 10}, {n, 12}, {n, 4}}, {int32, float32, int64}, {n, 1, 1}, {32, 1, 1}),
              [&](auto& o) {
-               expect_table(o[0], ri, {"int4.x", "int4.y", "int4.z", "int4.w", "uint4.x",
-                                       "uint4.y", "uint4.z", "uint4.w", "short2.x", "short2.y"},
+               expect_table(o[0], ri,
+                            {"int4.x", "int4.y", "int4.z", "int4.w", "uint4.x", "uint4.y",
+                             "uint4.z", "uint4.w", "short2.x", "short2.y"},
                             0, 0);
-               expect_table(o[1], rf, {"float4(int4).x", ".y", ".z", ".w", "half4.x", ".y", ".z",
-                                       ".w", "static_cast.x", ".y", ".z", ".w"},
+               expect_table(o[1], rf,
+                            {"float4(int4).x", ".y", ".z", ".w", "half4.x", ".y", ".z", ".w",
+                             "static_cast.x", ".y", ".z", ".w"},
                             0, 0);
                expect_equal(o[2], rl);
              });
@@ -536,9 +543,9 @@ TEST(ConformanceVectors, ConvertingConstructorFromSwizzle) {
                            h[0], h[1]});
   }
   run_kernel(k, {x}, make_call({{n, 6}}, {float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
-    expect_table(o[0], ref, {"short2(i4.xy).x", ".y", "float3(i4.wzy).x", ".z",
-                             "half4(f.wzyx).x", ".w"},
-                 0, 0);
+    expect_table(o[0], ref,
+                 {"short2(i4.xy).x", ".y", "float3(i4.wzy).x", ".z", "half4(f.wzyx).x", ".w"}, 0,
+                 0);
   });
 }
 
@@ -614,13 +621,14 @@ TEST(ConformanceVectors, VectorMathAndGeometric) {
     ref.insert(ref.end(), row, row + K);
   }
   run_kernel(k, {x}, make_call({{n, K}}, {float32}, {n, 1, 1}, {32, 1, 1}), [&](auto& o) {
-    expect_table(o[0], ref,
-                 {"dot3", "length3", "normalize.x", "normalize.y", "normalize.z", "distance3",
-                  "cross.x", "cross.y", "cross.z", "exp4.x", "exp4.y", "exp4.z", "exp4.w",
-                  "clamp4.x", "clamp4.w", "mix4.x", "mix4.y", "max+min.x", "max+min.z",
-                  "abs(int4).x", "abs(int4).w", "dot4", "length4", "floor+sqrt.x",
-                  "floor+sqrt.y", "distance2"},
-                 1e-5, 1e-5);
+    expect_table(
+        o[0], ref,
+        {"dot3",         "length3",     "normalize.x", "normalize.y", "normalize.z", "distance3",
+         "cross.x",      "cross.y",     "cross.z",     "exp4.x",      "exp4.y",      "exp4.z",
+         "exp4.w",       "clamp4.x",    "clamp4.w",    "mix4.x",      "mix4.y",      "max+min.x",
+         "max+min.z",    "abs(int4).x", "abs(int4).w", "dot4",        "length4",     "floor+sqrt.x",
+         "floor+sqrt.y", "distance2"},
+        1e-5, 1e-5);
   });
 }
 

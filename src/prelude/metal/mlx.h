@@ -55,6 +55,23 @@ ALLOY_FN constexpr complex64_t operator/(complex64_t a, complex64_t b) {
   float d = b.real * b.real + b.imag * b.imag;
   return {(a.real * b.real + a.imag * b.imag) / d, (a.imag * b.real - a.real * b.imag) / d};
 }
+// complex with a real scalar (exact-match templates: otherwise both the converting constructor
+// and the conversion to a real type apply, and `z + 2.0f` is ambiguous).
+#define ALLOY_COMPLEX_MIXED(op)                                                         \
+  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>            \
+  ALLOY_FN constexpr complex64_t operator op(complex64_t a, T b) {                      \
+    return a op complex64_t(b);                                                         \
+  }                                                                                     \
+  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>            \
+  ALLOY_FN constexpr complex64_t operator op(T a, complex64_t b) {                      \
+    return complex64_t(a) op b;                                                         \
+  }
+ALLOY_COMPLEX_MIXED(+)
+ALLOY_COMPLEX_MIXED(-)
+ALLOY_COMPLEX_MIXED(*)
+ALLOY_COMPLEX_MIXED(/)
+#undef ALLOY_COMPLEX_MIXED
+
 // Remainder of each part, with the divisor's sign (MLX's floored modulo).
 ALLOY_FN complex64_t operator%(complex64_t a, complex64_t b) {
   float re = a.real - b.real * static_cast<float>(static_cast<int64_t>(a.real / b.real));

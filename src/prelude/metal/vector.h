@@ -686,10 +686,10 @@ struct alignas(4 * sizeof(T)) vec_storage<T, 4> {
       : alloy_e{a.v[0], a.v[1], a.v[2], a.v[3]} {}
 };
 
-template <class T, int N, class U>
-ALLOY_FN constexpr elems<T, N> convert(const vec<U, N>& o) {
+template <class T, int N, class V>
+ALLOY_FN constexpr elems<T, N> convert(const V& o) {
   elems<T, N> r{};
-  for (int i = 0; i < N; ++i) r.v[i] = static_cast<T>(o.alloy_e[i]);
+  for (int i = 0; i < N; ++i) r.v[i] = static_cast<T>(o.alloy_get(i));
   return r;
 }
 
@@ -721,10 +721,11 @@ struct vec : alloy_detail::vec_storage<T, N> {
                         int> = 0>
   ALLOY_FN constexpr vec(const A0& a0, const A1& a1, const As&... as)
       : alloy_base(alloy_detail::flatten<T, N>(a0, a1, as...)) {}
-  // float4(int4), static_cast<half2>(float2): element-wise conversion.
-  template <class U, enable_if_t<!is_same_v<U, T>, int> = 0>
-  ALLOY_FN constexpr explicit vec(const vec<U, N>& o)
-      : alloy_base(alloy_detail::convert<T, N>(o)) {}
+  // float4(int4), static_cast<half2>(float2), short2(i4.xy): element-wise conversion.
+  template <class V, enable_if_t<alloy_detail::is_vecish<V> && alloy_detail::vec_n<V> == N &&
+                                     !is_same_v<alloy_detail::vec_elem_t<V>, T>,
+                                 int> = 0>
+  ALLOY_FN constexpr explicit vec(const V& o) : alloy_base(alloy_detail::convert<T, N>(o)) {}
 
   ALLOY_FN constexpr T alloy_get(int i) const { return this->alloy_e[i]; }
   ALLOY_FN T& operator[](int i) { return this->alloy_e[i]; }
