@@ -1,7 +1,7 @@
 // Shared by the benchmark files: input data, the kernels that are not in examples/, and small
-// helpers. Every benchmark reports a ratio against a peer measured in the same run, as a counter
-// named vs_<peer> (Alloy time / peer time for compile and launch costs, peer time / Alloy time
-// for throughput, so that > 1 is always "Alloy is better"; each benchmark's comment says which).
+// helpers. Every benchmark reports a ratio against a peer measured in the same run (PairTimes):
+// vs_<peer> = peer time / Alloy time for throughput (> 1: Alloy is faster), cost_vs_<peer> =
+// Alloy time / peer time for compile, load and launch costs (< 1: Alloy is cheaper).
 #pragma once
 #include <benchmark/benchmark.h>
 

@@ -40,8 +40,12 @@ double round_to_format(double x, int mant, int emin, int emax) {
   if (r > max_finite) r = INFINITY;
   return std::copysign(r, x);
 }
-double ref_half(double x) { return round_to_format(x, 11, -14, 15); }
-double ref_bf16(double x) { return round_to_format(x, 8, -126, 127); }
+double ref_half(double x) {
+  return round_to_format(x, 11, -14, 15);
+}
+double ref_bf16(double x) {
+  return round_to_format(x, 8, -126, 127);
+}
 
 uint32_t float_bits(float f) {
   uint32_t u;
@@ -84,8 +88,9 @@ TEST(PreludeCpu, HalfDecodeExhaustive) {
     float f = float(h);
     // Reference: sign, exponent, mantissa by definition.
     int s = b >> 15, e = (b >> 10) & 31, m = b & 1023;
-    double ref = e == 0 ? std::ldexp(double(m), -24)
-                        : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(1024.0 + m, e - 25);
+    double ref = e == 0    ? std::ldexp(double(m), -24)
+                 : e == 31 ? (m ? NAN : INFINITY)
+                           : std::ldexp(1024.0 + m, e - 25);
     if (s) ref = -ref;
     if (std::isnan(ref)) {
       ASSERT_TRUE(std::isnan(f)) << b;
@@ -130,7 +135,8 @@ TEST(PreludeCpu, HalfRoundingMatchesDouble) {
 TEST(PreludeCpu, BfloatRoundingMatchesDouble) {
   std::vector<float> xs = random_floats(400000, -140, 128, true, 2);
   for (uint32_t b = 0; b < 0x7f80; b += 13) {
-    double lo = float(bfloat::from_bits(uint16_t(b))), hi = float(bfloat::from_bits(uint16_t(b + 1)));
+    double lo = float(bfloat::from_bits(uint16_t(b))),
+           hi = float(bfloat::from_bits(uint16_t(b + 1)));
     xs.push_back(float((lo + hi) / 2));
   }
   xs.push_back(FLT_MAX);
@@ -165,7 +171,8 @@ TEST(PreludeCpu, HalfPromotionTypes) {
   static_assert(std::is_same_v<decltype(h < f), bool>);
   static_assert(std::is_same_v<decltype(h == 1), bool>);
   static_assert(std::is_same_v<decltype(-h), half>);
-  static_assert(std::is_trivially_copyable_v<half> && std::is_trivially_default_constructible_v<half>);
+  static_assert(std::is_trivially_copyable_v<half> &&
+                std::is_trivially_default_constructible_v<half>);
   static_assert(std::is_trivially_copyable_v<bfloat> && sizeof(bfloat) == 2 && sizeof(half) == 2);
   static_assert(metal::is_floating_point_v<half> && metal::is_floating_point_v<bfloat>);
   // Implicit conversions both ways, static_cast, compound assignment, increments.
@@ -210,8 +217,12 @@ void check_lowp_arith(double (*ref)(double), uint32_t seed) {
     }
   }
 }
-TEST(PreludeCpu, HalfArithmeticCorrectlyRounded) { check_lowp_arith<half>(ref_half, 3); }
-TEST(PreludeCpu, BfloatArithmeticCorrectlyRounded) { check_lowp_arith<bfloat>(ref_bf16, 4); }
+TEST(PreludeCpu, HalfArithmeticCorrectlyRounded) {
+  check_lowp_arith<half>(ref_half, 3);
+}
+TEST(PreludeCpu, BfloatArithmeticCorrectlyRounded) {
+  check_lowp_arith<bfloat>(ref_bf16, 4);
+}
 
 // ---- vectors ----
 
@@ -275,6 +286,11 @@ TEST(PreludeCpu, VectorConstructorsAndSwizzles) {
   const float4 cg = g;
   g.xy = cg.zw;
   EXPECT_TRUE(all(g == float4(21, 3, 21, 3)));
+  // Swizzles of swizzles, as the translator rewrites them: v.zw.yx, v.wzyx.xyz.zyx, v.xy.y.
+  float2 ss = a.zw.template alloy_swizzle<1, 0>();
+  float3 t = a.wzyx.template alloy_swizzle<0, 1, 2>().template alloy_swizzle<2, 1, 0>();
+  float one = a.xy.template alloy_swizzle<1>();
+  EXPECT_TRUE(all(ss == float2(4, 3)) && all(t == float3(2, 3, 4)) && one == 2.0f);
   // vec<T, N> spelling and element types.
   int4 i4 = int4(a);
   short2 s2 = short2(i4.zw);  // converting constructors from swizzles
@@ -457,8 +473,8 @@ TEST(PreludeCpu, MathFloatAgainstDouble) {
 
 TEST(PreludeCpu, MathLowPrecisionWithinOneUlp) {
   // half/bfloat results: within one unit of the correctly rounded value of the double result.
-  auto check = [](auto make, double (*round)(double), auto fn, double (*ref)(double),
-                  float lo, float hi) {
+  auto check = [](auto make, double (*round)(double), auto fn, double (*ref)(double), float lo,
+                  float hi) {
     std::mt19937 rng(6);
     std::uniform_real_distribution<float> d(lo, hi);
     for (int n = 0; n < 20000; ++n) {
@@ -472,13 +488,27 @@ TEST(PreludeCpu, MathLowPrecisionWithinOneUlp) {
   };
   auto h = [](float v) { return half(v); };
   auto b = [](float v) { return bfloat(v); };
-  check(h, ref_half, [](half x) { return metal::exp(x); }, [](double x) { return std::exp(x); }, -9, 9);
-  check(h, ref_half, [](half x) { return metal::fast::exp(x); }, [](double x) { return std::exp(x); }, -9, 9);
-  check(h, ref_half, [](half x) { return metal::log(x); }, [](double x) { return std::log(x); }, 0.01f, 100);
-  check(h, ref_half, [](half x) { return metal::tanh(x); }, [](double x) { return std::tanh(x); }, -4, 4);
-  check(h, ref_half, [](half x) { return metal::rsqrt(x); }, [](double x) { return 1 / std::sqrt(x); }, 0.01f, 100);
-  check(b, ref_bf16, [](bfloat x) { return metal::exp(x); }, [](double x) { return std::exp(x); }, -20, 20);
-  check(b, ref_bf16, [](bfloat x) { return metal::sin(x); }, [](double x) { return std::sin(x); }, -3, 3);
+  check(
+      h, ref_half, [](half x) { return metal::exp(x); }, [](double x) { return std::exp(x); }, -9,
+      9);
+  check(
+      h, ref_half, [](half x) { return metal::fast::exp(x); }, [](double x) { return std::exp(x); },
+      -9, 9);
+  check(
+      h, ref_half, [](half x) { return metal::log(x); }, [](double x) { return std::log(x); },
+      0.01f, 100);
+  check(
+      h, ref_half, [](half x) { return metal::tanh(x); }, [](double x) { return std::tanh(x); }, -4,
+      4);
+  check(
+      h, ref_half, [](half x) { return metal::rsqrt(x); },
+      [](double x) { return 1 / std::sqrt(x); }, 0.01f, 100);
+  check(
+      b, ref_bf16, [](bfloat x) { return metal::exp(x); }, [](double x) { return std::exp(x); },
+      -20, 20);
+  check(
+      b, ref_bf16, [](bfloat x) { return metal::sin(x); }, [](double x) { return std::sin(x); }, -3,
+      3);
   static_assert(std::is_same_v<decltype(metal::exp(half(1))), half>);
   static_assert(std::is_same_v<decltype(metal::precise::sqrt(bfloat(1))), bfloat>);
   static_assert(std::is_same_v<decltype(metal::exp(1)), float>);
@@ -714,7 +744,8 @@ TEST(PreludeCpu, LimitsAndConstants) {
   EXPECT_EQ(INT_MAX, std::numeric_limits<int>::max());
   static_assert(is_same_v<make_unsigned_t<int>, uint> && is_signed_v<half> && is_unsigned_v<uint>);
   static_assert(is_integral_v<ulong> && !is_integral_v<float> && is_arithmetic_v<bfloat>);
-  static_assert(is_same_v<enable_if_t<true, int>, int> && is_same_v<conditional_t<false, int, float>, float>);
+  static_assert(is_same_v<enable_if_t<true, int>, int> &&
+                is_same_v<conditional_t<false, int, float>, float>);
   static_assert(is_convertible_v<int, float> && !is_convertible_v<float*, int>);
   static_assert(is_same_v<remove_cvref_t<const int&>, int> && is_same_v<decay_t<int[3]>, int*>);
   // MLX's Limits<T>.
@@ -770,8 +801,8 @@ TEST(PreludeCpu, ElemToLoc) {
         auto l2 = metal::elem_to_loc_2_nd(g, shape.data(), strides.data(), strides.data(), ndim);
         ASSERT_EQ(l2.x, ref);
         ASSERT_EQ(l2.y, ref);
-        auto l3 = metal::elem_to_loc_3_nd<int64_t>(g, shape.data(), strides.data(),
-                                                   strides.data(), strides.data(), ndim);
+        auto l3 = metal::elem_to_loc_3_nd<int64_t>(g, shape.data(), strides.data(), strides.data(),
+                                                   strides.data(), ndim);
         ASSERT_EQ(l3.z, ref);
       }
       if (ndim == 3) {
@@ -896,7 +927,9 @@ void fake_gather(alloy_cpu_group* g, const void* in, void* all, uint32_t bytes) 
   g->simd_live = s->live;
   s->bar.arrive_and_wait();  // nobody overwrites a slot before every lane has read
 }
-void fake_barrier(alloy_cpu_group*) { tl_sim->bar.arrive_and_wait(); }
+void fake_barrier(alloy_cpu_group*) {
+  tl_sim->bar.arrive_and_wait();
+}
 const alloy_cpu_sync kFakeSync = {fake_barrier, fake_gather, fake_barrier, nullptr};
 
 // Runs body(lane) on every lane of `live`, each on its own thread with its own group view.
@@ -1045,7 +1078,9 @@ TEST(PreludeCpu, QuadFunctionsOnSimulatedLanes) {
           if (f < 0) f = int(k);
           if (k % 2 == 0) b |= 1 << (k - base);
         }
-      auto own_or = [&](uint32_t src) { return ((live >> src) & 1) ? float(src + 1) : float(l + 1); };
+      auto own_or = [&](uint32_t src) {
+        return ((live >> src) & 1) ? float(src + 1) : float(l + 1);
+      };
       EXPECT_EQ(sum[l], s) << live << " " << l;
       EXPECT_EQ(incl[l], in);
       EXPECT_EQ(excl[l], ex);
@@ -1078,7 +1113,7 @@ TEST(PreludeCpu, SimdgroupMatrixOnSimulatedLanes) {
   for (auto& x : c) x = float(int(rng() % 17) - 8);
   run_lanes(0xffffffffu, [&](uint32_t) {
     simdgroup_float8x8 ma, mb, mc, md;
-    simdgroup_load(ma, a.data(), 10, ulong2(1, 0));  // 8x8 block at column 1 of an 8x10 array
+    simdgroup_load(ma, a.data(), 10, ulong2(1, 0));       // 8x8 block at column 1 of an 8x10 array
     simdgroup_load(mb, b.data(), 8, ulong2(0, 0), true);  // transposed
     simdgroup_load(mc, c.data());
     simdgroup_multiply_accumulate(md, ma, mb, mc);

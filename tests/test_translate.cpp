@@ -51,7 +51,7 @@ TEST(Translate, FindsKernelsAndTheirParameters) {
   ASSERT_EQ(t.kernels.size(), 3u);
   EXPECT_EQ(t.kernels[0].host_name, "scale");
   EXPECT_EQ(t.kernels[1].host_name, "sum_float");
-  EXPECT_EQ(t.kernels[1].function, "sum < float >");
+  EXPECT_EQ(t.kernels[1].function, "alloy_kernel_sum < float >");
   EXPECT_EQ(t.kernels[2].host_name, "sum_half");
   const auto& p = t.kernels[0].params;
   ASSERT_EQ(p.size(), 4u);

@@ -5,3 +5,4 @@
 #include "alloy/dtype.h"
 #include "alloy/errors.h"
 #include "alloy/kernel.h"
+#include "alloy/library.h"

@@ -58,6 +58,11 @@ from ._core import (
     KernelError,
     CompileError,
     NotSupportedError,
+    # whole Metal libraries (torch.mps.compile_shader style)
+    compile_shader,
+    Library,
+    LibraryKernel,
+    CheckError,
 )
 from . import cuda
 
@@ -71,5 +76,6 @@ __all__ = [
     "default_stream", "is_available", "synchronize",
     "MetalKernel", "metal_kernel", "take_out_of_range_reports", "robust_by_default",
     "KernelError", "CompileError", "NotSupportedError",
+    "compile_shader", "Library", "LibraryKernel", "CheckError",
     "cuda",
 ]

@@ -24,6 +24,7 @@ void init_device(nb::module_& m);
 void init_array(nb::module_& m);
 void init_kernel(nb::module_& m);
 void init_cuda(nb::module_& m);
+void bind_library(nb::module_& m);  // library.cpp: compile_shader, Library, CheckError
 
 /// MLX's `stream` argument. Alloy runs everything on one stream per device, so a stream is only
 /// the device it belongs to; it exists so that code written for MLX (`stream=mx.gpu`,

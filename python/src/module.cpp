@@ -12,4 +12,5 @@ NB_MODULE(_core, m) {
   init_array(m);
   init_kernel(m);
   init_cuda(m);
+  bind_library(m);
 }

@@ -190,7 +190,7 @@ def test_dtype_placeholders(device, rng, dtype):
     x = rng.uniform(-1, 1, n).astype(dtype)
     y = rng.uniform(-1, 1, n).astype(dtype)
     out = run(lib.axpby, device, x, y, np.zeros(n, dtype), 2.0, -0.5, group_size=128)
-    assert out.dtype == alloy.float32 if dtype == np.float32 else alloy.float16
+    assert out.dtype == (alloy.float32 if dtype == np.float32 else alloy.float16)
     want = 2 * x.astype(np.float64) - 0.5 * y.astype(np.float64)
     tol = 2e-6 if dtype == np.float32 else 2e-3
     np.testing.assert_allclose(np.asarray(out).astype(np.float64), want, rtol=tol, atol=tol)

@@ -405,13 +405,13 @@ KernelInfo make_info(const msl::KernelEntry& e, const std::vector<KernelRegion>&
                      const std::map<std::string, std::string>& template_dtypes) {
   KernelInfo info;
   info.name = e.host_name;
-  info.function = pretty(split_spaces(e.function));
+  info.function = pretty(split_spaces(e.written));
   info.max_total_threads = e.max_total_threads;
   // Template parameter -> argument of this instance.
   std::map<std::string, std::string> subst;
   for (auto& r : regions) {
     if (r.name != e.base_name || r.template_params.empty()) continue;
-    auto args = template_args_of(e.function);
+    auto args = template_args_of(e.written);
     for (size_t i = 0; i < r.template_params.size() && i < args.size(); ++i)
       subst[r.template_params[i]] = args[i];
     break;

@@ -40,7 +40,9 @@ std::string map_compile_log(const SourceMap& src, const std::string& log,
   // g++/clang: "kernel.metal:12:5: error: msg"; NVRTC: "kernel.metal(12): error: msg".
   std::regex re("(^|\\n)[^\\n]*" + std::regex_replace(filename, std::regex("\\."), "\\.") +
                 "(?::(\\d+)(?::\\d+)?:|\\((\\d+)\\):)\\s*(error|fatal error|warning|note)\\s*:?\\s*([^\\n]*)");
-  std::string out = fmt::format("[metal_kernel] Failed to compile kernel '{}':\n", src.label);
+  std::string out = fmt::format("[{}] Failed to compile {} '{}':\n",
+                                src.user_text ? "library" : "metal_kernel",
+                                src.user_text ? "library" : "kernel", src.label);
   int errors = 0;
   for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
        ++it) {

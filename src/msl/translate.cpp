@@ -10,6 +10,7 @@
 
 #include "alloy/errors.h"
 #include "msl/lexer.h"
+#include "msl/macros.h"
 #include "msl/target.h"
 
 namespace alloy::msl {
@@ -79,6 +80,8 @@ const std::set<std::string, std::less<>>& unsupported_attributes() {
   return s;
 }
 
+constexpr const char* kKernelPrefix = "alloy_kernel_";
+
 bool is_sync_ident(std::string_view s) {
   return s == "threadgroup_barrier" || s == "simdgroup_barrier" || s.starts_with("simd_") ||
          s.starts_with("quad_") ||
@@ -97,6 +100,7 @@ class Translator {
     collect_attributes_and_kernels();
     rewrite_qualifiers();
     rewrite_literals();
+    rewrite_nested_swizzles();
     detect_sync();
     return finish();
   }
@@ -430,6 +434,9 @@ class Translator {
       if (nm >= toks_.size() || toks_[nm].kind != TokKind::ident) bad("cannot read kernel name", t.line);
       KernelDecl k;
       k.name = toks_[nm].text;
+      // Kernel functions cannot be called from Metal code, so renaming them is invisible; it keeps
+      // a kernel named like a prelude function (`transpose`, `dot`) from being ambiguous.
+      toks_[nm].text = kKernelPrefix + k.name;
       k.host_name = host_attr;
       k.max_threads = max_threads;
       size_t po = next(nm + 1);
@@ -485,11 +492,13 @@ class Translator {
           std::string base = inst.function.substr(0, inst.function.find('<'));
           while (!base.empty() && base.back() == ' ') base.pop_back();
           if (base != d.name) continue;
-          out_.kernels.push_back({inst.host_name, inst.function, d.name, d.params, d.max_threads});
+          std::string written = inst.function.substr(inst.function.find_first_not_of(' '));
+          out_.kernels.push_back(
+              {inst.host_name, kKernelPrefix + written, d.name, d.params, d.max_threads, written});
         }
       } else {
-        out_.kernels.push_back({d.host_name.empty() ? d.name : d.host_name, d.name, d.name, d.params,
-                                d.max_threads});
+        out_.kernels.push_back({d.host_name.empty() ? d.name : d.host_name, kKernelPrefix + d.name,
+                                d.name, d.params, d.max_threads, d.name});
       }
     }
   }
@@ -649,6 +658,55 @@ class Translator {
     }
   }
 
+  // Component index of a swizzle letter, or -1. A name is a swizzle when all its letters come from
+  // one set (xyzw or rgba).
+  static int swizzle_index(char c, bool rgba) {
+    const char* set = rgba ? "rgba" : "xyzw";
+    for (int k = 0; k < 4; ++k)
+      if (set[k] == c) return k;
+    return -1;
+  }
+  static bool swizzle_indices(std::string_view name, std::string* out) {
+    if (name.empty() || name.size() > 4) return false;
+    for (bool rgba : {false, true}) {
+      std::string idx;
+      for (char c : name) {
+        int k = swizzle_index(c, rgba);
+        if (k < 0) break;
+        idx += (idx.empty() ? "" : ",") + std::to_string(k);
+      }
+      if (idx.size() == name.size() * 2 - 1) {
+        *out = idx;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // A swizzle of a swizzle (`v.zw.yx`, `v.xy.x`) is a swizzle of the vector value Metal makes of
+  // the first one; the prelude spells that `.template alloy_swizzle<1, 0>()`.
+  void rewrite_nested_swizzles() {
+    bool after_swizzle = false;  // the previous member access was a multi-letter swizzle
+    for (size_t i = 0; i + 1 < toks_.size(); ++i) {
+      if (!toks_[i].is(".")) {
+        if (!toks_[i].trivia()) after_swizzle = false;
+        continue;
+      }
+      size_t n = next(i + 1);
+      if (n >= toks_.size() || toks_[n].kind != TokKind::ident) continue;
+      std::string idx;
+      bool swz = swizzle_indices(toks_[n].text, &idx);
+      if (swz && after_swizzle) {
+        // Not a call or an assignment target of the rewritten form: only reads are supported.
+        toks_[n].text = "template alloy_swizzle<" + idx + ">()";
+      }
+      after_swizzle = swz && toks_[n].text.size() >= 2 && toks_[n].text.find('<') == std::string::npos
+                          ? true
+                          : (swz && after_swizzle);
+      i = n;
+    }
+  }
+
   void detect_sync() {
     for (auto& t : toks_)
       if (t.kind == TokKind::ident && is_sync_ident(t.text)) {
@@ -676,7 +734,9 @@ class Translator {
 }  // namespace
 
 Translation translate(std::string_view msl, const TranslateOptions& options) {
-  return Translator(msl, options).run();
+  // MLX-style `instantiate_kernel(...)` macros declare kernels: expand them first (lines kept).
+  std::string source = expand_kernel_macros(msl);
+  return Translator(source, options).run();
 }
 
 }  // namespace alloy::msl

@@ -26,10 +26,11 @@ struct KernelParam {
 
 struct KernelEntry {
   std::string host_name;  // name to look the kernel up by
-  std::string function;   // C++ expression naming the instance, e.g. "f<float, 3>"
-  std::string base_name;  // the function template / function name
+  std::string function;   // C++ expression naming the instance in the translation
+  std::string base_name;  // the function template / function name as written
   std::vector<KernelParam> params;
   int max_total_threads = 0;  // [[max_total_threads_per_threadgroup(n)]], 0 if none
+  std::string written;    // the instance as written in the source, e.g. "f<float, 3>"
 };
 
 struct TranslateOptions {

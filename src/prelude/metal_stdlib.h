@@ -8,6 +8,8 @@
 #include "cpu/target.h"
 #endif
 
+// Order matters: each header uses the ones before it.
+// clang-format off
 #include "metal/traits.h"
 #include "metal/types.h"
 #include "metal/vector.h"
@@ -18,3 +20,4 @@
 #include "metal/simd.h"
 #include "metal/matrix.h"
 #include "metal/mlx.h"
+// clang-format on

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,20 @@ TEST(ConformanceKernelArgs, EnsureRowContiguousCopiesViews) {
   for (size_t i = 0; i < v.size(); ++i) ref[i] = 3 * v[i];
   run_kernel(k, {view}, make_call({{7, 9}}, {float32}, {63, 1, 1}, {32, 1, 1}),
              [&](auto& o) { expect_close(o[0], ref, 1e-6, 1e-6); });
+}
+
+// A threadgroup of more than 1024 threads is refused up front (MLX: ValueError).
+TEST(ConformanceKernelArgs, ThreadgroupOver1024Raises) {
+  auto k = metal_kernel("args_big_threadgroup", {"x"}, {"out"}, R"MSL(
+    uint i = thread_position_in_grid.x;
+    out[i] = x[i];
+  )MSL");
+  auto x = random_array({2048}, float32, -1, 1, 1171, Device::cpu());
+  for_each_device([&](Device d) {
+    auto call = make_call({{2048}}, {float32}, {2048, 1, 1}, {64, 32, 1});
+    call.device = d;
+    EXPECT_THROW(eval(k({x}, call)), std::invalid_argument);
+  });
 }
 
 // ---- init_value and empty dispatches ---------------------------------------------------------

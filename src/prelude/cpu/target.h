@@ -32,9 +32,9 @@
 inline thread_local alloy_cpu_group* alloy_cpu_current_group = nullptr;
 
 // threadgroup objects live in the group's arena; `slot` is unique per declaration in the source.
-#define ALLOY_THREADGROUP(type, dims, name, slot)                                           \
-  typedef type alloy_tg_type_##slot dims;                                                    \
-  alloy_tg_type_##slot& name = *static_cast<alloy_tg_type_##slot*>(                          \
+#define ALLOY_THREADGROUP(type, dims, name, slot)                   \
+  typedef type alloy_tg_type_##slot dims;                           \
+  alloy_tg_type_##slot& name = *static_cast<alloy_tg_type_##slot*>( \
       ::alloy_target::tg_slot(slot, sizeof(alloy_tg_type_##slot), alignof(alloy_tg_type_##slot)))
 
 namespace alloy_portable {  // defined in metal/types.h
@@ -44,29 +44,42 @@ constexpr uint16_t f32_to_f16_bits(float x);
 
 namespace alloy_target {
 
-ALLOY_FN void set_group(alloy_cpu_group* g) { alloy_cpu_current_group = g; }
-ALLOY_FN alloy_cpu_group* group() { return alloy_cpu_current_group; }
+ALLOY_FN void set_group(alloy_cpu_group* g) {
+  alloy_cpu_current_group = g;
+}
+ALLOY_FN alloy_cpu_group* group() {
+  return alloy_cpu_current_group;
+}
 
-ALLOY_FN void copy_bytes(void* dst, const void* src, size_t n) { memcpy(dst, src, n); }
+ALLOY_FN void copy_bytes(void* dst, const void* src, size_t n) {
+  memcpy(dst, src, n);
+}
 
 // ---- Half precision conversions (round to nearest even) ----
 
+// F16C conversion instructions where the CPU has them (one instruction, round to nearest even).
+// Not _Float16: with AVX512-FP16, g++ 13 turns float arithmetic between conversions into native
+// half instructions and rounded a half division one ulp low (seen on a Sapphire Rapids host).
+#if defined(__F16C__)
+typedef float alloy_v4sf __attribute__((vector_size(16)));
+typedef short alloy_v8hi __attribute__((vector_size(16)));
+#endif
+
 ALLOY_FN float f16_to_f32(uint16_t bits) {
-#if defined(__FLT16_MAX__) && !defined(__clang__)
-  _Float16 h;
-  memcpy(&h, &bits, 2);
-  return static_cast<float>(h);
+#if defined(__F16C__)
+  alloy_v8hi h = {static_cast<short>(bits), 0, 0, 0, 0, 0, 0, 0};
+  alloy_v4sf f = __builtin_ia32_vcvtph2ps(h);
+  return f[0];
 #else
   return alloy_portable::f16_bits_to_f32(bits);
 #endif
 }
 
 ALLOY_FN uint16_t f32_to_f16(float x) {
-#if defined(__FLT16_MAX__) && !defined(__clang__)
-  _Float16 h = static_cast<_Float16>(x);
-  uint16_t bits;
-  memcpy(&bits, &h, 2);
-  return bits;
+#if defined(__F16C__)
+  alloy_v4sf v = {x, 0, 0, 0};
+  alloy_v8hi h = __builtin_ia32_vcvtps2ph(v, 0);  // imm 0: round to nearest even
+  return static_cast<uint16_t>(h[0]);
 #else
   return alloy_portable::f32_to_f16_bits(x);
 #endif
@@ -74,26 +87,60 @@ ALLOY_FN uint16_t f32_to_f16(float x) {
 
 // ---- Fast math: the host libm is both fast and correct enough; exp(-inf) == 0 holds ----
 
-ALLOY_FN float fast_exp(float x) { return ::expf(x); }
-ALLOY_FN float fast_exp2(float x) { return ::exp2f(x); }
-ALLOY_FN float fast_log(float x) { return ::logf(x); }
-ALLOY_FN float fast_log2(float x) { return ::log2f(x); }
-ALLOY_FN float fast_sin(float x) { return ::sinf(x); }
-ALLOY_FN float fast_cos(float x) { return ::cosf(x); }
-ALLOY_FN float fast_tan(float x) { return ::tanf(x); }
-ALLOY_FN float fast_pow(float x, float y) { return ::powf(x, y); }
-ALLOY_FN float fast_rsqrt(float x) { return 1.0f / ::sqrtf(x); }
-ALLOY_FN float fast_sqrt(float x) { return ::sqrtf(x); }
-ALLOY_FN float fast_divide(float x, float y) { return x / y; }
+ALLOY_FN float fast_exp(float x) {
+  return ::expf(x);
+}
+ALLOY_FN float fast_exp2(float x) {
+  return ::exp2f(x);
+}
+ALLOY_FN float fast_log(float x) {
+  return ::logf(x);
+}
+ALLOY_FN float fast_log2(float x) {
+  return ::log2f(x);
+}
+ALLOY_FN float fast_sin(float x) {
+  return ::sinf(x);
+}
+ALLOY_FN float fast_cos(float x) {
+  return ::cosf(x);
+}
+ALLOY_FN float fast_tan(float x) {
+  return ::tanf(x);
+}
+ALLOY_FN float fast_pow(float x, float y) {
+  return ::powf(x, y);
+}
+ALLOY_FN float fast_rsqrt(float x) {
+  return 1.0f / ::sqrtf(x);
+}
+ALLOY_FN float fast_sqrt(float x) {
+  return ::sqrtf(x);
+}
+ALLOY_FN float fast_divide(float x, float y) {
+  return x / y;
+}
 
 // ---- Bit operations (x != 0 where the builtin requires it) ----
 
-ALLOY_FN uint32_t clz32(uint32_t x) { return x ? __builtin_clz(x) : 32u; }
-ALLOY_FN uint32_t clz64(uint64_t x) { return x ? __builtin_clzll(x) : 64u; }
-ALLOY_FN uint32_t ctz32(uint32_t x) { return x ? __builtin_ctz(x) : 32u; }
-ALLOY_FN uint32_t ctz64(uint64_t x) { return x ? __builtin_ctzll(x) : 64u; }
-ALLOY_FN uint32_t popcount32(uint32_t x) { return __builtin_popcount(x); }
-ALLOY_FN uint32_t popcount64(uint64_t x) { return __builtin_popcountll(x); }
+ALLOY_FN uint32_t clz32(uint32_t x) {
+  return x ? __builtin_clz(x) : 32u;
+}
+ALLOY_FN uint32_t clz64(uint64_t x) {
+  return x ? __builtin_clzll(x) : 64u;
+}
+ALLOY_FN uint32_t ctz32(uint32_t x) {
+  return x ? __builtin_ctz(x) : 32u;
+}
+ALLOY_FN uint32_t ctz64(uint64_t x) {
+  return x ? __builtin_ctzll(x) : 64u;
+}
+ALLOY_FN uint32_t popcount32(uint32_t x) {
+  return __builtin_popcount(x);
+}
+ALLOY_FN uint32_t popcount64(uint64_t x) {
+  return __builtin_popcountll(x);
+}
 ALLOY_FN uint32_t mulhi_u32(uint32_t a, uint32_t b) {
   return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
 }
@@ -130,7 +177,9 @@ ALLOY_FN alloy_cpu_group* sync_group(const char* what) {
   return g;
 }
 
-ALLOY_FN uint32_t lane_id() { return alloy_cpu_current_group->current & 31u; }
+ALLOY_FN uint32_t lane_id() {
+  return alloy_cpu_current_group->current & 31u;
+}
 
 // Every live lane's `v` into all[0..31] (lane-major); sets g->simd_live. Values larger than one
 // exchange slot go through several exchanges.
@@ -311,7 +360,11 @@ ALLOY_FN T atomic_fetch_max(T* p, T v) {
   return atomic_rmw_cas(p, [v](T o) { return v > o || o != o ? v : o; });
 }
 
-ALLOY_FN void fence_device() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-ALLOY_FN void fence_threadgroup() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+ALLOY_FN void fence_device() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+ALLOY_FN void fence_threadgroup() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 
 }  // namespace alloy_target

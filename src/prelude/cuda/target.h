@@ -24,7 +24,9 @@ typedef unsigned long uintptr_t;
 
 namespace alloy_target {
 
-ALLOY_FN void copy_bytes(void* dst, const void* src, size_t n) { memcpy(dst, src, n); }
+ALLOY_FN void copy_bytes(void* dst, const void* src, size_t n) {
+  memcpy(dst, src, n);
+}
 
 // ---- Half precision conversions (round to nearest even) ----
 
@@ -46,30 +48,72 @@ ALLOY_FN float fast_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
-ALLOY_FN float fast_exp(float x) { return __expf(x); }
-ALLOY_FN float fast_log(float x) { return __logf(x); }
-ALLOY_FN float fast_log2(float x) { return __log2f(x); }
-ALLOY_FN float fast_sin(float x) { return __sinf(x); }
-ALLOY_FN float fast_cos(float x) { return __cosf(x); }
-ALLOY_FN float fast_tan(float x) { return __tanf(x); }
-ALLOY_FN float fast_pow(float x, float y) { return __powf(x, y); }
-ALLOY_FN float fast_rsqrt(float x) { return ::rsqrtf(x); }
-ALLOY_FN float fast_sqrt(float x) { return __fsqrt_rn(x); }
-ALLOY_FN float fast_divide(float x, float y) { return __fdividef(x, y); }
+ALLOY_FN float fast_exp(float x) {
+  return __expf(x);
+}
+ALLOY_FN float fast_log(float x) {
+  return __logf(x);
+}
+ALLOY_FN float fast_log2(float x) {
+  return __log2f(x);
+}
+ALLOY_FN float fast_sin(float x) {
+  return __sinf(x);
+}
+ALLOY_FN float fast_cos(float x) {
+  return __cosf(x);
+}
+ALLOY_FN float fast_tan(float x) {
+  return __tanf(x);
+}
+ALLOY_FN float fast_pow(float x, float y) {
+  return __powf(x, y);
+}
+ALLOY_FN float fast_rsqrt(float x) {
+  return ::rsqrtf(x);
+}
+ALLOY_FN float fast_sqrt(float x) {
+  return __fsqrt_rn(x);
+}
+ALLOY_FN float fast_divide(float x, float y) {
+  return __fdividef(x, y);
+}
 
 // ---- Bit operations ----
 
-ALLOY_FN uint32_t clz32(uint32_t x) { return __clz(static_cast<int>(x)); }
-ALLOY_FN uint32_t clz64(uint64_t x) { return __clzll(static_cast<long long>(x)); }
-ALLOY_FN uint32_t ctz32(uint32_t x) { return x ? __ffs(static_cast<int>(x)) - 1 : 32u; }
-ALLOY_FN uint32_t ctz64(uint64_t x) { return x ? __ffsll(static_cast<long long>(x)) - 1 : 64u; }
-ALLOY_FN uint32_t popcount32(uint32_t x) { return __popc(x); }
-ALLOY_FN uint32_t popcount64(uint64_t x) { return __popcll(x); }
-ALLOY_FN uint32_t mulhi_u32(uint32_t a, uint32_t b) { return __umulhi(a, b); }
-ALLOY_FN int32_t mulhi_s32(int32_t a, int32_t b) { return __mulhi(a, b); }
-ALLOY_FN uint64_t mulhi_u64(uint64_t a, uint64_t b) { return __umul64hi(a, b); }
-ALLOY_FN int64_t mulhi_s64(int64_t a, int64_t b) { return __mul64hi(a, b); }
-ALLOY_FN uint32_t reverse_bits32(uint32_t x) { return __brev(x); }
+ALLOY_FN uint32_t clz32(uint32_t x) {
+  return __clz(static_cast<int>(x));
+}
+ALLOY_FN uint32_t clz64(uint64_t x) {
+  return __clzll(static_cast<long long>(x));
+}
+ALLOY_FN uint32_t ctz32(uint32_t x) {
+  return x ? __ffs(static_cast<int>(x)) - 1 : 32u;
+}
+ALLOY_FN uint32_t ctz64(uint64_t x) {
+  return x ? __ffsll(static_cast<long long>(x)) - 1 : 64u;
+}
+ALLOY_FN uint32_t popcount32(uint32_t x) {
+  return __popc(x);
+}
+ALLOY_FN uint32_t popcount64(uint64_t x) {
+  return __popcll(x);
+}
+ALLOY_FN uint32_t mulhi_u32(uint32_t a, uint32_t b) {
+  return __umulhi(a, b);
+}
+ALLOY_FN int32_t mulhi_s32(int32_t a, int32_t b) {
+  return __mulhi(a, b);
+}
+ALLOY_FN uint64_t mulhi_u64(uint64_t a, uint64_t b) {
+  return __umul64hi(a, b);
+}
+ALLOY_FN int64_t mulhi_s64(int64_t a, int64_t b) {
+  return __mul64hi(a, b);
+}
+ALLOY_FN uint32_t reverse_bits32(uint32_t x) {
+  return __brev(x);
+}
 
 // ---- Lanes ----
 
@@ -78,7 +122,9 @@ ALLOY_FN uint32_t lane_id() {
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
   return l;
 }
-ALLOY_FN uint32_t live_mask() { return __activemask(); }
+ALLOY_FN uint32_t live_mask() {
+  return __activemask();
+}
 
 // Values of any size travel as 32-bit words.
 template <class T>
@@ -215,11 +261,17 @@ ALLOY_FN T inclusive_scan(T v, Op op) {
   return v;
 }
 
-ALLOY_FN uint64_t ballot(bool p) { return __ballot_sync(__activemask(), p); }
+ALLOY_FN uint64_t ballot(bool p) {
+  return __ballot_sync(__activemask(), p);
+}
 
 // Barriers also order memory (Metal kernels sometimes pass mem_none and still exchange data).
-ALLOY_FN void threadgroup_barrier() { __syncthreads(); }
-ALLOY_FN void simdgroup_barrier() { __syncwarp(__activemask()); }
+ALLOY_FN void threadgroup_barrier() {
+  __syncthreads();
+}
+ALLOY_FN void simdgroup_barrier() {
+  __syncwarp(__activemask());
+}
 
 // ---- Atomics (relaxed) ----
 
@@ -289,8 +341,8 @@ ALLOY_FN T atomic_fetch_add(T* p, T v) {
 }
 template <>
 ALLOY_FN long atomic_fetch_add<long>(long* p, long v) {
-  return static_cast<long>(atomicAdd(reinterpret_cast<unsigned long long*>(p),
-                                     static_cast<unsigned long long>(v)));
+  return static_cast<long>(
+      atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v)));
 }
 template <class T>
 ALLOY_FN T atomic_fetch_sub(T* p, T v) {
@@ -329,7 +381,11 @@ ALLOY_FN T atomic_fetch_max(T* p, T v) {
 #undef ALLOY_CUDA_NATIVE
 #undef ALLOY_CUDA_NATIVE_V
 
-ALLOY_FN void fence_device() { __threadfence(); }
-ALLOY_FN void fence_threadgroup() { __threadfence_block(); }
+ALLOY_FN void fence_device() {
+  __threadfence();
+}
+ALLOY_FN void fence_threadgroup() {
+  __threadfence_block();
+}
 
 }  // namespace alloy_target

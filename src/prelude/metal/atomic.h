@@ -50,7 +50,7 @@ ALLOY_FN void fence_after(memory_order o) {
 
 template <class T>
 ALLOY_FN void atomic_store_explicit(volatile atomic<T>* obj, typename atomic<T>::value_type desired,
-                                   memory_order order = memory_order_relaxed) {
+                                    memory_order order = memory_order_relaxed) {
   alloy_detail::fence_before(order);
   alloy_target::atomic_store(alloy_detail::atomic_ptr(obj), desired);
   alloy_detail::fence_after(order);
@@ -64,8 +64,7 @@ ALLOY_FN T atomic_load_explicit(const volatile atomic<T>* obj,
   return r;
 }
 template <class T>
-ALLOY_FN T atomic_exchange_explicit(volatile atomic<T>* obj,
-                                    typename atomic<T>::value_type desired,
+ALLOY_FN T atomic_exchange_explicit(volatile atomic<T>* obj, typename atomic<T>::value_type desired,
                                     memory_order order = memory_order_relaxed) {
   alloy_detail::fence_before(order);
   T r = alloy_target::atomic_exchange(alloy_detail::atomic_ptr(obj), desired);
@@ -75,9 +74,9 @@ ALLOY_FN T atomic_exchange_explicit(volatile atomic<T>* obj,
 // On failure *expected receives the current value (Metal: compare-and-exchange semantics).
 template <class T>
 ALLOY_FN bool atomic_compare_exchange_weak_explicit(volatile atomic<T>* obj, T* expected,
-                                                   typename atomic<T>::value_type desired,
-                                                   memory_order success = memory_order_relaxed,
-                                                   memory_order failure = memory_order_relaxed) {
+                                                    typename atomic<T>::value_type desired,
+                                                    memory_order success = memory_order_relaxed,
+                                                    memory_order failure = memory_order_relaxed) {
   alloy_detail::fence_before(success);
   bool ok = alloy_target::atomic_compare_exchange(alloy_detail::atomic_ptr(obj), expected, desired);
   alloy_detail::fence_after(ok ? success : failure);
@@ -85,21 +84,21 @@ ALLOY_FN bool atomic_compare_exchange_weak_explicit(volatile atomic<T>* obj, T* 
 }
 template <class T>
 ALLOY_FN bool atomic_compare_exchange_strong_explicit(volatile atomic<T>* obj, T* expected,
-                                                     typename atomic<T>::value_type desired,
-                                                     memory_order success = memory_order_relaxed,
-                                                     memory_order failure = memory_order_relaxed) {
+                                                      typename atomic<T>::value_type desired,
+                                                      memory_order success = memory_order_relaxed,
+                                                      memory_order failure = memory_order_relaxed) {
   return atomic_compare_exchange_weak_explicit(obj, expected, desired, success, failure);
 }
 
-#define ALLOY_ATOMIC_RMW(name)                                                              \
-  template <class T>                                                                        \
-  ALLOY_FN T atomic_fetch_##name##_explicit(volatile atomic<T>* obj,                        \
-                                            typename atomic<T>::value_type arg,             \
-                                            memory_order order = memory_order_relaxed) {    \
-    alloy_detail::fence_before(order);                                                      \
-    T r = alloy_target::atomic_fetch_##name(alloy_detail::atomic_ptr(obj), arg);            \
-    alloy_detail::fence_after(order);                                                       \
-    return r;                                                                               \
+#define ALLOY_ATOMIC_RMW(name)                                                           \
+  template <class T>                                                                     \
+  ALLOY_FN T atomic_fetch_##name##_explicit(volatile atomic<T>* obj,                     \
+                                            typename atomic<T>::value_type arg,          \
+                                            memory_order order = memory_order_relaxed) { \
+    alloy_detail::fence_before(order);                                                   \
+    T r = alloy_target::atomic_fetch_##name(alloy_detail::atomic_ptr(obj), arg);         \
+    alloy_detail::fence_after(order);                                                    \
+    return r;                                                                            \
   }
 ALLOY_ATOMIC_RMW(add)
 ALLOY_ATOMIC_RMW(sub)

@@ -173,32 +173,32 @@ ALLOY_FN enable_if_t<sizeof(T) == 4, alloy_detail::int_t<T>> mad24(T a, T b, T c
 }
 
 // Vector forms.
-#define ALLOY_INT_VEC1(name)                                                    \
-  template <class V, class R = alloy_detail::vec_unary_t<V>>                    \
-  ALLOY_FN R name(const V& v) {                                                 \
-    R r;                                                                        \
-    for (int i = 0; i < R::alloy_n; ++i) r.alloy_e[i] = name(v.alloy_get(i));   \
-    return r;                                                                   \
+#define ALLOY_INT_VEC1(name)                                                  \
+  template <class V, class R = alloy_detail::vec_unary_t<V>>                  \
+  ALLOY_FN R name(const V& v) {                                               \
+    R r;                                                                      \
+    for (int i = 0; i < R::alloy_n; ++i) r.alloy_e[i] = name(v.alloy_get(i)); \
+    return r;                                                                 \
   }
-#define ALLOY_INT_VEC2(name)                                                                 \
-  template <class A, class B, class R = alloy_detail::vec_arith_t<A, B>>                    \
-  ALLOY_FN R name(const A& a, const B& b) {                                                 \
-    typedef typename R::value_type E;                                                       \
-    R r;                                                                                    \
-    for (int i = 0; i < R::alloy_n; ++i)                                                    \
-      r.alloy_e[i] = name(E(alloy_detail::comp(a, i)), E(alloy_detail::comp(b, i)));        \
-    return r;                                                                               \
+#define ALLOY_INT_VEC2(name)                                                         \
+  template <class A, class B, class R = alloy_detail::vec_arith_t<A, B>>             \
+  ALLOY_FN R name(const A& a, const B& b) {                                          \
+    typedef typename R::value_type E;                                                \
+    R r;                                                                             \
+    for (int i = 0; i < R::alloy_n; ++i)                                             \
+      r.alloy_e[i] = name(E(alloy_detail::comp(a, i)), E(alloy_detail::comp(b, i))); \
+    return r;                                                                        \
   }
-#define ALLOY_INT_VEC3(name)                                                                  \
-  template <class A, class B, class C,                                                       \
-            class R = alloy_detail::vec_arith_t<alloy_detail::vec_arith_t<A, B>, C>>          \
-  ALLOY_FN R name(const A& a, const B& b, const C& c) {                                      \
-    typedef typename R::value_type E;                                                        \
-    R r;                                                                                     \
-    for (int i = 0; i < R::alloy_n; ++i)                                                     \
-      r.alloy_e[i] = name(E(alloy_detail::comp(a, i)), E(alloy_detail::comp(b, i)),          \
-                          E(alloy_detail::comp(c, i)));                                      \
-    return r;                                                                                \
+#define ALLOY_INT_VEC3(name)                                                         \
+  template <class A, class B, class C,                                               \
+            class R = alloy_detail::vec_arith_t<alloy_detail::vec_arith_t<A, B>, C>> \
+  ALLOY_FN R name(const A& a, const B& b, const C& c) {                              \
+    typedef typename R::value_type E;                                                \
+    R r;                                                                             \
+    for (int i = 0; i < R::alloy_n; ++i)                                             \
+      r.alloy_e[i] = name(E(alloy_detail::comp(a, i)), E(alloy_detail::comp(b, i)),  \
+                          E(alloy_detail::comp(c, i)));                              \
+    return r;                                                                        \
   }
 ALLOY_INT_VEC1(clz)
 ALLOY_INT_VEC1(ctz)
@@ -230,9 +230,9 @@ ALLOY_FN alloy_detail::vec_of_t<V> insert_bits(const V& base, const W& insert, u
                                                uint32_t bits) {
   alloy_detail::vec_of_t<V> r;
   for (int i = 0; i < r.alloy_n; ++i)
-    r.alloy_e[i] = insert_bits(base.alloy_get(i),
-                               alloy_detail::vec_elem_t<V>(alloy_detail::comp(insert, i)), offset,
-                               bits);
+    r.alloy_e[i] =
+        insert_bits(base.alloy_get(i), alloy_detail::vec_elem_t<V>(alloy_detail::comp(insert, i)),
+                    offset, bits);
   return r;
 }
 

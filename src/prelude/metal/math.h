@@ -35,15 +35,14 @@ template <class A, class B>
 using math2_t = typename math_type<
     enable_if_t<is_scalar_arith<A> && is_scalar_arith<B>, promote2_t<A, B>>>::type;
 template <class A, class B, class C>
-using math3_t = typename math_type<enable_if_t<is_scalar_arith<A> && is_scalar_arith<B> &&
-                                                   is_scalar_arith<C>,
-                                               promote2_t<promote2_t<A, B>, C>>>::type;
+using math3_t =
+    typename math_type<enable_if_t<is_scalar_arith<A> && is_scalar_arith<B> && is_scalar_arith<C>,
+                                   promote2_t<promote2_t<A, B>, C>>>::type;
 
 template <class V>
 using vmath_t = vec<typename math_type<vec_elem_t<enable_if_t<is_vecish<V>, V>>>::type, vec_n<V>>;
 template <class A, class B>
-using vmath2_t =
-    vec<typename math_type<typename vec_arith<A, B>::elem>::type, vec_arith<A, B>::n>;
+using vmath2_t = vec<typename math_type<typename vec_arith<A, B>::elem>::type, vec_arith<A, B>::n>;
 template <class A, class B, class C>
 using vmath3_t = vmath2_t<typename vec_arith<A, B>::type, C>;
 
@@ -85,16 +84,28 @@ ALLOY_FN constexpr bool bits_signbit(T x) {
   else
     return x < 0;
 }
-ALLOY_FN float sin_c(float x) { return ::sinf(x); }
-ALLOY_FN double sin_c(double x) { return ::sin(x); }
-ALLOY_FN float cos_c(float x) { return ::cosf(x); }
-ALLOY_FN double cos_c(double x) { return ::cos(x); }
-ALLOY_FN float remainder_c(float x, float y) { return ::remainderf(x, y); }
-ALLOY_FN double remainder_c(double x, double y) { return ::remainder(x, y); }
+ALLOY_FN float sin_c(float x) {
+  return ::sinf(x);
+}
+ALLOY_FN double sin_c(double x) {
+  return ::sin(x);
+}
+ALLOY_FN float cos_c(float x) {
+  return ::cosf(x);
+}
+ALLOY_FN double cos_c(double x) {
+  return ::cos(x);
+}
+ALLOY_FN float remainder_c(float x, float y) {
+  return ::remainderf(x, y);
+}
+ALLOY_FN double remainder_c(double x, double y) {
+  return ::remainder(x, y);
+}
 template <class C>
 ALLOY_FN C sinpi_c(C x) {
   const C pi = C(3.14159265358979323846);
-  C r = remainder_c(x, C(2));  // [-1, 1], exact
+  C r = remainder_c(x, C(2));    // [-1, 1], exact
   if (r > C(0.5)) r = C(1) - r;  // sin(pi (1 - r)) = sin(pi r); exact subtractions
   if (r < C(-0.5)) r = C(-1) - r;
   if (r > C(0.25)) return cos_c(pi * (C(0.5) - r));
@@ -124,69 +135,70 @@ ALLOY_FN C fmax_c(C a, C b) {
 // Applies a scalar function to each component (vectors and swizzles; scalars broadcast). Calls
 // are written (name)(...) where they must not find other namespaces' overloads through ADL:
 // metal:: holds using-declarations of the precise:: functions, and half is a metal:: class.
-#define ALLOY_VEC_MAP1(name)                                                   \
-  template <class V>                                                           \
-  ALLOY_FN alloy_detail::vmath_t<V> name(const V& v) {                         \
-    alloy_detail::vmath_t<V> r;                                                \
+#define ALLOY_VEC_MAP1(name)                                                        \
+  template <class V>                                                                \
+  ALLOY_FN alloy_detail::vmath_t<V> name(const V& v) {                              \
+    alloy_detail::vmath_t<V> r;                                                     \
     for (int i = 0; i < alloy_detail::vec_n<V>; ++i) r[i] = (name)(v.alloy_get(i)); \
-    return r;                                                                  \
+    return r;                                                                       \
   }
-#define ALLOY_VEC_MAP2(name)                                                              \
-  template <class A, class B>                                                             \
-  ALLOY_FN alloy_detail::vmath2_t<A, B> name(const A& a, const B& b) {                    \
-    alloy_detail::vmath2_t<A, B> r;                                                       \
-    for (int i = 0; i < r.alloy_n; ++i)                                                   \
-      r[i] = (name)(alloy_detail::comp(a, i), alloy_detail::comp(b, i));                    \
-    return r;                                                                             \
+#define ALLOY_VEC_MAP2(name)                                             \
+  template <class A, class B>                                            \
+  ALLOY_FN alloy_detail::vmath2_t<A, B> name(const A& a, const B& b) {   \
+    alloy_detail::vmath2_t<A, B> r;                                      \
+    for (int i = 0; i < r.alloy_n; ++i)                                  \
+      r[i] = (name)(alloy_detail::comp(a, i), alloy_detail::comp(b, i)); \
+    return r;                                                            \
   }
-#define ALLOY_VEC_MAP3(name)                                                                 \
-  template <class A, class B, class C>                                                       \
-  ALLOY_FN alloy_detail::vmath3_t<A, B, C> name(const A& a, const B& b, const C& c) {         \
-    alloy_detail::vmath3_t<A, B, C> r;                                                       \
-    for (int i = 0; i < r.alloy_n; ++i)                                                      \
+#define ALLOY_VEC_MAP3(name)                                                                       \
+  template <class A, class B, class C>                                                             \
+  ALLOY_FN alloy_detail::vmath3_t<A, B, C> name(const A& a, const B& b, const C& c) {              \
+    alloy_detail::vmath3_t<A, B, C> r;                                                             \
+    for (int i = 0; i < r.alloy_n; ++i)                                                            \
       r[i] = (name)(alloy_detail::comp(a, i), alloy_detail::comp(b, i), alloy_detail::comp(c, i)); \
-    return r;                                                                                \
+    return r;                                                                                      \
   }
 
 // name(x): `fexpr` on float x, `dexpr` on double x.
-#define ALLOY_MATH1(name, fexpr, dexpr)                             \
-  template <class T>                                                \
-  ALLOY_FN alloy_detail::math_t<T> name(T x_) {                     \
-    typedef alloy_detail::math_t<T> R;                              \
-    if constexpr (is_same_v<R, double>) {                           \
-      double x = x_;                                                \
-      return dexpr;                                                 \
-    } else {                                                        \
-      float x = static_cast<float>(x_);                             \
-      return R(fexpr);                                              \
-    }                                                               \
-  }                                                                 \
+#define ALLOY_MATH1(name, fexpr, dexpr)         \
+  template <class T>                            \
+  ALLOY_FN alloy_detail::math_t<T> name(T x_) { \
+    typedef alloy_detail::math_t<T> R;          \
+    if constexpr (is_same_v<R, double>) {       \
+      double x = x_;                            \
+      return dexpr;                             \
+    } else {                                    \
+      float x = static_cast<float>(x_);         \
+      return R(fexpr);                          \
+    }                                           \
+  }                                             \
   ALLOY_VEC_MAP1(name)
-#define ALLOY_MATH2(name, fexpr, dexpr)                                  \
-  template <class A, class B>                                            \
-  ALLOY_FN alloy_detail::math2_t<A, B> name(A x_, B y_) {                \
-    typedef alloy_detail::math2_t<A, B> R;                               \
-    if constexpr (is_same_v<R, double>) {                                \
-      double x = static_cast<double>(x_), y = static_cast<double>(y_);   \
-      return dexpr;                                                      \
-    } else {                                                             \
-      float x = static_cast<float>(x_), y = static_cast<float>(y_);      \
-      return R(fexpr);                                                   \
-    }                                                                    \
-  }                                                                      \
+#define ALLOY_MATH2(name, fexpr, dexpr)                                \
+  template <class A, class B>                                          \
+  ALLOY_FN alloy_detail::math2_t<A, B> name(A x_, B y_) {              \
+    typedef alloy_detail::math2_t<A, B> R;                             \
+    if constexpr (is_same_v<R, double>) {                              \
+      double x = static_cast<double>(x_), y = static_cast<double>(y_); \
+      return dexpr;                                                    \
+    } else {                                                           \
+      float x = static_cast<float>(x_), y = static_cast<float>(y_);    \
+      return R(fexpr);                                                 \
+    }                                                                  \
+  }                                                                    \
   ALLOY_VEC_MAP2(name)
-#define ALLOY_MATH3(name, fexpr, dexpr)                                                      \
-  template <class A, class B, class C>                                                       \
-  ALLOY_FN alloy_detail::math3_t<A, B, C> name(A x_, B y_, C z_) {                           \
-    typedef alloy_detail::math3_t<A, B, C> R;                                                \
-    if constexpr (is_same_v<R, double>) {                                                    \
-      double x = static_cast<double>(x_), y = static_cast<double>(y_), z = static_cast<double>(z_); \
-      return dexpr;                                                                          \
-    } else {                                                                                 \
+#define ALLOY_MATH3(name, fexpr, dexpr)                                                         \
+  template <class A, class B, class C>                                                          \
+  ALLOY_FN alloy_detail::math3_t<A, B, C> name(A x_, B y_, C z_) {                              \
+    typedef alloy_detail::math3_t<A, B, C> R;                                                   \
+    if constexpr (is_same_v<R, double>) {                                                       \
+      double x = static_cast<double>(x_), y = static_cast<double>(y_),                          \
+             z = static_cast<double>(z_);                                                       \
+      return dexpr;                                                                             \
+    } else {                                                                                    \
       float x = static_cast<float>(x_), y = static_cast<float>(y_), z = static_cast<float>(z_); \
-      return R(fexpr);                                                                       \
-    }                                                                                        \
-  }                                                                                          \
+      return R(fexpr);                                                                          \
+    }                                                                                           \
+  }                                                                                             \
   ALLOY_VEC_MAP3(name)
 
 // ---- Functions with the same definition in precise and fast modes ----
@@ -232,15 +244,14 @@ ALLOY_MATH3(fmedian3,
                                  alloy_detail::fmin_c(alloy_detail::fmax_c(x, y), z)),
             alloy_detail::fmax_c(alloy_detail::fmin_c(x, y),
                                  alloy_detail::fmin_c(alloy_detail::fmax_c(x, y), z)))
-ALLOY_MATH3(smoothstep,
-            alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0f), 1.0f) *
-                alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0f), 1.0f) *
-                (3.0f - 2.0f * alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0f),
-                                                    1.0f)),
-            alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0), 1.0) *
-                alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0), 1.0) *
-                (3.0 - 2.0 * alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0),
-                                                  1.0)))
+ALLOY_MATH3(
+    smoothstep,
+    alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0f), 1.0f) *
+        alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0f), 1.0f) *
+        (3.0f - 2.0f * alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0f), 1.0f)),
+    alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0), 1.0) *
+        alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0), 1.0) *
+        (3.0 - 2.0 * alloy_detail::fmin_c(alloy_detail::fmax_c((z - x) / (y - x), 0.0), 1.0)))
 
 // sign(x): 1, -1, or x itself for +-0, 0 for NaN.
 ALLOY_MATH1(sign, x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : (x == 0.0f ? x : 0.0f)),
@@ -377,13 +388,15 @@ ALLOY_FN constexpr bool isnormal(T x) {
            static_cast<alloy_detail::calc_t<alloy_detail::math_t<T>>>(
                numeric_limits<alloy_detail::math_t<T>>::min()));
 }
-template <class A, class B,
-          enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
+template <
+    class A, class B,
+    enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
 ALLOY_FN constexpr bool isordered(A x, B y) {
   return !isnan(x) && !isnan(y);
 }
-template <class A, class B,
-          enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
+template <
+    class A, class B,
+    enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
 ALLOY_FN constexpr bool isunordered(A x, B y) {
   return isnan(x) || isnan(y);
 }
@@ -422,8 +435,9 @@ ALLOY_FN R abs(const V& v) {
 }
 
 // Floats: NaN operands are ignored (fmin/fmax). Integers: exact.
-template <class A, class B, class R = alloy_detail::promote2_t<A, B>,
-          enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
+template <
+    class A, class B, class R = alloy_detail::promote2_t<A, B>,
+    enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
 ALLOY_FN constexpr R min(A a, B b) {
   if constexpr (is_floating_point_v<R>) {
     typedef alloy_detail::calc_t<R> C;
@@ -432,8 +446,9 @@ ALLOY_FN constexpr R min(A a, B b) {
     return R(a) < R(b) ? R(a) : R(b);
   }
 }
-template <class A, class B, class R = alloy_detail::promote2_t<A, B>,
-          enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
+template <
+    class A, class B, class R = alloy_detail::promote2_t<A, B>,
+    enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
 ALLOY_FN constexpr R max(A a, B b) {
   if constexpr (is_floating_point_v<R>) {
     typedef alloy_detail::calc_t<R> C;
@@ -464,24 +479,24 @@ ALLOY_FN constexpr auto median3(A a, B b, C c) {
 }
 
 // Vector forms keep the vector's element type (scalars broadcast).
-#define ALLOY_VEC_KEEP2(name)                                                           \
-  template <class A, class B, class R = alloy_detail::vec_arith_t<A, B>>               \
-  ALLOY_FN R name(const A& a, const B& b) {                                            \
-    R r;                                                                               \
-    for (int i = 0; i < R::alloy_n; ++i)                                               \
-      r.alloy_e[i] = static_cast<typename R::value_type>(                              \
-          name(alloy_detail::comp(a, i), alloy_detail::comp(b, i)));                   \
-    return r;                                                                          \
+#define ALLOY_VEC_KEEP2(name)                                            \
+  template <class A, class B, class R = alloy_detail::vec_arith_t<A, B>> \
+  ALLOY_FN R name(const A& a, const B& b) {                              \
+    R r;                                                                 \
+    for (int i = 0; i < R::alloy_n; ++i)                                 \
+      r.alloy_e[i] = static_cast<typename R::value_type>(                \
+          name(alloy_detail::comp(a, i), alloy_detail::comp(b, i)));     \
+    return r;                                                            \
   }
-#define ALLOY_VEC_KEEP3(name)                                                                 \
-  template <class A, class B, class C,                                                       \
-            class R = alloy_detail::vec_arith_t<alloy_detail::vec_arith_t<A, B>, C>>          \
-  ALLOY_FN R name(const A& a, const B& b, const C& c) {                                      \
-    R r;                                                                                     \
-    for (int i = 0; i < R::alloy_n; ++i)                                                     \
-      r.alloy_e[i] = static_cast<typename R::value_type>(name(                               \
-          alloy_detail::comp(a, i), alloy_detail::comp(b, i), alloy_detail::comp(c, i)));    \
-    return r;                                                                                \
+#define ALLOY_VEC_KEEP3(name)                                                                  \
+  template <class A, class B, class C,                                                         \
+            class R = alloy_detail::vec_arith_t<alloy_detail::vec_arith_t<A, B>, C>>           \
+  ALLOY_FN R name(const A& a, const B& b, const C& c) {                                        \
+    R r;                                                                                       \
+    for (int i = 0; i < R::alloy_n; ++i)                                                       \
+      r.alloy_e[i] = static_cast<typename R::value_type>(                                      \
+          name(alloy_detail::comp(a, i), alloy_detail::comp(b, i), alloy_detail::comp(c, i))); \
+    return r;                                                                                  \
   }
 ALLOY_VEC_KEEP2(min)
 ALLOY_VEC_KEEP2(max)
@@ -568,98 +583,98 @@ ALLOY_MATH2(divide, alloy_target::fast_divide(x, y), x / y)
 }  // namespace fast
 
 #define ALLOY_MODE_FUNCS(ns)                                                                \
-  namespace ns {                                                                           \
-  template <class T>                                                                       \
-  ALLOY_FN alloy_detail::math_t<T> sincos(T x, alloy_detail::math_t<T>& c) {               \
-    c = (cos)(x);                                                                            \
-    return (sin)(x);                                                                         \
-  }                                                                                        \
-  template <class T>                                                                       \
-  ALLOY_FN alloy_detail::math_t<T> sincos(T x, alloy_detail::math_t<T>* c) {               \
-    *c = (cos)(x);                                                                           \
-    return (sin)(x);                                                                         \
-  }                                                                                        \
-  template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                     \
-  ALLOY_FN alloy_detail::vmath_t<V> sincos(const V& x, alloy_detail::vmath_t<V>& c) {      \
-    c = (cos)(x);                                                                            \
-    return (sin)(x);                                                                         \
-  }                                                                                        \
-  template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                     \
-  ALLOY_FN typename alloy_detail::vmath_t<V>::value_type length(const V& v) {              \
-    return (sqrt)(dot(v, v));                                                                \
-  }                                                                                        \
-  template <class A, class B, class V = alloy_detail::vmath2_t<A, B>,                      \
+  namespace ns {                                                                            \
+  template <class T>                                                                        \
+  ALLOY_FN alloy_detail::math_t<T> sincos(T x, alloy_detail::math_t<T>& c) {                \
+    c = (cos)(x);                                                                           \
+    return (sin)(x);                                                                        \
+  }                                                                                         \
+  template <class T>                                                                        \
+  ALLOY_FN alloy_detail::math_t<T> sincos(T x, alloy_detail::math_t<T>* c) {                \
+    *c = (cos)(x);                                                                          \
+    return (sin)(x);                                                                        \
+  }                                                                                         \
+  template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                      \
+  ALLOY_FN alloy_detail::vmath_t<V> sincos(const V& x, alloy_detail::vmath_t<V>& c) {       \
+    c = (cos)(x);                                                                           \
+    return (sin)(x);                                                                        \
+  }                                                                                         \
+  template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                      \
+  ALLOY_FN typename alloy_detail::vmath_t<V>::value_type length(const V& v) {               \
+    return (sqrt)(dot(v, v));                                                               \
+  }                                                                                         \
+  template <class A, class B, class V = alloy_detail::vmath2_t<A, B>,                       \
             enable_if_t<alloy_detail::is_vecish<A> && alloy_detail::is_vecish<B>, int> = 0> \
-  ALLOY_FN typename V::value_type distance(const A& a, const B& b) {                       \
-    return (length)(V(a) - V(b));                                                            \
-  }                                                                                        \
-  template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                     \
-  ALLOY_FN alloy_detail::vmath_t<V> normalize(const V& v) {                                \
-    alloy_detail::vmath_t<V> x = v;                                                        \
-    return x * (rsqrt)(dot(x, x));                                                           \
-  }                                                                                        \
-  template <class I, class N, class E, class V = alloy_detail::vmath2_t<I, N>>             \
-  ALLOY_FN V refract(const I& i, const N& n, E eta) {                                      \
-    V vi = V(i), vn = V(n);                                                                \
-    auto d = dot(vn, vi);                                                                  \
-    auto k = 1 - eta * eta * (1 - d * d);                                                  \
-    if (k < 0) return V(0);                                                                \
-    return vi * eta - vn * (eta * d + (sqrt)(k));                                            \
-  }                                                                                        \
-  using metal::abs;                                                                        \
-  using metal::acos;                                                                       \
-  using metal::acosh;                                                                      \
-  using metal::asin;                                                                       \
-  using metal::asinh;                                                                      \
-  using metal::atan;                                                                       \
-  using metal::atan2;                                                                      \
-  using metal::atanh;                                                                      \
-  using metal::cbrt;                                                                       \
-  using metal::ceil;                                                                       \
-  using metal::clamp;                                                                      \
-  using metal::copysign;                                                                   \
-  using metal::cosh;                                                                       \
-  using metal::cospi;                                                                      \
-  using metal::cross;                                                                      \
-  using metal::dot;                                                                        \
-  using metal::fabs;                                                                       \
-  using metal::fdim;                                                                       \
-  using metal::floor;                                                                      \
-  using metal::fma;                                                                        \
-  using metal::fmax;                                                                       \
-  using metal::fmax3;                                                                      \
-  using metal::fmedian3;                                                                   \
-  using metal::fmin;                                                                       \
-  using metal::fmin3;                                                                      \
-  using metal::fmod;                                                                       \
-  using metal::fract;                                                                      \
-  using metal::frexp;                                                                      \
-  using metal::ilogb;                                                                      \
-  using metal::isfinite;                                                                   \
-  using metal::isinf;                                                                      \
-  using metal::isnan;                                                                      \
-  using metal::ldexp;                                                                      \
-  using metal::logb;                                                                       \
-  using metal::max;                                                                        \
-  using metal::max3;                                                                       \
-  using metal::median3;                                                                    \
-  using metal::min;                                                                        \
-  using metal::min3;                                                                       \
-  using metal::mix;                                                                        \
-  using metal::modf;                                                                       \
-  using metal::nextafter;                                                                  \
-  using metal::rint;                                                                       \
-  using metal::round;                                                                      \
-  using metal::saturate;                                                                   \
-  using metal::sign;                                                                       \
-  using metal::signbit;                                                                    \
-  using metal::sinh;                                                                       \
-  using metal::sinpi;                                                                      \
-  using metal::smoothstep;                                                                 \
-  using metal::step;                                                                       \
-  using metal::tanh;                                                                       \
-  using metal::tanpi;                                                                      \
-  using metal::trunc;                                                                      \
+  ALLOY_FN typename V::value_type distance(const A& a, const B& b) {                        \
+    return (length)(V(a) - V(b));                                                           \
+  }                                                                                         \
+  template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                      \
+  ALLOY_FN alloy_detail::vmath_t<V> normalize(const V& v) {                                 \
+    alloy_detail::vmath_t<V> x = v;                                                         \
+    return x * (rsqrt)(dot(x, x));                                                          \
+  }                                                                                         \
+  template <class I, class N, class E, class V = alloy_detail::vmath2_t<I, N>>              \
+  ALLOY_FN V refract(const I& i, const N& n, E eta) {                                       \
+    V vi = V(i), vn = V(n);                                                                 \
+    auto d = dot(vn, vi);                                                                   \
+    auto k = 1 - eta * eta * (1 - d * d);                                                   \
+    if (k < 0) return V(0);                                                                 \
+    return vi * eta - vn * (eta * d + (sqrt)(k));                                           \
+  }                                                                                         \
+  using metal::abs;                                                                         \
+  using metal::acos;                                                                        \
+  using metal::acosh;                                                                       \
+  using metal::asin;                                                                        \
+  using metal::asinh;                                                                       \
+  using metal::atan;                                                                        \
+  using metal::atan2;                                                                       \
+  using metal::atanh;                                                                       \
+  using metal::cbrt;                                                                        \
+  using metal::ceil;                                                                        \
+  using metal::clamp;                                                                       \
+  using metal::copysign;                                                                    \
+  using metal::cosh;                                                                        \
+  using metal::cospi;                                                                       \
+  using metal::cross;                                                                       \
+  using metal::dot;                                                                         \
+  using metal::fabs;                                                                        \
+  using metal::fdim;                                                                        \
+  using metal::floor;                                                                       \
+  using metal::fma;                                                                         \
+  using metal::fmax;                                                                        \
+  using metal::fmax3;                                                                       \
+  using metal::fmedian3;                                                                    \
+  using metal::fmin;                                                                        \
+  using metal::fmin3;                                                                       \
+  using metal::fmod;                                                                        \
+  using metal::fract;                                                                       \
+  using metal::frexp;                                                                       \
+  using metal::ilogb;                                                                       \
+  using metal::isfinite;                                                                    \
+  using metal::isinf;                                                                       \
+  using metal::isnan;                                                                       \
+  using metal::ldexp;                                                                       \
+  using metal::logb;                                                                        \
+  using metal::max;                                                                         \
+  using metal::max3;                                                                        \
+  using metal::median3;                                                                     \
+  using metal::min;                                                                         \
+  using metal::min3;                                                                        \
+  using metal::mix;                                                                         \
+  using metal::modf;                                                                        \
+  using metal::nextafter;                                                                   \
+  using metal::rint;                                                                        \
+  using metal::round;                                                                       \
+  using metal::saturate;                                                                    \
+  using metal::sign;                                                                        \
+  using metal::signbit;                                                                     \
+  using metal::sinh;                                                                        \
+  using metal::sinpi;                                                                       \
+  using metal::smoothstep;                                                                  \
+  using metal::step;                                                                        \
+  using metal::tanh;                                                                        \
+  using metal::tanpi;                                                                       \
+  using metal::trunc;                                                                       \
   }
 ALLOY_MODE_FUNCS(precise)
 ALLOY_MODE_FUNCS(fast)

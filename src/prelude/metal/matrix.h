@@ -19,17 +19,16 @@ struct matrix {
       for (int r = 0; r < R; ++r) columns[c][r] = c == r ? d : T(0);
   }
   // matrix(col0, col1, ...): one vector per column.
-  template <class... V, enable_if_t<sizeof...(V) == C &&
-                                        (alloy_detail::is_vecish<V> && ...),
-                                    int> = 0>
+  template <class... V,
+            enable_if_t<sizeof...(V) == C && (alloy_detail::is_vecish<V> && ...), int> = 0>
   ALLOY_FN matrix(const V&... cols) {
     int c = 0;
     ((columns[c++] = vec<T, R>(cols)), ...);
   }
   // matrix(s00, s01, ...): C * R scalars, column by column.
-  template <class... S, enable_if_t<sizeof...(S) == C * R &&
-                                        (alloy_detail::is_scalar_arith<S> && ...),
-                                    int> = 0>
+  template <
+      class... S,
+      enable_if_t<sizeof...(S) == C * R && (alloy_detail::is_scalar_arith<S> && ...), int> = 0>
   ALLOY_FN matrix(S... s) {
     T v[C * R] = {static_cast<T>(s)...};
     for (int c = 0; c < C; ++c)
@@ -144,7 +143,7 @@ ALLOY_FN T determinant(const matrix<T, 4, 4>& m) {
   return d;
 }
 
-#define ALLOY_MATRIX_NAMES(T, name) \
+#define ALLOY_MATRIX_NAMES(T, name)  \
   typedef matrix<T, 2, 2> name##2x2; \
   typedef matrix<T, 2, 3> name##2x3; \
   typedef matrix<T, 2, 4> name##2x4; \
@@ -166,8 +165,12 @@ ALLOY_MATRIX_NAMES(half, half)
 // collective: every lane of the simdgroup must take part, as on Metal.
 
 namespace alloy_detail {
-ALLOY_FN uint32_t sg_row(uint32_t l) { return ((l / 4) & 4u) + (l / 2) % 4; }
-ALLOY_FN uint32_t sg_col(uint32_t l) { return ((l / 4) & 2u) * 2 + (l % 2) * 2; }
+ALLOY_FN uint32_t sg_row(uint32_t l) {
+  return ((l / 4) & 4u) + (l / 2) % 4;
+}
+ALLOY_FN uint32_t sg_col(uint32_t l) {
+  return ((l / 4) & 2u) * 2 + (l % 2) * 2;
+}
 // The lane holding element (row, col).
 ALLOY_FN uint32_t sg_lane(uint32_t row, uint32_t col) {
   return ((col >> 1) & 1u) | ((row & 1u) << 1) | (((row >> 1) & 1u) << 2) |

@@ -15,8 +15,12 @@
 
 namespace metal {
 
-ALLOY_FN uint16_t bfloat16_to_uint16(bfloat16_t x) { return x.alloy_bits; }
-ALLOY_FN bfloat16_t uint16_to_bfloat16(uint16_t x) { return bfloat16_t::from_bits(x); }
+ALLOY_FN uint16_t bfloat16_to_uint16(bfloat16_t x) {
+  return x.alloy_bits;
+}
+ALLOY_FN bfloat16_t uint16_to_bfloat16(uint16_t x) {
+  return bfloat16_t::from_bits(x);
+}
 
 // ---- complex64_t ----
 
@@ -33,15 +37,27 @@ struct complex64_t {
   ALLOY_FN constexpr complex64_t(T x) : real(static_cast<float>(x)), imag(0) {}
   // Conversion to a real type keeps the real part (as MLX's).
   template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>
-  ALLOY_FN constexpr operator T() const { return static_cast<T>(real); }
+  ALLOY_FN constexpr operator T() const {
+    return static_cast<T>(real);
+  }
 
-  ALLOY_FN complex64_t& operator+=(complex64_t o) { real += o.real; imag += o.imag; return *this; }
-  ALLOY_FN complex64_t& operator-=(complex64_t o) { real -= o.real; imag -= o.imag; return *this; }
+  ALLOY_FN complex64_t& operator+=(complex64_t o) {
+    real += o.real;
+    imag += o.imag;
+    return *this;
+  }
+  ALLOY_FN complex64_t& operator-=(complex64_t o) {
+    real -= o.real;
+    imag -= o.imag;
+    return *this;
+  }
   ALLOY_FN complex64_t& operator*=(complex64_t o);
   ALLOY_FN complex64_t& operator/=(complex64_t o);
 };
 
-ALLOY_FN constexpr complex64_t operator-(complex64_t x) { return {-x.real, -x.imag}; }
+ALLOY_FN constexpr complex64_t operator-(complex64_t x) {
+  return {-x.real, -x.imag};
+}
 ALLOY_FN constexpr complex64_t operator+(complex64_t a, complex64_t b) {
   return {a.real + b.real, a.imag + b.imag};
 }
@@ -57,14 +73,14 @@ ALLOY_FN constexpr complex64_t operator/(complex64_t a, complex64_t b) {
 }
 // complex with a real scalar (exact-match templates: otherwise both the converting constructor
 // and the conversion to a real type apply, and `z + 2.0f` is ambiguous).
-#define ALLOY_COMPLEX_MIXED(op)                                                         \
-  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>            \
-  ALLOY_FN constexpr complex64_t operator op(complex64_t a, T b) {                      \
-    return a op complex64_t(b);                                                         \
-  }                                                                                     \
-  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>            \
-  ALLOY_FN constexpr complex64_t operator op(T a, complex64_t b) {                      \
-    return complex64_t(a) op b;                                                         \
+#define ALLOY_COMPLEX_MIXED(op)                                              \
+  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0> \
+  ALLOY_FN constexpr complex64_t operator op(complex64_t a, T b) {           \
+    return a op complex64_t(b);                                              \
+  }                                                                          \
+  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0> \
+  ALLOY_FN constexpr complex64_t operator op(T a, complex64_t b) {           \
+    return complex64_t(a) op b;                                              \
   }
 ALLOY_COMPLEX_MIXED(+)
 ALLOY_COMPLEX_MIXED(-)
@@ -84,17 +100,27 @@ ALLOY_FN complex64_t operator%(complex64_t a, complex64_t b) {
 ALLOY_FN constexpr bool operator==(complex64_t a, complex64_t b) {
   return a.real == b.real && a.imag == b.imag;
 }
-ALLOY_FN constexpr bool operator!=(complex64_t a, complex64_t b) { return !(a == b); }
+ALLOY_FN constexpr bool operator!=(complex64_t a, complex64_t b) {
+  return !(a == b);
+}
 ALLOY_FN constexpr bool operator>(complex64_t a, complex64_t b) {
   return a.real > b.real || (a.real == b.real && a.imag > b.imag);
 }
 ALLOY_FN constexpr bool operator>=(complex64_t a, complex64_t b) {
   return a.real > b.real || (a.real == b.real && a.imag >= b.imag);
 }
-ALLOY_FN constexpr bool operator<(complex64_t a, complex64_t b) { return b > a; }
-ALLOY_FN constexpr bool operator<=(complex64_t a, complex64_t b) { return b >= a; }
-ALLOY_FN complex64_t& complex64_t::operator*=(complex64_t o) { return *this = *this * o; }
-ALLOY_FN complex64_t& complex64_t::operator/=(complex64_t o) { return *this = *this / o; }
+ALLOY_FN constexpr bool operator<(complex64_t a, complex64_t b) {
+  return b > a;
+}
+ALLOY_FN constexpr bool operator<=(complex64_t a, complex64_t b) {
+  return b >= a;
+}
+ALLOY_FN complex64_t& complex64_t::operator*=(complex64_t o) {
+  return *this = *this * o;
+}
+ALLOY_FN complex64_t& complex64_t::operator/=(complex64_t o) {
+  return *this = *this / o;
+}
 
 // ---- Limits<T>: max/min are the infinities for floating types, finite_* the largest finite ----
 
@@ -119,10 +145,10 @@ struct Limits<bool, false> {
 };
 template <>
 struct Limits<complex64_t, false> {
-  static constexpr complex64_t max = complex64_t(numeric_limits<float>::infinity(),
-                                                 numeric_limits<float>::infinity());
-  static constexpr complex64_t min = complex64_t(-numeric_limits<float>::infinity(),
-                                                 -numeric_limits<float>::infinity());
+  static constexpr complex64_t max =
+      complex64_t(numeric_limits<float>::infinity(), numeric_limits<float>::infinity());
+  static constexpr complex64_t min =
+      complex64_t(-numeric_limits<float>::infinity(), -numeric_limits<float>::infinity());
 };
 
 // ---- Index helpers: element index -> strided offset (row-major shape, last dim fastest) ----

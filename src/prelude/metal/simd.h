@@ -8,35 +8,51 @@ namespace metal {
 namespace alloy_detail {
 struct op_sum {
   template <class T>
-  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a + b); }
+  ALLOY_FN T operator()(const T& a, const T& b) const {
+    return T(a + b);
+  }
 };
 struct op_product {
   template <class T>
-  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a * b); }
+  ALLOY_FN T operator()(const T& a, const T& b) const {
+    return T(a * b);
+  }
 };
 struct op_min {
   template <class T>
-  ALLOY_FN T operator()(const T& a, const T& b) const { return T(min(a, b)); }
+  ALLOY_FN T operator()(const T& a, const T& b) const {
+    return T(min(a, b));
+  }
 };
 struct op_max {
   template <class T>
-  ALLOY_FN T operator()(const T& a, const T& b) const { return T(max(a, b)); }
+  ALLOY_FN T operator()(const T& a, const T& b) const {
+    return T(max(a, b));
+  }
 };
 struct op_and {
   template <class T>
-  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a & b); }
+  ALLOY_FN T operator()(const T& a, const T& b) const {
+    return T(a & b);
+  }
 };
 struct op_or {
   template <class T>
-  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a | b); }
+  ALLOY_FN T operator()(const T& a, const T& b) const {
+    return T(a | b);
+  }
 };
 struct op_xor {
   template <class T>
-  ALLOY_FN T operator()(const T& a, const T& b) const { return T(a ^ b); }
+  ALLOY_FN T operator()(const T& a, const T& b) const {
+    return T(a ^ b);
+  }
 };
 template <class T>
 using simd_t = remove_cvref_t<conditional_t<is_vecish<T>, vec_of_t<T>, T>>;
-ALLOY_FN uint32_t lowest_lane(uint32_t mask) { return alloy_target::ctz32(mask); }
+ALLOY_FN uint32_t lowest_lane(uint32_t mask) {
+  return alloy_target::ctz32(mask);
+}
 }  // namespace alloy_detail
 
 // simd_vote: a lane mask (bit i = lane i), as returned by simd_ballot.
@@ -52,11 +68,11 @@ struct simd_vote {
   ALLOY_FN constexpr bool any() const { return alloy_v != 0; }
 };
 
-#define ALLOY_SIMD_REDUCE(name, op)                                      \
-  template <class T>                                                     \
-  ALLOY_FN alloy_detail::simd_t<T> name(const T& data) {                 \
-    typedef alloy_detail::simd_t<T> V;                                   \
-    return alloy_target::reduce(V(data), alloy_detail::op{});            \
+#define ALLOY_SIMD_REDUCE(name, op)                           \
+  template <class T>                                          \
+  ALLOY_FN alloy_detail::simd_t<T> name(const T& data) {      \
+    typedef alloy_detail::simd_t<T> V;                        \
+    return alloy_target::reduce(V(data), alloy_detail::op{}); \
   }
 ALLOY_SIMD_REDUCE(simd_sum, op_sum)
 ALLOY_SIMD_REDUCE(simd_product, op_product)
@@ -67,8 +83,12 @@ ALLOY_SIMD_REDUCE(simd_or, op_or)
 ALLOY_SIMD_REDUCE(simd_xor, op_xor)
 #undef ALLOY_SIMD_REDUCE
 
-ALLOY_FN bool simd_all(bool p) { return alloy_target::reduce(p, alloy_detail::op_and{}); }
-ALLOY_FN bool simd_any(bool p) { return alloy_target::reduce(p, alloy_detail::op_or{}); }
+ALLOY_FN bool simd_all(bool p) {
+  return alloy_target::reduce(p, alloy_detail::op_and{});
+}
+ALLOY_FN bool simd_any(bool p) {
+  return alloy_target::reduce(p, alloy_detail::op_or{});
+}
 ALLOY_FN simd_vote simd_ballot(bool p) {
   uint32_t live = alloy_target::live_mask();
   return simd_vote(alloy_target::ballot(p), live);
@@ -80,7 +100,9 @@ ALLOY_FN simd_vote simd_active_threads_mask() {
 ALLOY_FN bool simd_is_first() {
   return alloy_target::lane_id() == alloy_detail::lowest_lane(alloy_target::live_mask());
 }
-ALLOY_FN bool simd_is_helper_thread() { return false; }
+ALLOY_FN bool simd_is_helper_thread() {
+  return false;
+}
 
 template <class T>
 ALLOY_FN alloy_detail::simd_t<T> simd_shuffle(const T& data, uint32_t lane) {
@@ -127,7 +149,7 @@ ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_rotate_up(const T& data, uint32_t 
 // the lane delta positions away on the other side of the group.
 template <class T>
 ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_and_fill_up(const T& data, const T& filling,
-                                                         uint32_t delta, uint32_t modulo = 32) {
+                                                          uint32_t delta, uint32_t modulo = 32) {
   typedef alloy_detail::simd_t<T> V;
   uint32_t lane = alloy_target::lane_id();
   uint32_t base = lane - lane % modulo, i = lane % modulo;
@@ -138,7 +160,7 @@ ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_and_fill_up(const T& data, const T
 }
 template <class T>
 ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_and_fill_down(const T& data, const T& filling,
-                                                           uint32_t delta, uint32_t modulo = 32) {
+                                                            uint32_t delta, uint32_t modulo = 32) {
   typedef alloy_detail::simd_t<T> V;
   uint32_t lane = alloy_target::lane_id();
   uint32_t base = lane - lane % modulo, i = lane % modulo;
@@ -231,11 +253,11 @@ ALLOY_FN V quad_exclusive(const V& v, Op op, V identity) {
 }
 }  // namespace alloy_detail
 
-#define ALLOY_QUAD_REDUCE(name, op)                                              \
-  template <class T>                                                             \
-  ALLOY_FN alloy_detail::simd_t<T> name(const T& data) {                         \
-    typedef alloy_detail::simd_t<T> V;                                           \
-    return alloy_detail::quad_fold(V(data), alloy_detail::op{}, false);          \
+#define ALLOY_QUAD_REDUCE(name, op)                                     \
+  template <class T>                                                    \
+  ALLOY_FN alloy_detail::simd_t<T> name(const T& data) {                \
+    typedef alloy_detail::simd_t<T> V;                                  \
+    return alloy_detail::quad_fold(V(data), alloy_detail::op{}, false); \
   }
 ALLOY_QUAD_REDUCE(quad_sum, op_sum)
 ALLOY_QUAD_REDUCE(quad_product, op_product)
@@ -269,7 +291,9 @@ ALLOY_FN alloy_detail::simd_t<T> quad_prefix_exclusive_product(const T& data) {
 ALLOY_FN bool quad_all(bool p) {
   return alloy_detail::quad_fold(p, alloy_detail::op_and{}, false);
 }
-ALLOY_FN bool quad_any(bool p) { return alloy_detail::quad_fold(p, alloy_detail::op_or{}, false); }
+ALLOY_FN bool quad_any(bool p) {
+  return alloy_detail::quad_fold(p, alloy_detail::op_or{}, false);
+}
 ALLOY_FN quad_vote quad_ballot(bool p) {
   uint32_t shift = alloy_target::lane_id() & ~3u;
   uint32_t live = (alloy_target::live_mask() >> shift) & 0xfu;
@@ -320,8 +344,7 @@ ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_xor(const T& data, uint32_t mask) 
 template <class T>
 ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_rotate_down(const T& data, uint32_t delta) {
   uint32_t lane = alloy_target::lane_id();
-  return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
-                               (lane & ~3u) | ((lane + delta) & 3u));
+  return alloy_target::shuffle(alloy_detail::simd_t<T>(data), (lane & ~3u) | ((lane + delta) & 3u));
 }
 template <class T>
 ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_rotate_up(const T& data, uint32_t delta) {

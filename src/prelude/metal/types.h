@@ -10,8 +10,8 @@ ALLOY_FN constexpr uint16_t f32_to_f16_bits(float f) {
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t ax = x & 0x7fffffffu;
   if (ax >= 0x7f800000u)  // inf, NaN (kept quiet, top payload bits kept)
-    return static_cast<uint16_t>(sign | (ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu)
-                                                          : 0x7c00u));
+    return static_cast<uint16_t>(sign |
+                                 (ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu) : 0x7c00u));
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
   if (ax >= 0x38800000u) {  // normal half: rebias the exponent, round the 13 dropped bits
     ax += 0xc8000fffu + ((ax >> 13) & 1u);
@@ -64,9 +64,9 @@ ALLOY_FN constexpr float f16_to_f32(uint16_t b) {
   return alloy_target::f16_to_f32(b);
 }
 template <class T>
-inline constexpr bool is_builtin_arith = alloy_traits::integral<remove_cv_t<T>>::value ||
-                                         is_same_v<remove_cv_t<T>, float> ||
-                                         is_same_v<remove_cv_t<T>, double>;
+inline constexpr bool is_builtin_arith =
+    alloy_traits::integral<remove_cv_t<T>>::value || is_same_v<remove_cv_t<T>, float> ||
+    is_same_v<remove_cv_t<T>, double>;
 struct bits_tag {};
 }  // namespace alloy_detail
 
@@ -85,17 +85,33 @@ struct half {
   static ALLOY_FN constexpr half from_bits(uint16_t b) { return half(alloy_detail::bits_tag{}, b); }
 
   template <class T>
-  ALLOY_FN half& operator+=(const T& v) { return *this = half(*this + v); }
+  ALLOY_FN half& operator+=(const T& v) {
+    return *this = half(*this + v);
+  }
   template <class T>
-  ALLOY_FN half& operator-=(const T& v) { return *this = half(*this - v); }
+  ALLOY_FN half& operator-=(const T& v) {
+    return *this = half(*this - v);
+  }
   template <class T>
-  ALLOY_FN half& operator*=(const T& v) { return *this = half(*this * v); }
+  ALLOY_FN half& operator*=(const T& v) {
+    return *this = half(*this * v);
+  }
   template <class T>
-  ALLOY_FN half& operator/=(const T& v) { return *this = half(*this / v); }
+  ALLOY_FN half& operator/=(const T& v) {
+    return *this = half(*this / v);
+  }
   ALLOY_FN half& operator++() { return *this += 1; }
   ALLOY_FN half& operator--() { return *this -= 1; }
-  ALLOY_FN half operator++(int) { half r = *this; *this += 1; return r; }
-  ALLOY_FN half operator--(int) { half r = *this; *this -= 1; return r; }
+  ALLOY_FN half operator++(int) {
+    half r = *this;
+    *this += 1;
+    return r;
+  }
+  ALLOY_FN half operator--(int) {
+    half r = *this;
+    *this -= 1;
+    return r;
+  }
 };
 
 // bfloat16: float's exponent, 8 significand bits. Metal allows fewer implicit conversions to
@@ -116,17 +132,33 @@ struct bfloat {
   }
 
   template <class T>
-  ALLOY_FN bfloat& operator+=(const T& v) { return *this = bfloat(*this + v); }
+  ALLOY_FN bfloat& operator+=(const T& v) {
+    return *this = bfloat(*this + v);
+  }
   template <class T>
-  ALLOY_FN bfloat& operator-=(const T& v) { return *this = bfloat(*this - v); }
+  ALLOY_FN bfloat& operator-=(const T& v) {
+    return *this = bfloat(*this - v);
+  }
   template <class T>
-  ALLOY_FN bfloat& operator*=(const T& v) { return *this = bfloat(*this * v); }
+  ALLOY_FN bfloat& operator*=(const T& v) {
+    return *this = bfloat(*this * v);
+  }
   template <class T>
-  ALLOY_FN bfloat& operator/=(const T& v) { return *this = bfloat(*this / v); }
+  ALLOY_FN bfloat& operator/=(const T& v) {
+    return *this = bfloat(*this / v);
+  }
   ALLOY_FN bfloat& operator++() { return *this += 1; }
   ALLOY_FN bfloat& operator--() { return *this -= 1; }
-  ALLOY_FN bfloat operator++(int) { bfloat r = *this; *this += 1; return r; }
-  ALLOY_FN bfloat operator--(int) { bfloat r = *this; *this -= 1; return r; }
+  ALLOY_FN bfloat operator++(int) {
+    bfloat r = *this;
+    *this += 1;
+    return r;
+  }
+  ALLOY_FN bfloat operator--(int) {
+    bfloat r = *this;
+    *this -= 1;
+    return r;
+  }
 };
 
 ALLOY_FN constexpr half::half(bfloat b) : alloy_bits(alloy_detail::f32_to_f16(float(b))) {}
@@ -136,7 +168,8 @@ typedef half float16_t;
 
 namespace alloy_detail {
 template <class T>
-inline constexpr bool is_lowp = is_same_v<remove_cv_t<T>, half> || is_same_v<remove_cv_t<T>, bfloat>;
+inline constexpr bool is_lowp =
+    is_same_v<remove_cv_t<T>, half> || is_same_v<remove_cv_t<T>, bfloat>;
 template <class T>
 inline constexpr bool is_scalar_arith = is_builtin_arith<T> || is_lowp<T>;
 
@@ -159,22 +192,22 @@ struct lowp_promote<A, B, false, true> {
 };
 template <class A, class B>
 using lowp_binop_t =
-    enable_if_t<(is_lowp<A> || is_lowp<B>) && is_scalar_arith<A> && is_scalar_arith<B>,
+    enable_if_t<(is_lowp<A> || is_lowp<B>)&&is_scalar_arith<A> && is_scalar_arith<B>,
                 typename lowp_promote<A, B>::type>;
 template <class A, class B>
 using lowp_compute_t = conditional_t<is_same_v<A, double> || is_same_v<B, double>, double, float>;
 template <class A, class B>
-using lowp_cmp_t = enable_if_t<
-    (is_lowp<A> || is_lowp<B>) && is_scalar_arith<A> && is_scalar_arith<B>, bool>;
+using lowp_cmp_t =
+    enable_if_t<(is_lowp<A> || is_lowp<B>)&&is_scalar_arith<A> && is_scalar_arith<B>, bool>;
 
 // Common type of two scalars for min/max/clamp/...: C++'s usual arithmetic conversions, except
 // that same-typed operands keep their type (Metal has no integer promotion to int there) and
 // half/bfloat follow lowp_promote.
 template <class A, class B>
 inline constexpr int promote2_kind = !(is_scalar_arith<A> && is_scalar_arith<B>) ? 0
-                                     : is_same_v<A, B>                         ? 1
-                                     : (is_lowp<A> || is_lowp<B>)              ? 2
-                                                                               : 3;
+                                     : is_same_v<A, B>                           ? 1
+                                     : (is_lowp<A> || is_lowp<B>)                ? 2
+                                                                                 : 3;
 template <class A, class B, int = promote2_kind<A, B>>
 struct promote2 {};  // not two scalars: no type (SFINAE)
 template <class A, class B>
@@ -191,11 +224,11 @@ template <class A, class B>
 using promote2_t = typename promote2<remove_cv_t<A>, remove_cv_t<B>>::type;
 }  // namespace alloy_detail
 
-#define ALLOY_LOWP_BINOP(op)                                                              \
-  template <class A, class B>                                                           \
-  ALLOY_FN constexpr alloy_detail::lowp_binop_t<A, B> operator op(A a, B b) {           \
-    typedef alloy_detail::lowp_compute_t<A, B> C;                                         \
-    return alloy_detail::lowp_binop_t<A, B>(static_cast<C>(a) op static_cast<C>(b));      \
+#define ALLOY_LOWP_BINOP(op)                                                         \
+  template <class A, class B>                                                        \
+  ALLOY_FN constexpr alloy_detail::lowp_binop_t<A, B> operator op(A a, B b) {        \
+    typedef alloy_detail::lowp_compute_t<A, B> C;                                    \
+    return alloy_detail::lowp_binop_t<A, B>(static_cast<C>(a) op static_cast<C>(b)); \
   }
 ALLOY_LOWP_BINOP(+)
 ALLOY_LOWP_BINOP(-)
@@ -203,11 +236,11 @@ ALLOY_LOWP_BINOP(*)
 ALLOY_LOWP_BINOP(/)
 #undef ALLOY_LOWP_BINOP
 
-#define ALLOY_LOWP_CMP(op)                                                         \
-  template <class A, class B>                                                    \
-  ALLOY_FN constexpr alloy_detail::lowp_cmp_t<A, B> operator op(A a, B b) {      \
-    typedef alloy_detail::lowp_compute_t<A, B> C;                                  \
-    return static_cast<C>(a) op static_cast<C>(b);                                 \
+#define ALLOY_LOWP_CMP(op)                                                  \
+  template <class A, class B>                                               \
+  ALLOY_FN constexpr alloy_detail::lowp_cmp_t<A, B> operator op(A a, B b) { \
+    typedef alloy_detail::lowp_compute_t<A, B> C;                           \
+    return static_cast<C>(a) op static_cast<C>(b);                          \
   }
 ALLOY_LOWP_CMP(==)
 ALLOY_LOWP_CMP(!=)
@@ -218,10 +251,18 @@ ALLOY_LOWP_CMP(>=)
 #undef ALLOY_LOWP_CMP
 
 // Negation flips the sign bit (exact, also for NaN and zero).
-ALLOY_FN constexpr half operator-(half x) { return half::from_bits(x.alloy_bits ^ 0x8000u); }
-ALLOY_FN constexpr bfloat operator-(bfloat x) { return bfloat::from_bits(x.alloy_bits ^ 0x8000u); }
-ALLOY_FN constexpr half operator+(half x) { return x; }
-ALLOY_FN constexpr bfloat operator+(bfloat x) { return x; }
+ALLOY_FN constexpr half operator-(half x) {
+  return half::from_bits(x.alloy_bits ^ 0x8000u);
+}
+ALLOY_FN constexpr bfloat operator-(bfloat x) {
+  return bfloat::from_bits(x.alloy_bits ^ 0x8000u);
+}
+ALLOY_FN constexpr half operator+(half x) {
+  return x;
+}
+ALLOY_FN constexpr bfloat operator+(bfloat x) {
+  return x;
+}
 
 // ---- numeric_limits ----
 
@@ -323,13 +364,11 @@ struct numeric_limits<double>
                                  0x7ff0000000000000ull, 0x7ff8000000000000ull,
                                  0x7ff4000000000000ull, 1ull> {};
 template <>
-struct numeric_limits<half>
-    : alloy_detail::float_limits<half, uint16_t, 11, 16, 0x7bff, 0x0400, 0x1400, 0x7c00, 0x7e00,
-                                 0x7d00, 1> {};
+struct numeric_limits<half> : alloy_detail::float_limits<half, uint16_t, 11, 16, 0x7bff, 0x0400,
+                                                         0x1400, 0x7c00, 0x7e00, 0x7d00, 1> {};
 template <>
-struct numeric_limits<bfloat>
-    : alloy_detail::float_limits<bfloat, uint16_t, 8, 128, 0x7f7f, 0x0080, 0x3c00, 0x7f80, 0x7fc0,
-                                 0x7fa0, 1> {};
+struct numeric_limits<bfloat> : alloy_detail::float_limits<bfloat, uint16_t, 8, 128, 0x7f7f, 0x0080,
+                                                           0x3c00, 0x7f80, 0x7fc0, 0x7fa0, 1> {};
 
 }  // namespace metal
 

@@ -102,6 +102,21 @@ ALLOY_FN constexpr bool distinct() {
   return true;
 }
 
+// x.alloy_swizzle<J...>(): components J... of a vector, swizzle or packed vector, as a new
+// vector (a scalar for one index). The translator rewrites swizzles of swizzles (`v.zw.yx`,
+// `v.xy.x`) into it: swizzle members cannot themselves carry every swizzle member.
+template <class T, class X, int... J>
+ALLOY_FN auto sub_swizzle(const X& x) {
+  if constexpr (sizeof...(J) == 1) {
+    return x.alloy_get(J...);
+  } else {
+    vec<T, sizeof...(J)> r;
+    int k = 0;
+    ((r.alloy_e[k++] = x.alloy_get(J)), ...);
+    return r;
+  }
+}
+
 template <class T, int N, int... I>
 struct swizzle {
   T alloy_e[N];  // the vector's components (this struct is a member of the vector's union)
@@ -114,6 +129,10 @@ struct swizzle {
   }
   ALLOY_FN constexpr T alloy_get(int k) const { return alloy_e[index(k)]; }
   ALLOY_FN T operator[](int k) const { return alloy_get(k); }
+  template <int... J>
+  ALLOY_FN auto alloy_swizzle() const {
+    return sub_swizzle<T, swizzle, J...>(*this);
+  }
 
   ALLOY_FN operator vec_type() const {
     vec_type r;
@@ -130,28 +149,48 @@ struct swizzle {
     for (int k = 0; k < K; ++k) alloy_e[index(k)] = tmp[k];
     return *this;
   }
-  ALLOY_FN swizzle& operator=(const swizzle& o) { return operator= <swizzle>(o); }
+  ALLOY_FN swizzle& operator=(const swizzle& o) { return operator=<swizzle>(o); }
 
   template <class V>
-  ALLOY_FN swizzle& operator+=(const V& v) { return *this = vec_type(*this) + v; }
+  ALLOY_FN swizzle& operator+=(const V& v) {
+    return *this = vec_type(*this) + v;
+  }
   template <class V>
-  ALLOY_FN swizzle& operator-=(const V& v) { return *this = vec_type(*this) - v; }
+  ALLOY_FN swizzle& operator-=(const V& v) {
+    return *this = vec_type(*this) - v;
+  }
   template <class V>
-  ALLOY_FN swizzle& operator*=(const V& v) { return *this = vec_type(*this) * v; }
+  ALLOY_FN swizzle& operator*=(const V& v) {
+    return *this = vec_type(*this) * v;
+  }
   template <class V>
-  ALLOY_FN swizzle& operator/=(const V& v) { return *this = vec_type(*this) / v; }
+  ALLOY_FN swizzle& operator/=(const V& v) {
+    return *this = vec_type(*this) / v;
+  }
   template <class V>
-  ALLOY_FN swizzle& operator%=(const V& v) { return *this = vec_type(*this) % v; }
+  ALLOY_FN swizzle& operator%=(const V& v) {
+    return *this = vec_type(*this) % v;
+  }
   template <class V>
-  ALLOY_FN swizzle& operator&=(const V& v) { return *this = vec_type(*this) & v; }
+  ALLOY_FN swizzle& operator&=(const V& v) {
+    return *this = vec_type(*this) & v;
+  }
   template <class V>
-  ALLOY_FN swizzle& operator|=(const V& v) { return *this = vec_type(*this) | v; }
+  ALLOY_FN swizzle& operator|=(const V& v) {
+    return *this = vec_type(*this) | v;
+  }
   template <class V>
-  ALLOY_FN swizzle& operator^=(const V& v) { return *this = vec_type(*this) ^ v; }
+  ALLOY_FN swizzle& operator^=(const V& v) {
+    return *this = vec_type(*this) ^ v;
+  }
   template <class V>
-  ALLOY_FN swizzle& operator<<=(const V& v) { return *this = vec_type(*this) << v; }
+  ALLOY_FN swizzle& operator<<=(const V& v) {
+    return *this = vec_type(*this) << v;
+  }
   template <class V>
-  ALLOY_FN swizzle& operator>>=(const V& v) { return *this = vec_type(*this) >> v; }
+  ALLOY_FN swizzle& operator>>=(const V& v) {
+    return *this = vec_type(*this) >> v;
+  }
 };
 
 template <class T, int N>
@@ -682,8 +721,7 @@ struct alignas(4 * sizeof(T)) vec_storage<T, 4> {
     swizzle<T, 4, 3, 3, 3, 3> wwww, aaaa;
   };
   vec_storage() = default;
-  ALLOY_FN constexpr vec_storage(const elems<T, 4>& a)
-      : alloy_e{a.v[0], a.v[1], a.v[2], a.v[3]} {}
+  ALLOY_FN constexpr vec_storage(const elems<T, 4>& a) : alloy_e{a.v[0], a.v[1], a.v[2], a.v[3]} {}
 };
 
 template <class T, int N, class V>
@@ -730,27 +768,51 @@ struct vec : alloy_detail::vec_storage<T, N> {
   ALLOY_FN constexpr T alloy_get(int i) const { return this->alloy_e[i]; }
   ALLOY_FN T& operator[](int i) { return this->alloy_e[i]; }
   ALLOY_FN constexpr const T& operator[](int i) const { return this->alloy_e[i]; }
+  template <int... J>
+  ALLOY_FN auto alloy_swizzle() const {
+    return alloy_detail::sub_swizzle<T, vec, J...>(*this);
+  }
 
   template <class V>
-  ALLOY_FN vec& operator+=(const V& v) { return *this = vec(*this + v); }
+  ALLOY_FN vec& operator+=(const V& v) {
+    return *this = vec(*this + v);
+  }
   template <class V>
-  ALLOY_FN vec& operator-=(const V& v) { return *this = vec(*this - v); }
+  ALLOY_FN vec& operator-=(const V& v) {
+    return *this = vec(*this - v);
+  }
   template <class V>
-  ALLOY_FN vec& operator*=(const V& v) { return *this = vec(*this * v); }
+  ALLOY_FN vec& operator*=(const V& v) {
+    return *this = vec(*this * v);
+  }
   template <class V>
-  ALLOY_FN vec& operator/=(const V& v) { return *this = vec(*this / v); }
+  ALLOY_FN vec& operator/=(const V& v) {
+    return *this = vec(*this / v);
+  }
   template <class V>
-  ALLOY_FN vec& operator%=(const V& v) { return *this = vec(*this % v); }
+  ALLOY_FN vec& operator%=(const V& v) {
+    return *this = vec(*this % v);
+  }
   template <class V>
-  ALLOY_FN vec& operator&=(const V& v) { return *this = vec(*this & v); }
+  ALLOY_FN vec& operator&=(const V& v) {
+    return *this = vec(*this & v);
+  }
   template <class V>
-  ALLOY_FN vec& operator|=(const V& v) { return *this = vec(*this | v); }
+  ALLOY_FN vec& operator|=(const V& v) {
+    return *this = vec(*this | v);
+  }
   template <class V>
-  ALLOY_FN vec& operator^=(const V& v) { return *this = vec(*this ^ v); }
+  ALLOY_FN vec& operator^=(const V& v) {
+    return *this = vec(*this ^ v);
+  }
   template <class V>
-  ALLOY_FN vec& operator<<=(const V& v) { return *this = vec(*this << v); }
+  ALLOY_FN vec& operator<<=(const V& v) {
+    return *this = vec(*this << v);
+  }
   template <class V>
-  ALLOY_FN vec& operator>>=(const V& v) { return *this = vec(*this >> v); }
+  ALLOY_FN vec& operator>>=(const V& v) {
+    return *this = vec(*this >> v);
+  }
   ALLOY_FN vec& operator++() { return *this += T(1); }
   ALLOY_FN vec& operator--() { return *this -= T(1); }
   ALLOY_FN vec operator++(int) {
@@ -787,8 +849,7 @@ template <class A, class B, bool = vec_operands_ok<A, B>()>
 struct vec_arith {};
 template <class A, class B>
 struct vec_arith<A, B, true> {
-  typedef conditional_t<is_vecish<A> && is_vecish<B>,
-                        promote2_t<vec_elem_t<A>, vec_elem_t<B>>,
+  typedef conditional_t<is_vecish<A> && is_vecish<B>, promote2_t<vec_elem_t<A>, vec_elem_t<B>>,
                         conditional_t<is_vecish<A>, vec_elem_t<A>, vec_elem_t<B>>>
       elem;
   static constexpr int n = is_vecish<A> ? vec_n<A> : vec_n<B>;
@@ -805,15 +866,15 @@ template <class V>
 using vec_bool_t = enable_if_t<is_vecish<V>, vec<bool, vec_n<V>>>;
 }  // namespace alloy_detail
 
-#define ALLOY_VEC_BINOP(op)                                                        \
-  template <class A, class B, class R = alloy_detail::vec_arith_t<A, B>>          \
-  ALLOY_FN R operator op(const A& a, const B& b) {                                \
-    typedef typename R::value_type E;                                             \
-    R r;                                                                          \
-    for (int i = 0; i < R::alloy_n; ++i)                                          \
-      r.alloy_e[i] = static_cast<E>(static_cast<E>(alloy_detail::comp(a, i))      \
+#define ALLOY_VEC_BINOP(op)                                                           \
+  template <class A, class B, class R = alloy_detail::vec_arith_t<A, B>>              \
+  ALLOY_FN R operator op(const A& a, const B& b) {                                    \
+    typedef typename R::value_type E;                                                 \
+    R r;                                                                              \
+    for (int i = 0; i < R::alloy_n; ++i)                                              \
+      r.alloy_e[i] = static_cast<E>(static_cast<E>(alloy_detail::comp(a, i))          \
                                         op static_cast<E>(alloy_detail::comp(b, i))); \
-    return r;                                                                     \
+    return r;                                                                         \
   }
 ALLOY_VEC_BINOP(+)
 ALLOY_VEC_BINOP(-)
@@ -827,15 +888,15 @@ ALLOY_VEC_BINOP(<<)
 ALLOY_VEC_BINOP(>>)
 #undef ALLOY_VEC_BINOP
 
-#define ALLOY_VEC_CMP(op)                                                          \
-  template <class A, class B, class R = alloy_detail::vec_cmp_t<A, B>>            \
-  ALLOY_FN R operator op(const A& a, const B& b) {                                \
-    typedef typename alloy_detail::vec_arith<A, B>::elem E;                       \
-    R r;                                                                          \
-    for (int i = 0; i < R::alloy_n; ++i)                                          \
-      r.alloy_e[i] = static_cast<E>(alloy_detail::comp(a, i))                     \
-          op static_cast<E>(alloy_detail::comp(b, i));                            \
-    return r;                                                                     \
+#define ALLOY_VEC_CMP(op)                                                                       \
+  template <class A, class B, class R = alloy_detail::vec_cmp_t<A, B>>                          \
+  ALLOY_FN R operator op(const A& a, const B& b) {                                              \
+    typedef typename alloy_detail::vec_arith<A, B>::elem E;                                     \
+    R r;                                                                                        \
+    for (int i = 0; i < R::alloy_n; ++i)                                                        \
+      r.alloy_e[i] =                                                                            \
+          static_cast<E>(alloy_detail::comp(a, i)) op static_cast<E>(alloy_detail::comp(b, i)); \
+    return r;                                                                                   \
   }
 ALLOY_VEC_CMP(==)
 ALLOY_VEC_CMP(!=)
@@ -850,7 +911,8 @@ ALLOY_VEC_CMP(||)
 template <class V, class R = alloy_detail::vec_unary_t<V>>
 ALLOY_FN R operator-(const V& v) {
   R r;
-  for (int i = 0; i < R::alloy_n; ++i) r.alloy_e[i] = static_cast<typename R::value_type>(-v.alloy_get(i));
+  for (int i = 0; i < R::alloy_n; ++i)
+    r.alloy_e[i] = static_cast<typename R::value_type>(-v.alloy_get(i));
   return r;
 }
 template <class V, class R = alloy_detail::vec_unary_t<V>>
@@ -860,7 +922,8 @@ ALLOY_FN R operator+(const V& v) {
 template <class V, class R = alloy_detail::vec_unary_t<V>>
 ALLOY_FN R operator~(const V& v) {
   R r;
-  for (int i = 0; i < R::alloy_n; ++i) r.alloy_e[i] = static_cast<typename R::value_type>(~v.alloy_get(i));
+  for (int i = 0; i < R::alloy_n; ++i)
+    r.alloy_e[i] = static_cast<typename R::value_type>(~v.alloy_get(i));
   return r;
 }
 template <class V, class R = alloy_detail::vec_bool_t<V>>
@@ -872,8 +935,12 @@ ALLOY_FN R operator!(const V& v) {
 
 // ---- Relational functions on vectors (all, any, select) ----
 
-ALLOY_FN constexpr bool all(bool b) { return b; }
-ALLOY_FN constexpr bool any(bool b) { return b; }
+ALLOY_FN constexpr bool all(bool b) {
+  return b;
+}
+ALLOY_FN constexpr bool any(bool b) {
+  return b;
+}
 template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>
 ALLOY_FN bool all(const V& v) {
   for (int i = 0; i < alloy_detail::vec_n<V>; ++i)
@@ -896,7 +963,9 @@ template <class A, class B, class C,
 ALLOY_FN alloy_detail::vec_of_t<A> select(const A& a, const B& b, const C& c) {
   alloy_detail::vec_of_t<A> r;
   for (int i = 0; i < alloy_detail::vec_n<A>; ++i)
-    r.alloy_e[i] = alloy_detail::comp(c, i) ? static_cast<alloy_detail::vec_elem_t<A>>(alloy_detail::comp(b, i)) : a.alloy_get(i);
+    r.alloy_e[i] = alloy_detail::comp(c, i)
+                       ? static_cast<alloy_detail::vec_elem_t<A>>(alloy_detail::comp(b, i))
+                       : a.alloy_get(i);
   return r;
 }
 
@@ -982,14 +1051,26 @@ struct packed_vec : alloy_detail::packed_storage<T, N> {
   ALLOY_FN T alloy_get(int i) const { return this->alloy_e[i]; }
   ALLOY_FN T& operator[](int i) { return this->alloy_e[i]; }
   ALLOY_FN const T& operator[](int i) const { return this->alloy_e[i]; }
+  template <int... J>
+  ALLOY_FN auto alloy_swizzle() const {
+    return alloy_detail::sub_swizzle<T, packed_vec, J...>(*this);
+  }
   template <class V>
-  ALLOY_FN packed_vec& operator+=(const V& v) { return *this = vec<T, N>(*this + v); }
+  ALLOY_FN packed_vec& operator+=(const V& v) {
+    return *this = vec<T, N>(*this + v);
+  }
   template <class V>
-  ALLOY_FN packed_vec& operator-=(const V& v) { return *this = vec<T, N>(*this - v); }
+  ALLOY_FN packed_vec& operator-=(const V& v) {
+    return *this = vec<T, N>(*this - v);
+  }
   template <class V>
-  ALLOY_FN packed_vec& operator*=(const V& v) { return *this = vec<T, N>(*this * v); }
+  ALLOY_FN packed_vec& operator*=(const V& v) {
+    return *this = vec<T, N>(*this * v);
+  }
   template <class V>
-  ALLOY_FN packed_vec& operator/=(const V& v) { return *this = vec<T, N>(*this / v); }
+  ALLOY_FN packed_vec& operator/=(const V& v) {
+    return *this = vec<T, N>(*this / v);
+  }
 };
 
 // as_type of a swizzle reinterprets the vector it reads.
@@ -1000,10 +1081,10 @@ ALLOY_FN To as_type(const alloy_detail::swizzle<T, N, I...>& s) {
 
 // ---- Names ----
 
-#define ALLOY_VEC_NAMES(T, name)            \
-  typedef vec<T, 2> name##2;                \
-  typedef vec<T, 3> name##3;                \
-  typedef vec<T, 4> name##4;                \
+#define ALLOY_VEC_NAMES(T, name)             \
+  typedef vec<T, 2> name##2;                 \
+  typedef vec<T, 3> name##3;                 \
+  typedef vec<T, 4> name##4;                 \
   typedef packed_vec<T, 2> packed_##name##2; \
   typedef packed_vec<T, 3> packed_##name##3; \
   typedef packed_vec<T, 4> packed_##name##4;
