@@ -43,8 +43,25 @@ std::vector<double> random_values(size_t n, double lo, double hi, uint64_t seed)
 Array random_array(const Shape& shape, Dtype dtype, double lo, double hi, uint64_t seed,
                    Device device);
 
-/// Runs `body(device)` once per device as a SCOPED_TRACE'd section, plus the NVRTC compile check
-/// through `compile` (called with a lambda that performs nvrtc_compile for the kernel + call).
+/// Runs `body(device)` once per device as a SCOPED_TRACE'd section.
 void for_each_device(const std::function<void(Device)>& body);
+
+/// Runs `k` on every device with its outputs poisoned (unless the call sets init_value), gives the
+/// outputs to `check`, then compiles the same call with NVRTC for sm_90.
+void run_kernel(const MetalKernel& k, const std::vector<Array>& inputs, KernelCall call,
+                const std::function<void(const std::vector<Array>&)>& check);
+
+KernelCall make_call(std::vector<Shape> shapes, std::vector<Dtype> dtypes, Dims grid, Dims tg,
+                     TemplateArgs targs = {});
+
+/// Compares a row-major [rows, names.size()] table column by column, naming the column that fails.
+void expect_table(const Array& out, const std::vector<double>& expected,
+                  const std::vector<std::string>& names, double rtol = -1, double atol = -1);
+
+/// Values rounded to `dtype` (as the kernel's inputs/outputs hold them).
+std::vector<double> round_to(Dtype dtype, const std::vector<double>& v);
+double round_to(Dtype dtype, double v);
+/// Rounded to float32.
+inline double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
 
 }  // namespace conformance

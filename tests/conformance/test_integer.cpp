@@ -14,67 +14,6 @@
 namespace {
 using namespace conformance;
 
-// ---- shared by the conformance files (candidate for harness.h) -------------------------------
-
-// Runs `k` on every device with its outputs poisoned (unless the call sets init_value), gives the
-// outputs to `check`, then compiles the same call with NVRTC for sm_90.
-void run_kernel(const MetalKernel& k, const std::vector<Array>& inputs, KernelCall call,
-                const std::function<void(const std::vector<Array>&)>& check) {
-  if (!call.init_value) poison(call);
-  for_each_device([&](Device d) {
-    call.device = d;
-    std::vector<Array> outs;
-    try {
-      outs = k(inputs, call);
-      eval(outs);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "on " << d.str() << ": " << e.what();
-      return;
-    }
-    check(outs);
-  });
-  call.device.reset();
-  try {
-    std::string skipped = nvrtc_compile(k, inputs, call);
-    if (!skipped.empty()) std::printf("NVRTC check skipped: %s\n", skipped.c_str());
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "NVRTC (sm_90): " << e.what();
-  }
-}
-
-KernelCall make_call(std::vector<Shape> shapes, std::vector<Dtype> dtypes, Dims grid, Dims tg,
-                     TemplateArgs targs = {}) {
-  KernelCall c;
-  c.output_shapes = std::move(shapes);
-  c.output_dtypes = std::move(dtypes);
-  c.grid = grid;
-  c.threadgroup = tg;
-  c.template_args = std::move(targs);
-  return c;
-}
-
-// Compares a row-major [rows, names.size()] table column by column, naming the column that fails.
-void expect_table(const Array& out, const std::vector<double>& expected,
-                  const std::vector<std::string>& names, double rtol = -1, double atol = -1) {
-  auto got = out.to_doubles();
-  ASSERT_EQ(got.size(), expected.size());
-  if (rtol < 0) rtol = tolerance(out.dtype());
-  if (atol < 0) atol = rtol;
-  size_t cols = names.size();
-  for (size_t c = 0; c < cols; ++c) {
-    int bad = 0;
-    for (size_t i = c; i < got.size(); i += cols) {
-      double e = expected[i], g = got[i];
-      bool ok = std::isnan(e)
-                    ? std::isnan(g)
-                    : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
-      if (!ok && bad++ == 0)
-        ADD_FAILURE() << names[c] << " (row " << i / cols << "): got " << g << ", expected " << e;
-    }
-    if (bad > 1) ADD_FAILURE() << names[c] << ": " << bad << " rows differ";
-  }
-}
-
 // ---- integer functions -----------------------------------------------------------------------
 
 int64_t sat32(int64_t v) {

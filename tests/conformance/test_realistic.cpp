@@ -17,50 +17,6 @@
 namespace {
 using namespace conformance;
 
-// ---- shared by the conformance files (candidate for harness.h) -------------------------------
-
-// Runs `k` on every device with its outputs poisoned (unless the call sets init_value), gives the
-// outputs to `check`, then compiles the same call with NVRTC for sm_90.
-void run_kernel(const MetalKernel& k, const std::vector<Array>& inputs, KernelCall call,
-                const std::function<void(const std::vector<Array>&)>& check) {
-  if (!call.init_value) poison(call);
-  for_each_device([&](Device d) {
-    call.device = d;
-    std::vector<Array> outs;
-    try {
-      outs = k(inputs, call);
-      eval(outs);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "on " << d.str() << ": " << e.what();
-      return;
-    }
-    check(outs);
-  });
-  call.device.reset();
-  try {
-    std::string skipped = nvrtc_compile(k, inputs, call);
-    if (!skipped.empty()) std::printf("NVRTC check skipped: %s\n", skipped.c_str());
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "NVRTC (sm_90): " << e.what();
-  }
-}
-
-KernelCall make_call(std::vector<Shape> shapes, std::vector<Dtype> dtypes, Dims grid, Dims tg,
-                     TemplateArgs targs = {}) {
-  KernelCall c;
-  c.output_shapes = std::move(shapes);
-  c.output_dtypes = std::move(dtypes);
-  c.grid = grid;
-  c.threadgroup = tg;
-  c.template_args = std::move(targs);
-  return c;
-}
-
-std::vector<double> round_to(Dtype dtype, const std::vector<double>& v) {
-  return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu())
-      .to_doubles();
-}
-
 // ---- the MLX docs' example --------------------------------------------------------------------
 
 // docs/src/dev/custom_metal_kernels.rst: float16 input, T = float32.
