@@ -44,7 +44,8 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== benchmarks"
-  ./build-gpu/alloy_bench --benchmark_counters_tabular=true > "$OUT/bench.txt" 2>&1
+  ./build-gpu/alloy_bench --benchmark_counters_tabular=true --benchmark_out="$OUT/bench.json" \
+    --benchmark_out_format=json > "$OUT/bench.txt" 2>&1
   cat "$OUT/bench.txt" | tail -60
   [ -f python/bench/bench_overhead.py ] && python3 python/bench/bench_overhead.py 2>&1 | tee "$OUT/py_bench.txt"
 fi

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "alloy/alloy.h"
+#include "core/host_allocator.h"
 
 using namespace alloy;
 
@@ -104,4 +105,16 @@ TEST(Array, DefaultDevice) {
   set_default_device(d);
 }
 
+}  // namespace
+
+namespace {
+TEST(Array, HostBuffersAreReused) {
+  auto before = alloy::host_allocator_stats();
+  { auto a = alloy::zeros({1 << 16}, alloy::float32, alloy::Device::cpu()); }
+  { auto b = alloy::zeros({1 << 16}, alloy::float32, alloy::Device::cpu()); }
+  auto after = alloy::host_allocator_stats();
+  EXPECT_GE(after.cache_hits, before.cache_hits + 1);
+  alloy::host_empty_cache();
+  EXPECT_EQ(alloy::host_allocator_stats().cached_bytes, 0u);
+}
 }  // namespace

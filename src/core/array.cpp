@@ -13,6 +13,7 @@
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
 #include "core/half_convert.h"
+#include "core/host_allocator.h"
 
 namespace alloy {
 
@@ -24,12 +25,7 @@ std::shared_ptr<Buffer> allocate(Device device, size_t nbytes) {
     if (!gpu) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
     return gpu->allocate(nbytes);
   }
-  // 64-byte alignment (vector loads, float4 casts); a little slack at the end so that kernels
-  // which read a few elements past the end before masking (as Metal tolerates) do not fault.
-  size_t padded = ((nbytes + 63) / 64) * 64 + 64;
-  void* p = std::aligned_alloc(64, padded);
-  if (!p) throw std::bad_alloc();
-  return std::make_shared<Buffer>(p, nbytes, device, [](void* q, size_t) { std::free(q); });
+  return std::make_shared<Buffer>(host_alloc(nbytes), nbytes, device, &host_free);
 }
 
 // ---- nodes -----------------------------------------------------------------------------------

@@ -1,0 +1,26 @@
+// Host memory for CPU arrays: 64-byte aligned blocks kept in size classes and reused, so that a
+// kernel called in a loop does not map (and page-fault) fresh memory on every call, as a CUDA
+// caching allocator avoids cudaMalloc. Blocks carry slack at the end (DESIGN.md §2: kernels that
+// read a little past the end before masking do not fault).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace alloy {
+
+struct HostAllocatorStats {
+  uint64_t active_bytes = 0;  // in use by arrays (size-class bytes)
+  uint64_t cached_bytes = 0;  // free, kept for reuse
+  uint64_t allocations = 0;
+  uint64_t cache_hits = 0;
+};
+
+/// A block of at least `nbytes` (+ slack), 64-byte aligned.
+void* host_alloc(size_t nbytes);
+/// Returns a block from host_alloc(nbytes) for reuse (or frees it past the cache limit).
+void host_free(void* p, size_t nbytes);
+HostAllocatorStats host_allocator_stats();
+/// Frees every cached block.
+void host_empty_cache();
+
+}  // namespace alloy
