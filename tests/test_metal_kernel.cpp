@@ -355,3 +355,26 @@ TEST(MetalKernel, DiskCacheServesAFreshKernelObject) {
 }
 
 }  // namespace
+
+namespace {
+TEST(MetalKernel, NvrtcCompileErrorPointsAtUserLine) {
+  auto k = metal_kernel("broken_cuda", {"inp"}, {"out"}, R"(
+    uint elem = thread_position_in_grid.x;
+    out[elem] = inp[elem] + not_declared_anywhere;
+)");
+  Array x = Array::from_doubles({1, 2}, {2}, float32, Device::cpu());
+  KernelCall call;
+  call.output_shapes = {{2}};
+  call.output_dtypes = {float32};
+  call.grid = {2, 1, 1};
+  call.threadgroup = {2, 1, 1};
+  try {
+    std::string skipped = conformance::nvrtc_compile(k, {x}, call);
+    if (!skipped.empty()) GTEST_SKIP() << skipped;
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("body line 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not_declared_anywhere"), std::string::npos) << e.what();
+  }
+}
+}  // namespace

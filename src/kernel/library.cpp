@@ -15,7 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
-#include <regex>
+#include <cctype>
 #include <set>
 #include <stdexcept>
 
@@ -477,14 +477,34 @@ std::string newlines_of(const std::string& s) {
 
 // Lines of the user's source that a build error points at: compile errors ("line 12: error: ...")
 // and unsupported features ("Metal source line 12)").
+// (Plain string scanning: std::regex crashed inside Python processes that load another
+// libstdc++ first, e.g. with torch.)
 std::vector<int> error_lines(const std::string& what) {
   std::vector<int> lines;
-  static const std::regex compile_re(R"((?:^|\n)\s*line (\d+): (?:fatal )?error)");
-  static const std::regex unsupported_re(R"(source line (\d+)\))");
-  for (const auto* re : {&compile_re, &unsupported_re})
-    for (auto it = std::sregex_iterator(what.begin(), what.end(), *re);
-         it != std::sregex_iterator(); ++it)
-      lines.push_back(std::stoi((*it)[1].str()));
+  auto number_at = [&](size_t p, size_t* end) {
+    size_t e = p;
+    while (e < what.size() && std::isdigit(static_cast<unsigned char>(what[e]))) ++e;
+    *end = e;
+    return e > p ? std::stoi(what.substr(p, e - p)) : -1;
+  };
+  // "line N: error" / "line N: fatal error" at the start of a (indented) line.
+  for (size_t p = what.find("line "); p != std::string::npos; p = what.find("line ", p + 1)) {
+    size_t b = p;
+    while (b > 0 && (what[b - 1] == ' ' || what[b - 1] == '\t')) --b;
+    if (b > 0 && what[b - 1] != '\n') continue;
+    size_t e;
+    int n = number_at(p + 5, &e);
+    if (n < 0) continue;
+    std::string_view rest(what.c_str() + e, what.size() - e);
+    if (rest.starts_with(": error") || rest.starts_with(": fatal error")) lines.push_back(n);
+  }
+  // "... (kernel 'k', Metal source line N)" from NotSupported.
+  for (size_t p = what.find("source line "); p != std::string::npos;
+       p = what.find("source line ", p + 1)) {
+    size_t e;
+    int n = number_at(p + 12, &e);
+    if (n >= 0 && e < what.size() && what[e] == ')') lines.push_back(n);
+  }
   return lines;
 }
 

@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <regex>
+#include <cctype>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -38,19 +39,50 @@ void check_math_mode(const std::string& mode) {
 std::string map_compile_log(const SourceMap& src, const std::string& log,
                             const std::string& filename) {
   // g++/clang: "kernel.metal:12:5: error: msg"; NVRTC: "kernel.metal(12): error: msg".
-  std::regex re("(^|\\n)[^\\n]*" + std::regex_replace(filename, std::regex("\\."), "\\.") +
-                "(?::(\\d+)(?::\\d+)?:|\\((\\d+)\\):)\\s*(error|fatal error|warning|note)\\s*:?\\s*([^\\n]*)");
+  // (Plain string scanning: std::regex crashed inside Python processes that load another
+  // libstdc++ first, e.g. with torch.)
   std::string out = fmt::format("[{}] Failed to compile {} '{}':\n",
                                 src.user_text ? "library" : "metal_kernel",
                                 src.user_text ? "library" : "kernel", src.label);
   int errors = 0;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
-       ++it) {
-    auto& m = *it;
-    std::string kind = m[4];
-    if (kind == "warning") continue;
-    int line = std::stoi(m[2].matched ? m[2].str() : m[3].str());
-    out += fmt::format("  {}: {}: {}\n", src.describe(line), kind, m[5].str());
+  std::istringstream lines(log);
+  for (std::string l; std::getline(lines, l);) {
+    size_t p = l.find(filename);
+    if (p == std::string::npos) continue;
+    p += filename.size();
+    auto digits = [&](size_t q, size_t* end) {
+      size_t e = q;
+      while (e < l.size() && std::isdigit(static_cast<unsigned char>(l[e]))) ++e;
+      *end = e;
+      return e > q ? std::stoi(l.substr(q, e - q)) : -1;
+    };
+    int line = -1;
+    size_t e = p;
+    if (p < l.size() && l[p] == ':') {  // :LINE[:COL]:
+      line = digits(p + 1, &e);
+      if (e < l.size() && l[e] == ':') {
+        size_t c;
+        if (digits(e + 1, &c) >= 0) e = c;
+      }
+      if (e >= l.size() || l[e] != ':') continue;
+      ++e;
+    } else if (p < l.size() && l[p] == '(') {  // (LINE):
+      line = digits(p + 1, &e);
+      if (e + 1 >= l.size() || l[e] != ')' || l[e + 1] != ':') continue;
+      e += 2;
+    }
+    if (line < 0) continue;
+    while (e < l.size() && l[e] == ' ') ++e;
+    std::string kind;
+    for (const char* k : {"fatal error", "error", "warning", "note"})
+      if (l.compare(e, std::strlen(k), k) == 0) {
+        kind = k;
+        break;
+      }
+    if (kind.empty() || kind == "warning") continue;
+    e += kind.size();
+    while (e < l.size() && (l[e] == ':' || l[e] == ' ')) ++e;
+    out += fmt::format("  {}: {}: {}\n", src.describe(line), kind, l.substr(e));
     std::string text = src.line_text(line);
     if (!text.empty() && kind != "note") out += "    | " + text + "\n";
     if (kind != "note") ++errors;
