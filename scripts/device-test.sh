@@ -39,7 +39,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     python3 -m pip install -q --no-build-isolation --no-deps . \
       -Ccmake.define.CMAKE_PREFIX_PATH=$DEPS/usr -Ccmake.define.XXHASH_INCLUDE_DIR=$DEPS/usr/include \
       > "$OUT/pip.log" 2>&1 || tail -20 "$OUT/pip.log"
-    (cd python && python3 -m pytest -q tests 2>&1 | tail -15) | tee "$OUT/pytest.log"
+    (cd python && python3 -X faulthandler -m pytest -q -rfE tests > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log")
   fi
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
