@@ -74,13 +74,17 @@ std::string cpu_entry(const KernelEntry& k, size_t i, bool) {
       i, k.function, args);
 }
 
-std::string cuda_entry(const KernelEntry& k, size_t i, bool) {
-  std::string args = call_args(k, "L.buffers", "L.buffer_bytes", "(void*)&L",
+std::string cuda_entry(const KernelEntry& k, size_t i, bool robust) {
+  // Only robust pointers need the launch's address (for their reports); __grid_constant__ lets
+  // them take it without copying the parameter block to local memory.
+  std::string args = call_args(k, "L.buffers", "L.buffer_bytes",
+                               robust ? "(void*)&L" : "nullptr",
                                "(alloy_dyn_smem + L.tg_param_offset[{}])");
   std::string bounds =
       k.max_total_threads > 0 ? fmt::format("__launch_bounds__({}) ", k.max_total_threads) : "";
   return fmt::format(
-      "extern \"C\" __global__ void {3}alloy_entry_{0}(const alloy_cuda_launch L) {{\n"
+      "extern \"C\" __global__ void {3}alloy_entry_{0}(const __grid_constant__ alloy_cuda_launch "
+      "L) {{\n"
       "  extern __shared__ __align__(16) unsigned char alloy_dyn_smem[];\n"
       "  const ::alloy_entry::thread_ids t = ::alloy_entry::cuda_ids(L);\n"
       "  if (t.outside_grid()) return;  // dispatchThreads: only `grid` threads run the body\n"

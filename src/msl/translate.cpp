@@ -724,7 +724,8 @@ class Translator {
     code += body;
     code += "\n";
     code += "#line 100000 \"alloy-generated-entry\"\n";
-    for (size_t k = 0; k < out_.kernels.size(); ++k) code += traits_.entry(out_.kernels[k], k, out_.uses_sync);
+    for (size_t k = 0; k < out_.kernels.size(); ++k)
+      code += traits_.entry(out_.kernels[k], k, opt_.robust);
     code += "}  // namespace metal\n";
     out_.code = std::move(code);
     return std::move(out_);
