@@ -99,8 +99,8 @@ TEST(MetalKernel, GridSampleForwardAndBackward) {
     conformance::poison(call);
     expect_close(fwd({x, grid}, call)[0], examples::grid_sample_ref(xs, gs, d), 1e-5, 1e-5);
 
-    auto bwd = metal_kernel("grid_sample_grad", {"x", "grid", "cotangent"},
-                            {"x_grad", "grid_grad"}, examples::kGridSampleGradSource, "", true,
+    auto bwd = metal_kernel("grid_sample_grad", {"x", "grid", "cotangent"}, {"x_grad", "grid_grad"},
+                            examples::kGridSampleGradSource, "", true,
                             /*atomic_outputs=*/true);
     KernelCall bc;
     bc.output_shapes = {x.shape(), grid.shape()};
@@ -193,8 +193,10 @@ TEST(MetalKernel, VerbosePrintsMlxSource) {
 // Two kernels with one name and different bodies never share a compiled entry (MLX #3832),
 // also within one evaluation.
 TEST(MetalKernel, SameNameDifferentSourceNeverMix) {
-  auto k1 = metal_kernel("same", {"inp"}, {"out"}, "out[thread_position_in_grid.x] = inp[thread_position_in_grid.x] + 1;");
-  auto k2 = metal_kernel("same", {"inp"}, {"out"}, "out[thread_position_in_grid.x] = inp[thread_position_in_grid.x] * 3;");
+  auto k1 = metal_kernel("same", {"inp"}, {"out"},
+                         "out[thread_position_in_grid.x] = inp[thread_position_in_grid.x] + 1;");
+  auto k2 = metal_kernel("same", {"inp"}, {"out"},
+                         "out[thread_position_in_grid.x] = inp[thread_position_in_grid.x] * 3;");
   Array x = Array::from_doubles({1, 2, 3, 4}, {4}, float32, Device::cpu());
   KernelCall call;
   call.output_shapes = {{4}};
@@ -278,7 +280,8 @@ TEST(MetalKernel, CompileErrorPointsAtUserLine) {
     EXPECT_NE(msg.find("undefined_thing"), std::string::npos) << msg;
   }
   // The process stays usable: a good kernel still runs.
-  auto good = metal_kernel("good", {"inp"}, {"out"}, "out[thread_position_in_grid.x] = 2 * inp[thread_position_in_grid.x];");
+  auto good = metal_kernel("good", {"inp"}, {"out"},
+                           "out[thread_position_in_grid.x] = 2 * inp[thread_position_in_grid.x];");
   expect_equal(good({x}, call)[0], {2, 4, 6, 8});
 }
 
@@ -310,14 +313,20 @@ TEST(MetalKernel, BadArguments) {
     f(c);
     return c;
   };
-  EXPECT_THROW(k({a, a}, ok), std::invalid_argument);   // wrong number of inputs
+  EXPECT_THROW(k({a, a}, ok), std::invalid_argument);  // wrong number of inputs
   EXPECT_THROW(k({}, ok), std::invalid_argument);
   EXPECT_THROW(k({a}, with([](KernelCall& c) { c.output_shapes = {}; })), std::invalid_argument);
-  EXPECT_THROW(k({a}, with([](KernelCall& c) { c.output_dtypes = {float32, int32}; })),
+  EXPECT_THROW(k({a}, with([](KernelCall& c) {
+                   c.output_dtypes = {float32, int32};
+                 })),
                std::invalid_argument);
-  EXPECT_THROW(k({a}, with([](KernelCall& c) { c.threadgroup = {1024, 2, 1}; })),
+  EXPECT_THROW(k({a}, with([](KernelCall& c) {
+                   c.threadgroup = {1024, 2, 1};
+                 })),
                std::invalid_argument);
-  EXPECT_THROW(k({a}, with([](KernelCall& c) { c.threadgroup = {0, 1, 1}; })),
+  EXPECT_THROW(k({a}, with([](KernelCall& c) {
+                   c.threadgroup = {0, 1, 1};
+                 })),
                std::invalid_argument);
   EXPECT_THROW(k({a}, with([](KernelCall& c) { c.grid = {-1, 1, 1}; })), std::invalid_argument);
   EXPECT_THROW(dtype_from_name("float128"), std::invalid_argument);

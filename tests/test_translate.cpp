@@ -18,7 +18,9 @@ std::string user_part(const Translation& t) {
   return t.code.substr(b + 23, e - b - 23);
 }
 
-int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+int lines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
 
 const char* kLibrary = R"(#include <metal_stdlib>
 using namespace metal;
@@ -79,7 +81,7 @@ TEST(Translate, RewritesKeepLineNumbers) {
     EXPECT_EQ(u.find("host_name"), std::string::npos);  // instantiations become entries
     EXPECT_NE(u.find("const float kScale = 0.5f;"), std::string::npos);
     EXPECT_NE(u.find("constexpr int N = 4;"), std::string::npos);
-    EXPECT_NE(u.find("1.0f"), std::string::npos);   // MSL has no double
+    EXPECT_NE(u.find("1.0f"), std::string::npos);  // MSL has no double
     EXPECT_NE(u.find("1e-3f"), std::string::npos);
     EXPECT_NE(u.find("half(2.5f)"), std::string::npos);
     EXPECT_NE(u.find("const float& s"), std::string::npos);
@@ -107,8 +109,9 @@ TEST(Translate, EntriesPerTarget) {
 }
 
 TEST(Translate, PragmasPerTarget) {
-  const char* src = "kernel void k(device float* o) {\n#pragma unroll 4\nfor (int i = 0; i < 4; ++i) o[i] = i;\n"
-                    "#pragma clang loop unroll(full)\nfor (int i = 0; i < 4; ++i) o[i] += i;\n}\n";
+  const char* src =
+      "kernel void k(device float* o) {\n#pragma unroll 4\nfor (int i = 0; i < 4; ++i) o[i] = i;\n"
+      "#pragma clang loop unroll(full)\nfor (int i = 0; i < 4; ++i) o[i] += i;\n}\n";
   auto cpu = user_part(translate(src, {Target::cpu, "p"}));
   EXPECT_NE(cpu.find("#pragma GCC unroll 4"), std::string::npos);
   auto cuda = user_part(translate(src, {Target::cuda, "p"}));
@@ -117,10 +120,11 @@ TEST(Translate, PragmasPerTarget) {
 }
 
 TEST(Translate, RobustModeChecksDevicePointers) {
-  const char* src = "kernel void k(const device float* in [[buffer(0)]], device float* out [[buffer(1)]],"
-                    " uint i [[thread_position_in_grid]]) {\n"
-                    "  const device float4* v = (const device float4*)in;\n"
-                    "  out[i] = v[0].x; }\n";
+  const char* src =
+      "kernel void k(const device float* in [[buffer(0)]], device float* out [[buffer(1)]],"
+      " uint i [[thread_position_in_grid]]) {\n"
+      "  const device float4* v = (const device float4*)in;\n"
+      "  out[i] = v[0].x; }\n";
   auto plain = user_part(translate(src, {Target::cpu, "k"}));
   EXPECT_EQ(plain.find("alloy_robust"), std::string::npos);
   auto robust = user_part(translate(src, {Target::cpu, "k", "kernel.metal", true}));
@@ -134,8 +138,9 @@ TEST(Translate, RobustModeChecksDevicePointers) {
 TEST(Translate, RejectsWhatAlloyDoesNotRun) {
   EXPECT_THROW(translate("kernel void k(texture2d<float> t [[texture(0)]]) {}", {Target::cpu, "t"}),
                NotSupported);
-  EXPECT_THROW(translate("vertex float4 v(uint id [[vertex_id]]) { return 0; }", {Target::cpu, "v"}),
-               NotSupported);
+  EXPECT_THROW(
+      translate("vertex float4 v(uint id [[vertex_id]]) { return 0; }", {Target::cpu, "v"}),
+      NotSupported);
   EXPECT_THROW(translate("constant bool f [[function_constant(0)]];", {Target::cpu, "f"}),
                NotSupported);
   EXPECT_THROW(translate("#include \"mine.h\"\n", {Target::cpu, "i"}), NotSupported);
@@ -149,7 +154,8 @@ TEST(Translate, RejectsWhatAlloyDoesNotRun) {
 }
 
 TEST(Translate, BadKernelSignaturesAreInvalidArguments) {
-  EXPECT_THROW(translate("kernel int k() { return 0; }", {Target::cpu, "k"}), std::invalid_argument);
+  EXPECT_THROW(translate("kernel int k() { return 0; }", {Target::cpu, "k"}),
+               std::invalid_argument);
   EXPECT_THROW(translate("kernel void k(device float x [[buffer(0)]]) {}", {Target::cpu, "k"}),
                std::invalid_argument);
 }

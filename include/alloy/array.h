@@ -2,7 +2,8 @@
 //
 // An array is either materialized (it owns a view of a buffer) or pending (it is the output of a
 // primitive, e.g. a custom Metal kernel, whose inputs are arrays). eval() materializes it; reading
-// data evaluates implicitly. Views (slices with steps, transposes) share the buffer of their source.
+// data evaluates implicitly. Views (slices with steps, transposes) share the buffer of their
+// source.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -78,7 +79,8 @@ class Array {
   std::vector<T> to_vector() const {
     auto b = to_bytes();
     std::vector<T> out(b.size() / sizeof(T));
-    std::copy(b.begin(), b.begin() + out.size() * sizeof(T), reinterpret_cast<uint8_t*>(out.data()));
+    std::copy(b.begin(), b.begin() + out.size() * sizeof(T),
+              reinterpret_cast<uint8_t*>(out.data()));
     return out;
   }
   /// Scalar value of a 1-element array as double.

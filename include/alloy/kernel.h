@@ -67,8 +67,8 @@ class MetalKernel {
   /// MLX's positional C++ order: inputs, output_shapes, output_dtypes, grid, threadgroup, ...
   std::vector<Array> operator()(const std::vector<Array>& inputs,
                                 const std::vector<Shape>& output_shapes,
-                                const std::vector<Dtype>& output_dtypes, Dims grid, Dims threadgroup,
-                                const TemplateArgs& template_args = {},
+                                const std::vector<Dtype>& output_dtypes, Dims grid,
+                                Dims threadgroup, const TemplateArgs& template_args = {},
                                 std::optional<double> init_value = std::nullopt,
                                 bool verbose = false,
                                 std::optional<Device> device = std::nullopt) const;
@@ -95,8 +95,8 @@ MetalKernel metal_kernel(const std::string& name, const std::vector<std::string>
 /// One out-of-range buffer access made by a robust-mode kernel (the access was suppressed).
 struct OutOfRangeAccess {
   std::string kernel;
-  std::string buffer;  // the input/output name (or "buffer(n)")
-  int64_t index = 0;   // element index relative to the start of the buffer
+  std::string buffer;                       // the input/output name (or "buffer(n)")
+  int64_t index = 0;                        // element index relative to the start of the buffer
   std::array<uint32_t, 3> thread{0, 0, 0};  // thread_position_in_grid
 };
 

@@ -94,8 +94,8 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
   for (auto& w : op->outputs) live.push_back(w.lock());
   for (size_t i = 0; i < live.size(); ++i) {
     if (live[i]) {
-      live[i]->buffer = allocate(op->device, static_cast<size_t>(live[i]->size()) *
-                                                 size_of(live[i]->dtype));
+      live[i]->buffer =
+          allocate(op->device, static_cast<size_t>(live[i]->size()) * size_of(live[i]->dtype));
       outputs.emplace_back(live[i]);
     } else {
       // A dropped output still needs memory for the kernel to write into.
@@ -158,7 +158,9 @@ void synchronize(std::optional<Device> device) {
 // ---- Array -----------------------------------------------------------------------------------
 
 namespace {
-Array scalar_from(const void* v, Dtype t) { return Array::from_bytes(v, {}, t, Device::cpu()); }
+Array scalar_from(const void* v, Dtype t) {
+  return Array::from_bytes(v, {}, t, Device::cpu());
+}
 }  // namespace
 
 Array::Array(float v) : Array(scalar_from(&v, Dtype::float32)) {}
@@ -180,23 +182,45 @@ Array Array::from_bytes(const void* data, Shape shape, Dtype dtype, std::optiona
 namespace {
 void store_double(void* dst, Dtype t, double v) {
   switch (t) {
-    case Dtype::bool_: *static_cast<bool*>(dst) = v != 0; break;
-    case Dtype::int8: *static_cast<int8_t*>(dst) = static_cast<int8_t>(v); break;
-    case Dtype::int16: *static_cast<int16_t*>(dst) = static_cast<int16_t>(v); break;
-    case Dtype::int32: *static_cast<int32_t*>(dst) = static_cast<int32_t>(v); break;
-    case Dtype::int64: *static_cast<int64_t*>(dst) = static_cast<int64_t>(v); break;
-    case Dtype::uint8: *static_cast<uint8_t*>(dst) = static_cast<uint8_t>(v); break;
-    case Dtype::uint16: *static_cast<uint16_t*>(dst) = static_cast<uint16_t>(v); break;
-    case Dtype::uint32: *static_cast<uint32_t*>(dst) = static_cast<uint32_t>(v); break;
-    case Dtype::uint64: *static_cast<uint64_t*>(dst) = static_cast<uint64_t>(v); break;
+    case Dtype::bool_:
+      *static_cast<bool*>(dst) = v != 0;
+      break;
+    case Dtype::int8:
+      *static_cast<int8_t*>(dst) = static_cast<int8_t>(v);
+      break;
+    case Dtype::int16:
+      *static_cast<int16_t*>(dst) = static_cast<int16_t>(v);
+      break;
+    case Dtype::int32:
+      *static_cast<int32_t*>(dst) = static_cast<int32_t>(v);
+      break;
+    case Dtype::int64:
+      *static_cast<int64_t*>(dst) = static_cast<int64_t>(v);
+      break;
+    case Dtype::uint8:
+      *static_cast<uint8_t*>(dst) = static_cast<uint8_t>(v);
+      break;
+    case Dtype::uint16:
+      *static_cast<uint16_t*>(dst) = static_cast<uint16_t>(v);
+      break;
+    case Dtype::uint32:
+      *static_cast<uint32_t*>(dst) = static_cast<uint32_t>(v);
+      break;
+    case Dtype::uint64:
+      *static_cast<uint64_t*>(dst) = static_cast<uint64_t>(v);
+      break;
     case Dtype::float16:
       *static_cast<uint16_t*>(dst) = detail::f32_to_f16(static_cast<float>(v));
       break;
     case Dtype::bfloat16:
       *static_cast<uint16_t*>(dst) = detail::f32_to_bf16(static_cast<float>(v));
       break;
-    case Dtype::float32: *static_cast<float*>(dst) = static_cast<float>(v); break;
-    case Dtype::float64: *static_cast<double*>(dst) = v; break;
+    case Dtype::float32:
+      *static_cast<float*>(dst) = static_cast<float>(v);
+      break;
+    case Dtype::float64:
+      *static_cast<double*>(dst) = v;
+      break;
     case Dtype::complex64:
       *static_cast<std::complex<float>*>(dst) = {static_cast<float>(v), 0.0f};
       break;
@@ -204,20 +228,34 @@ void store_double(void* dst, Dtype t, double v) {
 }
 double load_double(const void* src, Dtype t) {
   switch (t) {
-    case Dtype::bool_: return *static_cast<const bool*>(src) ? 1 : 0;
-    case Dtype::int8: return *static_cast<const int8_t*>(src);
-    case Dtype::int16: return *static_cast<const int16_t*>(src);
-    case Dtype::int32: return *static_cast<const int32_t*>(src);
-    case Dtype::int64: return static_cast<double>(*static_cast<const int64_t*>(src));
-    case Dtype::uint8: return *static_cast<const uint8_t*>(src);
-    case Dtype::uint16: return *static_cast<const uint16_t*>(src);
-    case Dtype::uint32: return *static_cast<const uint32_t*>(src);
-    case Dtype::uint64: return static_cast<double>(*static_cast<const uint64_t*>(src));
-    case Dtype::float16: return detail::f16_to_f32(*static_cast<const uint16_t*>(src));
-    case Dtype::bfloat16: return detail::bf16_to_f32(*static_cast<const uint16_t*>(src));
-    case Dtype::float32: return *static_cast<const float*>(src);
-    case Dtype::float64: return *static_cast<const double*>(src);
-    case Dtype::complex64: return static_cast<const std::complex<float>*>(src)->real();
+    case Dtype::bool_:
+      return *static_cast<const bool*>(src) ? 1 : 0;
+    case Dtype::int8:
+      return *static_cast<const int8_t*>(src);
+    case Dtype::int16:
+      return *static_cast<const int16_t*>(src);
+    case Dtype::int32:
+      return *static_cast<const int32_t*>(src);
+    case Dtype::int64:
+      return static_cast<double>(*static_cast<const int64_t*>(src));
+    case Dtype::uint8:
+      return *static_cast<const uint8_t*>(src);
+    case Dtype::uint16:
+      return *static_cast<const uint16_t*>(src);
+    case Dtype::uint32:
+      return *static_cast<const uint32_t*>(src);
+    case Dtype::uint64:
+      return static_cast<double>(*static_cast<const uint64_t*>(src));
+    case Dtype::float16:
+      return detail::f16_to_f32(*static_cast<const uint16_t*>(src));
+    case Dtype::bfloat16:
+      return detail::bf16_to_f32(*static_cast<const uint16_t*>(src));
+    case Dtype::float32:
+      return *static_cast<const float*>(src);
+    case Dtype::float64:
+      return *static_cast<const double*>(src);
+    case Dtype::complex64:
+      return static_cast<const std::complex<float>*>(src)->real();
   }
   return 0;
 }
@@ -280,26 +318,47 @@ Array Array::from_doubles(const std::vector<double>& values, Shape shape, Dtype 
                                 " elements");
   size_t item = size_of(dtype);
   std::vector<uint8_t> bytes(values.size() * item);
-  for (size_t i = 0; i < values.size(); ++i) store_double(bytes.data() + i * item, dtype, values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    store_double(bytes.data() + i * item, dtype, values[i]);
   return from_bytes(bytes.data(), std::move(shape), dtype, device);
 }
 
-Dtype Array::dtype() const { return node_->dtype; }
-const Shape& Array::shape() const { return node_->shape; }
+Dtype Array::dtype() const {
+  return node_->dtype;
+}
+const Shape& Array::shape() const {
+  return node_->shape;
+}
 int64_t Array::shape(int axis) const {
   int nd = ndim();
   if (axis < 0) axis += nd;
   if (axis < 0 || axis >= nd) throw std::invalid_argument("axis out of range");
   return node_->shape[axis];
 }
-const Strides& Array::strides() const { return node_->strides; }
-int64_t Array::offset() const { return node_->offset; }
-Device Array::device() const { return node_->device; }
-int Array::ndim() const { return static_cast<int>(node_->shape.size()); }
-int64_t Array::size() const { return node_->size(); }
-size_t Array::nbytes() const { return static_cast<size_t>(size()) * size_of(dtype()); }
-bool Array::is_evaluated() const { return node_->buffer != nullptr; }
-void Array::eval() const { alloy::eval({*this}); }
+const Strides& Array::strides() const {
+  return node_->strides;
+}
+int64_t Array::offset() const {
+  return node_->offset;
+}
+Device Array::device() const {
+  return node_->device;
+}
+int Array::ndim() const {
+  return static_cast<int>(node_->shape.size());
+}
+int64_t Array::size() const {
+  return node_->size();
+}
+size_t Array::nbytes() const {
+  return static_cast<size_t>(size()) * size_of(dtype());
+}
+bool Array::is_evaluated() const {
+  return node_->buffer != nullptr;
+}
+void Array::eval() const {
+  alloy::eval({*this});
+}
 
 bool Array::is_row_contiguous() const {
   if (node_->offset != 0) return false;
@@ -343,8 +402,9 @@ std::vector<double> Array::to_doubles() const {
 }
 
 double Array::item() const {
-  if (size() != 1) throw std::invalid_argument("item: array has " + std::to_string(size()) +
-                                               " elements, expected 1");
+  if (size() != 1)
+    throw std::invalid_argument("item: array has " + std::to_string(size()) +
+                                " elements, expected 1");
   return to_doubles()[0];
 }
 
@@ -423,7 +483,8 @@ Array Array::to(Device d) const {
   size_t n = nbytes();
   if (n == 0) return out;
   if (d.type == Device::Type::gpu) {
-    if (!gpu_backend()) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
+    if (!gpu_backend())
+      throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
     gpu_backend()->copy_to_device(out.node()->data(), src.node()->data(), n);
   } else {
     gpu_backend()->copy_to_host(out.node()->data(), src.node()->data(), n);

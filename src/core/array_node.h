@@ -25,7 +25,7 @@ struct ArrayNode {
   Strides strides;
   int64_t offset = 0;  // elements
   Device device;
-  std::shared_ptr<Buffer> buffer;    // materialized
+  std::shared_ptr<Buffer> buffer;      // materialized
   std::shared_ptr<PendingOp> pending;  // not yet computed (buffer is null)
 
   int64_t size() const {

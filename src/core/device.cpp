@@ -11,7 +11,9 @@ std::string Device::str() const {
   return type == Type::cpu ? "cpu" : "gpu:" + std::to_string(index);
 }
 
-bool gpu_available() { return gpu_backend() != nullptr; }
+bool gpu_available() {
+  return gpu_backend() != nullptr;
+}
 
 namespace {
 // -1: not chosen yet (GPU when available), 0: cpu, 1: gpu.
@@ -26,7 +28,8 @@ Device default_device() {
 
 void set_default_device(Device d) {
   if (d.type == Device::Type::gpu && !gpu_available())
-    throw std::invalid_argument("set_default_device: no GPU is available (no CUDA driver or device)");
+    throw std::invalid_argument(
+        "set_default_device: no GPU is available (no CUDA driver or device)");
   if (d.index != 0) throw std::invalid_argument("set_default_device: only device index 0 exists");
   g_default.store(d.type == Device::Type::cpu ? 0 : 1);
 }

@@ -35,9 +35,15 @@ const DtypeInfo& info(Dtype t) {
 }
 }  // namespace
 
-size_t size_of(Dtype t) { return info(t).size; }
-std::string_view dtype_name(Dtype t) { return info(t).name; }
-std::string_view msl_type_name(Dtype t) { return info(t).msl; }
+size_t size_of(Dtype t) {
+  return info(t).size;
+}
+std::string_view dtype_name(Dtype t) {
+  return info(t).name;
+}
+std::string_view msl_type_name(Dtype t) {
+  return info(t).msl;
+}
 
 Dtype dtype_from_name(std::string_view name) {
   for (auto& i : kInfo)
@@ -47,11 +53,11 @@ Dtype dtype_from_name(std::string_view name) {
     Dtype dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"half", Dtype::float16},  {"f16", Dtype::float16},    {"bfloat", Dtype::bfloat16},
-      {"bf16", Dtype::bfloat16}, {"f32", Dtype::float32},    {"f64", Dtype::float64},
-      {"int", Dtype::int32},     {"uint", Dtype::uint32},    {"long", Dtype::int64},
-      {"ulong", Dtype::uint64},  {"short", Dtype::int16},    {"ushort", Dtype::uint16},
-      {"char", Dtype::int8},     {"uchar", Dtype::uint8},    {"bool_", Dtype::bool_},
+      {"half", Dtype::float16},  {"f16", Dtype::float16}, {"bfloat", Dtype::bfloat16},
+      {"bf16", Dtype::bfloat16}, {"f32", Dtype::float32}, {"f64", Dtype::float64},
+      {"int", Dtype::int32},     {"uint", Dtype::uint32}, {"long", Dtype::int64},
+      {"ulong", Dtype::uint64},  {"short", Dtype::int16}, {"ushort", Dtype::uint16},
+      {"char", Dtype::int8},     {"uchar", Dtype::uint8}, {"bool_", Dtype::bool_},
   };
   for (auto& a : kAliases)
     if (a.alias == name) return a.dtype;
@@ -62,7 +68,9 @@ bool is_floating(Dtype t) {
   return t == Dtype::float16 || t == Dtype::bfloat16 || t == Dtype::float32 ||
          t == Dtype::float64 || t == Dtype::complex64;
 }
-bool is_integral(Dtype t) { return !is_floating(t); }
+bool is_integral(Dtype t) {
+  return !is_floating(t);
+}
 bool is_signed(Dtype t) {
   switch (t) {
     case Dtype::bool_:

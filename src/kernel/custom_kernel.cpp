@@ -1,6 +1,8 @@
 // metal_kernel: MLX's mx.fast.metal_kernel on Alloy. A call validates its arguments, generates
 // MLX's Metal text for the input/output dtypes and template arguments, and returns pending
 // outputs of a CustomKernel primitive; evaluation compiles (cached) and launches.
+#include "kernel/custom_kernel.h"
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -14,7 +16,6 @@
 #include "backend/cpu/executor.h"
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
-#include "kernel/custom_kernel.h"
 #include "kernel/gpu_program.h"
 #include "kernel/program.h"
 #include "kernel/robust_reports.h"
@@ -179,7 +180,9 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
     if (robust_ && oob.count() > 0) {
       std::vector<OutOfRangeAccess> kept;
       for (auto& r : oob.reports())
-        kept.push_back({spec_->name, buffer_name(*spec_, bindings, r.buffer), r.index,
+        kept.push_back({spec_->name,
+                        buffer_name(*spec_, bindings, r.buffer),
+                        r.index,
                         {r.thread_position_in_grid[0], r.thread_position_in_grid[1],
                          r.thread_position_in_grid[2]}});
       add_out_of_range(spec_->name, oob.count(), std::move(kept));
@@ -189,8 +192,8 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(spec_->name, fmt::format("[metal_kernel] kernel '{}' failed: {}", spec_->name,
-                                         e.what()));
+    throw Error(spec_->name,
+                fmt::format("[metal_kernel] kernel '{}' failed: {}", spec_->name, e.what()));
   }
 }
 
@@ -202,9 +205,10 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
     for (auto& o : outputs) fill_value(o, *init_value_);
   const auto& bindings = variant_->generated.bindings;
   if (bindings.size() > ALLOY_CUDA_MAX_BUFFERS)
-    throw std::invalid_argument(fmt::format("[metal_kernel] kernel '{}' has {} buffers; at most {} "
-                                            "are supported on the GPU",
-                                            spec_->name, bindings.size(), ALLOY_CUDA_MAX_BUFFERS));
+    throw std::invalid_argument(
+        fmt::format("[metal_kernel] kernel '{}' has {} buffers; at most {} "
+                    "are supported on the GPU",
+                    spec_->name, bindings.size(), ALLOY_CUDA_MAX_BUFFERS));
   // Shape/strides/ndim parameters are packed into one small device buffer per launch.
   ShapeParams sp = shape_params(in);
   std::vector<uint8_t> packed;
@@ -218,10 +222,17 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
   for (size_t i = 0; i < bindings.size(); ++i) {
     int j = bindings[i].index;
     switch (bindings[i].kind) {
-      case msl::BindingKind::input_shape: pack(i, sp.shapes[j].data(), sp.shapes[j].size() * 4); break;
-      case msl::BindingKind::input_strides: pack(i, sp.strides[j].data(), sp.strides[j].size() * 8); break;
-      case msl::BindingKind::input_ndim: pack(i, &sp.ndims[j], 4); break;
-      default: break;
+      case msl::BindingKind::input_shape:
+        pack(i, sp.shapes[j].data(), sp.shapes[j].size() * 4);
+        break;
+      case msl::BindingKind::input_strides:
+        pack(i, sp.strides[j].data(), sp.strides[j].size() * 8);
+        break;
+      case msl::BindingKind::input_ndim:
+        pack(i, &sp.ndims[j], 4);
+        break;
+      default:
+        break;
     }
   }
   std::shared_ptr<Buffer> params;
@@ -258,12 +269,12 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
   // over the block's full width. They agree unless a group is partial in x and spans y or z.
   if (program->uses_simd() && L.grid[0] % L.threadgroup[0] != 0 &&
       L.threadgroup[1] * L.threadgroup[2] > 1)
-    throw NotSupported(spec_->name,
-                       fmt::format("not supported: kernel '{}' uses simd functions with "
-                                   "a threadgroup ({}, {}, {}) that is partial in x (grid x = {}) "
-                                   "and spans y/z; on CUDA make grid x a multiple of threadgroup x",
-                                   spec_->name, L.threadgroup[0], L.threadgroup[1],
-                                   L.threadgroup[2], L.grid[0]));
+    throw NotSupported(
+        spec_->name,
+        fmt::format("not supported: kernel '{}' uses simd functions with "
+                    "a threadgroup ({}, {}, {}) that is partial in x (grid x = {}) "
+                    "and spans y/z; on CUDA make grid x a multiple of threadgroup x",
+                    spec_->name, L.threadgroup[0], L.threadgroup[1], L.threadgroup[2], L.grid[0]));
   // Robust mode: the kernel appends out-of-range records to a small device log, read back after
   // the launch (robust mode is for debugging: it synchronizes).
   constexpr unsigned kOobCapacity = 64;
@@ -285,7 +296,9 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
       gpu_backend()->copy_to_host(recs.data(), L.oob_records, recs.size() * sizeof(recs[0]));
       std::vector<OutOfRangeAccess> kept;
       for (auto& r : recs)
-        kept.push_back({spec_->name, buffer_name(*spec_, bindings, r.buffer), r.index,
+        kept.push_back({spec_->name,
+                        buffer_name(*spec_, bindings, r.buffer),
+                        r.index,
                         {r.thread[0], r.thread[1], r.thread[2]}});
       add_out_of_range(spec_->name, count, std::move(kept));
     }
@@ -303,10 +316,8 @@ MetalKernel::MetalKernel(std::shared_ptr<const KernelSpec> spec)
 
 MetalKernel metal_kernel(const std::string& name, const std::vector<std::string>& input_names,
                          const std::vector<std::string>& output_names, const std::string& source,
-                         const std::string& header, bool ensure_row_contiguous,
-                         bool atomic_outputs,
-                         const std::map<std::string, std::string>& compile_options,
-                         bool robust) {
+                         const std::string& header, bool ensure_row_contiguous, bool atomic_outputs,
+                         const std::map<std::string, std::string>& compile_options, bool robust) {
   auto spec = std::make_shared<KernelSpec>();
   spec->name = name;
   spec->input_names = input_names;
@@ -364,9 +375,12 @@ std::string variant_key(const std::vector<Array>& inputs, const KernelCall& call
   for (auto& [n, v] : call.template_args) {
     key += n;
     key += '=';
-    if (auto* t = std::get_if<Dtype>(&v)) key += "t" + std::to_string(static_cast<int>(*t));
-    else if (auto* b = std::get_if<bool>(&v)) key += *b ? "b1" : "b0";
-    else key += "i" + std::to_string(std::get<int>(v));
+    if (auto* t = std::get_if<Dtype>(&v))
+      key += "t" + std::to_string(static_cast<int>(*t));
+    else if (auto* b = std::get_if<bool>(&v))
+      key += *b ? "b1" : "b0";
+    else
+      key += "i" + std::to_string(std::get<int>(v));
     key += ',';
   }
   (void)dev;
@@ -415,37 +429,39 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
                                            const KernelCall& call) const {
   const KernelSpec& spec = *spec_;
   if (call.output_shapes.size() != spec.output_names.size())
-    throw std::invalid_argument(fmt::format(
-        "[metal_kernel] Expected `output_shapes` to have size {} but got size {}.\n",
-        spec.output_names.size(), call.output_shapes.size()));
+    throw std::invalid_argument(
+        fmt::format("[metal_kernel] Expected `output_shapes` to have size {} but got size {}.\n",
+                    spec.output_names.size(), call.output_shapes.size()));
   if (call.output_dtypes.size() != spec.output_names.size())
-    throw std::invalid_argument(fmt::format(
-        "[metal_kernel] Expected `output_dtypes` to have size {} but got size {}.\n",
-        spec.output_names.size(), call.output_dtypes.size()));
+    throw std::invalid_argument(
+        fmt::format("[metal_kernel] Expected `output_dtypes` to have size {} but got size {}.\n",
+                    spec.output_names.size(), call.output_dtypes.size()));
   int64_t tg_threads = 1;
   for (int d = 0; d < 3; ++d) {
     if (call.grid[d] < 0)
-      throw std::invalid_argument(fmt::format("[metal_kernel] grid dimensions must be >= 0, got "
-                                              "({}, {}, {})",
-                                              call.grid[0], call.grid[1], call.grid[2]));
+      throw std::invalid_argument(
+          fmt::format("[metal_kernel] grid dimensions must be >= 0, got "
+                      "({}, {}, {})",
+                      call.grid[0], call.grid[1], call.grid[2]));
     if (call.threadgroup[d] <= 0)
-      throw std::invalid_argument(fmt::format("[metal_kernel] threadgroup dimensions must be > 0, "
-                                              "got ({}, {}, {})",
-                                              call.threadgroup[0], call.threadgroup[1],
-                                              call.threadgroup[2]));
+      throw std::invalid_argument(
+          fmt::format("[metal_kernel] threadgroup dimensions must be > 0, "
+                      "got ({}, {}, {})",
+                      call.threadgroup[0], call.threadgroup[1], call.threadgroup[2]));
     tg_threads *= call.threadgroup[d];
   }
   if (tg_threads > 1024)
-    throw std::invalid_argument(fmt::format(
-        "[metal_kernel] threadgroup ({}, {}, {}) has {} threads; the maximum is 1024",
-        call.threadgroup[0], call.threadgroup[1], call.threadgroup[2], tg_threads));
+    throw std::invalid_argument(
+        fmt::format("[metal_kernel] threadgroup ({}, {}, {}) has {} threads; the maximum is 1024",
+                    call.threadgroup[0], call.threadgroup[1], call.threadgroup[2], tg_threads));
   Device dev = call.device.value_or(default_device());
   if (dev.type == Device::Type::gpu && !gpu_available())
     throw std::invalid_argument("[metal_kernel] no GPU is available (no CUDA driver or device)");
   for (auto& a : inputs)
     if (a.valid() && dev.type == Device::Type::gpu && a.dtype() == Dtype::float64)
-      throw std::invalid_argument("[metal_kernel] float64 inputs are not supported on the GPU "
-                                  "(Metal has no double)");
+      throw std::invalid_argument(
+          "[metal_kernel] float64 inputs are not supported on the GPU "
+          "(Metal has no double)");
 
   // The compiled variant for these dtypes / template args (generated once per kernel object).
   std::string key = variant_key(inputs, call, dev);

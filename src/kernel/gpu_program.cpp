@@ -16,7 +16,8 @@ cuda::KernelSource kernel_source(const msl::Translation& tr, const std::string& 
   cuda::KernelSource k;
   k.name = source.label;
   k.source = tr.code;
-  for (size_t i = 0; i < tr.kernels.size(); ++i) k.entries.push_back(fmt::format("alloy_entry_{}", i));
+  for (size_t i = 0; i < tr.kernels.size(); ++i)
+    k.entries.push_back(fmt::format("alloy_entry_{}", i));
   // Math modes never share a cache entry: the options are part of the key.
   if (math_mode == "fast")
     k.options = {"-DALLOY_MATH_FAST", "-D__FAST_MATH__", "--use_fast_math"};
@@ -44,7 +45,8 @@ bool nvrtc_available(std::string* why) {
 GpuCompiled compile_gpu_program(const msl::Translation& tr, const std::string& math_mode,
                                 const SourceMap& source, const std::string& filename) {
   cuda::Context* ctx = cuda::Context::get();
-  if (!ctx) throw std::invalid_argument("no GPU is available: " + cuda::Context::unavailable_reason());
+  if (!ctx)
+    throw std::invalid_argument("no GPU is available: " + cuda::Context::unavailable_reason());
   std::shared_ptr<const cuda::Module> module;
   try {
     module = cuda::load(*ctx, kernel_source(tr, math_mode, source));
@@ -55,8 +57,8 @@ GpuCompiled compile_gpu_program(const msl::Translation& tr, const std::string& m
   out.module = std::const_pointer_cast<cuda::Module>(module);
   for (size_t i = 0; i < tr.kernels.size(); ++i) {
     // Aliasing pointer: the Function lives as long as the module.
-    out.functions.push_back(std::shared_ptr<void>(
-        out.module, const_cast<cuda::Function*>(&module->function(i))));
+    out.functions.push_back(
+        std::shared_ptr<void>(out.module, const_cast<cuda::Function*>(&module->function(i))));
   }
   return out;
 }
@@ -66,7 +68,9 @@ std::vector<char> compile_cubin(const msl::Translation& tr, const std::string& m
                                 const std::string& arch) {
   int cc = std::stoi(arch.substr(arch.find('_') + 1));
   try {
-    return cuda::compile(kernel_source(tr, math_mode, source), cuda::nvrtc::target_for(cc / 10, cc % 10)).bytes;
+    return cuda::compile(kernel_source(tr, math_mode, source),
+                         cuda::nvrtc::target_for(cc / 10, cc % 10))
+        .bytes;
   } catch (const CompileError& e) {
     rethrow_mapped(e, source, filename);
   }
@@ -75,7 +79,8 @@ std::vector<char> compile_cubin(const msl::Translation& tr, const std::string& m
 void launch_gpu(const CompiledKernel& k, const alloy_cuda_launch& launch, size_t dynamic_smem,
                 const std::string& label) {
   cuda::Context* ctx = cuda::Context::get();
-  if (!ctx) throw std::invalid_argument("no GPU is available: " + cuda::Context::unavailable_reason());
+  if (!ctx)
+    throw std::invalid_argument("no GPU is available: " + cuda::Context::unavailable_reason());
   const auto* fn = static_cast<const cuda::Function*>(k.gpu.get());
   cuda::launch(*ctx, *fn, launch, static_cast<uint32_t>(dynamic_smem), label.c_str());
 }

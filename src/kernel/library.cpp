@@ -11,11 +11,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
-#include <cctype>
 #include <set>
 #include <stdexcept>
 

@@ -41,9 +41,9 @@ std::string map_compile_log(const SourceMap& src, const std::string& log,
   // g++/clang: "kernel.metal:12:5: error: msg"; NVRTC: "kernel.metal(12): error: msg".
   // (Plain string scanning: std::regex crashed inside Python processes that load another
   // libstdc++ first, e.g. with torch.)
-  std::string out = fmt::format("[{}] Failed to compile {} '{}':\n",
-                                src.user_text ? "library" : "metal_kernel",
-                                src.user_text ? "library" : "kernel", src.label);
+  std::string out =
+      fmt::format("[{}] Failed to compile {} '{}':\n", src.user_text ? "library" : "metal_kernel",
+                  src.user_text ? "library" : "kernel", src.label);
   int errors = 0;
   std::istringstream lines(log);
   for (std::string l; std::getline(lines, l);) {
@@ -137,7 +137,8 @@ std::shared_ptr<Program> Program::build(const SourceMap& source, msl::Target tar
       k.cpu_thread = reinterpret_cast<alloy_cpu_thread_fn>(
           lib->symbol(fmt::format("alloy_thread_{}", i).c_str()));
       if (!k.cpu_group || !k.cpu_thread)
-        throw Error(source.label, "[metal_kernel] compiled library lacks entry " + std::to_string(i));
+        throw Error(source.label,
+                    "[metal_kernel] compiled library lacks entry " + std::to_string(i));
       p->kernels_.push_back(std::move(k));
     }
     p->library_ = lib;

@@ -49,11 +49,16 @@ std::string buffer_name(const KernelSpec& spec, const std::vector<msl::Binding>&
   if (buffer >= bindings.size()) return fmt::format("buffer({})", buffer);
   const auto& b = bindings[buffer];
   switch (b.kind) {
-    case msl::BindingKind::input: return spec.input_names[b.index];
-    case msl::BindingKind::input_shape: return spec.input_names[b.index] + "_shape";
-    case msl::BindingKind::input_strides: return spec.input_names[b.index] + "_strides";
-    case msl::BindingKind::input_ndim: return spec.input_names[b.index] + "_ndim";
-    case msl::BindingKind::output: return spec.output_names[b.index];
+    case msl::BindingKind::input:
+      return spec.input_names[b.index];
+    case msl::BindingKind::input_shape:
+      return spec.input_names[b.index] + "_shape";
+    case msl::BindingKind::input_strides:
+      return spec.input_names[b.index] + "_strides";
+    case msl::BindingKind::input_ndim:
+      return spec.input_names[b.index] + "_ndim";
+    case msl::BindingKind::output:
+      return spec.output_names[b.index];
   }
   return fmt::format("buffer({})", buffer);
 }

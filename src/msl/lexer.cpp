@@ -4,13 +4,17 @@
 
 namespace alloy::msl {
 namespace {
-bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool ident_start(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+}
+bool ident_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 // Longest-match punctuators (C++ subset MSL uses).
 constexpr std::string_view kPuncts[] = {"<<=", ">>=", "...", "->*", "::", "->", "++", "--", "<<",
-                                        ">>", "<=", ">=", "==", "!=", "&&", "||", "+=", "-=",
-                                        "*=", "/=", "%=", "&=", "|=", "^=", "##"};
+                                        ">>",  "<=",  ">=",  "==",  "!=", "&&", "||", "+=", "-=",
+                                        "*=",  "/=",  "%=",  "&=",  "|=", "^=", "##"};
 }  // namespace
 
 std::vector<Token> lex(std::string_view s) {
@@ -51,8 +55,10 @@ std::vector<Token> lex(std::string_view s) {
     if (c == '#' && line_start) {
       // Directive up to an unescaped newline (the newline stays whitespace).
       while (i < n && s[i] != '\n') {
-        if (s[i] == '\\' && i + 1 < n && s[i + 1] == '\n') ++i;
-        else if (s[i] == '\\' && i + 2 < n && s[i + 1] == '\r' && s[i + 2] == '\n') i += 2;
+        if (s[i] == '\\' && i + 1 < n && s[i + 1] == '\n')
+          ++i;
+        else if (s[i] == '\\' && i + 2 < n && s[i + 1] == '\r' && s[i + 2] == '\n')
+          i += 2;
         ++i;
       }
       emit(TokKind::preproc, b, i);

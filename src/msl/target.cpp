@@ -7,8 +7,8 @@ namespace {
 
 // Arguments of the kernel call in an entry: buffers cast to the parameter's type, attributes
 // from the thread's ids (`t`), threadgroup parameters from the target's group storage.
-std::string call_args(const KernelEntry& k, const char* buffers, const char* bytes,
-                      const char* ctx, const char* tg_param) {
+std::string call_args(const KernelEntry& k, const char* buffers, const char* bytes, const char* ctx,
+                      const char* tg_param) {
   std::string args;
   for (size_t i = 0; i < k.params.size(); ++i) {
     const auto& p = k.params[i];
@@ -77,8 +77,7 @@ std::string cpu_entry(const KernelEntry& k, size_t i, bool) {
 std::string cuda_entry(const KernelEntry& k, size_t i, bool robust) {
   // Only robust pointers need the launch's address (for their reports); __grid_constant__ lets
   // them take it without copying the parameter block to local memory.
-  std::string args = call_args(k, "L.buffers", "L.buffer_bytes",
-                               robust ? "(void*)&L" : "nullptr",
+  std::string args = call_args(k, "L.buffers", "L.buffer_bytes", robust ? "(void*)&L" : "nullptr",
                                "(alloy_dyn_smem + L.tg_param_offset[{}])");
   std::string bounds =
       k.max_total_threads > 0 ? fmt::format("__launch_bounds__({}) ", k.max_total_threads) : "";
@@ -101,6 +100,8 @@ const TargetTraits kCuda{"cuda", "#include \"metal_stdlib.h\"\n#include \"entry.
 
 }  // namespace
 
-const TargetTraits& target_traits(Target t) { return t == Target::cuda ? kCuda : kCpu; }
+const TargetTraits& target_traits(Target t) {
+  return t == Target::cuda ? kCuda : kCpu;
+}
 
 }  // namespace alloy::msl

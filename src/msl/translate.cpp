@@ -73,10 +73,23 @@ const std::map<std::string, std::string, std::less<>>& unsupported_idents() {
 }
 
 const std::set<std::string, std::less<>>& unsupported_attributes() {
-  static const std::set<std::string, std::less<>> s = {
-      "vertex", "fragment", "stage_in", "texture", "sampler", "color", "position",
-      "visible", "intersection", "object", "mesh", "function_constant", "payload",
-      "raster_order_group", "render_target_array_index", "vertex_id", "instance_id"};
+  static const std::set<std::string, std::less<>> s = {"vertex",
+                                                       "fragment",
+                                                       "stage_in",
+                                                       "texture",
+                                                       "sampler",
+                                                       "color",
+                                                       "position",
+                                                       "visible",
+                                                       "intersection",
+                                                       "object",
+                                                       "mesh",
+                                                       "function_constant",
+                                                       "payload",
+                                                       "raster_order_group",
+                                                       "render_target_array_index",
+                                                       "vertex_id",
+                                                       "instance_id"};
   return s;
 }
 
@@ -162,8 +175,10 @@ class Translator {
     int depth = 0;
     for (size_t j = i; j < toks_.size(); ++j) {
       if (toks_[j].kind != TokKind::punct) continue;
-      if (toks_[j].text == open) ++depth;
-      else if (toks_[j].text == close && --depth == 0) return j;
+      if (toks_[j].text == open)
+        ++depth;
+      else if (toks_[j].text == close && --depth == 0)
+        return j;
     }
     return std::string::npos;
   }
@@ -197,11 +212,13 @@ class Translator {
       auto& t = toks_[i];
       if (t.kind != TokKind::ident) continue;
       auto it = unsupported_idents().find(t.text);
-      if (it != unsupported_idents().end()) not_supported(it->second + " ('" + t.text + "')", t.line);
-      if ((t.text == "vertex" || t.text == "fragment") ) {
+      if (it != unsupported_idents().end())
+        not_supported(it->second + " ('" + t.text + "')", t.line);
+      if ((t.text == "vertex" || t.text == "fragment")) {
         size_t n = next(i + 1);
         // `vertex float4 f(...)` / `fragment half4 f(...)`: render stage functions.
-        if (n < toks_.size() && toks_[n].kind == TokKind::ident) not_supported(t.text + " functions", t.line);
+        if (n < toks_.size() && toks_[n].kind == TokKind::ident)
+          not_supported(t.text + " functions", t.line);
       }
     }
   }
@@ -228,7 +245,8 @@ class Translator {
           // `#pragma unroll [N]` and `#pragma clang loop unroll(full|enable|disable|count(N))`.
           std::string count;
           auto c = rest.find("count(");
-          if (c != std::string::npos) count = rest.substr(c + 6, rest.find(')', c) - c - 6);
+          if (c != std::string::npos)
+            count = rest.substr(c + 6, rest.find(')', c) - c - 6);
           else {
             auto u = rest.find("unroll");
             std::string tail = rest.substr(u + 6);
@@ -252,9 +270,12 @@ class Translator {
     for (size_t i = b; i < e; ++i) {
       auto& t = toks_[i];
       if (t.kind != TokKind::punct) continue;
-      if (t.text == "(" || t.text == "[" || t.text == "<" || t.text == "{") ++depth;
-      else if (t.text == ")" || t.text == "]" || t.text == ">" || t.text == "}") --depth;
-      else if (t.text == ">>") depth -= 2;
+      if (t.text == "(" || t.text == "[" || t.text == "<" || t.text == "{")
+        ++depth;
+      else if (t.text == ")" || t.text == "]" || t.text == ">" || t.text == "}")
+        --depth;
+      else if (t.text == ">>")
+        depth -= 2;
       else if (t.text == "," && depth == 0) {
         pieces.push_back({start, i});
         start = i + 1;
@@ -268,7 +289,8 @@ class Translator {
       for (size_t i = pb; i < pe; ++i) {
         if (is_attr_open(i)) {
           size_t c = attr_close(i);
-          if (c == std::string::npos || c >= pe) bad("unterminated attribute in parameter list of '" + fname + "'", toks_[i].line);
+          if (c == std::string::npos || c >= pe)
+            bad("unterminated attribute in parameter list of '" + fname + "'", toks_[i].line);
           attrs.push_back(compact(i + 2, c - 1));
           if (name_end == pe) name_end = i;
           i = c;
@@ -288,10 +310,12 @@ class Translator {
       bool assigned = false;
       for (auto& a : attrs) {
         std::string head = a.substr(0, a.find_first_of(" ("));
-        if (unsupported_attributes().count(head)) not_supported("[[" + a + "]] parameters", toks_[pb].line);
+        if (unsupported_attributes().count(head))
+          not_supported("[[" + a + "]] parameters", toks_[pb].line);
         auto num = [&]() {
           auto l = a.find('('), r = a.rfind(')');
-          if (l == std::string::npos || r == std::string::npos) bad("[[" + a + "]] needs an index", toks_[pb].line);
+          if (l == std::string::npos || r == std::string::npos)
+            bad("[[" + a + "]] needs an index", toks_[pb].line);
           try {
             return std::stoi(a.substr(l + 1, r - l - 1));
           } catch (...) {
@@ -314,12 +338,16 @@ class Translator {
         }
       }
       if (!assigned) {
-        if (is_tg) not_supported("threadgroup parameter '" + p.name + "' without [[threadgroup(n)]]", toks_[pb].line);
+        if (is_tg)
+          not_supported("threadgroup parameter '" + p.name + "' without [[threadgroup(n)]]",
+                        toks_[pb].line);
         p.kind = ParamKind::buffer;
         p.index = -1;
       }
       if (p.kind == ParamKind::buffer && !p.is_pointer && !p.is_reference)
-        bad("kernel parameter '" + p.name + "' must be a pointer or a reference (device T*, constant T&)", toks_[pb].line);
+        bad("kernel parameter '" + p.name +
+                "' must be a pointer or a reference (device T*, constant T&)",
+            toks_[pb].line);
       params.push_back(std::move(p));
     }
     // Metal assigns buffer indices in order to buffer parameters without [[buffer(n)]].
@@ -392,9 +420,11 @@ class Translator {
         std::string a = compact(i + 2, c - 1);
         std::string head = a.substr(0, a.find_first_of(" ("));
         if (head == "kernel") kernel_attr = true;
-        if (head == "vertex" || head == "fragment" || head == "mesh" || head == "object" || head == "visible" || head == "intersection")
+        if (head == "vertex" || head == "fragment" || head == "mesh" || head == "object" ||
+            head == "visible" || head == "intersection")
           not_supported("[[" + head + "]] functions", t.line);
-        if (head == "function_constant") not_supported("function constants ([[function_constant(n)]])", t.line);
+        if (head == "function_constant")
+          not_supported("function constants ([[function_constant(n)]])", t.line);
         blank_range(i, c + 1);
         if (!kernel_attr) {
           i = c;
@@ -431,7 +461,8 @@ class Translator {
       }
       if (j >= toks_.size() || !toks_[j].is("void")) bad("a kernel must return void", t.line);
       size_t nm = next(j + 1);
-      if (nm >= toks_.size() || toks_[nm].kind != TokKind::ident) bad("cannot read kernel name", t.line);
+      if (nm >= toks_.size() || toks_[nm].kind != TokKind::ident)
+        bad("cannot read kernel name", t.line);
       KernelDecl k;
       k.name = toks_[nm].text;
       // Kernel functions cannot be called from Metal code, so renaming them is invisible; it keeps
@@ -445,7 +476,8 @@ class Translator {
         blank_range(po, c + 1);
         po = next(c + 1);
       }
-      if (po >= toks_.size() || !toks_[po].is("(")) bad("cannot read parameters of kernel '" + k.name + "'", t.line);
+      if (po >= toks_.size() || !toks_[po].is("("))
+        bad("cannot read parameters of kernel '" + k.name + "'", t.line);
       size_t pc = match(po, "(", ")");
       if (pc == std::string::npos) bad("unbalanced parentheses in kernel '" + k.name + "'", t.line);
       k.params = parse_params(po + 1, pc, k.name);
@@ -457,9 +489,12 @@ class Translator {
         int depth = 0;
         size_t q = b;
         for (;; --q) {
-          if (toks_[q].is(">")) ++depth;
-          else if (toks_[q].is(">>")) depth += 2;
-          else if (toks_[q].is("<") && --depth == 0) break;
+          if (toks_[q].is(">"))
+            ++depth;
+          else if (toks_[q].is(">>"))
+            depth += 2;
+          else if (toks_[q].is("<") && --depth == 0)
+            break;
           if (q == 0) break;
         }
         size_t tq = prev(q);
@@ -507,12 +542,16 @@ class Translator {
   bool decl_has_const(size_t i) const {
     for (size_t j = i; j-- > 0;) {
       auto& t = toks_[j];
-      if (t.is(";") || t.is("{") || t.is("}") || t.is("(") || t.is(",") || t.kind == TokKind::preproc) break;
+      if (t.is(";") || t.is("{") || t.is("}") || t.is("(") || t.is(",") ||
+          t.kind == TokKind::preproc)
+        break;
       if (t.is("const") || t.is("constexpr")) return true;
     }
     for (size_t j = i + 1; j < toks_.size(); ++j) {
       auto& t = toks_[j];
-      if (t.is(";") || t.is("=") || t.is("(") || t.is(")") || t.is(",") || t.is("{") || t.is("*") || t.is("&")) break;
+      if (t.is(";") || t.is("=") || t.is("(") || t.is(")") || t.is(",") || t.is("{") || t.is("*") ||
+          t.is("&"))
+        break;
       if (t.is("const") || t.is("constexpr")) return true;
     }
     return false;
@@ -530,16 +569,18 @@ class Translator {
       if (t.text == "device" || t.text == "thread") {
         blank(i);
       } else if (t.text == "constant") {
-        if (decl_has_const(i)) blank(i);
-        else t.text = "const";
+        if (decl_has_const(i))
+          blank(i);
+        else
+          t.text = "const";
       } else if (t.text == "threadgroup") {
         rewrite_threadgroup(i);
       }
     }
   }
 
-  // Robust mode: `[const] device T*` / `constant T*` -> alloy_robust::ptr<[const] T>, a pointer that
-  // knows its buffer's extent. Returns false when the qualifier is not on a pointer type.
+  // Robust mode: `[const] device T*` / `constant T*` -> alloy_robust::ptr<[const] T>, a pointer
+  // that knows its buffer's extent. Returns false when the qualifier is not on a pointer type.
   bool rewrite_robust_pointer(size_t i) {
     size_t star = std::string::npos;
     int depth = 0;
@@ -553,14 +594,14 @@ class Translator {
         star = j;
         break;
       }
-      if (t.is(";") || t.is(",") || t.is(")") || t.is("(") || t.is("=") || t.is("&") ||
-          t.is("{") || t.is("[") || t.is("&&"))
+      if (t.is(";") || t.is(",") || t.is(")") || t.is("(") || t.is("=") || t.is("&") || t.is("{") ||
+          t.is("[") || t.is("&&"))
         return false;
     }
     if (star == std::string::npos) return false;
     size_t start = i;
-    for (size_t j = prev(i); j != std::string::npos && (toks_[j].is("const") || toks_[j].is("volatile"));
-         j = prev(j))
+    for (size_t j = prev(i);
+         j != std::string::npos && (toks_[j].is("const") || toks_[j].is("volatile")); j = prev(j))
       start = j;
     std::string pointee;
     bool has_const = false;
@@ -700,9 +741,10 @@ class Translator {
         // Not a call or an assignment target of the rewritten form: only reads are supported.
         toks_[n].text = "template alloy_swizzle<" + idx + ">()";
       }
-      after_swizzle = swz && toks_[n].text.size() >= 2 && toks_[n].text.find('<') == std::string::npos
-                          ? true
-                          : (swz && after_swizzle);
+      after_swizzle =
+          swz && toks_[n].text.size() >= 2 && toks_[n].text.find('<') == std::string::npos
+              ? true
+              : (swz && after_swizzle);
       i = n;
     }
   }

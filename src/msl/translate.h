@@ -16,9 +16,9 @@ enum class ParamKind { buffer, threadgroup, attribute };
 struct KernelParam {
   std::string name;
   ParamKind kind = ParamKind::buffer;
-  int index = -1;          // [[buffer(n)]] / [[threadgroup(n)]]
-  std::string attribute;   // for ParamKind::attribute: e.g. "thread_position_in_grid"
-  std::string type;        // declared type with address spaces, e.g. "const device float*"
+  int index = -1;         // [[buffer(n)]] / [[threadgroup(n)]]
+  std::string attribute;  // for ParamKind::attribute: e.g. "thread_position_in_grid"
+  std::string type;       // declared type with address spaces, e.g. "const device float*"
   bool is_pointer = false;
   bool is_reference = false;  // scalars passed as `constant T&`
   bool is_const = false;
@@ -30,12 +30,12 @@ struct KernelEntry {
   std::string base_name;  // the function template / function name as written
   std::vector<KernelParam> params;
   int max_total_threads = 0;  // [[max_total_threads_per_threadgroup(n)]], 0 if none
-  std::string written;    // the instance as written in the source, e.g. "f<float, 3>"
+  std::string written;        // the instance as written in the source, e.g. "f<float, 3>"
 };
 
 struct TranslateOptions {
   Target target = Target::cpu;
-  std::string label = "kernel";  // kernel name for error messages
+  std::string label = "kernel";           // kernel name for error messages
   std::string filename = "kernel.metal";  // as reported by the compiler (#line)
   /// Robust mode: every device/constant pointer becomes a bounds-checked alloy_robust::ptr<T>.
   bool robust = false;
@@ -45,8 +45,8 @@ struct Translation {
   std::string code;                  // complete translation unit for the target compiler
   std::vector<KernelEntry> kernels;  // entry i is exported as alloy_group_<i>/alloy_thread_<i>
                                      // (CPU) or alloy_entry_<i> (CUDA)
-  bool uses_sync = false;  // barriers / simd functions: the CPU runs the groups as fibers
-  bool uses_simd = false;  // simd/quad functions (lanes are exchanged within simdgroups)
+  bool uses_sync = false;            // barriers / simd functions: the CPU runs the groups as fibers
+  bool uses_simd = false;            // simd/quad functions (lanes are exchanged within simdgroups)
 };
 
 /// Translates a Metal source (a metal_kernel's generated text or a whole library).

@@ -15,22 +15,45 @@ namespace alloy_entry {
 typedef unsigned int u32;
 
 // ---- minimal traits (NVRTC has no standard library) ----
-template <class T> struct remove_ref { typedef T type; };
-template <class T> struct remove_ref<T&> { typedef T type; };
-template <class T> struct is_ptr { static constexpr bool value = false; };
-template <class T> struct is_ptr<T*> { static constexpr bool value = true; };
-template <int I, class... A> struct nth;
-template <class H, class... A> struct nth<0, H, A...> { typedef H type; };
-template <int I, class H, class... A> struct nth<I, H, A...> {
+template <class T>
+struct remove_ref {
+  typedef T type;
+};
+template <class T>
+struct remove_ref<T&> {
+  typedef T type;
+};
+template <class T>
+struct is_ptr {
+  static constexpr bool value = false;
+};
+template <class T>
+struct is_ptr<T*> {
+  static constexpr bool value = true;
+};
+template <int I, class... A>
+struct nth;
+template <class H, class... A>
+struct nth<0, H, A...> {
+  typedef H type;
+};
+template <int I, class H, class... A>
+struct nth<I, H, A...> {
   typedef typename nth<I - 1, A...>::type type;
 };
-template <int I, class F> struct param;
-template <int I, class R, class... A> struct param<I, R (*)(A...)> {
+template <int I, class F>
+struct param;
+template <int I, class R, class... A>
+struct param<I, R (*)(A...)> {
   typedef typename nth<I, A...>::type type;
 };
 
-template <class P> struct robust_traits { static constexpr bool value = false; };
-template <class E> struct robust_traits<alloy_robust::ptr<E>> {
+template <class P>
+struct robust_traits {
+  static constexpr bool value = false;
+};
+template <class E>
+struct robust_traits<alloy_robust::ptr<E>> {
   static constexpr bool value = true;
   typedef E elem;
 };
@@ -52,15 +75,18 @@ ALLOY_FN decltype(auto) arg(F, void* p, unsigned long long bytes, unsigned index
 }
 
 // An attribute value; converts to the parameter's declared type (uint, uint2, uint3, ushort...).
-template <class T> struct attr_conv {
+template <class T>
+struct attr_conv {
   static ALLOY_FN T make(u32 x, u32, u32) { return static_cast<T>(x); }
 };
-template <class E> struct attr_conv<metal::vec<E, 2>> {
+template <class E>
+struct attr_conv<metal::vec<E, 2>> {
   static ALLOY_FN metal::vec<E, 2> make(u32 x, u32 y, u32) {
     return metal::vec<E, 2>(static_cast<E>(x), static_cast<E>(y));
   }
 };
-template <class E> struct attr_conv<metal::vec<E, 3>> {
+template <class E>
+struct attr_conv<metal::vec<E, 3>> {
   static ALLOY_FN metal::vec<E, 3> make(u32 x, u32 y, u32 z) {
     return metal::vec<E, 3>(static_cast<E>(x), static_cast<E>(y), static_cast<E>(z));
   }

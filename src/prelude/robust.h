@@ -35,11 +35,11 @@ struct ptr {
   typedef metal::remove_cv_t<T> value_type;
   static constexpr bool alloy_robust_tag = true;
 
-  T* base = nullptr;       // start of the buffer
-  T* p = nullptr;          // where this pointer points
-  long long count = 0;     // elements in the buffer from base
-  unsigned buffer = ~0u;   // [[buffer(n)]] it came from (~0u: unchecked)
-  void* ctx = nullptr;     // launch context for reports
+  T* base = nullptr;      // start of the buffer
+  T* p = nullptr;         // where this pointer points
+  long long count = 0;    // elements in the buffer from base
+  unsigned buffer = ~0u;  // [[buffer(n)]] it came from (~0u: unchecked)
+  void* ctx = nullptr;    // launch context for reports
   mutable value_type scratch;
 
   ptr() = default;
@@ -50,7 +50,11 @@ struct ptr {
   ALLOY_FN ptr(T* raw) : base(raw), p(raw), count(0x3fffffffffffffffLL), buffer(~0u) {}
   ALLOY_FN ptr(const ptr& o) : base(o.base), p(o.p), count(o.count), buffer(o.buffer), ctx(o.ctx) {}
   ALLOY_FN ptr& operator=(const ptr& o) {
-    base = o.base; p = o.p; count = o.count; buffer = o.buffer; ctx = o.ctx;
+    base = o.base;
+    p = o.p;
+    count = o.count;
+    buffer = o.buffer;
+    ctx = o.ctx;
     return *this;
   }
   /// `device T*` from `device U*` (adding const, or a cast such as (device float4*)x).
@@ -71,13 +75,17 @@ struct ptr {
     return scratch;
   }
   template <class I>
-  ALLOY_FN T& operator[](I i) const { return at(static_cast<long long>(i)); }
+  ALLOY_FN T& operator[](I i) const {
+    return at(static_cast<long long>(i));
+  }
   ALLOY_FN T& operator*() const { return at(0); }
   ALLOY_FN T* operator->() const { return &at(0); }
   /// Decays to a raw pointer (e.g. for atomic functions): checked at this point.
   ALLOY_FN operator T*() const { return &at(0); }
   template <class U>
-  ALLOY_FN explicit operator U*() const { return reinterpret_cast<U*>(p); }
+  ALLOY_FN explicit operator U*() const {
+    return reinterpret_cast<U*>(p);
+  }
   ALLOY_FN explicit operator bool() const { return p != nullptr; }
 
   ALLOY_FN ptr moved(long long d) const {
@@ -85,14 +93,42 @@ struct ptr {
     r.p = p + d;
     return r;
   }
-  template <class I> ALLOY_FN ptr operator+(I d) const { return moved(static_cast<long long>(d)); }
-  template <class I> ALLOY_FN ptr operator-(I d) const { return moved(-static_cast<long long>(d)); }
-  template <class I> ALLOY_FN ptr& operator+=(I d) { p += d; return *this; }
-  template <class I> ALLOY_FN ptr& operator-=(I d) { p -= d; return *this; }
-  ALLOY_FN ptr& operator++() { ++p; return *this; }
-  ALLOY_FN ptr& operator--() { --p; return *this; }
-  ALLOY_FN ptr operator++(int) { ptr r(*this); ++p; return r; }
-  ALLOY_FN ptr operator--(int) { ptr r(*this); --p; return r; }
+  template <class I>
+  ALLOY_FN ptr operator+(I d) const {
+    return moved(static_cast<long long>(d));
+  }
+  template <class I>
+  ALLOY_FN ptr operator-(I d) const {
+    return moved(-static_cast<long long>(d));
+  }
+  template <class I>
+  ALLOY_FN ptr& operator+=(I d) {
+    p += d;
+    return *this;
+  }
+  template <class I>
+  ALLOY_FN ptr& operator-=(I d) {
+    p -= d;
+    return *this;
+  }
+  ALLOY_FN ptr& operator++() {
+    ++p;
+    return *this;
+  }
+  ALLOY_FN ptr& operator--() {
+    --p;
+    return *this;
+  }
+  ALLOY_FN ptr operator++(int) {
+    ptr r(*this);
+    ++p;
+    return r;
+  }
+  ALLOY_FN ptr operator--(int) {
+    ptr r(*this);
+    --p;
+    return r;
+  }
   ALLOY_FN long long operator-(const ptr& o) const { return p - o.p; }
   ALLOY_FN bool operator==(const ptr& o) const { return p == o.p; }
   ALLOY_FN bool operator!=(const ptr& o) const { return p != o.p; }
@@ -100,6 +136,8 @@ struct ptr {
 };
 
 template <class I, class T>
-ALLOY_FN ptr<T> operator+(I d, const ptr<T>& q) { return q + d; }
+ALLOY_FN ptr<T> operator+(I d, const ptr<T>& q) {
+  return q + d;
+}
 
 }  // namespace alloy_robust

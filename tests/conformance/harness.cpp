@@ -29,12 +29,17 @@ void poison(KernelCall& call) {
 
 double tolerance(Dtype dtype) {
   switch (dtype) {
-    case Dtype::float16: return 2e-3;
-    case Dtype::bfloat16: return 1.6e-2;
+    case Dtype::float16:
+      return 2e-3;
+    case Dtype::bfloat16:
+      return 1.6e-2;
     case Dtype::float32:
-    case Dtype::complex64: return 2e-5;
-    case Dtype::float64: return 1e-12;
-    default: return 0;
+    case Dtype::complex64:
+      return 2e-5;
+    case Dtype::float64:
+      return 1e-12;
+    default:
+      return 0;
   }
 }
 
@@ -47,8 +52,9 @@ void expect_close(const Array& actual, const std::vector<double>& expected, doub
   int bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     double e = expected[i], g = got[i];
-    bool ok = std::isnan(e) ? std::isnan(g)
-                            : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
+    bool ok = std::isnan(e)
+                  ? std::isnan(g)
+                  : (std::isinf(e) ? g == e : std::fabs(g - e) <= atol + rtol * std::fabs(e));
     if (!ok && bad++ < 5) ADD_FAILURE() << fmt::format("element {}: got {}, expected {}", i, g, e);
   }
   EXPECT_EQ(bad, 0) << bad << " of " << got.size() << " elements differ";
@@ -143,6 +149,8 @@ std::vector<double> round_to(Dtype dtype, const std::vector<double>& v) {
   return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype, Device::cpu())
       .to_doubles();
 }
-double round_to(Dtype dtype, double v) { return round_to(dtype, std::vector<double>{v})[0]; }
+double round_to(Dtype dtype, double v) {
+  return round_to(dtype, std::vector<double>{v})[0];
+}
 
 }  // namespace conformance

@@ -62,6 +62,8 @@ void expect_table(const Array& out, const std::vector<double>& expected,
 std::vector<double> round_to(Dtype dtype, const std::vector<double>& v);
 double round_to(Dtype dtype, double v);
 /// Rounded to float32.
-inline double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+inline double f32(double v) {
+  return static_cast<double>(static_cast<float>(v));
+}
 
 }  // namespace conformance

@@ -41,9 +41,7 @@ bool report(const char* what, double cold, double warm, double s) {
 }  // namespace
 
 int run_demo(const std::string& which) {
-  Device dev = which == "cpu"   ? Device::cpu()
-               : which == "gpu" ? Device::gpu()
-                                : default_device();
+  Device dev = which == "cpu" ? Device::cpu() : which == "gpu" ? Device::gpu() : default_device();
   if (dev.type == Device::Type::gpu && !gpu_available())
     throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
   fmt::print("Alloy demo on {}{}\n", dev.str(),
@@ -93,7 +91,7 @@ int run_demo(const std::string& which) {
     examples::GridSampleDims d{2, 64, 64, 32, 48, 48};
     std::vector<double> xs(d.B * d.H * d.W * d.C), gs(d.B * d.gH * d.gW * 2),
         cs(d.B * d.gH * d.gW * d.C);
-    for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::cos(i * 0.013) ;
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::cos(i * 0.013);
     for (size_t i = 0; i < gs.size(); ++i) gs[i] = 1.1 * std::sin(i * 0.71);  // some taps outside
     for (size_t i = 0; i < cs.size(); ++i) cs[i] = std::sin(i * 0.29);
     Array x = Array::from_doubles(xs, {d.B, d.H, d.W, d.C}, float32, dev);
@@ -134,8 +132,8 @@ int run_demo(const std::string& which) {
                         score(grads[1].to_doubles(), wg, 1e-3, 1e-3));
     ok &= report("grid_sample backward (atomics)", cold, warm, s);
   }
-  fmt::print("{}\n", ok ? "All example kernels match their float64 references."
-                        : "SOME RESULTS ARE WRONG");
+  fmt::print("{}\n",
+             ok ? "All example kernels match their float64 references." : "SOME RESULTS ARE WRONG");
   return ok ? 0 : 1;
 }
 

@@ -1,8 +1,8 @@
 // The `alloy` command line: demo (example kernels on the best device, checked against
 // references) and translate (the Metal text of a metal_kernel call, or its CPU/CUDA translation).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Alloy: Metal compute kernels on NVIDIA GPUs and CPUs"};
   app.require_subcommand(1);
 
-  auto* demo = app.add_subcommand("demo", "Run the example kernels on the best device and check them");
+  auto* demo =
+      app.add_subcommand("demo", "Run the example kernels on the best device and check them");
   std::string device = "best";
   demo->add_option("--device", device, "best | cpu | gpu");
 

@@ -16,9 +16,9 @@ struct alloy_cuda_oob_record {  // robust mode: one out-of-range access
 };
 
 struct alloy_cuda_launch {
-  void* buffers[ALLOY_CUDA_MAX_BUFFERS];                 // [[buffer(n)]] device pointers
+  void* buffers[ALLOY_CUDA_MAX_BUFFERS];                    // [[buffer(n)]] device pointers
   unsigned long long buffer_bytes[ALLOY_CUDA_MAX_BUFFERS];  // sizes (robust mode)
-  unsigned int grid[3];         // threads per grid
+  unsigned int grid[3];                                     // threads per grid
   unsigned int threadgroup[3];  // threads per threadgroup as dispatched (= blockDim)
   unsigned int groups[3];       // threadgroups per grid (= gridDim)
   unsigned int num_buffers;
