@@ -698,3 +698,35 @@ TEST(Library, CompilesWithNvrtc) {
 }
 
 }  // namespace
+
+namespace {
+// Robust mode on library kernels (DESIGN.md §2): out-of-range reads give 0, writes are dropped,
+// reports name the kernel parameter.
+TEST(Library, RobustModeReportsParameterNames) {
+  const char* src = R"(
+#include <metal_stdlib>
+using namespace metal;
+[[kernel]] void shift(const device float* src [[buffer(0)]], device float* dst [[buffer(1)]],
+                      uint i [[thread_position_in_grid]]) {
+  dst[i] = src[i + 2];
+}
+)";
+  conformance::for_each_device([&](Device dev) {
+    LibraryOptions opt;
+    opt.robust = true;
+    opt.name = "robust_lib";
+    Library lib = compile_library(src, opt);
+    Array in = Array::from_doubles({1, 2, 3, 4}, {4}, float32, dev);
+    Array out = Array::from_doubles({9, 9, 9, 9}, {4}, float32, dev);
+    take_out_of_range_reports();
+    auto r = lib("shift", {in, out}, dispatch({4, 1, 1}, {4, 1, 1}, dev));
+    conformance::expect_equal(r[0], {3, 4, 0, 0});
+    auto reports = take_out_of_range_reports();
+    ASSERT_EQ(reports.size(), 2u);
+    for (auto& rep : reports) {
+      EXPECT_EQ(rep.buffer, "src");
+      EXPECT_TRUE(rep.index == 4 || rep.index == 5) << rep.index;
+    }
+  });
+}
+}  // namespace

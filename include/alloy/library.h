@@ -112,6 +112,9 @@ struct LibraryOptions {
   std::optional<bool> fallback;
   /// Check mode for every call (default: ALLOY_CHECK=1 in the environment).
   std::optional<bool> check;
+  /// Robust mode for every kernel of the library (also ALLOY_ROBUST=1): bounds-checked buffer
+  /// accesses, reported like metal_kernel's (take_out_of_range_reports), naming the parameter.
+  bool robust = false;
   /// Name of the library in messages.
   std::string name = "library";
 };

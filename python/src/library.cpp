@@ -229,6 +229,9 @@ Args:
     omitted outputs, as a fallback when the kernel cannot run on the device (with a one-time
     warning), and by check mode.
   math_mode (str): ``"safe"`` (default), ``"relaxed"`` or ``"fast"``.
+  robust (bool): Bounds-checked buffer accesses for every kernel (also ``ALLOY_ROBUST=1``):
+      out-of-range reads give 0, writes are dropped, and each is reported
+      (``alloy.take_out_of_range_reports()``) naming the kernel parameter.
   fallback (bool, optional): Run the reference when a kernel cannot be compiled or launched
     (default: True unless ``ALLOY_FALLBACK=0``).
   check (bool, optional): Check mode for every call: the kernel and its reference both run and
@@ -397,10 +400,11 @@ void bind_library(nb::module_& m) {
       "compile_shader",
       [](const std::string& source, nb::handle template_dtypes, nb::handle references,
          const std::string& math_mode, nb::handle fallback, nb::handle check,
-         const std::string& name) {
+         const std::string& name, bool robust) {
         LibraryOptions o;
         o.math_mode = math_mode;
         o.name = name;
+        o.robust = robust;
         if (!template_dtypes.is_none()) {
           if (!nb::isinstance<nb::dict>(template_dtypes))
             bad("expected `template_dtypes` to be a dict {argument: placeholder}", template_dtypes);
@@ -420,10 +424,11 @@ void bind_library(nb::module_& m) {
       nb::arg("source"), nb::arg("template_dtypes") = nb::none(),
       nb::arg("references") = nb::none(), nb::arg("math_mode") = "safe",
       nb::arg("fallback") = nb::none(), nb::arg("check") = nb::none(), nb::arg("name") = "library",
+      nb::arg("robust") = false,
       nb::sig("def compile_shader(source: str, template_dtypes: dict[str, str] | None = None, "
               "references: dict[str, Callable[..., object]] | None = None, math_mode: str = "
               "'safe', fallback: bool | None = None, check: bool | None = None, name: str = "
-              "'library') -> Library"),
+              "'library', robust: bool = False) -> Library"),
       kCompileShaderDoc);
 }
 

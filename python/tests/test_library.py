@@ -263,3 +263,23 @@ def test_check_mode(device, rng, monkeypatch):
     monkeypatch.setenv("ALLOY_CHECK", "1")
     with pytest.raises(alloy.CheckError):
         run(lib.twice, device, x, nan(64))
+
+
+def test_robust_library_reports_parameter_names():
+    src = """
+#include <metal_stdlib>
+using namespace metal;
+[[kernel]] void shift(const device float* src [[buffer(0)]], device float* dst [[buffer(1)]],
+                      uint i [[thread_position_in_grid]]) {
+  dst[i] = src[i + 2];
+}
+"""
+    lib = alloy.compile_shader(src, robust=True, name="robust_py")
+    alloy.take_out_of_range_reports()
+    src_arr = alloy.array(np.array([1, 2, 3, 4], dtype=np.float32))
+    dst_arr = alloy.array(np.full(4, 9, dtype=np.float32))
+    out = lib.shift(src_arr, dst_arr, threads=[4, 1, 1], group_size=[4, 1, 1], stream=alloy.cpu)
+    assert np.asarray(out).tolist() == [3, 4, 0, 0]
+    reports = alloy.take_out_of_range_reports()
+    assert len(reports) == 2
+    assert all(r["buffer"] == "src" for r in reports)

@@ -177,16 +177,9 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
     cpu::OobLog oob;
     if (robust_) opts.oob = &oob;
     cpu::run(L, k.cpu_group, k.cpu_thread, program->uses_sync(), opts);
-    if (robust_ && oob.count() > 0) {
-      std::vector<OutOfRangeAccess> kept;
-      for (auto& r : oob.reports())
-        kept.push_back({spec_->name,
-                        buffer_name(*spec_, bindings, r.buffer),
-                        r.index,
-                        {r.thread_position_in_grid[0], r.thread_position_in_grid[1],
-                         r.thread_position_in_grid[2]}});
-      add_out_of_range(spec_->name, oob.count(), std::move(kept));
-    }
+    if (robust_)
+      collect_cpu_reports(spec_->name, oob,
+                          [&](uint32_t b) { return buffer_name(*spec_, bindings, b); });
   } catch (const std::invalid_argument&) {
     throw;
   } catch (const Error&) {
@@ -275,34 +268,12 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
                     "a threadgroup ({}, {}, {}) that is partial in x (grid x = {}) "
                     "and spans y/z; on CUDA make grid x a multiple of threadgroup x",
                     spec_->name, L.threadgroup[0], L.threadgroup[1], L.threadgroup[2], L.grid[0]));
-  // Robust mode: the kernel appends out-of-range records to a small device log, read back after
-  // the launch (robust mode is for debugging: it synchronizes).
-  constexpr unsigned kOobCapacity = 64;
-  std::shared_ptr<Buffer> oob;
-  if (robust_) {
-    size_t bytes = 16 + kOobCapacity * sizeof(alloy_cuda_oob_record);
-    oob = gpu_backend()->allocate(bytes);
-    gpu_backend()->fill(oob->ptr, 16, 0, 4);
-    L.oob_count = static_cast<unsigned*>(oob->ptr);
-    L.oob_records = reinterpret_cast<alloy_cuda_oob_record*>(static_cast<char*>(oob->ptr) + 16);
-    L.oob_capacity = kOobCapacity;
-  }
+  // Robust mode: the kernel appends out-of-range records to a small device log.
+  GpuOobLog oob;
+  if (robust_) oob.attach(L);
   launch_gpu(k, L, 0, spec_->name);
-  if (robust_) {
-    unsigned count = 0;
-    gpu_backend()->copy_to_host(&count, oob->ptr, 4);
-    if (count > 0) {
-      std::vector<alloy_cuda_oob_record> recs(std::min(count, kOobCapacity));
-      gpu_backend()->copy_to_host(recs.data(), L.oob_records, recs.size() * sizeof(recs[0]));
-      std::vector<OutOfRangeAccess> kept;
-      for (auto& r : recs)
-        kept.push_back({spec_->name,
-                        buffer_name(*spec_, bindings, r.buffer),
-                        r.index,
-                        {r.thread[0], r.thread[1], r.thread[2]}});
-      add_out_of_range(spec_->name, count, std::move(kept));
-    }
-  }
+  if (robust_)
+    oob.collect(spec_->name, L, [&](uint32_t b) { return buffer_name(*spec_, bindings, b); });
   // `in` copies and `params` may be released now: the CUDA allocator frees stream-ordered, so
   // their memory is reused only by work enqueued after this launch.
 }

@@ -27,6 +27,7 @@
 #include "kernel/gpu_program.h"
 #include "kernel/program.h"
 #include "kernel/reference.h"
+#include "kernel/robust_reports.h"
 #include "msl/macros.h"
 #include "msl/translate.h"
 
@@ -541,6 +542,7 @@ struct LibraryState {
   std::mutex build_mu;  // one build at a time
 
   bool fallback() const { return options.fallback.value_or(kernel::fallback_from_env()); }
+  bool robust() const { return options.robust || robust_by_default(); }
 
   const LibraryKernelSlot* find(std::string_view name) const {
     for (auto& k : kernels)
@@ -612,6 +614,7 @@ struct LibraryState {
   std::shared_ptr<LibraryBuild> build(msl::Target target,
                                       const std::map<std::string, std::string>& types) {
     std::string key = target == msl::Target::cuda ? "cuda" : "cpu";
+    if (robust()) key += "|robust";
     for (auto& [ph, t] : types) key += "|" + ph + "=" + t;
     {
       std::lock_guard lock(mu);
@@ -634,7 +637,7 @@ struct LibraryState {
       map.msl = render(types, stubbed);
       map.user_text = true;
       try {
-        b->program = kernel::Program::build(map, target, options.math_mode);
+        b->program = kernel::Program::build(map, target, options.math_mode, robust());
         break;
       } catch (const std::exception& e) {
         auto ep = std::current_exception();
@@ -706,6 +709,7 @@ namespace {
 constexpr uint64_t kMaxThreadgroupMemory = 32 << 10;  // Metal's guaranteed threadgroup memory
 
 struct Binding {
+  std::string name;          // the parameter's name (robust-mode reports)
   bool threadgroup = false;  // [[threadgroup(n)]] (else [[buffer(n)]])
   int index = 0;             // n
   int input = -1;            // read-only buffer or scalar: the primitive's input
@@ -730,6 +734,13 @@ class LibraryKernelOp : public Primitive {
     Dims threads{1, 1, 1}, group{1, 1, 1};
     ReferenceFn reference;  // for launch-time fallback
     bool fallback = false;
+    bool robust = false;
+
+    std::string buffer_name(uint32_t buffer) const {
+      for (auto& b : bindings)
+        if (!b.threadgroup && b.index == static_cast<int>(buffer)) return b.name;
+      return fmt::format("buffer({})", buffer);
+    }
   };
   explicit LibraryKernelOp(State s) : s_(std::move(s)) {}
 
@@ -824,7 +835,11 @@ class LibraryKernelOp : public Primitive {
     try {
       cpu::ExecOptions opts;
       opts.kernel = s_.label;
+      cpu::OobLog oob;
+      if (s_.robust) opts.oob = &oob;
       cpu::run(L, k.cpu_group, k.cpu_thread, s_.program->uses_sync(), opts);
+      if (s_.robust)
+        collect_cpu_reports(s_.label, oob, [&](uint32_t b) { return s_.buffer_name(b); });
     } catch (const std::invalid_argument&) {
       throw;
     } catch (const Error&) {
@@ -856,7 +871,10 @@ class LibraryKernelOp : public Primitive {
       L.threadgroup[d] = static_cast<unsigned>(s_.group[d]);
       L.groups[d] = (L.grid[d] + L.threadgroup[d] - 1) / L.threadgroup[d];
     }
+    GpuOobLog oob;
+    if (s_.robust) oob.attach(L);
     launch_gpu(k, L, smem, s_.label);
+    if (s_.robust) oob.collect(s_.label, L, [&](uint32_t b) { return s_.buffer_name(b); });
   }
 };
 
@@ -1042,6 +1060,7 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
 
   LibraryKernelOp::State st;
   st.label = label;
+  st.robust = s->robust();
   std::vector<Array> inputs;
   std::vector<Array> ref_args(data.size());
   struct Out {
@@ -1072,6 +1091,7 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
     }
     const auto& v = args[k].value();
     Binding b;
+    b.name = p.name;
     b.index = p.index;
     if (auto* a0 = std::get_if<Array>(&v)) {
       if (!a0->valid()) bad_arg(info, k, p, "the array is invalid (empty handle)");
