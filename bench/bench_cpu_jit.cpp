@@ -172,27 +172,10 @@ void BM_CpuJitWarmDisk(benchmark::State& state) {
   } catch (const std::exception& e) {
     return state.SkipWithError((std::string("CPU JIT failed: ") + e.what()).c_str());
   }
-  PairTimes t;
-  double disk_hits = 0;
-  for (auto _ : state) {
-    ChildResult r =
-        run_child("cpu-warm", {{"ALLOY_BENCH_BODY_FILE", (work / "body.metal").string()},
-                               {"ALLOY_BENCH_PEER_SO", (work / "peer.so").string()}});
-    if (!r.ok) {
-      state.SkipWithError(("child process failed: " + r.error).c_str());
-      break;
-    }
-    t.alloy += r.alloy_s;
-    t.peer += r.peer_s;
-    disk_hits += r.disk_hits;
-    ++t.n;
-    state.SetIterationTime(r.alloy_s);
-  }
-  std::error_code ec;
-  fs::remove_all(work, ec);
-  t.report(state, "dlopen", /*cost=*/true);
-  state.counters["target_ms"] = 1.0;
-  if (t.n) state.counters["disk_hits_per_iter"] = disk_hits / t.n;
+  time_warm_children(state, "cpu-warm",
+                     {{"ALLOY_BENCH_BODY_FILE", (work / "body.metal").string()},
+                      {"ALLOY_BENCH_PEER_SO", (work / "peer.so").string()}},
+                     work, "dlopen");
 }
 BENCHMARK(BM_CpuJitWarmDisk)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
 

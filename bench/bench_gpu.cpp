@@ -605,27 +605,10 @@ void BM_GpuWarmDisk(benchmark::State& state) {
   } catch (const std::exception& e) {
     return state.SkipWithError((std::string("setup failed: ") + e.what()).c_str());
   }
-  PairTimes t;
-  double disk_hits = 0;
-  for (auto _ : state) {
-    ChildResult r =
-        run_child("gpu-warm", {{"ALLOY_BENCH_BODY_FILE", (work / "body.metal").string()},
-                               {"ALLOY_BENCH_PEER_CUBIN", (work / "peer.cubin").string()}});
-    if (!r.ok) {
-      state.SkipWithError(("child process failed: " + r.error).c_str());
-      break;
-    }
-    t.alloy += r.alloy_s;
-    t.peer += r.peer_s;
-    disk_hits += r.disk_hits;
-    ++t.n;
-    state.SetIterationTime(r.alloy_s);
-  }
-  std::error_code ec;
-  fs::remove_all(work, ec);
-  t.report(state, "hand_first_launch", /*cost=*/true);
-  state.counters["target_ms"] = 1;
-  if (t.n) state.counters["disk_hits_per_iter"] = disk_hits / t.n;
+  time_warm_children(state, "gpu-warm",
+                     {{"ALLOY_BENCH_BODY_FILE", (work / "body.metal").string()},
+                      {"ALLOY_BENCH_PEER_CUBIN", (work / "peer.cubin").string()}},
+                     work, "hand_first_launch");
 }
 BENCHMARK(BM_GpuWarmDisk)->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
 
