@@ -113,7 +113,9 @@ struct thread_ids {
   u32 lid;        // linear index in the group, x fastest, over the actual size
 
   ALLOY_FN bool outside_grid() const {
-    return local[0] >= gsize[0] || local[1] >= gsize[1] || local[2] >= gsize[2];
+    // Global position >= grid in some dimension (non-short-circuit: no branches).
+    return (gpos[0] * tg[0] + local[0] >= grid[0]) | (gpos[1] * tg[1] + local[1] >= grid[1]) |
+           (gpos[2] * tg[2] + local[2] >= grid[2]);
   }
   ALLOY_FN attr thread_position_in_grid() const {
     return {gpos[0] * tg[0] + local[0], gpos[1] * tg[1] + local[1], gpos[2] * tg[2] + local[2]};
@@ -175,13 +177,17 @@ __device__ __forceinline__ thread_ids cuda_ids(const alloy_cuda_launch& L) {
   thread_ids t;
   const u32 b[3] = {blockIdx.x, blockIdx.y, blockIdx.z};
   const u32 l[3] = {threadIdx.x, threadIdx.y, threadIdx.z};
+  // The launch makes blockDim = L.threadgroup and gridDim = L.groups; the special registers are
+  // cheaper than parameter loads.
+  const u32 bd[3] = {blockDim.x, blockDim.y, blockDim.z};
+  const u32 gd[3] = {gridDim.x, gridDim.y, gridDim.z};
   for (int d = 0; d < 3; ++d) {
     t.grid[d] = L.grid[d];
-    t.tg[d] = L.threadgroup[d];
-    t.groups[d] = L.groups[d];
+    t.tg[d] = bd[d];
+    t.groups[d] = gd[d];
     t.gpos[d] = b[d];
-    u32 left = L.grid[d] - b[d] * L.threadgroup[d];
-    t.gsize[d] = left < L.threadgroup[d] ? left : L.threadgroup[d];
+    u32 left = L.grid[d] - b[d] * bd[d];
+    t.gsize[d] = left < bd[d] ? left : bd[d];
     t.local[d] = l[d];
   }
   t.lid = l[0] + t.gsize[0] * (l[1] + t.gsize[1] * l[2]);
