@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -93,8 +94,14 @@ struct ShapeParams {
   std::vector<std::vector<int64_t>> strides;
   std::vector<int32_t> ndims;
 };
-ShapeParams shape_params(const std::vector<Array>& inputs) {
+ShapeParams shape_params(const std::vector<Array>& inputs,
+                         const std::vector<msl::Binding>& bindings) {
   ShapeParams p;
+  // Only kernels whose body names `x_shape` / `x_strides` / `x_ndim` get them.
+  if (std::none_of(bindings.begin(), bindings.end(), [](const msl::Binding& b) {
+        return b.kind != msl::BindingKind::input && b.kind != msl::BindingKind::output;
+      }))
+    return p;
   for (auto& a : inputs) {
     p.shapes.emplace_back(a.shape().begin(), a.shape().end());
     p.strides.emplace_back(a.strides().begin(), a.strides().end());
@@ -131,7 +138,7 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
   std::vector<Array> in = prepare_inputs(*spec_, inputs);
   if (init_value_)
     for (auto& o : outputs) fill_value(o, *init_value_);
-  ShapeParams sp = shape_params(in);
+  ShapeParams sp = shape_params(in, variant_->generated.bindings);
   const auto& bindings = variant_->generated.bindings;
   std::vector<void*> buffers(bindings.size());
   std::vector<uint64_t> sizes(bindings.size());
@@ -203,7 +210,7 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
                     "are supported on the GPU",
                     spec_->name, bindings.size(), ALLOY_CUDA_MAX_BUFFERS));
   // Shape/strides/ndim parameters are packed into one small device buffer per launch.
-  ShapeParams sp = shape_params(in);
+  ShapeParams sp = shape_params(in, variant_->generated.bindings);
   std::vector<uint8_t> packed;
   std::vector<std::pair<size_t, size_t>> where(bindings.size(), {SIZE_MAX, 0});
   auto pack = [&](size_t i, const void* p, size_t n) {
@@ -333,7 +340,9 @@ std::vector<msl::SignatureInput> signature_inputs(const std::vector<Array>& inpu
   return s;
 }
 
-std::string variant_key(const std::vector<Array>& inputs, const KernelCall& call, Device dev) {
+// What changes the generated Metal text: input dtypes and kinds (scalar / < 8 elements / array),
+// output dtypes and template arguments. (The device does not: a variant compiles per target.)
+std::string variant_key(const std::vector<Array>& inputs, const KernelCall& call) {
   std::string key;
   key.reserve(64);
   for (auto& a : inputs) {
@@ -354,7 +363,6 @@ std::string variant_key(const std::vector<Array>& inputs, const KernelCall& call
       key += "i" + std::to_string(std::get<int>(v));
     key += ',';
   }
-  (void)dev;
   return key;
 }
 
@@ -435,7 +443,7 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
           "(Metal has no double)");
 
   // The compiled variant for these dtypes / template args (generated once per kernel object).
-  std::string key = variant_key(inputs, call, dev);
+  std::string key = variant_key(inputs, call);
   std::shared_ptr<kernel::KernelVariant> variant;
   {
     std::lock_guard lock(variants_->mu);
