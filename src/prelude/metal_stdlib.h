@@ -10,6 +10,7 @@
 
 // Order matters: each header uses the ones before it.
 // clang-format off
+#include "half_bits.h"
 #include "metal/traits.h"
 #include "metal/types.h"
 #include "metal/vector.h"
