@@ -387,3 +387,49 @@ TEST(MetalKernel, NvrtcCompileErrorPointsAtUserLine) {
   }
 }
 }  // namespace
+
+namespace {
+TEST(MetalKernel, GpuRequestWithoutGpuIsInvalidArgument) {
+  if (gpu_available()) GTEST_SKIP() << "a GPU is present: the no-GPU error cannot occur";
+  auto k = metal_kernel("nogpu", {"a"}, {"out"}, "out[0] = a[0];");
+  KernelCall call;
+  call.output_shapes = {{1}};
+  call.output_dtypes = {float32};
+  call.device = Device::gpu();
+  EXPECT_THROW(k({Array::from_doubles({1}, {1}, float32, Device::cpu())}, call),
+               std::invalid_argument);
+}
+
+// Errors that only the GPU can raise; they run on the GPU machine (scripts/device-test.sh).
+TEST(MetalKernel, GpuOnlyErrors) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA GPU: these errors are raised on the GPU only";
+  auto k = metal_kernel("f64", {"a"}, {"out"}, "out[0] = a[0];");
+  KernelCall call;
+  call.output_shapes = {{1}};
+  call.output_dtypes = {float32};
+  call.device = Device::gpu();
+  // Metal has no double.
+  EXPECT_THROW(k({Array::from_doubles({1}, {1}, float64, Device::cpu())}, call),
+               std::invalid_argument);
+  // simd functions in a group that is partial in x and spans y: CUDA warps differ from Metal's
+  // simdgroups there, so Alloy refuses rather than compute something else.
+  auto s = metal_kernel("simd2d", {"a"}, {"out"}, R"(
+      uint2 p = thread_position_in_grid.xy;
+      out[p.y * 10 + p.x] = simd_sum(a[p.y * 10 + p.x]);
+  )");
+  KernelCall c2;
+  c2.output_shapes = {{40}};
+  c2.output_dtypes = {float32};
+  c2.grid = {10, 4, 1};
+  c2.threadgroup = {8, 4, 1};
+  c2.device = Device::gpu();
+  auto out = s({random_uniform({40}, float32, -1, 1, 3, Device::gpu())}, c2)[0];
+  try {
+    out.eval();
+    FAIL() << "expected NotSupported";
+  } catch (const NotSupported& e) {
+    EXPECT_EQ(e.kernel(), "simd2d");
+    EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos);
+  }
+}
+}  // namespace

@@ -176,8 +176,8 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
   for (int d = 0; d < 3; ++d) {
     L.grid[d] = static_cast<uint32_t>(grid_[d]);
     L.threadgroup[d] = static_cast<uint32_t>(tg[d]);
-    L.groups[d] = (L.grid[d] + L.threadgroup[d] - 1) / L.threadgroup[d];
   }
+  cpu::set_groups(L);
   try {
     cpu::ExecOptions opts;
     opts.kernel = spec_->name;
