@@ -151,7 +151,7 @@ struct DirectKernel {
     for (auto& a : inputs) sig.push_back({"", a.dtype(), a.ndim(), a.size()});
     gen = msl::write_kernel_source(k.spec(), sig, call.output_dtypes, call.template_args);
     program = kernel::Program::build(kernel::call_source_map(k.spec(), gen.source), target,
-                                     k.spec().math_mode);
+                                     k.spec().math_mode, kernel::call_bind_options(gen, false));
   }
 };
 

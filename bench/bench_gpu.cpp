@@ -38,6 +38,7 @@
 #include "cache/compile_cache.h"
 #include "core/gpu_backend.h"
 #include "example_kernels.h"
+#include "kernel/gpu_program.h"
 
 namespace {
 
@@ -175,62 +176,24 @@ class Events {
 };
 
 // A translated metal_kernel function launched directly (no array graph): the alloy_cuda_launch of
-// one call, with the shape/strides/ndim parameters packed once in a device buffer.
+// one call, bound once the way metal_kernel binds it (kernel::bind_gpu_call).
 struct GpuDispatch {
   DirectKernel dk;
-  const cuda::Function* fn = nullptr;
   alloy_cuda_launch L{};
   std::shared_ptr<Buffer> params;
 
   GpuDispatch(const MetalKernel& k, const std::vector<Array>& inputs, const KernelCall& call,
               const std::vector<Array>& outputs)
       : dk(k, inputs, call, msl::Target::cuda) {
-    fn = static_cast<const cuda::Function*>(dk.program->kernels().front().gpu.get());
-    const auto& b = dk.gen.bindings;
-    std::vector<uint8_t> packed;
-    std::vector<std::pair<size_t, size_t>> where(b.size());
-    auto pack = [&](size_t i, const void* p, size_t n) {
-      size_t off = (packed.size() + 15) / 16 * 16;
-      packed.resize(off + n);
-      std::memcpy(packed.data() + off, p, n);
-      where[i] = {off, n};
-    };
-    for (size_t i = 0; i < b.size(); ++i) {
-      if (b[i].kind == msl::BindingKind::input || b[i].kind == msl::BindingKind::output) continue;
-      const Array& a = inputs[b[i].index];
-      std::vector<int32_t> shape(a.shape().begin(), a.shape().end());
-      std::vector<int64_t> strides(a.strides().begin(), a.strides().end());
-      int32_t ndim = a.ndim();
-      if (b[i].kind == msl::BindingKind::input_shape) pack(i, shape.data(), shape.size() * 4);
-      if (b[i].kind == msl::BindingKind::input_strides) pack(i, strides.data(), strides.size() * 8);
-      if (b[i].kind == msl::BindingKind::input_ndim) pack(i, &ndim, 4);
-    }
-    if (!packed.empty()) {
-      params = gpu_backend()->allocate(packed.size());
-      gpu_backend()->copy_to_device(params->ptr, packed.data(), packed.size());
-    }
-    L.num_buffers = static_cast<unsigned>(b.size());
-    for (size_t i = 0; i < b.size(); ++i) {
-      if (b[i].kind == msl::BindingKind::input) {
-        L.buffers[i] = dptr(inputs[b[i].index]);
-        L.buffer_bytes[i] = inputs[b[i].index].nbytes();
-      } else if (b[i].kind == msl::BindingKind::output) {
-        L.buffers[i] = dptr(outputs[b[i].index]);
-        L.buffer_bytes[i] = outputs[b[i].index].nbytes();
-      } else {
-        L.buffers[i] = static_cast<char*>(params->ptr) + where[i].first;
-        L.buffer_bytes[i] = where[i].second;
-      }
-    }
+    params = kernel::bind_gpu_call(L, dk.gen.bindings, inputs, outputs);
     for (int d = 0; d < 3; ++d) {
       L.grid[d] = static_cast<unsigned>(call.grid[d]);
       L.threadgroup[d] =
           static_cast<unsigned>(std::max(1, std::min(call.threadgroup[d], call.grid[d])));
-      L.groups[d] = ceil_div(L.grid[d], L.threadgroup[d]);
     }
   }
 
-  void launch() const { cuda::launch(*gpu(), *fn, L, 0, "bench_direct"); }
+  void launch() { kernel::launch_gpu(dk.program->kernels().front(), L, 0, "bench_direct"); }
 };
 
 KernelCall gpu_call(const Shape& out_shape, int grid, int tg) {

@@ -5,7 +5,8 @@
 # The GPU machine has no package registry: the Debian -dev packages Alloy builds against travel as
 # .deb files in .dev/debs (fetched here with scripts/fetch-device-debs.sh) and are unpacked into a
 # private prefix, never into /.
-#   usage: scripts/device-test.sh [tests|bench|all]   (default all)
+#   usage: scripts/device-test.sh [tests|cpp|bench|all]   (default all; cpp: C++ tests + GPU
+#   benchmarks, no Python). BENCH_FILTER selects benchmarks (Google Benchmark regex).
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-/tmp/alloy-out}
@@ -28,13 +29,13 @@ cmake -S . -B build-gpu $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$DEP
 cmake --build build-gpu -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -40; exit 1; }
 echo "== built"
 rc=0
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = cpp ]; then
   echo "== C++ tests (GPU present: CUDA variants run)"
   ./build-gpu/alloy_tests --gtest_brief=1 > "$OUT/tests.log" 2>&1; rc=$?
   grep -E "^\[  FAILED|^\[  PASSED|^\[  SKIPPED|tests ran" "$OUT/tests.log" | tail -40
   echo "== demo on the GPU"
   ./build-gpu/alloy demo --device gpu 2>&1 | tee "$OUT/demo.log"
-  if [ -f pyproject.toml ]; then
+  if [ -f pyproject.toml ] && [ "$what" != cpp ]; then
     echo "== Python tests"
     python3 -m pip install -q --no-build-isolation --no-deps . \
       -Ccmake.define.CMAKE_PREFIX_PATH=$DEPS/usr -Ccmake.define.XXHASH_INCLUDE_DIR=$DEPS/usr/include \
@@ -42,11 +43,11 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     (cd python && python3 -X faulthandler -m pytest -q -rfE tests > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log")
   fi
 fi
-if [ "$what" = bench ] || [ "$what" = all ]; then
+if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = cpp ]; then
   echo "== benchmarks"
-  ./build-gpu/alloy_bench --benchmark_counters_tabular=true --benchmark_out="$OUT/bench.json" \
+  ./build-gpu/alloy_bench --benchmark_filter="${BENCH_FILTER:-.}" --benchmark_counters_tabular=true --benchmark_out="$OUT/bench.json" \
     --benchmark_out_format=json > "$OUT/bench.txt" 2>&1
   cat "$OUT/bench.txt" | tail -60
-  [ -f python/bench/bench_overhead.py ] && python3 python/bench/bench_overhead.py 2>&1 | tee "$OUT/py_bench.txt"
+  [ -f python/bench/bench_overhead.py ] && [ "$what" != cpp ] && python3 python/bench/bench_overhead.py 2>&1 | tee "$OUT/py_bench.txt"
 fi
 exit $rc

@@ -173,3 +173,49 @@ TEST(Lexer, RoundTripsEveryCharacter) {
 }
 
 }  // namespace
+
+// CUDA entries of kernels whose buffers never alias (metal_kernel) take them as restrict
+// parameters and, when their threads share nothing, run four threadgroups per block; small
+// (shape) buffers stay in the launch block. Libraries, robust mode and the CPU get none of it.
+TEST(Translate, CudaEntryLayout) {
+  TranslateOptions o;
+  o.target = Target::cuda;
+  o.distinct_buffers = true;
+  o.small_buffers = {2};
+  auto t = translate(kLibrary, o);
+  ASSERT_EQ(t.kernels.size(), 3u);
+  // `scale`'s constant float& comes from buffer 2, the small one.
+  EXPECT_EQ(t.kernels[0].param_buffers, (std::vector<int>{0, 1}));
+  EXPECT_NE(t.code.find("const void* __restrict__ alloy_b0, void* __restrict__ alloy_b1)"),
+            std::string::npos);
+  EXPECT_NE(t.code.find("::alloy_entry::cuda_small_buffer(L, 2)"), std::string::npos);
+  // The module has a barrier and threadgroup memory (decided per module): one group per block.
+  EXPECT_EQ(t.kernels[0].coarsen, 1);
+  EXPECT_EQ(t.kernels[1].coarsen, 1);
+  EXPECT_EQ(t.kernels[1].param_buffers, (std::vector<int>{0, 1}));
+
+  const char* independent = R"(
+[[kernel]] void f(const device float* a [[buffer(0)]], device float* b [[buffer(1)]],
+                  uint i [[thread_position_in_grid]]) { b[i] = a[i]; })";
+  auto ti = translate(independent, o);
+  EXPECT_EQ(ti.kernels[0].coarsen, 4);
+  EXPECT_NE(ti.code.find("cuda_groups_whole(L, 4)"), std::string::npos);
+  for (auto variant : {0, 1, 2}) {
+    TranslateOptions v = o;
+    if (variant == 0) v.distinct_buffers = false;  // a library
+    if (variant == 1) v.robust = true;
+    if (variant == 2) v.target = Target::cpu;
+    auto k = translate(independent, v).kernels[0];
+    EXPECT_EQ(k.coarsen, 1) << variant;
+    EXPECT_TRUE(k.param_buffers.empty()) << variant;
+  }
+  const char* with_simd = R"(
+[[kernel]] void f(const device float* a [[buffer(0)]], device float* b [[buffer(1)]],
+                  uint i [[thread_position_in_grid]]) { b[i] = simd_sum(a[i]); })";
+  EXPECT_EQ(translate(with_simd, o).kernels[0].coarsen, 1);
+  const char* with_tg_param = R"(
+[[kernel]] void f(const device float* a [[buffer(0)]], device float* b [[buffer(1)]],
+                  threadgroup float* s [[threadgroup(0)]],
+                  uint i [[thread_position_in_grid]]) { b[i] = a[i]; })";
+  EXPECT_EQ(translate(with_tg_param, o).kernels[0].coarsen, 1);
+}

@@ -37,8 +37,20 @@ namespace kernel {
 std::shared_ptr<Program> KernelVariant::program(msl::Target target, bool robust) {
   auto& slot = programs[target == msl::Target::cuda ? 1 : 0][robust ? 1 : 0];
   std::lock_guard lock(mu);
-  if (!slot) slot = Program::build(map, target, math_mode, robust);
+  if (!slot) slot = Program::build(map, target, math_mode, call_bind_options(generated, robust));
   return slot;
+}
+
+BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust) {
+  BindOptions b;
+  b.robust = robust;
+  b.distinct_buffers = true;
+  for (size_t i = 0; i < generated.bindings.size(); ++i) {
+    auto kind = generated.bindings[i].kind;
+    if (kind != msl::BindingKind::input && kind != msl::BindingKind::output)
+      b.small_buffers.push_back(static_cast<int>(i));
+  }
+  return b;
 }
 
 namespace {
@@ -132,6 +144,67 @@ std::vector<Array> prepare_inputs(const KernelSpec& spec, const std::vector<Arra
 }
 }  // namespace
 
+std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
+                                      const std::vector<msl::Binding>& bindings,
+                                      const std::vector<Array>& in,
+                                      const std::vector<Array>& outputs) {
+  // Shape/strides/ndim parameters travel in the launch's parameter block (cuda_small_buffer in
+  // prelude/entry.h); when they do not fit, in one small device buffer.
+  ShapeParams sp = shape_params(in, bindings);
+  std::vector<uint8_t> packed;
+  size_t inline_used = 0;
+  auto pack = [&](size_t i, const void* p, size_t n) {
+    size_t off = (inline_used + 15) / 16 * 16;
+    if (off + n <= ALLOY_CUDA_INLINE_BYTES) {
+      std::memcpy(L.inline_data + off, p, n);
+      inline_used = off + n;
+      L.inline_mask |= 1ull << i;
+    } else {
+      off = (packed.size() + 15) / 16 * 16;
+      packed.resize(off + n);
+      std::memcpy(packed.data() + off, p, n);
+    }
+    L.buffers[i] = reinterpret_cast<void*>(off);  // an offset until `packed` has an address
+    L.buffer_bytes[i] = n;
+  };
+  L.num_buffers = static_cast<unsigned>(bindings.size());
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    int j = bindings[i].index;
+    switch (bindings[i].kind) {
+      case msl::BindingKind::input:
+        L.buffers[i] = in[j].node()->data();
+        L.buffer_bytes[i] = in[j].node()->buffer->nbytes;
+        break;
+      case msl::BindingKind::output:
+        L.buffers[i] = outputs[j].node()->data();
+        L.buffer_bytes[i] = outputs[j].nbytes();
+        break;
+      case msl::BindingKind::input_shape:
+        pack(i, sp.shapes[j].data(), sp.shapes[j].size() * 4);
+        break;
+      case msl::BindingKind::input_strides:
+        pack(i, sp.strides[j].data(), sp.strides[j].size() * 8);
+        break;
+      case msl::BindingKind::input_ndim:
+        pack(i, &sp.ndims[j], 4);
+        break;
+    }
+  }
+  std::shared_ptr<Buffer> params;
+  if (!packed.empty()) {
+    params = gpu_backend()->allocate(packed.size());
+    gpu_backend()->copy_to_device(params->ptr, packed.data(), packed.size());
+    for (size_t i = 0; i < bindings.size(); ++i) {
+      auto kind = bindings[i].kind;
+      if (kind == msl::BindingKind::input || kind == msl::BindingKind::output ||
+          (L.inline_mask >> i) & 1)
+        continue;
+      L.buffers[i] = static_cast<char*>(params->ptr) + reinterpret_cast<uintptr_t>(L.buffers[i]);
+    }
+  }
+  return params;
+}
+
 void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
   auto program = variant_->program(msl::Target::cpu, robust_);
   const CompiledKernel& k = program->kernels().front();
@@ -209,61 +282,13 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
         fmt::format("[metal_kernel] kernel '{}' has {} buffers; at most {} "
                     "are supported on the GPU",
                     spec_->name, bindings.size(), ALLOY_CUDA_MAX_BUFFERS));
-  // Shape/strides/ndim parameters are packed into one small device buffer per launch.
-  ShapeParams sp = shape_params(in, variant_->generated.bindings);
-  std::vector<uint8_t> packed;
-  std::vector<std::pair<size_t, size_t>> where(bindings.size(), {SIZE_MAX, 0});
-  auto pack = [&](size_t i, const void* p, size_t n) {
-    size_t off = (packed.size() + 15) / 16 * 16;
-    packed.resize(off + n);
-    std::memcpy(packed.data() + off, p, n);
-    where[i] = {off, n};
-  };
-  for (size_t i = 0; i < bindings.size(); ++i) {
-    int j = bindings[i].index;
-    switch (bindings[i].kind) {
-      case msl::BindingKind::input_shape:
-        pack(i, sp.shapes[j].data(), sp.shapes[j].size() * 4);
-        break;
-      case msl::BindingKind::input_strides:
-        pack(i, sp.strides[j].data(), sp.strides[j].size() * 8);
-        break;
-      case msl::BindingKind::input_ndim:
-        pack(i, &sp.ndims[j], 4);
-        break;
-      default:
-        break;
-    }
-  }
-  std::shared_ptr<Buffer> params;
-  if (!packed.empty()) {
-    params = gpu_backend()->allocate(packed.size());
-    gpu_backend()->copy_to_device(params->ptr, packed.data(), packed.size());
-  }
   alloy_cuda_launch L{};
-  L.num_buffers = static_cast<unsigned>(bindings.size());
-  for (size_t i = 0; i < bindings.size(); ++i) {
-    int j = bindings[i].index;
-    switch (bindings[i].kind) {
-      case msl::BindingKind::input:
-        L.buffers[i] = in[j].node()->data();
-        L.buffer_bytes[i] = in[j].node()->buffer->nbytes;
-        break;
-      case msl::BindingKind::output:
-        L.buffers[i] = outputs[j].node()->data();
-        L.buffer_bytes[i] = outputs[j].nbytes();
-        break;
-      default:
-        L.buffers[i] = static_cast<char*>(params->ptr) + where[i].first;
-        L.buffer_bytes[i] = where[i].second;
-    }
-  }
+  std::shared_ptr<Buffer> params = bind_gpu_call(L, bindings, in, outputs);
   if (grid_[0] == 0 || grid_[1] == 0 || grid_[2] == 0) return;
   Dims tg = effective_threadgroup(grid_, threadgroup_);
   for (int d = 0; d < 3; ++d) {
     L.grid[d] = static_cast<unsigned>(grid_[d]);
     L.threadgroup[d] = static_cast<unsigned>(tg[d]);
-    L.groups[d] = (L.grid[d] + L.threadgroup[d] - 1) / L.threadgroup[d];
   }
   // Metal forms simdgroups from the linear index over a partial group's actual size; CUDA warps
   // over the block's full width. They agree unless a group is partial in x and spans y or z.
@@ -389,12 +414,21 @@ std::string kernel::compile_call_cubin(const MetalKernel& k, const std::vector<A
                                        const KernelCall& call, const std::string& arch) {
   std::string why;
   if (!nvrtc_available(&why)) return why.empty() ? "NVRTC not found" : why;
-  auto gen = msl::write_kernel_source(k.spec(), signature_inputs(inputs), call.output_dtypes,
-                                      call.template_args);
+  auto gen = call_generated_source(k, inputs, call);
   auto map = call_source_map(k.spec(), gen.source);
-  auto tr = msl::translate(gen.source, {msl::Target::cuda, k.spec().name, "kernel.metal"});
+  auto tr = msl::translate(
+      gen.source,
+      translate_options(map, msl::Target::cuda,
+                        call_bind_options(gen, k.spec().robust || robust_by_default())));
   compile_cubin(tr, k.spec().math_mode, map, "kernel.metal", arch);
   return "";
+}
+
+msl::GeneratedSource kernel::call_generated_source(const MetalKernel& k,
+                                                   const std::vector<Array>& inputs,
+                                                   const KernelCall& call) {
+  return msl::write_kernel_source(k.spec(), signature_inputs(inputs), call.output_dtypes,
+                                  call.template_args);
 }
 
 std::string MetalKernel::metal_source(const std::vector<Array>& inputs,

@@ -5,9 +5,11 @@
 #include <optional>
 
 #include "alloy/kernel.h"
+#include "core/buffer.h"
 #include "core/primitive.h"
 #include "kernel/program.h"
 #include "msl/signature.h"
+#include "prelude/cuda/abi.h"
 
 namespace alloy::kernel {
 
@@ -22,6 +24,23 @@ struct KernelVariant {
 
   std::shared_ptr<Program> program(msl::Target target, bool robust);
 };
+
+/// How a metal_kernel binds the buffers of `generated`: outputs never alias (each is a fresh
+/// allocation), and the shape/strides/ndim buffers are small.
+BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust);
+
+/// Binds a metal_kernel call's arrays (on the GPU, row-contiguous where the kernel needs it) to
+/// L.buffers / L.buffer_bytes: the shape/strides/ndim parameters go into L's parameter block, or
+/// where they do not fit into a device buffer, returned (keep it until the launch is enqueued).
+std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
+                                      const std::vector<msl::Binding>& bindings,
+                                      const std::vector<Array>& inputs,
+                                      const std::vector<Array>& outputs);
+
+/// The generated source of a call (signature text MLX writes for these inputs).
+msl::GeneratedSource call_generated_source(const MetalKernel& kernel,
+                                           const std::vector<Array>& inputs,
+                                           const KernelCall& call);
 
 class CustomKernel : public Primitive {
  public:

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "alloy/errors.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/jit.h"
@@ -76,13 +78,29 @@ std::vector<char> compile_cubin(const msl::Translation& tr, const std::string& m
   }
 }
 
-void launch_gpu(const CompiledKernel& k, const alloy_cuda_launch& launch, size_t dynamic_smem,
+std::string compile_ptx(const msl::Translation& tr, const std::string& math_mode,
+                        const SourceMap& source, const std::string& filename,
+                        const std::string& arch) {
+  try {
+    auto image = cuda::compile(kernel_source(tr, math_mode, source), {arch, false});
+    return std::string(image.bytes.data(), strnlen(image.bytes.data(), image.bytes.size()));
+  } catch (const CompileError& e) {
+    rethrow_mapped(e, source, filename);
+  }
+}
+
+void launch_gpu(const CompiledKernel& k, alloy_cuda_launch& L, size_t dynamic_smem,
                 const std::string& label) {
   cuda::Context* ctx = cuda::Context::get();
   if (!ctx)
     throw std::invalid_argument("no GPU is available: " + cuda::Context::unavailable_reason());
   const auto* fn = static_cast<const cuda::Function*>(k.gpu.get());
-  cuda::launch(*ctx, *fn, launch, static_cast<uint32_t>(dynamic_smem), label.c_str());
+  cuda::set_groups(L);
+  cuda::EntryLayout layout;
+  layout.param_buffers = k.entry.param_buffers.data();
+  layout.num_param_buffers = static_cast<uint32_t>(k.entry.param_buffers.size());
+  layout.coarsen = static_cast<uint32_t>(k.entry.coarsen);
+  cuda::launch(*ctx, *fn, L, static_cast<uint32_t>(dynamic_smem), label.c_str(), layout);
 }
 
 }  // namespace alloy::kernel

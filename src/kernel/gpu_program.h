@@ -26,12 +26,18 @@ std::vector<char> compile_cubin(const msl::Translation& tr, const std::string& m
                                 const SourceMap& source, const std::string& filename,
                                 const std::string& arch);
 
+/// NVRTC's PTX for `tr` on `arch` (for `alloy translate --target ptx`: what the generated code
+/// compiles to). Throws alloy::CompileError (user lines).
+std::string compile_ptx(const msl::Translation& tr, const std::string& math_mode,
+                        const SourceMap& source, const std::string& filename,
+                        const std::string& arch);
+
 /// True when NVRTC can be loaded; otherwise `why` says what was looked for.
 bool nvrtc_available(std::string* why = nullptr);
 
-/// Enqueues one kernel. Throws std::invalid_argument when the threadgroup exceeds what the
-/// compiled function allows.
-void launch_gpu(const CompiledKernel& k, const alloy_cuda_launch& launch, size_t dynamic_smem,
+/// Enqueues one kernel after setting L.groups / L.full_groups from L.grid and L.threadgroup.
+/// Throws std::invalid_argument when the threadgroup exceeds what the compiled function allows.
+void launch_gpu(const CompiledKernel& k, alloy_cuda_launch& L, size_t dynamic_smem,
                 const std::string& label);
 
 }  // namespace alloy::kernel

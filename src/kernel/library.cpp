@@ -543,6 +543,11 @@ struct LibraryState {
 
   bool fallback() const { return options.fallback.value_or(kernel::fallback_from_env()); }
   bool robust() const { return options.robust || robust_by_default(); }
+  kernel::BindOptions bind_options() const {
+    kernel::BindOptions b;
+    b.robust = robust();  // library buffers may alias: none of metal_kernel's guarantees
+    return b;
+  }
 
   const LibraryKernelSlot* find(std::string_view name) const {
     for (auto& k : kernels)
@@ -597,8 +602,9 @@ struct LibraryState {
     std::set<std::string> stubbed;
     for (size_t attempt = 0;; ++attempt) {
       try {
-        return msl::translate(render({}, stubbed),
-                              {msl::Target::cpu, options.name, "kernel.metal"});
+        msl::TranslateOptions topt;
+        topt.label = options.name;
+        return msl::translate(render({}, stubbed), topt);
       } catch (const NotSupported& e) {
         auto lines = kernel::error_lines(e.what());
         const kernel::KernelRegion* r = lines.empty() ? nullptr : region_of_body_line(lines[0]);
@@ -637,7 +643,7 @@ struct LibraryState {
       map.msl = render(types, stubbed);
       map.user_text = true;
       try {
-        b->program = kernel::Program::build(map, target, options.math_mode, robust());
+        b->program = kernel::Program::build(map, target, options.math_mode, bind_options());
         break;
       } catch (const std::exception& e) {
         auto ep = std::current_exception();
@@ -869,7 +875,6 @@ class LibraryKernelOp : public Primitive {
     for (int d = 0; d < 3; ++d) {
       L.grid[d] = static_cast<unsigned>(s_.threads[d]);
       L.threadgroup[d] = static_cast<unsigned>(s_.group[d]);
-      L.groups[d] = (L.grid[d] + L.threadgroup[d] - 1) / L.threadgroup[d];
     }
     GpuOobLog oob;
     if (s_.robust) oob.attach(L);
@@ -1327,7 +1332,7 @@ std::string compile_library_cubin(const Library& lib, const std::string& arch,
   map.label = s->options.name;
   map.msl = s->render(types, stubbed);
   map.user_text = true;
-  auto tr = msl::translate(map.msl, {msl::Target::cuda, map.label, "kernel.metal"});
+  auto tr = msl::translate(map.msl, translate_options(map, msl::Target::cuda, {}));
   compile_cubin(tr, s->options.math_mode, map, "kernel.metal", arch);
   return "";
 }

@@ -106,14 +106,26 @@ std::vector<std::string> cpu_flags(const std::string& math_mode) {
 const char* kFilename = "kernel.metal";
 }  // namespace
 
-std::string translate_only(const SourceMap& source, msl::Target target, bool robust) {
-  return msl::translate(source.msl, {target, source.label, kFilename, robust}).code;
+msl::TranslateOptions translate_options(const SourceMap& source, msl::Target target,
+                                        const BindOptions& bind) {
+  msl::TranslateOptions o;
+  o.target = target;
+  o.label = source.label;
+  o.filename = kFilename;
+  o.robust = bind.robust;
+  o.distinct_buffers = bind.distinct_buffers;
+  o.small_buffers = bind.small_buffers;
+  return o;
+}
+
+std::string translate_only(const SourceMap& source, msl::Target target, const BindOptions& bind) {
+  return msl::translate(source.msl, translate_options(source, target, bind)).code;
 }
 
 std::shared_ptr<Program> Program::build(const SourceMap& source, msl::Target target,
-                                        const std::string& math_mode, bool robust) {
+                                        const std::string& math_mode, const BindOptions& bind) {
   check_math_mode(math_mode);
-  auto tr = msl::translate(source.msl, {target, source.label, kFilename, robust});
+  auto tr = msl::translate(source.msl, translate_options(source, target, bind));
   auto p = std::make_shared<Program>();
   p->target_ = target;
   p->uses_sync_ = tr.uses_sync;

@@ -27,6 +27,13 @@ struct SourceMap {
   std::string line_text(int msl_line) const;
 };
 
+/// How the runtime binds a program's buffers (msl::TranslateOptions has the meaning of each).
+struct BindOptions {
+  bool robust = false;
+  bool distinct_buffers = false;        // metal_kernel: outputs never alias anything
+  std::vector<int> small_buffers = {};  // metal_kernel: shape/strides/ndim buffer indices
+};
+
 /// Math modes as in MLX's compile_options: "safe" (IEEE, default), "relaxed", "fast".
 void check_math_mode(const std::string& mode);
 
@@ -42,7 +49,7 @@ class Program {
   /// Translates and compiles (or fetches from the caches). Throws alloy::CompileError with the
   /// user's lines, alloy::NotSupported, or std::invalid_argument.
   static std::shared_ptr<Program> build(const SourceMap& source, msl::Target target,
-                                        const std::string& math_mode, bool robust = false);
+                                        const std::string& math_mode, const BindOptions& bind = {});
 
   const std::vector<CompiledKernel>& kernels() const { return kernels_; }
   /// The kernel exported under `host_name`, or nullptr.
@@ -65,7 +72,12 @@ class Program {
 };
 
 /// Translation only (no compiler): what `alloy translate --target cpu|cuda` prints.
-std::string translate_only(const SourceMap& source, msl::Target target, bool robust = false);
+std::string translate_only(const SourceMap& source, msl::Target target,
+                           const BindOptions& bind = {});
+
+/// The translator's options for `source` on `target` with `bind`.
+msl::TranslateOptions translate_options(const SourceMap& source, msl::Target target,
+                                        const BindOptions& bind);
 
 /// Rewrites a compiler log (g++/clang `file:line:col: error: ...`, NVRTC `file(line): error: ...`)
 /// to the user's lines; returns the message for alloy::CompileError.

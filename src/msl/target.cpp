@@ -2,12 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace alloy::msl {
 namespace {
 
 // Arguments of the kernel call in an entry: buffers cast to the parameter's type, attributes
 // from the thread's ids (`t`), threadgroup parameters from the target's group storage.
-std::string call_args(const KernelEntry& k, const char* buffers, const char* bytes, const char* ctx,
+// `buffer(n)` is the expression of [[buffer(n)]]'s address.
+template <class BufferExpr>
+std::string call_args(const KernelEntry& k, BufferExpr buffer, const char* bytes, const char* ctx,
                       const char* tg_param) {
   std::string args;
   for (size_t i = 0; i < k.params.size(); ++i) {
@@ -15,8 +19,8 @@ std::string call_args(const KernelEntry& k, const char* buffers, const char* byt
     if (i) args += ", ";
     switch (p.kind) {
       case ParamKind::buffer:
-        args += fmt::format("::alloy_entry::arg<{0}>(&{1}, {2}[{3}], {4}[{3}], {3}, {5})", i,
-                            k.function, buffers, p.index, bytes, ctx);
+        args += fmt::format("::alloy_entry::arg<{0}>(&{1}, {2}, {3}[{4}], {4}, {5})", i, k.function,
+                            buffer(p.index), bytes, p.index, ctx);
         break;
       case ParamKind::threadgroup:
         args += fmt::format("::alloy_entry::arg<{}>(&{}, {}, 0, 0, nullptr)", i, k.function,
@@ -28,6 +32,10 @@ std::string call_args(const KernelEntry& k, const char* buffers, const char* byt
     }
   }
   return args;
+}
+
+bool contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
 }
 
 std::string cpu_threadgroup(const std::string& type, const std::string& name,
@@ -53,8 +61,10 @@ std::string cuda_unroll(const std::string& count) {
   return count.empty() ? "#pragma unroll" : "#pragma unroll " + count;
 }
 
-std::string cpu_entry(const KernelEntry& k, size_t i, bool) {
-  std::string args = call_args(k, "L->buffers", "L->buffer_bytes", "g", "g->tg_params[{}]");
+std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions&) {
+  std::string args = call_args(
+      k, [](int n) { return fmt::format("L->buffers[{}]", n); }, "L->buffer_bytes", "g",
+      "g->tg_params[{}]");
   return fmt::format(
       "extern \"C\" void alloy_group_{0}(const alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
       "  ::alloy_target::set_group(g);\n"
@@ -74,23 +84,67 @@ std::string cpu_entry(const KernelEntry& k, size_t i, bool) {
       i, k.function, args);
 }
 
-std::string cuda_entry(const KernelEntry& k, size_t i, bool robust) {
-  // Only robust pointers need the launch's address (for their reports); __grid_constant__ lets
-  // them take it without copying the parameter block to local memory.
-  std::string args = call_args(k, "L.buffers", "L.buffer_bytes", robust ? "(void*)&L" : "nullptr",
+std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& opt) {
+  // Buffers are restrict parameters (param_buffers), small ones may sit in the parameter block,
+  // the rest come from L. Only robust pointers need the launch's address (for their reports);
+  // __grid_constant__ lets them take it without copying the parameter block to local memory.
+  std::string params;
+  for (int n : k.param_buffers) {
+    bool is_const = false;
+    for (auto& p : k.params)
+      if (p.kind == ParamKind::buffer && p.index == n) is_const = p.is_const;
+    params += fmt::format(", {}void* __restrict__ alloy_b{}", is_const ? "const " : "", n);
+  }
+  auto buffer = [&](int n) {
+    if (contains(k.param_buffers, n)) return fmt::format("const_cast<void*>(alloy_b{})", n);
+    if (contains(opt.small_buffers, n))
+      return fmt::format("::alloy_entry::cuda_small_buffer(L, {})", n);
+    return fmt::format("L.buffers[{}]", n);
+  };
+  std::string args = call_args(k, buffer, "L.buffer_bytes", opt.robust ? "(void*)&L" : "nullptr",
                                "(alloy_dyn_smem + L.tg_param_offset[{}])");
   std::string bounds =
       k.max_total_threads > 0 ? fmt::format("__launch_bounds__({}) ", k.max_total_threads) : "";
+  std::string body;
+  if (k.coarsen > 1) {
+    // Several whole groups per block: straight-line calls the compiler can interleave (their
+    // loads go ahead of the previous group's stores: restrict buffers). Elsewhere, one at a time
+    // with Metal's partial-group ids and the grid check.
+    body = fmt::format(
+        "  const unsigned alloy_nb = gridDim.x;\n"
+        "  if (::alloy_entry::cuda_groups_whole(L, {0})) {{\n"
+        "#pragma unroll\n"
+        "    for (unsigned alloy_k = 0; alloy_k < {0}; ++alloy_k) {{\n"
+        "      const ::alloy_entry::thread_ids t =\n"
+        "          ::alloy_entry::cuda_ids_at(L, blockIdx.x + alloy_k * alloy_nb, true);\n"
+        "      {1}({2});\n"
+        "    }}\n"
+        "    return;\n"
+        "  }}\n"
+        "#pragma unroll 1\n"
+        "  for (unsigned alloy_k = 0; alloy_k < {0}; ++alloy_k) {{\n"
+        "    const unsigned alloy_gx = blockIdx.x + alloy_k * alloy_nb;\n"
+        "    if (alloy_gx >= L.groups[0]) break;\n"
+        "    const ::alloy_entry::thread_ids t = ::alloy_entry::cuda_ids_at(L, alloy_gx, false);\n"
+        "    if (t.outside_grid()) continue;\n"
+        "    {1}({2});\n"
+        "  }}\n",
+        k.coarsen, k.function, args);
+  } else {
+    body = fmt::format(
+        "  const ::alloy_entry::thread_ids t = ::alloy_entry::cuda_ids(L);\n"
+        "  if (t.outside_grid()) return;  // dispatchThreads: only `grid` threads run the body\n"
+        "  {}({});\n",
+        k.function, args);
+  }
   return fmt::format(
-      "extern \"C\" __global__ void {3}alloy_entry_{0}(const __grid_constant__ alloy_cuda_launch "
-      "L) {{\n"
+      "extern \"C\" __global__ void {0}alloy_entry_{1}(const __grid_constant__ alloy_cuda_launch "
+      "L{2}) {{\n"
       "  extern __shared__ __align__(16) unsigned char alloy_dyn_smem[];\n"
-      "  const ::alloy_entry::thread_ids t = ::alloy_entry::cuda_ids(L);\n"
-      "  if (t.outside_grid()) return;  // dispatchThreads: only `grid` threads run the body\n"
       "  (void)alloy_dyn_smem;\n"
-      "  {1}({2});\n"
+      "{3}"
       "}}\n",
-      i, k.function, args, bounds);
+      bounds, i, params, body);
 }
 
 const TargetTraits kCpu{"cpu", "#include \"metal_stdlib.h\"\n#include \"entry.h\"\n",

@@ -16,7 +16,7 @@ struct TargetTraits {
   // `#pragma unroll N` in the target compiler's spelling ("" count = let it decide / full).
   std::string (*unroll_pragma)(const std::string& count);
   // Exported entry point(s) for kernel `index`: bind buffers, compute attributes, call it.
-  std::string (*entry)(const KernelEntry& kernel, size_t index, bool robust);
+  std::string (*entry)(const KernelEntry& kernel, size_t index, const TranslateOptions& options);
 };
 
 const TargetTraits& target_traits(Target t);

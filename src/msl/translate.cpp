@@ -528,12 +528,24 @@ class Translator {
           while (!base.empty() && base.back() == ' ') base.pop_back();
           if (base != d.name) continue;
           std::string written = inst.function.substr(inst.function.find_first_not_of(' '));
-          out_.kernels.push_back(
-              {inst.host_name, kKernelPrefix + written, d.name, d.params, d.max_threads, written});
+          out_.kernels.push_back({inst.host_name,
+                                  kKernelPrefix + written,
+                                  d.name,
+                                  d.params,
+                                  d.max_threads,
+                                  written,
+                                  {},
+                                  1});
         }
       } else {
-        out_.kernels.push_back({d.host_name.empty() ? d.name : d.host_name, kKernelPrefix + d.name,
-                                d.name, d.params, d.max_threads, d.name});
+        out_.kernels.push_back({d.host_name.empty() ? d.name : d.host_name,
+                                kKernelPrefix + d.name,
+                                d.name,
+                                d.params,
+                                d.max_threads,
+                                d.name,
+                                {},
+                                1});
       }
     }
   }
@@ -757,6 +769,21 @@ class Translator {
       }
   }
 
+  // CUDA entries of kernels whose buffers never alias (TranslateOptions::distinct_buffers) take
+  // them as restrict parameters; those whose threads share nothing run 4 groups per block.
+  void plan_cuda_entry(KernelEntry& k) const {
+    if (opt_.target != Target::cuda || !opt_.distinct_buffers || opt_.robust) return;
+    bool shares = out_.uses_sync || tg_slot_ > 0;
+    for (auto& p : k.params) {
+      if (p.kind == ParamKind::threadgroup) shares = true;
+      if (p.kind != ParamKind::buffer) continue;
+      bool small = std::find(opt_.small_buffers.begin(), opt_.small_buffers.end(), p.index) !=
+                   opt_.small_buffers.end();
+      if (!small) k.param_buffers.push_back(p.index);
+    }
+    k.coarsen = shares ? 1 : 4;
+  }
+
   Translation finish() {
     std::string body;
     for (auto& t : toks_) body += t.text;
@@ -766,8 +793,10 @@ class Translator {
     code += body;
     code += "\n";
     code += "#line 100000 \"alloy-generated-entry\"\n";
-    for (size_t k = 0; k < out_.kernels.size(); ++k)
-      code += traits_.entry(out_.kernels[k], k, opt_.robust);
+    for (size_t k = 0; k < out_.kernels.size(); ++k) {
+      plan_cuda_entry(out_.kernels[k]);
+      code += traits_.entry(out_.kernels[k], k, opt_);
+    }
     code += "}  // namespace metal\n";
     out_.code = std::move(code);
     return std::move(out_);

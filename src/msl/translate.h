@@ -31,6 +31,10 @@ struct KernelEntry {
   std::vector<KernelParam> params;
   int max_total_threads = 0;  // [[max_total_threads_per_threadgroup(n)]], 0 if none
   std::string written;        // the instance as written in the source, e.g. "f<float, 3>"
+  // CUDA entries (prelude/cuda/abi.h): [[buffer(n)]] indices passed as `__restrict__` entry
+  // parameters, in order, and threadgroups run per block along x (1: one).
+  std::vector<int> param_buffers = {};
+  int coarsen = 1;
 };
 
 struct TranslateOptions {
@@ -39,6 +43,14 @@ struct TranslateOptions {
   std::string filename = "kernel.metal";  // as reported by the compiler (#line)
   /// Robust mode: every device/constant pointer becomes a bounds-checked alloy_robust::ptr<T>.
   bool robust = false;
+  /// The caller guarantees that no buffer a kernel writes aliases another of its buffers
+  /// (metal_kernel: every output is a fresh allocation, inputs are const). CUDA entries then
+  /// take device buffers as `__restrict__` parameters, and kernels whose threads share nothing
+  /// (no barriers, simd functions or threadgroup memory) run several threadgroups per block.
+  bool distinct_buffers = false;
+  /// [[buffer(n)]] indices of a few bytes each (metal_kernel's shape/strides/ndim) that the CUDA
+  /// launch may carry in its parameter block (see cuda_small_buffer in prelude/entry.h).
+  std::vector<int> small_buffers = {};
 };
 
 struct Translation {

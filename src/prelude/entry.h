@@ -193,6 +193,45 @@ __device__ __forceinline__ thread_ids cuda_ids(const alloy_cuda_launch& L) {
   t.lid = l[0] + t.gsize[0] * (l[1] + t.gsize[1] * l[2]);
   return t;
 }
+
+// Coarsened entries (abi.h): the ids of this thread in threadgroup (gx, blockIdx.y, blockIdx.z).
+// `full`: the caller knows the group is whole (no partial sizes to compute).
+__device__ __forceinline__ thread_ids cuda_ids_at(const alloy_cuda_launch& L, u32 gx, bool full) {
+  thread_ids t;
+  const u32 b[3] = {gx, blockIdx.y, blockIdx.z};
+  const u32 l[3] = {threadIdx.x, threadIdx.y, threadIdx.z};
+  const u32 bd[3] = {blockDim.x, blockDim.y, blockDim.z};
+  for (int d = 0; d < 3; ++d) {
+    t.grid[d] = L.grid[d];
+    t.tg[d] = bd[d];
+    t.groups[d] = L.groups[d];
+    t.gpos[d] = b[d];
+    if (full) {
+      t.gsize[d] = bd[d];
+    } else {
+      u32 left = L.grid[d] - b[d] * bd[d];
+      t.gsize[d] = left < bd[d] ? left : bd[d];
+    }
+    t.local[d] = l[d];
+  }
+  t.lid = l[0] + t.gsize[0] * (l[1] + t.gsize[1] * l[2]);
+  return t;
+}
+
+// True when all `k` groups this block runs (blockIdx.x + j * gridDim.x, j < k) are whole: then
+// no thread is past the grid and the entry needs no per-thread checks.
+__device__ __forceinline__ bool cuda_groups_whole(const alloy_cuda_launch& L, u32 k) {
+  return blockIdx.x + (k - 1) * gridDim.x < L.full_groups[0] && blockIdx.y < L.full_groups[1] &&
+         blockIdx.z < L.full_groups[2];
+}
+
+// [[buffer(n)]] of a small parameter buffer: in the parameter block or in device memory.
+__device__ __forceinline__ void* cuda_small_buffer(const alloy_cuda_launch& L, u32 n) {
+  if ((L.inline_mask >> n) & 1ull)
+    return const_cast<unsigned char*>(L.inline_data) +
+           reinterpret_cast<unsigned long long>(L.buffers[n]);
+  return L.buffers[n];
+}
 #endif
 
 }  // namespace alloy_entry

@@ -10,6 +10,7 @@
 #include "alloy/alloy.h"
 #include "demo.h"
 #include "kernel/custom_kernel.h"
+#include "kernel/gpu_program.h"
 #include "kernel/program.h"
 
 namespace {
@@ -50,13 +51,16 @@ struct TranslateArgs {
   std::vector<std::string> inputs, outputs, input_dtypes, input_shapes, output_dtypes, templates;
   std::string source, header, library;
   bool ensure_row_contiguous = true, atomic_outputs = false, robust = false;
+  std::string arch = "sm_90", math_mode = "safe";  // --target ptx
 };
 
 int run_translate(const TranslateArgs& a) {
   using namespace alloy;
-  if (a.target != "metal" && a.target != "cpu" && a.target != "cuda")
-    throw std::invalid_argument("--target must be metal, cpu or cuda");
+  if (a.target != "metal" && a.target != "cpu" && a.target != "cuda" && a.target != "ptx")
+    throw std::invalid_argument("--target must be metal, cpu, cuda or ptx");
   kernel::SourceMap map;
+  kernel::BindOptions bind;
+  bind.robust = a.robust;
   if (!a.library.empty()) {
     map.label = a.library;
     map.msl = read_file(a.library);
@@ -80,13 +84,20 @@ int run_translate(const TranslateArgs& a) {
     auto k = metal_kernel(a.name, a.inputs, a.outputs, read_file(a.source),
                           a.header.empty() ? "" : read_file(a.header), a.ensure_row_contiguous,
                           a.atomic_outputs);
-    map = kernel::call_source_map(k.spec(), k.metal_source(inputs, call));
+    auto gen = kernel::call_generated_source(k, inputs, call);
+    map = kernel::call_source_map(k.spec(), gen.source);
+    bind = kernel::call_bind_options(gen, a.robust);
   }
-  if (a.target == "metal")
+  if (a.target == "metal") {
     std::cout << map.msl;
-  else
+  } else if (a.target == "ptx") {
+    // What NVRTC makes of the CUDA translation (no GPU needed).
+    auto tr = msl::translate(map.msl, kernel::translate_options(map, msl::Target::cuda, bind));
+    std::cout << kernel::compile_ptx(tr, a.math_mode, map, "kernel.metal", a.arch);
+  } else {
     std::cout << kernel::translate_only(
-        map, a.target == "cuda" ? msl::Target::cuda : msl::Target::cpu, a.robust);
+        map, a.target == "cuda" ? msl::Target::cuda : msl::Target::cpu, bind);
+  }
   return 0;
 }
 
@@ -104,7 +115,11 @@ int main(int argc, char** argv) {
   TranslateArgs ta;
   auto* tr = app.add_subcommand(
       "translate", "Print the Metal source of a metal_kernel call (MLX's text) or its translation");
-  tr->add_option("--target", ta.target, "metal | cpu | cuda")->default_val("metal");
+  tr->add_option("--target", ta.target, "metal | cpu | cuda | ptx (NVRTC's output)")
+      ->default_val("metal");
+  tr->add_option("--arch", ta.arch, "GPU architecture for --target ptx")->default_val("sm_90");
+  tr->add_option("--math-mode", ta.math_mode, "safe | relaxed | fast (--target ptx)")
+      ->default_val("safe");
   tr->add_option("--name", ta.name, "kernel name (metal_kernel's name)");
   tr->add_option("--input", ta.inputs, "input name (repeat)");
   tr->add_option("--input-dtype", ta.input_dtypes, "dtype of each input (repeat)");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 
@@ -68,8 +69,16 @@ void configure_shared(Context& ctx, const Function& fn, uint32_t bytes, const ch
 
 }  // namespace
 
+void set_groups(alloy_cuda_launch& L) {
+  for (int d = 0; d < 3; ++d) {
+    uint32_t tg = L.threadgroup[d] ? L.threadgroup[d] : 1;
+    L.groups[d] = L.grid[d] / tg + (L.grid[d] % tg != 0);
+    L.full_groups[d] = L.grid[d] / tg;
+  }
+}
+
 void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
-            uint32_t dynamic_shared_bytes, const char* label) {
+            uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout) {
   const char* name = label ? label : fn.kernel.c_str();
   // Metal: a dispatch with no threads runs nothing and is no error.
   if (L.groups[0] == 0 || L.groups[1] == 0 || L.groups[2] == 0) return;
@@ -89,8 +98,21 @@ void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
   }
   ctx.check_usable();
   ctx.make_current();
-  void* params[] = {const_cast<alloy_cuda_launch*>(&L)};
-  CUresult r = ctx.driver().cuLaunchKernel(fn.handle, L.groups[0], L.groups[1], L.groups[2],
+  void* params[1 + ALLOY_CUDA_MAX_BUFFERS];
+  params[0] = const_cast<alloy_cuda_launch*>(&L);
+  uint32_t np = std::min<uint32_t>(layout.num_param_buffers, ALLOY_CUDA_MAX_BUFFERS);
+  for (uint32_t i = 0; i < np; ++i)
+    params[1 + i] = const_cast<void**>(&L.buffers[layout.param_buffers[i]]);
+  // Several groups per block only when the grid stays a few waves deep: coarsening a small grid
+  // would leave multiprocessors idle.
+  uint32_t blocks_x = L.groups[0];
+  if (layout.coarsen > 1) {
+    uint64_t per_sm = std::min<uint64_t>(32, std::max<uint64_t>(1, 2048 / threads));
+    uint64_t total = uint64_t(L.groups[0]) * L.groups[1] * L.groups[2];
+    if (total >= uint64_t(layout.coarsen) * info.multiprocessors * per_sm * 2)
+      blocks_x = (L.groups[0] + layout.coarsen - 1) / layout.coarsen;
+  }
+  CUresult r = ctx.driver().cuLaunchKernel(fn.handle, blocks_x, L.groups[1], L.groups[2],
                                            L.threadgroup[0], L.threadgroup[1], L.threadgroup[2],
                                            dynamic_shared_bytes, ctx.stream(), params, nullptr);
   if (r != CUDA_SUCCESS) ctx.fail(r, "cuLaunchKernel", name);

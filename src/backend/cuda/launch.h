@@ -10,6 +10,14 @@
 
 namespace alloy::cuda {
 
+/// What an entry takes beyond L (abi.h): device buffers as parameters (indices into L.buffers, in
+/// parameter order) and how many threadgroups along x one block may run.
+struct EntryLayout {
+  const int* param_buffers = nullptr;
+  uint32_t num_param_buffers = 0;
+  uint32_t coarsen = 1;
+};
+
 /// Enqueues `fn` over `L` with `dynamic_shared_bytes` of dynamic shared memory (the
 /// [[threadgroup(n)]] parameters) on the context's stream. A grid with no threads launches
 /// nothing. Throws std::invalid_argument when the threadgroup has more threads than the compiled
@@ -20,6 +28,11 @@ namespace alloy::cuda {
 /// `label` (default: fn.kernel) names the kernel in errors. No allocation and no string work
 /// unless it throws.
 void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
-            uint32_t dynamic_shared_bytes = 0, const char* label = nullptr);
+            uint32_t dynamic_shared_bytes = 0, const char* label = nullptr,
+            const EntryLayout& layout = {});
+
+/// Sets L.groups (ceil(grid / threadgroup)) and L.full_groups (floor) from L.grid and
+/// L.threadgroup.
+void set_groups(alloy_cuda_launch& L);
 
 }  // namespace alloy::cuda
