@@ -134,9 +134,10 @@ Dims effective_threadgroup(const Dims& grid, const Dims& tg) {
 
 std::vector<Array> prepare_inputs(const KernelSpec& spec, const std::vector<Array>& inputs) {
   std::vector<Array> in;
+  in.reserve(inputs.size());
   for (auto& a : inputs) {
     Array x = a;
-    x.eval();
+    if (x.node()->pending) x.eval();
     if (spec.ensure_row_contiguous && !x.is_row_contiguous()) x = x.contiguous();
     in.push_back(x);
   }
@@ -368,8 +369,7 @@ std::vector<msl::SignatureInput> signature_inputs(const std::vector<Array>& inpu
 // What changes the generated Metal text: input dtypes and kinds (scalar / < 8 elements / array),
 // output dtypes and template arguments. (The device does not: a variant compiles per target.)
 std::string variant_key(const std::vector<Array>& inputs, const KernelCall& call) {
-  std::string key;
-  key.reserve(64);
+  std::string key;  // short keys stay in the string's own storage: no allocation per call
   for (auto& a : inputs) {
     key += static_cast<char>('A' + static_cast<int>(a.dtype()));
     key += a.ndim() == 0 ? 's' : (a.size() < 8 ? 'c' : 'd');
