@@ -46,8 +46,9 @@ BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust
   b.robust = robust;
   b.distinct_buffers = true;
   for (size_t i = 0; i < generated.bindings.size(); ++i) {
-    auto kind = generated.bindings[i].kind;
-    if (kind != msl::BindingKind::input && kind != msl::BindingKind::output)
+    const auto& binding = generated.bindings[i];
+    if ((binding.kind != msl::BindingKind::input && binding.kind != msl::BindingKind::output) ||
+        binding.small)
       b.small_buffers.push_back(static_cast<int>(i));
   }
   return b;
@@ -173,6 +174,12 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
     int j = bindings[i].index;
     switch (bindings[i].kind) {
       case msl::BindingKind::input:
+        if (in[j].device().type == Device::Type::cpu) {
+          // A small row-contiguous host array (MetalKernel::operator() leaves those on the host):
+          // its bytes travel with the launch, no copy to the device first.
+          pack(i, in[j].node()->data(), in[j].nbytes());
+          break;
+        }
         L.buffers[i] = in[j].node()->data();
         L.buffer_bytes[i] = in[j].node()->buffer->nbytes;
         break;
@@ -197,7 +204,9 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
     gpu_backend()->copy_to_device(params->ptr, packed.data(), packed.size());
     for (size_t i = 0; i < bindings.size(); ++i) {
       auto kind = bindings[i].kind;
-      if (kind == msl::BindingKind::input || kind == msl::BindingKind::output ||
+      bool host_input = kind == msl::BindingKind::input &&
+                        in[bindings[i].index].device().type == Device::Type::cpu;
+      if ((kind == msl::BindingKind::input && !host_input) || kind == msl::BindingKind::output ||
           (L.inline_mask >> i) & 1)
         continue;
       L.buffers[i] = static_cast<char*>(params->ptr) + reinterpret_cast<uintptr_t>(L.buffers[i]);
@@ -499,10 +508,15 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     std::fwrite(listing.data(), 1, listing.size(), stdout);
     std::fflush(stdout);
   }
-  // Inputs live on the kernel's device.
+  // Inputs live on the kernel's device, except small row-contiguous host arrays (scalars such as
+  // Python floats) bound to a GPU kernel: their bytes go with the launch (bind_gpu_call).
   std::vector<Array> in;
   in.reserve(inputs.size());
-  for (auto& a : inputs) in.push_back(a.device() == dev ? a : a.to(dev));
+  for (auto& a : inputs) {
+    bool travels = dev.type == Device::Type::gpu && a.valid() &&
+                   a.device().type == Device::Type::cpu && a.size() < 8 && a.is_row_contiguous();
+    in.push_back(a.device() == dev || travels ? a : a.to(dev));
+  }
   auto prim = std::make_shared<kernel::CustomKernel>(spec_, variant, call);
   return make_pending(prim, std::move(in), call.output_shapes, call.output_dtypes, dev);
 }

@@ -246,7 +246,8 @@ GeneratedSource write_kernel_source(const KernelSpec& spec,
     src += msl_type_name(in.dtype);
     src += in.ndim == 0 ? "& " : "* ";
     src += name + buffer(index++) + ",\n";
-    out.bindings.push_back({BindingKind::input, static_cast<int>(i)});
+    out.bindings.push_back(
+        {BindingKind::input, static_cast<int>(i), in.size < kMaxConstantArraySize});
     if (in.ndim == 0) continue;
     if (mentions(spec.source, name + "_shape")) {
       src += "  const constant int* " + name + "_shape" + buffer(index++) + ",\n";

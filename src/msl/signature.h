@@ -27,6 +27,9 @@ enum class BindingKind { input, input_shape, input_strides, input_ndim, output }
 struct Binding {
   BindingKind kind;
   int index;
+  // An input of fewer than 8 elements (`constant` in the signature, scalars by reference): few
+  // enough bytes to travel in a GPU launch's parameter block.
+  bool small = false;
 };
 
 struct GeneratedSource {

@@ -114,7 +114,9 @@ TEST(ConformanceLaunchLayout, ShapeParamsBeyondTheParameterBlock) {
             "_ndim; ++d) s += float(x" + std::to_string(i) + "_shape[d] * 1000 + x" +
             std::to_string(i) + "_strides[d]); s += float(x" + std::to_string(i) + "_ndim) + x" +
             std::to_string(i) + "[0]; }\n";
-  body += "    out[i] = s;\n";
+  // A scalar after them: its bytes no longer fit in the parameter block either.
+  names.push_back("scale");
+  body += "    out[i] = s * scale;\n";
   auto k = metal_kernel("layout_many_shapes", names, {"out"}, body);
   std::vector<Array> inputs;
   std::vector<double> ref;
@@ -135,8 +137,43 @@ TEST(ConformanceLaunchLayout, ShapeParamsBeyondTheParameterBlock) {
     ref.push_back(f32(s));
     inputs.push_back(a);
   }
+  inputs.push_back(Array(0.5f));
+  for (auto& r : ref) r *= 0.5;
   run_kernel(k, inputs, make_call({{NI}}, {float32}, {NI, 1, 1}, {NI, 1, 1}),
              [&](auto& o) { expect_close(o[0], ref, 1e-6, 1e-3); });
+}
+
+// Scalars and arrays of fewer than 8 elements are `constant` in the signature. From the host they
+// travel with a GPU launch; already on the device they are read where they are.
+TEST(ConformanceLaunchLayout, SmallInputsFromHostAndDevice) {
+  constexpr int N = 4096;
+  auto k = metal_kernel("layout_small_inputs", {"x", "scale", "coef", "flag"}, {"out"}, R"MSL(
+    uint i = thread_position_in_grid.x;
+    float v = x[i] * scale;
+    for (int d = 0; d < 5; ++d) v += coef[d] * float(d + 1);
+    out[i] = flag ? v : -v;
+  )MSL");
+  auto x = random_array({N}, float32, -1, 1, 2201, Device::cpu());
+  auto coef = random_array({5}, float32, -1, 1, 2202, Device::cpu());
+  auto xv = x.to_vector<float>(), cv = coef.to_vector<float>();
+  const float scale = 1.75f;
+  std::vector<double> ref(N);
+  for (int i = 0; i < N; ++i) {
+    double v = double(xv[i]) * scale;
+    for (int d = 0; d < 5; ++d) v += double(cv[d]) * (d + 1);
+    ref[i] = -v;
+  }
+  KernelCall call = make_call({{N}}, {float32}, {N, 1, 1}, {256, 1, 1});
+  run_kernel(k, {x, Array(scale), coef, Array(false)}, call,
+             [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-5); });
+  if (!gpu_available()) return;
+  // The same small inputs made on the GPU.
+  auto on_gpu = [](const Array& a) { return a.to(Device::gpu()); };
+  KernelCall gc = call;
+  gc.device = Device::gpu();
+  poison(gc);
+  auto out = k({on_gpu(x), on_gpu(Array(scale)), on_gpu(coef), on_gpu(Array(false))}, gc);
+  expect_close(out[0], ref, 1e-5, 1e-5);
 }
 
 }  // namespace
