@@ -643,6 +643,23 @@ int gpu_warm_child() {
   Array x = random_array({n}, -1.0f, 1.0f, 43, Device::gpu());
   make_empty({n}, float32, Device::gpu());  // allocated and given back to the cache
   Array peer_out = make_empty({n}, float32, Device::gpu());
+  const cuda::Driver& d = ctx.driver();
+  ctx.make_current();
+  // The process's first module load and kernel launch pay one-time driver costs that are neither
+  // Alloy's nor the peer's: take them here, with the peer's module, before either is timed.
+  {
+    cuda::CUmodule warm = nullptr;
+    cuda::CUfunction fill = nullptr;
+    if (d.cuModuleLoadData(&warm, cubin.data()) != cuda::CUDA_SUCCESS) return 3;
+    if (d.cuModuleGetFunction(&fill, warm, "fill_hash") != cuda::CUDA_SUCCESS) return 4;
+    void* p = dptr(peer_out);
+    unsigned long long count = n;
+    float lo = 0, hi = 1;
+    void* fp[] = {&p, &count, &lo, &hi};
+    if (d.cuLaunchKernel(fill, ceil_div(n, 256), 1, 1, 256, 1, 1, 0, ctx.stream(), fp, nullptr) !=
+        cuda::CUDA_SUCCESS)
+      return 5;
+  }
   ctx.synchronize();
   double t0 = now_s();
   {
@@ -652,8 +669,6 @@ int gpu_warm_child() {
     ctx.synchronize();
   }
   double t1 = now_s();
-  const cuda::Driver& d = ctx.driver();
-  ctx.make_current();
   cuda::CUmodule m = nullptr;
   cuda::CUfunction f = nullptr;
   if (d.cuModuleLoadData(&m, cubin.data()) != cuda::CUDA_SUCCESS) return 3;

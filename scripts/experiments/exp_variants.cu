@@ -80,7 +80,7 @@ int main() {
   std::vector<float> h(n); for (unsigned i = 0; i < n; ++i) h[i] = ((i * 2654435761u) >> 8) * (1.0f / (1 << 24)) * 2 - 1;
   CK(cudaMemcpy(in, h.data(), bytes, cudaMemcpyHostToDevice));
   float copy = time_ms([&] { cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice); });
-  double copy_bw = 2.0 * bytes / copy / 1e9;
+  double copy_bw = 2.0 * bytes / copy / 1e6;
   printf("copy: %.3f ms  %.0f GB/s\n", copy, copy_bw);
   Launch L{}; L.buffers[0] = in; L.buffers[1] = out; L.grid[0] = n; L.tg[0] = 256; L.groups[0] = n / 256;
   auto report = [&](const char* name, float ms) {
