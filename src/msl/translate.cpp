@@ -11,6 +11,7 @@
 #include "alloy/errors.h"
 #include "msl/lexer.h"
 #include "msl/macros.h"
+#include "msl/prelude_select.h"
 #include "msl/target.h"
 
 namespace alloy::msl {
@@ -769,7 +770,8 @@ class Translator {
     for (size_t k = 0; k < out_.kernels.size(); ++k)
       code += traits_.entry(out_.kernels[k], k, opt_.robust);
     code += "}  // namespace metal\n";
-    out_.code = std::move(code);
+    // Only the prelude parts the source names (they are most of the compile time).
+    out_.code = prelude_defines(select_prelude(code)) + code;
     return std::move(out_);
   }
 };
