@@ -49,8 +49,12 @@ TEST(PreludeSelection, SmallKernelNeedsNoOptionalPart) {
     EXPECT_FALSE(s.all);
     EXPECT_TRUE(s.needs.empty());
     EXPECT_TRUE(s.swizzles.empty());
+    EXPECT_EQ(s.math, set_of({"exp"}));
     // The translation starts with the selection, before the prelude is included.
-    EXPECT_EQ(tr.code.rfind("#define ALLOY_SELECT 1\n#include \"metal_stdlib.h\"\n", 0), 0u)
+    EXPECT_EQ(
+        tr.code.rfind(
+            "#define ALLOY_SELECT 1\n#define ALLOY_USE_exp 1\n#include \"metal_stdlib.h\"\n", 0),
+        0u)
         << tr.code.substr(0, 200);
   }
 }
@@ -297,7 +301,8 @@ const std::set<std::string>& keywords() {
 }
 
 std::string select_defines(const std::set<std::string>& parts) {
-  std::string d = "#define ALLOY_SELECT 1\n#define ALLOY_SWIZZLES_ALL 1\n";
+  std::string d =
+      "#define ALLOY_SELECT 1\n#define ALLOY_SWIZZLES_ALL 1\n#define ALLOY_MATH_ALL 1\n";
   for (const auto& p : parts) d += "#define ALLOY_NEED_" + p + " 1\n";
   return d;
 }
@@ -380,49 +385,148 @@ std::string unit(const std::string& defines, const std::string& body) {
          body + "}\n}  // namespace metal\n";
 }
 
-// The parts are self-contained (core + the part), for the host compiler and NVRTC; a use
-// compiled without its part fails (the checks can fail).
-TEST(PreludeSelection, EachPartCompilesAlone) {
-  std::string cxx = host_cxx();
-  bool nvrtc = alloy::cuda::nvrtc::available();
-  if (cxx.empty() && !nvrtc) GTEST_SKIP() << "no host compiler and no NVRTC";
-  std::vector<alloy::cuda::nvrtc::Header> headers;
-  for (const auto& f : alloy::prelude::embedded_files())
-    headers.push_back({f.path.c_str(), f.text.c_str()});
-  auto check = [&](const std::string& what, const std::string& src, bool ok) {
-    if (!cxx.empty()) {
+// Compiles `src` with the host compiler and NVRTC (those available) and expects `ok`.
+class UnitCompiler {
+ public:
+  UnitCompiler() : cxx_(host_cxx()), nvrtc_(alloy::cuda::nvrtc::available()) {
+    for (const auto& f : alloy::prelude::embedded_files())
+      headers_.push_back({f.path.c_str(), f.text.c_str()});
+  }
+  bool any() const { return !cxx_.empty() || nvrtc_; }
+  void check(const std::string& what, const std::string& src, bool ok, bool host = true,
+             const std::vector<std::string>& nvrtc_options = {}) {
+    if (host && !cxx_.empty()) {
       std::string log;
-      int rc = host_compile(cxx, src, "-fsyntax-only", &log);
+      int rc = host_compile(cxx_, src, "-fsyntax-only", &log);
       EXPECT_EQ(rc == 0, ok) << what << " (host compiler)\n" << src << log;
     }
-    if (nvrtc) {
+    if (nvrtc_) {
       bool compiled = true;
       std::string log;
+      std::vector<std::string> options = {"--gpu-architecture=compute_90", "--std=c++17",
+                                          "-default-device"};
+      options.insert(options.end(), nvrtc_options.begin(), nvrtc_options.end());
       try {
-        alloy::cuda::nvrtc::compile(
-            src, "unit.cu", headers,
-            {"--gpu-architecture=compute_90", "--std=c++17", "-default-device"},
-            /*cubin=*/false);
+        alloy::cuda::nvrtc::compile(src, "unit.cu", headers_, options, /*cubin=*/false);
       } catch (const alloy::cuda::nvrtc::CompileFailure& e) {
         compiled = false;
         log = e.log();
       }
       EXPECT_EQ(compiled, ok) << what << " (NVRTC)\n" << src << log;
     }
-  };
-  check("core only", unit("#define ALLOY_SELECT 1\n", "o[0] = exp(o[1]);\n"), true);
+  }
+
+ private:
+  std::string cxx_;
+  bool nvrtc_;
+  std::vector<alloy::cuda::nvrtc::Header> headers_;
+};
+
+// The parts are self-contained (core + the part), for the host compiler and NVRTC; a use
+// compiled without its part fails (the checks can fail).
+TEST(PreludeSelection, EachPartCompilesAlone) {
+  UnitCompiler c;
+  if (!c.any()) GTEST_SKIP() << "no host compiler and no NVRTC";
+  const std::string core = "o[0] = exp(o[1]);\n";
+  EXPECT_TRUE(select_prelude(core).needs.empty());
+  c.check("core only", unit(prelude_defines(select_prelude(core)), core), true);
   for (const auto& [part, body] : part_uses()) {
     PreludeSelection s = select_prelude(body);
     EXPECT_TRUE(s.needs.count(part)) << part;
-    check(part, unit(prelude_defines(s), body), true);
-    check(part + " left out", unit("#define ALLOY_SELECT 1\n", body), false);
+    c.check(part, unit(prelude_defines(s), body), true);
+    s.needs.erase(part);
+    c.check(part + " left out", unit(prelude_defines(s), body), false);
   }
   // Swizzles: the named ones are there, readable and writable; the others are not.
   const std::string swz = "float4 v = float4(o[0]);\nv.zyx = v.xyy;\no[0] = v.bgr[0] + v.xy[1];\n";
-  EXPECT_EQ(select_prelude(swz).swizzles, set_of({"xy", "xyy", "zyx"}));
-  check("swizzles", unit(prelude_defines(select_prelude(swz)), swz), true);
-  check("swizzle left out", unit("#define ALLOY_SELECT 1\n#define ALLOY_SWIZZLE_zyx 1\n", swz),
-        false);
+  PreludeSelection s = select_prelude(swz);
+  EXPECT_EQ(s.swizzles, set_of({"xy", "xyy", "zyx"}));
+  c.check("swizzles", unit(prelude_defines(s), swz), true);
+  s.swizzles.erase("xyy");
+  c.check("swizzle left out", unit(prelude_defines(s), swz), false);
+}
+
+TEST(PreludeSelection, MathFunctionsAndWhatTheyCall) {
+  EXPECT_EQ(select_prelude("y = clamp(x, 0, 1);").math, set_of({"clamp", "min", "max"}));
+  EXPECT_EQ(select_prelude("y = metal::precise::distance(a, b);").math,
+            set_of({"distance", "length", "sqrt", "dot"}));
+  EXPECT_EQ(select_prelude("y = abs(x) + isnormal(x);").math,
+            set_of({"abs", "fabs", "isnormal", "isfinite"}));
+  // Parts bring what they call: simd_max calls max, simdgroup matrices dot and cross.
+  EXPECT_EQ(select_prelude("y = simd_max(x);").math, set_of({"min", "max"}));
+  EXPECT_EQ(select_prelude("float3x3 m;").math, set_of({"dot", "cross"}));
+  // Every guarded function of math.h is known, and the other way round.
+  std::string math_h;
+  for (const auto& f : alloy::prelude::embedded_files())
+    if (f.path == "metal/math.h") math_h = f.text;
+  std::set<std::string> guarded;
+  for (size_t p = 0; (p = math_h.find("defined(ALLOY_USE_", p)) != std::string::npos;) {
+    p += 18;
+    guarded.insert(math_h.substr(p, math_h.find(')', p) - p));
+  }
+  EXPECT_EQ(guarded, alloy::msl::prelude_math_functions());
+}
+
+// Each math function, used alone on float, half and vectors, compiles with what its name selects
+// (in both math modes for those that differ). A left-out callee would be a deleted stand-in and
+// fail, never reach the C library's function of that name.
+TEST(PreludeSelection, EachMathFunctionCompilesAlone) {
+  if (!alloy::cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not available";
+  UnitCompiler c;
+  const std::string one = "F(f) + F(h) + F(v).x";
+  const std::string two = "F(f, f) + F(h, h) + F(v, v).x";
+  const std::string three = "F(f, f, f) + F(h, h, h) + F(v, v, v).x";
+  const std::map<std::string, std::string> uses = {
+      {"ldexp", "ldexp(f, 2) + ldexp(h, 2) + ldexp(v, int2(2)).x"},
+      {"ilogb", "ilogb(f) + ilogb(h)"},
+      {"frexp", "frexp(f, e) + frexp(h, e) + frexp(v, e2).x"},
+      {"modf", "modf(f, f) + modf(h, h) + modf(v, v).x"},
+      {"sincos", "sincos(f, f) + sincos(h, h) + sincos(v, v).x"},
+      {"isordered", "isordered(f, f) + isunordered(h, h)"},
+      {"isunordered", "isunordered(f, f) + isunordered(h, h)"},
+      {"dot", "dot(v, v) + dot(hv, hv)"},
+      {"length", "length(v) + length(hv)"},
+      {"length_squared", "length_squared(v) + length_squared(hv)"},
+      {"normalize", "normalize(v).x + normalize(hv).x"},
+      {"distance", "distance(v, v) + distance(hv, hv)"},
+      {"distance_squared", "distance_squared(v, v) + distance_squared(hv, hv)"},
+      {"cross", "cross(v3, v3).x"},
+      {"reflect", "reflect(v, v).x"},
+      {"faceforward", "faceforward(v, v, v).x"},
+      {"refract", "refract(v, v, f).x"},
+  };
+  const std::set<std::string> two_args = {"atan2", "fmod", "copysign", "fdim", "fmin",
+                                          "fmax",  "step", "pow",      "powr", "divide",
+                                          "min",   "max",  "nextafter"};
+  const std::set<std::string> three_args = {"fma",        "mix",   "fmin3", "fmax3", "fmedian3",
+                                            "smoothstep", "clamp", "min3",  "max3",  "median3"};
+  const std::set<std::string> modes = {"exp",    "exp2",     "exp10",     "log",    "log2",
+                                       "log10",  "sqrt",     "rsqrt",     "sin",    "cos",
+                                       "tan",    "pow",      "powr",      "divide", "sincos",
+                                       "length", "distance", "normalize", "refract"};
+  for (const auto& fn : alloy::msl::prelude_math_functions()) {
+    std::string expr;
+    if (auto u = uses.find(fn); u != uses.end())
+      expr = u->second;
+    else
+      expr = three_args.count(fn) ? three : two_args.count(fn) ? two : one;
+    for (size_t p; (p = expr.find('F')) != std::string::npos;) expr.replace(p, 1, fn);
+    std::string body =
+        "float f = o[0]; half h = half(o[1]); float2 v = float2(f); half2 hv = half2(h);\n"
+        "float3 v3 = float3(f); int e; int2 e2;\no[2] = float(" +
+        expr + ");\n";
+    PreludeSelection s = select_prelude(body);
+    EXPECT_TRUE(s.math.count(fn)) << fn;
+    std::string src = unit(prelude_defines(s), body);
+    c.check(fn, src, true, /*host=*/false);
+    if (modes.count(fn))
+      c.check(fn + " (fast)", src, true, /*host=*/false, {"-DALLOY_MATH_FAST", "-D__FAST_MATH__"});
+  }
+  // What clamp calls is needed: without min, the deleted stand-in fails (not ::min).
+  c.check("clamp without min",
+          unit("#define ALLOY_SELECT 1\n#define ALLOY_USE_clamp 1\n#define ALLOY_USE_max 1\n",
+               "o[0] = clamp(o[1], 0.0f, 1.0f);\n"),
+          false);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "msl/prelude_select.h"
 
+#include <map>
 #include <vector>
 
 #include "msl/lexer.h"
@@ -47,6 +48,50 @@ const std::vector<Rule>& rules() {
   return r;
 }
 
+// metal/math.h: each function and the math functions its definition calls (which must come with
+// it: a left-out function is a deleted stand-in, so a missing entry here fails to compile).
+const std::map<std::string, std::vector<std::string>, std::less<>>& math_functions() {
+  static const std::map<std::string, std::vector<std::string>, std::less<>> m = [] {
+    std::map<std::string, std::vector<std::string>, std::less<>> f;
+    for (const char* n :
+         {"floor",      "ceil",  "round", "rint",     "trunc",   "fabs",  "asin",     "acos",
+          "atan",       "sinh",  "cosh",  "tanh",     "asinh",   "acosh", "atanh",    "logb",
+          "cbrt",       "sinpi", "cospi", "tanpi",    "atan2",   "fmod",  "copysign", "fdim",
+          "fmin",       "fmax",  "step",  "fma",      "mix",     "fmin3", "fmax3",    "fmedian3",
+          "smoothstep", "sign",  "fract", "saturate", "ldexp",   "ilogb", "frexp",    "modf",
+          "nextafter",  "isnan", "isinf", "isfinite", "signbit", "min",   "max",      "dot",
+          "cross",      "exp",   "exp2",  "exp10",    "log",     "log2",  "log10",    "sqrt",
+          "rsqrt",      "sin",   "cos",   "tan",      "pow",     "powr",  "divide"})
+      f[n] = {};
+    f["abs"] = {"fabs"};
+    f["isnormal"] = {"isfinite", "fabs"};
+    f["isordered"] = f["isunordered"] = {"isnan"};
+    f["clamp"] = f["min3"] = f["max3"] = f["median3"] = {"min", "max"};
+    f["length_squared"] = f["distance_squared"] = f["reflect"] = f["faceforward"] = {"dot"};
+    f["sincos"] = {"sin", "cos"};
+    f["length"] = {"sqrt", "dot"};
+    f["distance"] = {"length", "sqrt", "dot"};
+    f["normalize"] = {"rsqrt", "dot"};
+    f["refract"] = {"dot", "sqrt"};
+    return f;
+  }();
+  return m;
+}
+
+// Math functions the optional parts call.
+const std::map<std::string, std::vector<std::string>, std::less<>>& part_math() {
+  static const std::map<std::string, std::vector<std::string>, std::less<>> m = {
+      {"SIMD", {"min", "max"}},  // simd_min/simd_max, quad_min/quad_max
+      {"MATRIX", {"dot", "cross"}},
+  };
+  return m;
+}
+
+void add_math(const std::string& name, PreludeSelection* s) {
+  if (!s->math.insert(name).second) return;
+  for (const auto& dep : math_functions().at(name)) add_math(dep, s);
+}
+
 bool starts_with(std::string_view s, std::string_view p) {
   return s.substr(0, p.size()) == p;
 }
@@ -88,6 +133,7 @@ void add_identifier(std::string_view id, bool qualified, PreludeSelection* s) {
     if (std::string_view(r.part) == "MATRIX") hit |= is_matrix_name(id);
     if (hit) s->needs.insert(r.part);
   }
+  if (auto m = math_functions().find(id); m != math_functions().end()) add_math(m->first, s);
   if (qualified) return;
   if (std::string sw = swizzle_name(id); !sw.empty()) s->swizzles.insert(sw);
 }
@@ -119,6 +165,12 @@ PreludeSelection select_prelude(std::string_view code) {
   if (s.all) {
     s.needs.clear();
     s.swizzles.clear();
+    s.math.clear();
+    return s;
+  }
+  for (const auto& part : s.needs) {
+    if (auto m = part_math().find(part); m != part_math().end())
+      for (const auto& f : m->second) add_math(f, &s);
   }
   return s;
 }
@@ -128,6 +180,7 @@ std::string prelude_defines(const PreludeSelection& s) {
   std::string out = "#define ALLOY_SELECT 1\n";
   for (const auto& n : s.needs) out += "#define ALLOY_NEED_" + n + " 1\n";
   for (const auto& w : s.swizzles) out += "#define ALLOY_SWIZZLE_" + w + " 1\n";
+  for (const auto& f : s.math) out += "#define ALLOY_USE_" + f + " 1\n";
   return out;
 }
 
@@ -138,6 +191,15 @@ const std::set<std::string>& prelude_parts() {
     return p;
   }();
   return parts;
+}
+
+const std::set<std::string>& prelude_math_functions() {
+  static const std::set<std::string> names = [] {
+    std::set<std::string> n;
+    for (const auto& [name, deps] : math_functions()) n.insert(name);
+    return n;
+  }();
+  return names;
 }
 
 }  // namespace alloy::msl

@@ -16,15 +16,20 @@ struct PreludeSelection {
   bool all = false;                // no selection: the whole prelude
   std::set<std::string> needs;     // optional headers: "INTEGER", "ATOMIC", "SYNC", "SIMD", ...
   std::set<std::string> swizzles;  // swizzle members, xyzw spelling ("xy", "zyx", "xxxx")
+  std::set<std::string> math;      // metal/math.h functions ("exp", "clamp", "dot", ...)
 };
 
 /// The optional prelude parts that `code` (a translated source, or any C++/Metal text) names.
 PreludeSelection select_prelude(std::string_view code);
 
-/// `#define` lines for `s` (ALLOY_SELECT, ALLOY_NEED_<part>, ALLOY_SWIZZLE_<name>); "" when s.all.
+/// `#define` lines for `s` (ALLOY_SELECT, ALLOY_NEED_<part>, ALLOY_SWIZZLE_<name>,
+/// ALLOY_USE_<math function>); "" when s.all.
 std::string prelude_defines(const PreludeSelection& s);
 
 /// Every optional part select_prelude() knows, as used in ALLOY_NEED_<part>.
 const std::set<std::string>& prelude_parts();
+
+/// Every function of metal/math.h select_prelude() knows, as used in ALLOY_USE_<name>.
+const std::set<std::string>& prelude_math_functions();
 
 }  // namespace alloy::msl

@@ -8,8 +8,10 @@
 //   ALLOY_NEED_ATOMIC   metal/atomic.h      ALLOY_NEED_MATRIX  metal/matrix.h
 //   ALLOY_NEED_SYNC     metal/sync.h        ALLOY_NEED_MLX     metal/mlx.h
 //   ALLOY_SWIZZLE_<xyzw spelling>: that swizzle member of the vectors (metal/vector.h)
+//   ALLOY_USE_<name>: that math function (metal/math.h; the others are deleted stand-ins)
 // Without ALLOY_SELECT (tests, direct includes), everything.
 #ifndef ALLOY_SELECT
+#define ALLOY_MATH_ALL 1
 #define ALLOY_NEED_INTEGER 1
 #define ALLOY_NEED_ATOMIC 1
 #define ALLOY_NEED_SYNC 1
