@@ -57,16 +57,18 @@ struct half {
   ALLOY_FN half& operator/=(const T& v) {
     return *this = half(*this / v);
   }
-  ALLOY_FN half& operator++() { return *this += 1; }
-  ALLOY_FN half& operator--() { return *this -= 1; }
+  // x + 1 computed in float and rounded once, as `*this += 1` would; written without the
+  // operator templates, whose instantiation here (every kernel) costs NVRTC milliseconds.
+  ALLOY_FN half& operator++() { return *this = half(float(*this) + 1.0f); }
+  ALLOY_FN half& operator--() { return *this = half(float(*this) - 1.0f); }
   ALLOY_FN half operator++(int) {
     half r = *this;
-    *this += 1;
+    ++*this;
     return r;
   }
   ALLOY_FN half operator--(int) {
     half r = *this;
-    *this -= 1;
+    --*this;
     return r;
   }
 };
@@ -104,16 +106,17 @@ struct bfloat {
   ALLOY_FN bfloat& operator/=(const T& v) {
     return *this = bfloat(*this / v);
   }
-  ALLOY_FN bfloat& operator++() { return *this += 1; }
-  ALLOY_FN bfloat& operator--() { return *this -= 1; }
+  // As half's: no operator template instantiated at namespace scope.
+  ALLOY_FN bfloat& operator++() { return *this = bfloat(float(*this) + 1.0f); }
+  ALLOY_FN bfloat& operator--() { return *this = bfloat(float(*this) - 1.0f); }
   ALLOY_FN bfloat operator++(int) {
     bfloat r = *this;
-    *this += 1;
+    ++*this;
     return r;
   }
   ALLOY_FN bfloat operator--(int) {
     bfloat r = *this;
-    *this -= 1;
+    --*this;
     return r;
   }
 };
