@@ -140,8 +140,31 @@ TEST(PreludeSelection, DirectivesCommentsStrings) {
   EXPECT_TRUE(s.swizzles.empty());
 }
 
-TEST(PreludeSelection, TokenPastingSelectsEverything) {
+TEST(PreludeSelection, TokenPasting) {
+  // A parameter pasted: any part, math function or swizzle.
   PreludeSelection s = select_prelude("#define CAT(a, b) a##b\nfloat x = CAT(simd_, sum)(y);\n");
+  EXPECT_FALSE(s.all);
+  EXPECT_EQ(s.needs, alloy::msl::prelude_parts());
+  EXPECT_TRUE(s.all_math);
+  EXPECT_TRUE(s.all_swizzles);
+  EXPECT_NE(prelude_defines(s).find("#define ALLOY_SWIZZLES_ALL 1\n#define ALLOY_MATH_ALL 1\n"),
+            std::string::npos);
+  // T##2 is a vector type name, never a swizzle; chains and continuation lines too.
+  s = select_prelude("#define V(T) \\\n  T##2 v = T ## 2(0); T##x##2 w;\nV(float)\n");
+  EXPECT_EQ(s.needs, alloy::msl::prelude_parts());
+  EXPECT_TRUE(s.all_math);
+  EXPECT_FALSE(s.all_swizzles);
+  EXPECT_TRUE(s.swizzles.empty());
+  // Literal operands make a known name.
+  s = select_prelude("#define SW v.x##y\n#define F pop##count\n");
+  EXPECT_EQ(s.swizzles, set_of({"xy"}));
+  EXPECT_EQ(s.needs, set_of({"INTEGER"}));
+  EXPECT_FALSE(s.all_math);
+  // A pasted parameter next to letters a swizzle may have: every swizzle.
+  EXPECT_TRUE(select_prelude("#define S(v, c) v.c##x\n").all_swizzles);
+  EXPECT_FALSE(select_prelude("#define S(p) p##_sum\n").all_swizzles);
+  // `##` outside a #define: everything.
+  s = select_prelude("#pragma foo ## bar\n");
   EXPECT_TRUE(s.all);
   EXPECT_EQ(prelude_defines(s), "");
 }
@@ -444,6 +467,13 @@ TEST(PreludeSelection, EachPartCompilesAlone) {
   c.check("swizzles", unit(prelude_defines(s), swz), true);
   s.swizzles.erase("xyy");
   c.check("swizzle left out", unit(prelude_defines(s), swz), false);
+  // Pasted vector type names: no swizzle member besides the ones named.
+  const std::string pasted =
+      "#define V(T) T##4 v##T = T##4(o[0]); v##T.zyx = v##T.xxy; o[1] = float(v##T.w);\n"
+      "V(float)\nV(half)\n";
+  s = select_prelude(pasted);
+  EXPECT_FALSE(s.all_swizzles);
+  c.check("pasting", unit(prelude_defines(s), pasted), true);
 }
 
 TEST(PreludeSelection, MathFunctionsAndWhatTheyCall) {

@@ -138,6 +138,66 @@ void add_identifier(std::string_view id, bool qualified, PreludeSelection* s) {
   if (std::string sw = swizzle_name(id); !sw.empty()) s->swizzles.insert(sw);
 }
 
+void scan(std::string_view code, PreludeSelection* s);
+
+bool is_swizzle_letter(char c) {
+  return std::string_view("xyzwrgba").find(c) != std::string_view::npos;
+}
+
+// A #define that pastes tokens. Operands of `##` that are all literal make a known identifier;
+// one that is a parameter makes an unknown one, which may name any part or math function, and
+// any swizzle unless a literal operand has a letter no swizzle has (`T##2` is no swizzle).
+void scan_pasting(std::string_view directive, PreludeSelection* s) {
+  std::string text(directive);
+  for (size_t p; (p = text.find("\\\n")) != std::string::npos;) text.replace(p, 2, " ");
+  for (size_t p; (p = text.find("\\\r\n")) != std::string::npos;) text.replace(p, 3, " ");
+  std::vector<Token> toks = lex(text);
+  std::vector<size_t> sig;  // significant tokens
+  for (size_t i = 0; i < toks.size(); ++i)
+    if (!toks[i].trivia()) sig.push_back(i);
+  if (sig.size() < 2 || !toks[sig[0]].is("define") || toks[sig[1]].kind != TokKind::ident) {
+    s->all = true;  // `##` outside a #define body
+    return;
+  }
+  std::set<std::string> params;
+  size_t body = 2;
+  if (sig.size() > 2 && sig[2] == sig[1] + 1 && toks[sig[2]].is("(")) {  // function-like
+    for (body = 3; body < sig.size() && !toks[sig[body]].is(")"); ++body)
+      params.insert(toks[sig[body]].is("...") ? "__VA_ARGS__" : toks[sig[body]].text);
+    ++body;
+  }
+  for (size_t i = body; i < sig.size(); ++i) {
+    if (!toks[sig[i]].is("##")) continue;
+    if (i == body || i + 1 >= sig.size()) {
+      s->all = true;  // ill-formed
+      return;
+    }
+    // The chain a ## b ## c ...: operands at i - 1, i + 1, i + 3, ...
+    std::vector<size_t> operands = {i - 1};
+    for (; i < sig.size() && toks[sig[i]].is("##") && i + 1 < sig.size(); i += 2)
+      operands.push_back(i + 1);
+    --i;
+    bool known = true, swizzle_possible = true;
+    std::string pasted;
+    for (size_t o : operands) {
+      const Token& t = toks[sig[o]];
+      if (t.kind == TokKind::ident && (params.count(t.text) || t.text == "__VA_OPT__")) {
+        known = false;
+        continue;
+      }
+      pasted += t.text;
+      for (char c : t.text) swizzle_possible &= is_swizzle_letter(c);
+    }
+    if (known) {
+      scan(pasted, s);  // one identifier (or a number, or nothing of ours)
+      continue;
+    }
+    s->needs = prelude_parts();
+    s->all_math = true;
+    if (swizzle_possible) s->all_swizzles = true;
+  }
+}
+
 void scan(std::string_view code, PreludeSelection* s) {
   bool after_scope = false;  // the previous significant token is `::`
   for (const Token& t : lex(code)) {
@@ -145,13 +205,10 @@ void scan(std::string_view code, PreludeSelection* s) {
     if (t.kind == TokKind::ident) {
       add_identifier(t.text, after_scope, s);
     } else if (t.kind == TokKind::preproc) {
-      // Token pasting can make any name: no selection.
-      if (t.text.find("##") != std::string::npos) {
-        s->all = true;
-        return;
-      }
-      scan(std::string_view(t.text).substr(1), s);  // the directive without its '#'
+      std::string_view directive = std::string_view(t.text).substr(1);  // without its '#'
+      if (t.text.find("##") != std::string::npos) scan_pasting(directive, s);
       if (s->all) return;
+      scan(directive, s);
     }
     after_scope = t.is("::");
   }
@@ -166,10 +223,13 @@ PreludeSelection select_prelude(std::string_view code) {
     s.needs.clear();
     s.swizzles.clear();
     s.math.clear();
+    s.all_swizzles = s.all_math = false;
     return s;
   }
+  if (s.all_swizzles) s.swizzles.clear();
+  if (s.all_math) s.math.clear();
   for (const auto& part : s.needs) {
-    if (auto m = part_math().find(part); m != part_math().end())
+    if (auto m = part_math().find(part); m != part_math().end() && !s.all_math)
       for (const auto& f : m->second) add_math(f, &s);
   }
   return s;
@@ -179,7 +239,9 @@ std::string prelude_defines(const PreludeSelection& s) {
   if (s.all) return "";
   std::string out = "#define ALLOY_SELECT 1\n";
   for (const auto& n : s.needs) out += "#define ALLOY_NEED_" + n + " 1\n";
+  if (s.all_swizzles) out += "#define ALLOY_SWIZZLES_ALL 1\n";
   for (const auto& w : s.swizzles) out += "#define ALLOY_SWIZZLE_" + w + " 1\n";
+  if (s.all_math) out += "#define ALLOY_MATH_ALL 1\n";
   for (const auto& f : s.math) out += "#define ALLOY_USE_" + f + " 1\n";
   return out;
 }

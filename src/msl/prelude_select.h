@@ -4,7 +4,9 @@
 // `#define`s for just those parts before `#include "metal_stdlib.h"`.
 //
 // Conservative by construction: a part is left out only when no identifier of the source could
-// name anything in it; a source that pastes tokens (`##`) gets everything.
+// name anything in it. A macro that pastes tokens (`##`) may make any name: with a parameter
+// among the pasted operands it selects every part and math function, and every swizzle unless
+// an operand rules swizzles out (`T##2`); a `##` outside a #define selects everything.
 #pragma once
 #include <set>
 #include <string>
@@ -17,13 +19,15 @@ struct PreludeSelection {
   std::set<std::string> needs;     // optional headers: "INTEGER", "ATOMIC", "SYNC", "SIMD", ...
   std::set<std::string> swizzles;  // swizzle members, xyzw spelling ("xy", "zyx", "xxxx")
   std::set<std::string> math;      // metal/math.h functions ("exp", "clamp", "dot", ...)
+  bool all_swizzles = false;       // every swizzle member (ALLOY_SWIZZLES_ALL)
+  bool all_math = false;           // every math function (ALLOY_MATH_ALL)
 };
 
 /// The optional prelude parts that `code` (a translated source, or any C++/Metal text) names.
 PreludeSelection select_prelude(std::string_view code);
 
-/// `#define` lines for `s` (ALLOY_SELECT, ALLOY_NEED_<part>, ALLOY_SWIZZLE_<name>,
-/// ALLOY_USE_<math function>); "" when s.all.
+/// `#define` lines for `s` (ALLOY_SELECT, ALLOY_NEED_<part>, ALLOY_SWIZZLE_<name> or
+/// ALLOY_SWIZZLES_ALL, ALLOY_USE_<math function> or ALLOY_MATH_ALL); "" when s.all.
 std::string prelude_defines(const PreludeSelection& s);
 
 /// Every optional part select_prelude() knows, as used in ALLOY_NEED_<part>.
