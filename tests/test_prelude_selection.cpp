@@ -122,10 +122,11 @@ TEST(PreludeSelection, Swizzles) {
   EXPECT_EQ(select_prelude("c.rgb = d.bgra; e.ar").swizzles, set_of({"xyz", "zyxw", "wx"}));
   // One letter is a plain member; mixed sets and 5 letters are no swizzles.
   EXPECT_TRUE(select_prelude("v.x = v.r; v.xr; v.xyzwx; v.xg; v.rgbx").swizzles.empty());
-  // Conservative: the name anywhere counts (a variable named xy, a member of a user struct),
-  // except after `::` (a qualified name is no member).
+  // Conservative: the name anywhere counts (a variable named xy, a member of a user struct,
+  // `v.float4::xy`), except in the prelude's own namespaces.
   EXPECT_EQ(select_prelude("int xy = s.rg;").swizzles, set_of({"xy"}));
-  EXPECT_TRUE(select_prelude("::alloy_entry::arg<0>(f); ns::xy = 1;").swizzles.empty());
+  EXPECT_EQ(select_prelude("ns::xy = v.float4::zw;").swizzles, set_of({"xy", "zw"}));
+  EXPECT_TRUE(select_prelude("::alloy_entry::arg<0>(f); alloy_target::bar();").swizzles.empty());
   EXPECT_EQ(select_prelude("ns::simd_sum(x)").needs, set_of({"SIMD"}));
 }
 

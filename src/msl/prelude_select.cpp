@@ -122,9 +122,9 @@ std::string swizzle_name(std::string_view s) {
   return "";
 }
 
-// `qualified`: the name follows `::`, so it names no member (the entry's `::alloy_entry::arg`
-// is no swizzle `.arg`).
-void add_identifier(std::string_view id, bool qualified, PreludeSelection* s) {
+// `internal`: the name is qualified by one of the prelude's own namespaces (alloy_entry::,
+// alloy_target::, ...), so it is no swizzle: the entry's `::alloy_entry::arg` is no `.arg`.
+void add_identifier(std::string_view id, bool internal, PreludeSelection* s) {
   for (const auto& r : rules()) {
     bool hit = false;
     for (auto n : r.names) hit |= id == n;
@@ -134,7 +134,7 @@ void add_identifier(std::string_view id, bool qualified, PreludeSelection* s) {
     if (hit) s->needs.insert(r.part);
   }
   if (auto m = math_functions().find(id); m != math_functions().end()) add_math(m->first, s);
-  if (qualified) return;
+  if (internal) return;
   if (std::string sw = swizzle_name(id); !sw.empty()) s->swizzles.insert(sw);
 }
 
@@ -199,18 +199,19 @@ void scan_pasting(std::string_view directive, PreludeSelection* s) {
 }
 
 void scan(std::string_view code, PreludeSelection* s) {
-  bool after_scope = false;  // the previous significant token is `::`
+  std::string_view prev, prev2;  // the previous two significant tokens
   for (const Token& t : lex(code)) {
     if (t.trivia()) continue;
     if (t.kind == TokKind::ident) {
-      add_identifier(t.text, after_scope, s);
+      add_identifier(t.text, prev == "::" && starts_with(prev2, "alloy_"), s);
     } else if (t.kind == TokKind::preproc) {
       std::string_view directive = std::string_view(t.text).substr(1);  // without its '#'
       if (t.text.find("##") != std::string::npos) scan_pasting(directive, s);
       if (s->all) return;
       scan(directive, s);
     }
-    after_scope = t.is("::");
+    prev2 = prev;
+    prev = t.text;
   }
 }
 
