@@ -27,6 +27,9 @@ cuda::KernelSource kernel_source(const msl::Translation& tr, const std::string& 
     k.options = {"-DALLOY_MATH_RELAXED"};
   else
     k.options = {"-DALLOY_MATH_SAFE"};
+  // Translated kernels use none of what -minimal leaves out (nvrtc::compile drops it where NVRTC
+  // is too old to know it; the key includes the NVRTC library, so that stays consistent).
+  k.options.push_back("-minimal");
   return k;
 }
 

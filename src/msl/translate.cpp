@@ -11,6 +11,7 @@
 #include "alloy/errors.h"
 #include "msl/lexer.h"
 #include "msl/macros.h"
+#include "msl/prelude_select.h"
 #include "msl/target.h"
 
 namespace alloy::msl {
@@ -798,7 +799,8 @@ class Translator {
       code += traits_.entry(out_.kernels[k], k, opt_);
     }
     code += "}  // namespace metal\n";
-    out_.code = std::move(code);
+    // Only the prelude parts the source names (they are most of the compile time).
+    out_.code = prelude_defines(select_prelude(code)) + code;
     return std::move(out_);
   }
 };

@@ -2,23 +2,55 @@
 // include this, then place the user's header and kernel inside `namespace metal { ... }`.
 #pragma once
 
+// Prelude selection. Parsing is most of a small kernel's NVRTC compile time, so a translated
+// kernel defines ALLOY_SELECT and only the parts its source names (msl/prelude_select.cpp):
+//   ALLOY_NEED_INTEGER  metal/integer.h     ALLOY_NEED_SIMD    metal/simd.h
+//   ALLOY_NEED_ATOMIC   metal/atomic.h      ALLOY_NEED_MATRIX  metal/matrix.h
+//   ALLOY_NEED_SYNC     metal/sync.h        ALLOY_NEED_MLX     metal/mlx.h
+//   ALLOY_SWIZZLE_<xyzw spelling>: that swizzle member of the vectors (metal/vector.h)
+//   ALLOY_USE_<name>: that math function (metal/math.h; the others are deleted stand-ins)
+// Without ALLOY_SELECT (tests, direct includes), everything.
+#ifndef ALLOY_SELECT
+#define ALLOY_MATH_ALL 1
+#define ALLOY_NEED_INTEGER 1
+#define ALLOY_NEED_ATOMIC 1
+#define ALLOY_NEED_SYNC 1
+#define ALLOY_NEED_SIMD 1
+#define ALLOY_NEED_MATRIX 1
+#define ALLOY_NEED_MLX 1
+#define ALLOY_SWIZZLES_ALL 1
+#endif
+
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 #include "cuda/target.h"
 #else
 #include "cpu/target.h"
 #endif
 
-// Order matters: each header uses the ones before it.
+// Order matters: each header uses the ones before it. The optional ones use only the core
+// (traits, types, vector, math) and, for sync.h, atomic.h.
 // clang-format off
 #include "half_bits.h"
 #include "metal/traits.h"
 #include "metal/types.h"
 #include "metal/vector.h"
 #include "metal/math.h"
+#ifdef ALLOY_NEED_INTEGER
 #include "metal/integer.h"
+#endif
+#if defined(ALLOY_NEED_ATOMIC) || defined(ALLOY_NEED_SYNC)
 #include "metal/atomic.h"
+#endif
+#ifdef ALLOY_NEED_SYNC
 #include "metal/sync.h"
+#endif
+#ifdef ALLOY_NEED_SIMD
 #include "metal/simd.h"
+#endif
+#ifdef ALLOY_NEED_MATRIX
 #include "metal/matrix.h"
+#endif
+#ifdef ALLOY_NEED_MLX
 #include "metal/mlx.h"
+#endif
 // clang-format on

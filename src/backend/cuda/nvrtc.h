@@ -62,9 +62,10 @@ struct Header {
 };
 
 /// Compiles `source` (named `program_name` in diagnostics) with `options` (which must include
-/// --gpu-architecture=...). Returns the cubin (or PTX, when `cubin` is false). Throws
-/// CompileFailure with NVRTC's log when the source does not compile, alloy::Error when NVRTC is
-/// not available or fails otherwise. `log`, when given, receives the log (warnings) on success.
+/// --gpu-architecture=...; `-minimal` is dropped for NVRTC before 12.4, which does not know it).
+/// Returns the cubin (or PTX, when `cubin` is false). Throws CompileFailure with NVRTC's log when
+/// the source does not compile, alloy::Error when NVRTC is not available or fails otherwise. `log`,
+/// when given, receives the log (warnings) on success.
 std::string compile(const std::string& source, const std::string& program_name,
                     const std::vector<Header>& headers, const std::vector<std::string>& options,
                     bool cubin, std::string* log = nullptr);

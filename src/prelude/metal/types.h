@@ -57,16 +57,18 @@ struct half {
   ALLOY_FN half& operator/=(const T& v) {
     return *this = half(*this / v);
   }
-  ALLOY_FN half& operator++() { return *this += 1; }
-  ALLOY_FN half& operator--() { return *this -= 1; }
+  // x + 1 computed in float and rounded once, as `*this += 1` would; written without the
+  // operator templates, whose instantiation here (every kernel) costs NVRTC milliseconds.
+  ALLOY_FN half& operator++() { return *this = half(float(*this) + 1.0f); }
+  ALLOY_FN half& operator--() { return *this = half(float(*this) - 1.0f); }
   ALLOY_FN half operator++(int) {
     half r = *this;
-    *this += 1;
+    ++*this;
     return r;
   }
   ALLOY_FN half operator--(int) {
     half r = *this;
-    *this -= 1;
+    --*this;
     return r;
   }
 };
@@ -104,16 +106,17 @@ struct bfloat {
   ALLOY_FN bfloat& operator/=(const T& v) {
     return *this = bfloat(*this / v);
   }
-  ALLOY_FN bfloat& operator++() { return *this += 1; }
-  ALLOY_FN bfloat& operator--() { return *this -= 1; }
+  // As half's: no operator template instantiated at namespace scope.
+  ALLOY_FN bfloat& operator++() { return *this = bfloat(float(*this) + 1.0f); }
+  ALLOY_FN bfloat& operator--() { return *this = bfloat(float(*this) - 1.0f); }
   ALLOY_FN bfloat operator++(int) {
     bfloat r = *this;
-    *this += 1;
+    ++*this;
     return r;
   }
   ALLOY_FN bfloat operator--(int) {
     bfloat r = *this;
-    *this -= 1;
+    --*this;
     return r;
   }
 };
@@ -222,13 +225,9 @@ ALLOY_FN constexpr bfloat operator+(bfloat x) {
 }
 
 // ---- numeric_limits ----
-
-template <class T>
-struct numeric_limits {
-  static constexpr bool is_specialized = false;
-};
-template <class T>
-struct numeric_limits<const T> : numeric_limits<T> {};
+//
+// numeric_limits<T> takes its members from a base chosen by limits_of<T>; naming a base in a
+// typedef does not instantiate it, so a kernel pays (in compile time) only for the limits it uses.
 
 namespace alloy_detail {
 template <class T>
@@ -252,6 +251,14 @@ struct int_limits {
   ALLOY_FN static constexpr T quiet_NaN() { return T(0); }
   ALLOY_FN static constexpr T signaling_NaN() { return T(0); }
   ALLOY_FN static constexpr T denorm_min() { return T(0); }
+};
+// bool: the limits of unsigned char (its storage), with one digit and max() == true.
+template <class U>
+struct bool_limits : int_limits<U> {
+  static constexpr int digits = 1;
+  ALLOY_FN static constexpr bool max() { return true; }
+  ALLOY_FN static constexpr bool min() { return false; }
+  ALLOY_FN static constexpr bool lowest() { return false; }
 };
 
 // Floating-point limits from bit patterns: T::from_bits or __builtin_bit_cast.
@@ -286,11 +293,19 @@ struct float_limits {
   ALLOY_FN static constexpr T signaling_NaN() { return make(SNaN); }
   ALLOY_FN static constexpr T denorm_min() { return make(Denorm); }
 };
-}  // namespace alloy_detail
 
-#define ALLOY_INT_LIMITS(T) \
-  template <>               \
-  struct numeric_limits<T> : alloy_detail::int_limits<T> {};
+struct no_limits {
+  static constexpr bool is_specialized = false;
+};
+template <class T>
+struct limits_of {
+  typedef no_limits type;
+};
+#define ALLOY_INT_LIMITS(T)     \
+  template <>                   \
+  struct limits_of<T> {         \
+    typedef int_limits<T> type; \
+  };
 ALLOY_INT_LIMITS(char)
 ALLOY_INT_LIMITS(signed char)
 ALLOY_INT_LIMITS(unsigned char)
@@ -304,28 +319,38 @@ ALLOY_INT_LIMITS(long long)
 ALLOY_INT_LIMITS(unsigned long long)
 #undef ALLOY_INT_LIMITS
 template <>
-struct numeric_limits<bool> : alloy_detail::int_limits<unsigned char> {
-  static constexpr int digits = 1;
-  ALLOY_FN static constexpr bool max() { return true; }
-  ALLOY_FN static constexpr bool min() { return false; }
-  ALLOY_FN static constexpr bool lowest() { return false; }
+struct limits_of<bool> {
+  typedef bool_limits<unsigned char> type;
 };
 template <>
-struct numeric_limits<float>
-    : alloy_detail::float_limits<float, uint32_t, 24, 128, 0x7f7fffffu, 0x00800000u, 0x34000000u,
-                                 0x7f800000u, 0x7fc00000u, 0x7fa00000u, 1u> {};
+struct limits_of<float> {
+  typedef float_limits<float, uint32_t, 24, 128, 0x7f7fffffu, 0x00800000u, 0x34000000u, 0x7f800000u,
+                       0x7fc00000u, 0x7fa00000u, 1u>
+      type;
+};
 template <>
-struct numeric_limits<double>
-    : alloy_detail::float_limits<double, uint64_t, 53, 1024, 0x7fefffffffffffffull,
-                                 0x0010000000000000ull, 0x3cb0000000000000ull,
-                                 0x7ff0000000000000ull, 0x7ff8000000000000ull,
-                                 0x7ff4000000000000ull, 1ull> {};
+struct limits_of<double> {
+  typedef float_limits<double, uint64_t, 53, 1024, 0x7fefffffffffffffull, 0x0010000000000000ull,
+                       0x3cb0000000000000ull, 0x7ff0000000000000ull, 0x7ff8000000000000ull,
+                       0x7ff4000000000000ull, 1ull>
+      type;
+};
 template <>
-struct numeric_limits<half> : alloy_detail::float_limits<half, uint16_t, 11, 16, 0x7bff, 0x0400,
-                                                         0x1400, 0x7c00, 0x7e00, 0x7d00, 1> {};
+struct limits_of<half> {
+  typedef float_limits<half, uint16_t, 11, 16, 0x7bff, 0x0400, 0x1400, 0x7c00, 0x7e00, 0x7d00, 1>
+      type;
+};
 template <>
-struct numeric_limits<bfloat> : alloy_detail::float_limits<bfloat, uint16_t, 8, 128, 0x7f7f, 0x0080,
-                                                           0x3c00, 0x7f80, 0x7fc0, 0x7fa0, 1> {};
+struct limits_of<bfloat> {
+  typedef float_limits<bfloat, uint16_t, 8, 128, 0x7f7f, 0x0080, 0x3c00, 0x7f80, 0x7fc0, 0x7fa0, 1>
+      type;
+};
+}  // namespace alloy_detail
+
+template <class T>
+struct numeric_limits : alloy_detail::limits_of<T>::type {};
+template <class T>
+struct numeric_limits<const T> : numeric_limits<T> {};
 
 }  // namespace metal
 

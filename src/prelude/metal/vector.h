@@ -197,7 +197,10 @@ template <class T, int N>
 struct vec_storage;
 
 // The member lists below are generated: every 2-, 3- and 4-letter swizzle over the components,
-// one declaration naming its xyzw and rgba spellings.
+// one declaration naming its xyzw and rgba spellings. Each swizzle member is a class template
+// instance, and NVRTC pays for every one when a vector type is first used (~120 of them for
+// uint3, ~25 ms): a translated kernel gets only the swizzles it names (ALLOY_SWIZZLE_<xyzw
+// spelling>, defined by the translator; see metal_stdlib.h), everything else gets them all.
 template <class T>
 struct alignas(2 * sizeof(T)) vec_storage<T, 2> {
   union {
@@ -208,34 +211,90 @@ struct alignas(2 * sizeof(T)) vec_storage<T, 2> {
     struct {
       T r, g;
     };
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xx)
     swizzle<T, 2, 0, 0> xx, rr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xy)
     swizzle<T, 2, 0, 1> xy, rg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yx)
     swizzle<T, 2, 1, 0> yx, gr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yy)
     swizzle<T, 2, 1, 1> yy, gg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxx)
     swizzle<T, 2, 0, 0, 0> xxx, rrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxy)
     swizzle<T, 2, 0, 0, 1> xxy, rrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyx)
     swizzle<T, 2, 0, 1, 0> xyx, rgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyy)
     swizzle<T, 2, 0, 1, 1> xyy, rgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxx)
     swizzle<T, 2, 1, 0, 0> yxx, grr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxy)
     swizzle<T, 2, 1, 0, 1> yxy, grg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyx)
     swizzle<T, 2, 1, 1, 0> yyx, ggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyy)
     swizzle<T, 2, 1, 1, 1> yyy, ggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxxx)
     swizzle<T, 2, 0, 0, 0, 0> xxxx, rrrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxxy)
     swizzle<T, 2, 0, 0, 0, 1> xxxy, rrrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxyx)
     swizzle<T, 2, 0, 0, 1, 0> xxyx, rrgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxyy)
     swizzle<T, 2, 0, 0, 1, 1> xxyy, rrgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyxx)
     swizzle<T, 2, 0, 1, 0, 0> xyxx, rgrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyxy)
     swizzle<T, 2, 0, 1, 0, 1> xyxy, rgrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyyx)
     swizzle<T, 2, 0, 1, 1, 0> xyyx, rggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyyy)
     swizzle<T, 2, 0, 1, 1, 1> xyyy, rggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxxx)
     swizzle<T, 2, 1, 0, 0, 0> yxxx, grrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxxy)
     swizzle<T, 2, 1, 0, 0, 1> yxxy, grrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxyx)
     swizzle<T, 2, 1, 0, 1, 0> yxyx, grgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxyy)
     swizzle<T, 2, 1, 0, 1, 1> yxyy, grgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyxx)
     swizzle<T, 2, 1, 1, 0, 0> yyxx, ggrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyxy)
     swizzle<T, 2, 1, 1, 0, 1> yyxy, ggrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyx)
     swizzle<T, 2, 1, 1, 1, 0> yyyx, gggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyy)
     swizzle<T, 2, 1, 1, 1, 1> yyyy, gggg;
+#endif
   };
   vec_storage() = default;
   ALLOY_FN constexpr vec_storage(const elems<T, 2>& a) : alloy_e{a.v[0], a.v[1]} {}
@@ -251,123 +310,357 @@ struct alignas(4 * sizeof(T)) vec_storage<T, 3> {
     struct {
       T r, g, b;
     };
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xx)
     swizzle<T, 3, 0, 0> xx, rr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xy)
     swizzle<T, 3, 0, 1> xy, rg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xz)
     swizzle<T, 3, 0, 2> xz, rb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yx)
     swizzle<T, 3, 1, 0> yx, gr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yy)
     swizzle<T, 3, 1, 1> yy, gg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yz)
     swizzle<T, 3, 1, 2> yz, gb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zx)
     swizzle<T, 3, 2, 0> zx, br;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zy)
     swizzle<T, 3, 2, 1> zy, bg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zz)
     swizzle<T, 3, 2, 2> zz, bb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxx)
     swizzle<T, 3, 0, 0, 0> xxx, rrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxy)
     swizzle<T, 3, 0, 0, 1> xxy, rrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxz)
     swizzle<T, 3, 0, 0, 2> xxz, rrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyx)
     swizzle<T, 3, 0, 1, 0> xyx, rgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyy)
     swizzle<T, 3, 0, 1, 1> xyy, rgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyz)
     swizzle<T, 3, 0, 1, 2> xyz, rgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzx)
     swizzle<T, 3, 0, 2, 0> xzx, rbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzy)
     swizzle<T, 3, 0, 2, 1> xzy, rbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzz)
     swizzle<T, 3, 0, 2, 2> xzz, rbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxx)
     swizzle<T, 3, 1, 0, 0> yxx, grr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxy)
     swizzle<T, 3, 1, 0, 1> yxy, grg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxz)
     swizzle<T, 3, 1, 0, 2> yxz, grb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyx)
     swizzle<T, 3, 1, 1, 0> yyx, ggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyy)
     swizzle<T, 3, 1, 1, 1> yyy, ggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyz)
     swizzle<T, 3, 1, 1, 2> yyz, ggb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzx)
     swizzle<T, 3, 1, 2, 0> yzx, gbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzy)
     swizzle<T, 3, 1, 2, 1> yzy, gbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzz)
     swizzle<T, 3, 1, 2, 2> yzz, gbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxx)
     swizzle<T, 3, 2, 0, 0> zxx, brr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxy)
     swizzle<T, 3, 2, 0, 1> zxy, brg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxz)
     swizzle<T, 3, 2, 0, 2> zxz, brb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyx)
     swizzle<T, 3, 2, 1, 0> zyx, bgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyy)
     swizzle<T, 3, 2, 1, 1> zyy, bgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyz)
     swizzle<T, 3, 2, 1, 2> zyz, bgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzx)
     swizzle<T, 3, 2, 2, 0> zzx, bbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzy)
     swizzle<T, 3, 2, 2, 1> zzy, bbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzz)
     swizzle<T, 3, 2, 2, 2> zzz, bbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxxx)
     swizzle<T, 3, 0, 0, 0, 0> xxxx, rrrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxxy)
     swizzle<T, 3, 0, 0, 0, 1> xxxy, rrrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxxz)
     swizzle<T, 3, 0, 0, 0, 2> xxxz, rrrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxyx)
     swizzle<T, 3, 0, 0, 1, 0> xxyx, rrgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxyy)
     swizzle<T, 3, 0, 0, 1, 1> xxyy, rrgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxyz)
     swizzle<T, 3, 0, 0, 1, 2> xxyz, rrgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxzx)
     swizzle<T, 3, 0, 0, 2, 0> xxzx, rrbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxzy)
     swizzle<T, 3, 0, 0, 2, 1> xxzy, rrbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxzz)
     swizzle<T, 3, 0, 0, 2, 2> xxzz, rrbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyxx)
     swizzle<T, 3, 0, 1, 0, 0> xyxx, rgrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyxy)
     swizzle<T, 3, 0, 1, 0, 1> xyxy, rgrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyxz)
     swizzle<T, 3, 0, 1, 0, 2> xyxz, rgrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyyx)
     swizzle<T, 3, 0, 1, 1, 0> xyyx, rggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyyy)
     swizzle<T, 3, 0, 1, 1, 1> xyyy, rggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyyz)
     swizzle<T, 3, 0, 1, 1, 2> xyyz, rggb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyzx)
     swizzle<T, 3, 0, 1, 2, 0> xyzx, rgbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyzy)
     swizzle<T, 3, 0, 1, 2, 1> xyzy, rgbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyzz)
     swizzle<T, 3, 0, 1, 2, 2> xyzz, rgbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzxx)
     swizzle<T, 3, 0, 2, 0, 0> xzxx, rbrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzxy)
     swizzle<T, 3, 0, 2, 0, 1> xzxy, rbrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzxz)
     swizzle<T, 3, 0, 2, 0, 2> xzxz, rbrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzyx)
     swizzle<T, 3, 0, 2, 1, 0> xzyx, rbgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzyy)
     swizzle<T, 3, 0, 2, 1, 1> xzyy, rbgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzyz)
     swizzle<T, 3, 0, 2, 1, 2> xzyz, rbgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzzx)
     swizzle<T, 3, 0, 2, 2, 0> xzzx, rbbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzzy)
     swizzle<T, 3, 0, 2, 2, 1> xzzy, rbbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzzz)
     swizzle<T, 3, 0, 2, 2, 2> xzzz, rbbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxxx)
     swizzle<T, 3, 1, 0, 0, 0> yxxx, grrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxxy)
     swizzle<T, 3, 1, 0, 0, 1> yxxy, grrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxxz)
     swizzle<T, 3, 1, 0, 0, 2> yxxz, grrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxyx)
     swizzle<T, 3, 1, 0, 1, 0> yxyx, grgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxyy)
     swizzle<T, 3, 1, 0, 1, 1> yxyy, grgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxyz)
     swizzle<T, 3, 1, 0, 1, 2> yxyz, grgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxzx)
     swizzle<T, 3, 1, 0, 2, 0> yxzx, grbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxzy)
     swizzle<T, 3, 1, 0, 2, 1> yxzy, grbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxzz)
     swizzle<T, 3, 1, 0, 2, 2> yxzz, grbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyxx)
     swizzle<T, 3, 1, 1, 0, 0> yyxx, ggrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyxy)
     swizzle<T, 3, 1, 1, 0, 1> yyxy, ggrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyxz)
     swizzle<T, 3, 1, 1, 0, 2> yyxz, ggrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyx)
     swizzle<T, 3, 1, 1, 1, 0> yyyx, gggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyy)
     swizzle<T, 3, 1, 1, 1, 1> yyyy, gggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyz)
     swizzle<T, 3, 1, 1, 1, 2> yyyz, gggb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyzx)
     swizzle<T, 3, 1, 1, 2, 0> yyzx, ggbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyzy)
     swizzle<T, 3, 1, 1, 2, 1> yyzy, ggbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyzz)
     swizzle<T, 3, 1, 1, 2, 2> yyzz, ggbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzxx)
     swizzle<T, 3, 1, 2, 0, 0> yzxx, gbrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzxy)
     swizzle<T, 3, 1, 2, 0, 1> yzxy, gbrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzxz)
     swizzle<T, 3, 1, 2, 0, 2> yzxz, gbrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzyx)
     swizzle<T, 3, 1, 2, 1, 0> yzyx, gbgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzyy)
     swizzle<T, 3, 1, 2, 1, 1> yzyy, gbgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzyz)
     swizzle<T, 3, 1, 2, 1, 2> yzyz, gbgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzzx)
     swizzle<T, 3, 1, 2, 2, 0> yzzx, gbbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzzy)
     swizzle<T, 3, 1, 2, 2, 1> yzzy, gbbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzzz)
     swizzle<T, 3, 1, 2, 2, 2> yzzz, gbbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxxx)
     swizzle<T, 3, 2, 0, 0, 0> zxxx, brrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxxy)
     swizzle<T, 3, 2, 0, 0, 1> zxxy, brrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxxz)
     swizzle<T, 3, 2, 0, 0, 2> zxxz, brrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxyx)
     swizzle<T, 3, 2, 0, 1, 0> zxyx, brgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxyy)
     swizzle<T, 3, 2, 0, 1, 1> zxyy, brgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxyz)
     swizzle<T, 3, 2, 0, 1, 2> zxyz, brgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxzx)
     swizzle<T, 3, 2, 0, 2, 0> zxzx, brbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxzy)
     swizzle<T, 3, 2, 0, 2, 1> zxzy, brbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxzz)
     swizzle<T, 3, 2, 0, 2, 2> zxzz, brbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyxx)
     swizzle<T, 3, 2, 1, 0, 0> zyxx, bgrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyxy)
     swizzle<T, 3, 2, 1, 0, 1> zyxy, bgrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyxz)
     swizzle<T, 3, 2, 1, 0, 2> zyxz, bgrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyyx)
     swizzle<T, 3, 2, 1, 1, 0> zyyx, bggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyyy)
     swizzle<T, 3, 2, 1, 1, 1> zyyy, bggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyyz)
     swizzle<T, 3, 2, 1, 1, 2> zyyz, bggb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyzx)
     swizzle<T, 3, 2, 1, 2, 0> zyzx, bgbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyzy)
     swizzle<T, 3, 2, 1, 2, 1> zyzy, bgbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyzz)
     swizzle<T, 3, 2, 1, 2, 2> zyzz, bgbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzxx)
     swizzle<T, 3, 2, 2, 0, 0> zzxx, bbrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzxy)
     swizzle<T, 3, 2, 2, 0, 1> zzxy, bbrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzxz)
     swizzle<T, 3, 2, 2, 0, 2> zzxz, bbrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzyx)
     swizzle<T, 3, 2, 2, 1, 0> zzyx, bbgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzyy)
     swizzle<T, 3, 2, 2, 1, 1> zzyy, bbgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzyz)
     swizzle<T, 3, 2, 2, 1, 2> zzyz, bbgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzzx)
     swizzle<T, 3, 2, 2, 2, 0> zzzx, bbbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzzy)
     swizzle<T, 3, 2, 2, 2, 1> zzzy, bbbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzzz)
     swizzle<T, 3, 2, 2, 2, 2> zzzz, bbbb;
+#endif
   };
   vec_storage() = default;
   ALLOY_FN constexpr vec_storage(const elems<T, 3>& a) : alloy_e{a.v[0], a.v[1], a.v[2]} {}
@@ -383,342 +676,1014 @@ struct alignas(4 * sizeof(T)) vec_storage<T, 4> {
     struct {
       T r, g, b, a;
     };
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xx)
     swizzle<T, 4, 0, 0> xx, rr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xy)
     swizzle<T, 4, 0, 1> xy, rg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xz)
     swizzle<T, 4, 0, 2> xz, rb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xw)
     swizzle<T, 4, 0, 3> xw, ra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yx)
     swizzle<T, 4, 1, 0> yx, gr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yy)
     swizzle<T, 4, 1, 1> yy, gg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yz)
     swizzle<T, 4, 1, 2> yz, gb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yw)
     swizzle<T, 4, 1, 3> yw, ga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zx)
     swizzle<T, 4, 2, 0> zx, br;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zy)
     swizzle<T, 4, 2, 1> zy, bg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zz)
     swizzle<T, 4, 2, 2> zz, bb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zw)
     swizzle<T, 4, 2, 3> zw, ba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wx)
     swizzle<T, 4, 3, 0> wx, ar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wy)
     swizzle<T, 4, 3, 1> wy, ag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wz)
     swizzle<T, 4, 3, 2> wz, ab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ww)
     swizzle<T, 4, 3, 3> ww, aa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxx)
     swizzle<T, 4, 0, 0, 0> xxx, rrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxy)
     swizzle<T, 4, 0, 0, 1> xxy, rrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxz)
     swizzle<T, 4, 0, 0, 2> xxz, rrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxw)
     swizzle<T, 4, 0, 0, 3> xxw, rra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyx)
     swizzle<T, 4, 0, 1, 0> xyx, rgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyy)
     swizzle<T, 4, 0, 1, 1> xyy, rgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyz)
     swizzle<T, 4, 0, 1, 2> xyz, rgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyw)
     swizzle<T, 4, 0, 1, 3> xyw, rga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzx)
     swizzle<T, 4, 0, 2, 0> xzx, rbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzy)
     swizzle<T, 4, 0, 2, 1> xzy, rbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzz)
     swizzle<T, 4, 0, 2, 2> xzz, rbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzw)
     swizzle<T, 4, 0, 2, 3> xzw, rba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwx)
     swizzle<T, 4, 0, 3, 0> xwx, rar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwy)
     swizzle<T, 4, 0, 3, 1> xwy, rag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwz)
     swizzle<T, 4, 0, 3, 2> xwz, rab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xww)
     swizzle<T, 4, 0, 3, 3> xww, raa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxx)
     swizzle<T, 4, 1, 0, 0> yxx, grr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxy)
     swizzle<T, 4, 1, 0, 1> yxy, grg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxz)
     swizzle<T, 4, 1, 0, 2> yxz, grb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxw)
     swizzle<T, 4, 1, 0, 3> yxw, gra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyx)
     swizzle<T, 4, 1, 1, 0> yyx, ggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyy)
     swizzle<T, 4, 1, 1, 1> yyy, ggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyz)
     swizzle<T, 4, 1, 1, 2> yyz, ggb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyw)
     swizzle<T, 4, 1, 1, 3> yyw, gga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzx)
     swizzle<T, 4, 1, 2, 0> yzx, gbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzy)
     swizzle<T, 4, 1, 2, 1> yzy, gbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzz)
     swizzle<T, 4, 1, 2, 2> yzz, gbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzw)
     swizzle<T, 4, 1, 2, 3> yzw, gba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywx)
     swizzle<T, 4, 1, 3, 0> ywx, gar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywy)
     swizzle<T, 4, 1, 3, 1> ywy, gag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywz)
     swizzle<T, 4, 1, 3, 2> ywz, gab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yww)
     swizzle<T, 4, 1, 3, 3> yww, gaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxx)
     swizzle<T, 4, 2, 0, 0> zxx, brr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxy)
     swizzle<T, 4, 2, 0, 1> zxy, brg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxz)
     swizzle<T, 4, 2, 0, 2> zxz, brb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxw)
     swizzle<T, 4, 2, 0, 3> zxw, bra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyx)
     swizzle<T, 4, 2, 1, 0> zyx, bgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyy)
     swizzle<T, 4, 2, 1, 1> zyy, bgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyz)
     swizzle<T, 4, 2, 1, 2> zyz, bgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyw)
     swizzle<T, 4, 2, 1, 3> zyw, bga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzx)
     swizzle<T, 4, 2, 2, 0> zzx, bbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzy)
     swizzle<T, 4, 2, 2, 1> zzy, bbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzz)
     swizzle<T, 4, 2, 2, 2> zzz, bbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzw)
     swizzle<T, 4, 2, 2, 3> zzw, bba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwx)
     swizzle<T, 4, 2, 3, 0> zwx, bar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwy)
     swizzle<T, 4, 2, 3, 1> zwy, bag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwz)
     swizzle<T, 4, 2, 3, 2> zwz, bab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zww)
     swizzle<T, 4, 2, 3, 3> zww, baa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxx)
     swizzle<T, 4, 3, 0, 0> wxx, arr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxy)
     swizzle<T, 4, 3, 0, 1> wxy, arg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxz)
     swizzle<T, 4, 3, 0, 2> wxz, arb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxw)
     swizzle<T, 4, 3, 0, 3> wxw, ara;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyx)
     swizzle<T, 4, 3, 1, 0> wyx, agr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyy)
     swizzle<T, 4, 3, 1, 1> wyy, agg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyz)
     swizzle<T, 4, 3, 1, 2> wyz, agb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyw)
     swizzle<T, 4, 3, 1, 3> wyw, aga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzx)
     swizzle<T, 4, 3, 2, 0> wzx, abr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzy)
     swizzle<T, 4, 3, 2, 1> wzy, abg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzz)
     swizzle<T, 4, 3, 2, 2> wzz, abb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzw)
     swizzle<T, 4, 3, 2, 3> wzw, aba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwx)
     swizzle<T, 4, 3, 3, 0> wwx, aar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwy)
     swizzle<T, 4, 3, 3, 1> wwy, aag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwz)
     swizzle<T, 4, 3, 3, 2> wwz, aab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_www)
     swizzle<T, 4, 3, 3, 3> www, aaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxxx)
     swizzle<T, 4, 0, 0, 0, 0> xxxx, rrrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxxy)
     swizzle<T, 4, 0, 0, 0, 1> xxxy, rrrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxxz)
     swizzle<T, 4, 0, 0, 0, 2> xxxz, rrrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxxw)
     swizzle<T, 4, 0, 0, 0, 3> xxxw, rrra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxyx)
     swizzle<T, 4, 0, 0, 1, 0> xxyx, rrgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxyy)
     swizzle<T, 4, 0, 0, 1, 1> xxyy, rrgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxyz)
     swizzle<T, 4, 0, 0, 1, 2> xxyz, rrgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxyw)
     swizzle<T, 4, 0, 0, 1, 3> xxyw, rrga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxzx)
     swizzle<T, 4, 0, 0, 2, 0> xxzx, rrbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxzy)
     swizzle<T, 4, 0, 0, 2, 1> xxzy, rrbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxzz)
     swizzle<T, 4, 0, 0, 2, 2> xxzz, rrbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxzw)
     swizzle<T, 4, 0, 0, 2, 3> xxzw, rrba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxwx)
     swizzle<T, 4, 0, 0, 3, 0> xxwx, rrar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxwy)
     swizzle<T, 4, 0, 0, 3, 1> xxwy, rrag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxwz)
     swizzle<T, 4, 0, 0, 3, 2> xxwz, rrab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xxww)
     swizzle<T, 4, 0, 0, 3, 3> xxww, rraa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyxx)
     swizzle<T, 4, 0, 1, 0, 0> xyxx, rgrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyxy)
     swizzle<T, 4, 0, 1, 0, 1> xyxy, rgrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyxz)
     swizzle<T, 4, 0, 1, 0, 2> xyxz, rgrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyxw)
     swizzle<T, 4, 0, 1, 0, 3> xyxw, rgra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyyx)
     swizzle<T, 4, 0, 1, 1, 0> xyyx, rggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyyy)
     swizzle<T, 4, 0, 1, 1, 1> xyyy, rggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyyz)
     swizzle<T, 4, 0, 1, 1, 2> xyyz, rggb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyyw)
     swizzle<T, 4, 0, 1, 1, 3> xyyw, rgga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyzx)
     swizzle<T, 4, 0, 1, 2, 0> xyzx, rgbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyzy)
     swizzle<T, 4, 0, 1, 2, 1> xyzy, rgbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyzz)
     swizzle<T, 4, 0, 1, 2, 2> xyzz, rgbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyzw)
     swizzle<T, 4, 0, 1, 2, 3> xyzw, rgba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xywx)
     swizzle<T, 4, 0, 1, 3, 0> xywx, rgar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xywy)
     swizzle<T, 4, 0, 1, 3, 1> xywy, rgag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xywz)
     swizzle<T, 4, 0, 1, 3, 2> xywz, rgab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xyww)
     swizzle<T, 4, 0, 1, 3, 3> xyww, rgaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzxx)
     swizzle<T, 4, 0, 2, 0, 0> xzxx, rbrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzxy)
     swizzle<T, 4, 0, 2, 0, 1> xzxy, rbrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzxz)
     swizzle<T, 4, 0, 2, 0, 2> xzxz, rbrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzxw)
     swizzle<T, 4, 0, 2, 0, 3> xzxw, rbra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzyx)
     swizzle<T, 4, 0, 2, 1, 0> xzyx, rbgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzyy)
     swizzle<T, 4, 0, 2, 1, 1> xzyy, rbgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzyz)
     swizzle<T, 4, 0, 2, 1, 2> xzyz, rbgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzyw)
     swizzle<T, 4, 0, 2, 1, 3> xzyw, rbga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzzx)
     swizzle<T, 4, 0, 2, 2, 0> xzzx, rbbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzzy)
     swizzle<T, 4, 0, 2, 2, 1> xzzy, rbbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzzz)
     swizzle<T, 4, 0, 2, 2, 2> xzzz, rbbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzzw)
     swizzle<T, 4, 0, 2, 2, 3> xzzw, rbba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzwx)
     swizzle<T, 4, 0, 2, 3, 0> xzwx, rbar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzwy)
     swizzle<T, 4, 0, 2, 3, 1> xzwy, rbag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzwz)
     swizzle<T, 4, 0, 2, 3, 2> xzwz, rbab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xzww)
     swizzle<T, 4, 0, 2, 3, 3> xzww, rbaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwxx)
     swizzle<T, 4, 0, 3, 0, 0> xwxx, rarr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwxy)
     swizzle<T, 4, 0, 3, 0, 1> xwxy, rarg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwxz)
     swizzle<T, 4, 0, 3, 0, 2> xwxz, rarb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwxw)
     swizzle<T, 4, 0, 3, 0, 3> xwxw, rara;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwyx)
     swizzle<T, 4, 0, 3, 1, 0> xwyx, ragr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwyy)
     swizzle<T, 4, 0, 3, 1, 1> xwyy, ragg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwyz)
     swizzle<T, 4, 0, 3, 1, 2> xwyz, ragb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwyw)
     swizzle<T, 4, 0, 3, 1, 3> xwyw, raga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwzx)
     swizzle<T, 4, 0, 3, 2, 0> xwzx, rabr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwzy)
     swizzle<T, 4, 0, 3, 2, 1> xwzy, rabg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwzz)
     swizzle<T, 4, 0, 3, 2, 2> xwzz, rabb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwzw)
     swizzle<T, 4, 0, 3, 2, 3> xwzw, raba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwwx)
     swizzle<T, 4, 0, 3, 3, 0> xwwx, raar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwwy)
     swizzle<T, 4, 0, 3, 3, 1> xwwy, raag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwwz)
     swizzle<T, 4, 0, 3, 3, 2> xwwz, raab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xwww)
     swizzle<T, 4, 0, 3, 3, 3> xwww, raaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxxx)
     swizzle<T, 4, 1, 0, 0, 0> yxxx, grrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxxy)
     swizzle<T, 4, 1, 0, 0, 1> yxxy, grrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxxz)
     swizzle<T, 4, 1, 0, 0, 2> yxxz, grrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxxw)
     swizzle<T, 4, 1, 0, 0, 3> yxxw, grra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxyx)
     swizzle<T, 4, 1, 0, 1, 0> yxyx, grgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxyy)
     swizzle<T, 4, 1, 0, 1, 1> yxyy, grgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxyz)
     swizzle<T, 4, 1, 0, 1, 2> yxyz, grgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxyw)
     swizzle<T, 4, 1, 0, 1, 3> yxyw, grga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxzx)
     swizzle<T, 4, 1, 0, 2, 0> yxzx, grbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxzy)
     swizzle<T, 4, 1, 0, 2, 1> yxzy, grbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxzz)
     swizzle<T, 4, 1, 0, 2, 2> yxzz, grbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxzw)
     swizzle<T, 4, 1, 0, 2, 3> yxzw, grba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxwx)
     swizzle<T, 4, 1, 0, 3, 0> yxwx, grar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxwy)
     swizzle<T, 4, 1, 0, 3, 1> yxwy, grag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxwz)
     swizzle<T, 4, 1, 0, 3, 2> yxwz, grab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yxww)
     swizzle<T, 4, 1, 0, 3, 3> yxww, graa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyxx)
     swizzle<T, 4, 1, 1, 0, 0> yyxx, ggrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyxy)
     swizzle<T, 4, 1, 1, 0, 1> yyxy, ggrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyxz)
     swizzle<T, 4, 1, 1, 0, 2> yyxz, ggrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyxw)
     swizzle<T, 4, 1, 1, 0, 3> yyxw, ggra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyx)
     swizzle<T, 4, 1, 1, 1, 0> yyyx, gggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyy)
     swizzle<T, 4, 1, 1, 1, 1> yyyy, gggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyz)
     swizzle<T, 4, 1, 1, 1, 2> yyyz, gggb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyw)
     swizzle<T, 4, 1, 1, 1, 3> yyyw, ggga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyzx)
     swizzle<T, 4, 1, 1, 2, 0> yyzx, ggbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyzy)
     swizzle<T, 4, 1, 1, 2, 1> yyzy, ggbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyzz)
     swizzle<T, 4, 1, 1, 2, 2> yyzz, ggbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyzw)
     swizzle<T, 4, 1, 1, 2, 3> yyzw, ggba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yywx)
     swizzle<T, 4, 1, 1, 3, 0> yywx, ggar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yywy)
     swizzle<T, 4, 1, 1, 3, 1> yywy, ggag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yywz)
     swizzle<T, 4, 1, 1, 3, 2> yywz, ggab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyww)
     swizzle<T, 4, 1, 1, 3, 3> yyww, ggaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzxx)
     swizzle<T, 4, 1, 2, 0, 0> yzxx, gbrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzxy)
     swizzle<T, 4, 1, 2, 0, 1> yzxy, gbrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzxz)
     swizzle<T, 4, 1, 2, 0, 2> yzxz, gbrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzxw)
     swizzle<T, 4, 1, 2, 0, 3> yzxw, gbra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzyx)
     swizzle<T, 4, 1, 2, 1, 0> yzyx, gbgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzyy)
     swizzle<T, 4, 1, 2, 1, 1> yzyy, gbgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzyz)
     swizzle<T, 4, 1, 2, 1, 2> yzyz, gbgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzyw)
     swizzle<T, 4, 1, 2, 1, 3> yzyw, gbga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzzx)
     swizzle<T, 4, 1, 2, 2, 0> yzzx, gbbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzzy)
     swizzle<T, 4, 1, 2, 2, 1> yzzy, gbbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzzz)
     swizzle<T, 4, 1, 2, 2, 2> yzzz, gbbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzzw)
     swizzle<T, 4, 1, 2, 2, 3> yzzw, gbba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzwx)
     swizzle<T, 4, 1, 2, 3, 0> yzwx, gbar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzwy)
     swizzle<T, 4, 1, 2, 3, 1> yzwy, gbag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzwz)
     swizzle<T, 4, 1, 2, 3, 2> yzwz, gbab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yzww)
     swizzle<T, 4, 1, 2, 3, 3> yzww, gbaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywxx)
     swizzle<T, 4, 1, 3, 0, 0> ywxx, garr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywxy)
     swizzle<T, 4, 1, 3, 0, 1> ywxy, garg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywxz)
     swizzle<T, 4, 1, 3, 0, 2> ywxz, garb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywxw)
     swizzle<T, 4, 1, 3, 0, 3> ywxw, gara;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywyx)
     swizzle<T, 4, 1, 3, 1, 0> ywyx, gagr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywyy)
     swizzle<T, 4, 1, 3, 1, 1> ywyy, gagg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywyz)
     swizzle<T, 4, 1, 3, 1, 2> ywyz, gagb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywyw)
     swizzle<T, 4, 1, 3, 1, 3> ywyw, gaga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywzx)
     swizzle<T, 4, 1, 3, 2, 0> ywzx, gabr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywzy)
     swizzle<T, 4, 1, 3, 2, 1> ywzy, gabg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywzz)
     swizzle<T, 4, 1, 3, 2, 2> ywzz, gabb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywzw)
     swizzle<T, 4, 1, 3, 2, 3> ywzw, gaba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywwx)
     swizzle<T, 4, 1, 3, 3, 0> ywwx, gaar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywwy)
     swizzle<T, 4, 1, 3, 3, 1> ywwy, gaag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywwz)
     swizzle<T, 4, 1, 3, 3, 2> ywwz, gaab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_ywww)
     swizzle<T, 4, 1, 3, 3, 3> ywww, gaaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxxx)
     swizzle<T, 4, 2, 0, 0, 0> zxxx, brrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxxy)
     swizzle<T, 4, 2, 0, 0, 1> zxxy, brrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxxz)
     swizzle<T, 4, 2, 0, 0, 2> zxxz, brrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxxw)
     swizzle<T, 4, 2, 0, 0, 3> zxxw, brra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxyx)
     swizzle<T, 4, 2, 0, 1, 0> zxyx, brgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxyy)
     swizzle<T, 4, 2, 0, 1, 1> zxyy, brgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxyz)
     swizzle<T, 4, 2, 0, 1, 2> zxyz, brgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxyw)
     swizzle<T, 4, 2, 0, 1, 3> zxyw, brga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxzx)
     swizzle<T, 4, 2, 0, 2, 0> zxzx, brbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxzy)
     swizzle<T, 4, 2, 0, 2, 1> zxzy, brbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxzz)
     swizzle<T, 4, 2, 0, 2, 2> zxzz, brbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxzw)
     swizzle<T, 4, 2, 0, 2, 3> zxzw, brba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxwx)
     swizzle<T, 4, 2, 0, 3, 0> zxwx, brar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxwy)
     swizzle<T, 4, 2, 0, 3, 1> zxwy, brag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxwz)
     swizzle<T, 4, 2, 0, 3, 2> zxwz, brab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zxww)
     swizzle<T, 4, 2, 0, 3, 3> zxww, braa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyxx)
     swizzle<T, 4, 2, 1, 0, 0> zyxx, bgrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyxy)
     swizzle<T, 4, 2, 1, 0, 1> zyxy, bgrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyxz)
     swizzle<T, 4, 2, 1, 0, 2> zyxz, bgrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyxw)
     swizzle<T, 4, 2, 1, 0, 3> zyxw, bgra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyyx)
     swizzle<T, 4, 2, 1, 1, 0> zyyx, bggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyyy)
     swizzle<T, 4, 2, 1, 1, 1> zyyy, bggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyyz)
     swizzle<T, 4, 2, 1, 1, 2> zyyz, bggb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyyw)
     swizzle<T, 4, 2, 1, 1, 3> zyyw, bgga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyzx)
     swizzle<T, 4, 2, 1, 2, 0> zyzx, bgbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyzy)
     swizzle<T, 4, 2, 1, 2, 1> zyzy, bgbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyzz)
     swizzle<T, 4, 2, 1, 2, 2> zyzz, bgbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyzw)
     swizzle<T, 4, 2, 1, 2, 3> zyzw, bgba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zywx)
     swizzle<T, 4, 2, 1, 3, 0> zywx, bgar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zywy)
     swizzle<T, 4, 2, 1, 3, 1> zywy, bgag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zywz)
     swizzle<T, 4, 2, 1, 3, 2> zywz, bgab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zyww)
     swizzle<T, 4, 2, 1, 3, 3> zyww, bgaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzxx)
     swizzle<T, 4, 2, 2, 0, 0> zzxx, bbrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzxy)
     swizzle<T, 4, 2, 2, 0, 1> zzxy, bbrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzxz)
     swizzle<T, 4, 2, 2, 0, 2> zzxz, bbrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzxw)
     swizzle<T, 4, 2, 2, 0, 3> zzxw, bbra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzyx)
     swizzle<T, 4, 2, 2, 1, 0> zzyx, bbgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzyy)
     swizzle<T, 4, 2, 2, 1, 1> zzyy, bbgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzyz)
     swizzle<T, 4, 2, 2, 1, 2> zzyz, bbgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzyw)
     swizzle<T, 4, 2, 2, 1, 3> zzyw, bbga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzzx)
     swizzle<T, 4, 2, 2, 2, 0> zzzx, bbbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzzy)
     swizzle<T, 4, 2, 2, 2, 1> zzzy, bbbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzzz)
     swizzle<T, 4, 2, 2, 2, 2> zzzz, bbbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzzw)
     swizzle<T, 4, 2, 2, 2, 3> zzzw, bbba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzwx)
     swizzle<T, 4, 2, 2, 3, 0> zzwx, bbar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzwy)
     swizzle<T, 4, 2, 2, 3, 1> zzwy, bbag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzwz)
     swizzle<T, 4, 2, 2, 3, 2> zzwz, bbab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzww)
     swizzle<T, 4, 2, 2, 3, 3> zzww, bbaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwxx)
     swizzle<T, 4, 2, 3, 0, 0> zwxx, barr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwxy)
     swizzle<T, 4, 2, 3, 0, 1> zwxy, barg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwxz)
     swizzle<T, 4, 2, 3, 0, 2> zwxz, barb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwxw)
     swizzle<T, 4, 2, 3, 0, 3> zwxw, bara;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwyx)
     swizzle<T, 4, 2, 3, 1, 0> zwyx, bagr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwyy)
     swizzle<T, 4, 2, 3, 1, 1> zwyy, bagg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwyz)
     swizzle<T, 4, 2, 3, 1, 2> zwyz, bagb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwyw)
     swizzle<T, 4, 2, 3, 1, 3> zwyw, baga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwzx)
     swizzle<T, 4, 2, 3, 2, 0> zwzx, babr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwzy)
     swizzle<T, 4, 2, 3, 2, 1> zwzy, babg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwzz)
     swizzle<T, 4, 2, 3, 2, 2> zwzz, babb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwzw)
     swizzle<T, 4, 2, 3, 2, 3> zwzw, baba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwwx)
     swizzle<T, 4, 2, 3, 3, 0> zwwx, baar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwwy)
     swizzle<T, 4, 2, 3, 3, 1> zwwy, baag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwwz)
     swizzle<T, 4, 2, 3, 3, 2> zwwz, baab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zwww)
     swizzle<T, 4, 2, 3, 3, 3> zwww, baaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxxx)
     swizzle<T, 4, 3, 0, 0, 0> wxxx, arrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxxy)
     swizzle<T, 4, 3, 0, 0, 1> wxxy, arrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxxz)
     swizzle<T, 4, 3, 0, 0, 2> wxxz, arrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxxw)
     swizzle<T, 4, 3, 0, 0, 3> wxxw, arra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxyx)
     swizzle<T, 4, 3, 0, 1, 0> wxyx, argr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxyy)
     swizzle<T, 4, 3, 0, 1, 1> wxyy, argg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxyz)
     swizzle<T, 4, 3, 0, 1, 2> wxyz, argb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxyw)
     swizzle<T, 4, 3, 0, 1, 3> wxyw, arga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxzx)
     swizzle<T, 4, 3, 0, 2, 0> wxzx, arbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxzy)
     swizzle<T, 4, 3, 0, 2, 1> wxzy, arbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxzz)
     swizzle<T, 4, 3, 0, 2, 2> wxzz, arbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxzw)
     swizzle<T, 4, 3, 0, 2, 3> wxzw, arba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxwx)
     swizzle<T, 4, 3, 0, 3, 0> wxwx, arar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxwy)
     swizzle<T, 4, 3, 0, 3, 1> wxwy, arag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxwz)
     swizzle<T, 4, 3, 0, 3, 2> wxwz, arab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wxww)
     swizzle<T, 4, 3, 0, 3, 3> wxww, araa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyxx)
     swizzle<T, 4, 3, 1, 0, 0> wyxx, agrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyxy)
     swizzle<T, 4, 3, 1, 0, 1> wyxy, agrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyxz)
     swizzle<T, 4, 3, 1, 0, 2> wyxz, agrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyxw)
     swizzle<T, 4, 3, 1, 0, 3> wyxw, agra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyyx)
     swizzle<T, 4, 3, 1, 1, 0> wyyx, aggr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyyy)
     swizzle<T, 4, 3, 1, 1, 1> wyyy, aggg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyyz)
     swizzle<T, 4, 3, 1, 1, 2> wyyz, aggb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyyw)
     swizzle<T, 4, 3, 1, 1, 3> wyyw, agga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyzx)
     swizzle<T, 4, 3, 1, 2, 0> wyzx, agbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyzy)
     swizzle<T, 4, 3, 1, 2, 1> wyzy, agbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyzz)
     swizzle<T, 4, 3, 1, 2, 2> wyzz, agbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyzw)
     swizzle<T, 4, 3, 1, 2, 3> wyzw, agba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wywx)
     swizzle<T, 4, 3, 1, 3, 0> wywx, agar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wywy)
     swizzle<T, 4, 3, 1, 3, 1> wywy, agag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wywz)
     swizzle<T, 4, 3, 1, 3, 2> wywz, agab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wyww)
     swizzle<T, 4, 3, 1, 3, 3> wyww, agaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzxx)
     swizzle<T, 4, 3, 2, 0, 0> wzxx, abrr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzxy)
     swizzle<T, 4, 3, 2, 0, 1> wzxy, abrg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzxz)
     swizzle<T, 4, 3, 2, 0, 2> wzxz, abrb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzxw)
     swizzle<T, 4, 3, 2, 0, 3> wzxw, abra;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzyx)
     swizzle<T, 4, 3, 2, 1, 0> wzyx, abgr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzyy)
     swizzle<T, 4, 3, 2, 1, 1> wzyy, abgg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzyz)
     swizzle<T, 4, 3, 2, 1, 2> wzyz, abgb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzyw)
     swizzle<T, 4, 3, 2, 1, 3> wzyw, abga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzzx)
     swizzle<T, 4, 3, 2, 2, 0> wzzx, abbr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzzy)
     swizzle<T, 4, 3, 2, 2, 1> wzzy, abbg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzzz)
     swizzle<T, 4, 3, 2, 2, 2> wzzz, abbb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzzw)
     swizzle<T, 4, 3, 2, 2, 3> wzzw, abba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzwx)
     swizzle<T, 4, 3, 2, 3, 0> wzwx, abar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzwy)
     swizzle<T, 4, 3, 2, 3, 1> wzwy, abag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzwz)
     swizzle<T, 4, 3, 2, 3, 2> wzwz, abab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wzww)
     swizzle<T, 4, 3, 2, 3, 3> wzww, abaa;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwxx)
     swizzle<T, 4, 3, 3, 0, 0> wwxx, aarr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwxy)
     swizzle<T, 4, 3, 3, 0, 1> wwxy, aarg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwxz)
     swizzle<T, 4, 3, 3, 0, 2> wwxz, aarb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwxw)
     swizzle<T, 4, 3, 3, 0, 3> wwxw, aara;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwyx)
     swizzle<T, 4, 3, 3, 1, 0> wwyx, aagr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwyy)
     swizzle<T, 4, 3, 3, 1, 1> wwyy, aagg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwyz)
     swizzle<T, 4, 3, 3, 1, 2> wwyz, aagb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwyw)
     swizzle<T, 4, 3, 3, 1, 3> wwyw, aaga;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwzx)
     swizzle<T, 4, 3, 3, 2, 0> wwzx, aabr;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwzy)
     swizzle<T, 4, 3, 3, 2, 1> wwzy, aabg;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwzz)
     swizzle<T, 4, 3, 3, 2, 2> wwzz, aabb;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwzw)
     swizzle<T, 4, 3, 3, 2, 3> wwzw, aaba;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwwx)
     swizzle<T, 4, 3, 3, 3, 0> wwwx, aaar;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwwy)
     swizzle<T, 4, 3, 3, 3, 1> wwwy, aaag;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwwz)
     swizzle<T, 4, 3, 3, 3, 2> wwwz, aaab;
+#endif
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwww)
     swizzle<T, 4, 3, 3, 3, 3> wwww, aaaa;
+#endif
   };
   vec_storage() = default;
   ALLOY_FN constexpr vec_storage(const elems<T, 4>& a) : alloy_e{a.v[0], a.v[1], a.v[2], a.v[3]} {}

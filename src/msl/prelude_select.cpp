@@ -1,0 +1,268 @@
+#include "msl/prelude_select.h"
+
+#include <map>
+#include <vector>
+
+#include "msl/lexer.h"
+
+namespace alloy::msl {
+namespace {
+
+// What names an optional part: every name it declares at namespace scope (functions, types,
+// typedefs, enumerators, macros), as exact names or prefixes. tests/test_prelude_selection.cpp
+// checks these against the headers. A name may select a part it does not need (that only costs
+// compile time); a missing one would break kernels that use it.
+struct Rule {
+  const char* part;
+  std::vector<std::string_view> names;
+  std::vector<std::string_view> prefixes;
+  std::vector<std::string_view> except;  // names with a prefix above that do not select the part
+};
+
+const std::vector<Rule>& rules() {
+  static const std::vector<Rule> r = {
+      {"INTEGER",
+       {"clz", "ctz", "popcount", "reverse_bits", "rotate", "extract_bits", "insert_bits", "mulhi",
+        "absdiff", "addsat", "subsat", "hadd", "rhadd", "madhi", "madsat", "mul24", "mad24"},
+       {},
+       {}},
+      // atomic_thread_fence is in sync.h, which includes atomic.h.
+      {"ATOMIC", {"atomic"}, {"atomic_", "memory_order", "thread_scope"}, {}},
+      {"SYNC",
+       {"threadgroup_barrier", "simdgroup_barrier", "atomic_thread_fence", "mem_flags"},
+       {"mem_"},
+       {}},
+      {"SIMD", {}, {"simd_", "quad_"}, {}},
+      // simdgroup_matrix and friends; simdgroup_barrier (sync.h) and the attribute
+      // simdgroup_index_in_threadgroup share the prefix.
+      {"MATRIX",
+       {"matrix", "transpose", "determinant", "make_filled_simdgroup_matrix"},
+       {"simdgroup_"},
+       {"simdgroup_barrier", "simdgroup_index_in_threadgroup"}},
+      {"MLX",
+       {"bfloat16_to_uint16", "uint16_to_bfloat16", "complex64_t", "Limits", "ceildiv", "log1p",
+        "expm1", "MTL_CONST", "METAL_FUNC", "MLX_MTL_PRAGMA_UNROLL"},
+       {"elem_to_loc"},
+       {}},
+  };
+  return r;
+}
+
+// metal/math.h: each function and the math functions its definition calls (which must come with
+// it: a left-out function is a deleted stand-in, so a missing entry here fails to compile).
+const std::map<std::string, std::vector<std::string>, std::less<>>& math_functions() {
+  static const std::map<std::string, std::vector<std::string>, std::less<>> m = [] {
+    std::map<std::string, std::vector<std::string>, std::less<>> f;
+    for (const char* n :
+         {"floor",      "ceil",  "round", "rint",     "trunc",   "fabs",  "asin",     "acos",
+          "atan",       "sinh",  "cosh",  "tanh",     "asinh",   "acosh", "atanh",    "logb",
+          "cbrt",       "sinpi", "cospi", "tanpi",    "atan2",   "fmod",  "copysign", "fdim",
+          "fmin",       "fmax",  "step",  "fma",      "mix",     "fmin3", "fmax3",    "fmedian3",
+          "smoothstep", "sign",  "fract", "saturate", "ldexp",   "ilogb", "frexp",    "modf",
+          "nextafter",  "isnan", "isinf", "isfinite", "signbit", "min",   "max",      "dot",
+          "cross",      "exp",   "exp2",  "exp10",    "log",     "log2",  "log10",    "sqrt",
+          "rsqrt",      "sin",   "cos",   "tan",      "pow",     "powr",  "divide"})
+      f[n] = {};
+    f["abs"] = {"fabs"};
+    f["isnormal"] = {"isfinite", "fabs"};
+    f["isordered"] = f["isunordered"] = {"isnan"};
+    f["clamp"] = f["min3"] = f["max3"] = f["median3"] = {"min", "max"};
+    f["length_squared"] = f["distance_squared"] = f["reflect"] = f["faceforward"] = {"dot"};
+    f["sincos"] = {"sin", "cos"};
+    f["length"] = {"sqrt", "dot"};
+    f["distance"] = {"length", "sqrt", "dot"};
+    f["normalize"] = {"rsqrt", "dot"};
+    f["refract"] = {"dot", "sqrt"};
+    return f;
+  }();
+  return m;
+}
+
+// Math functions the optional parts call.
+const std::map<std::string, std::vector<std::string>, std::less<>>& part_math() {
+  static const std::map<std::string, std::vector<std::string>, std::less<>> m = {
+      {"SIMD", {"min", "max"}},  // simd_min/simd_max, quad_min/quad_max
+      {"MATRIX", {"dot", "cross"}},
+  };
+  return m;
+}
+
+void add_math(const std::string& name, PreludeSelection* s) {
+  if (!s->math.insert(name).second) return;
+  for (const auto& dep : math_functions().at(name)) add_math(dep, s);
+}
+
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
+
+// float2x2 ... half4x4 (and bfloat, should a kernel name it): matrix typedefs.
+bool is_matrix_name(std::string_view s) {
+  for (std::string_view elem : {"float", "half", "bfloat"}) {
+    if (s.size() != elem.size() + 3 || !starts_with(s, elem)) continue;
+    std::string_view d = s.substr(elem.size());
+    if (d[0] >= '2' && d[0] <= '4' && d[1] == 'x' && d[2] >= '2' && d[2] <= '4') return true;
+  }
+  return false;
+}
+
+// A 2- to 4-letter swizzle (xyzw or rgba letters, not mixed) as its xyzw spelling, or "".
+std::string swizzle_name(std::string_view s) {
+  if (s.size() < 2 || s.size() > 4) return "";
+  static constexpr std::string_view kXyzw = "xyzw", kRgba = "rgba";
+  std::string xyzw, from_rgba;
+  for (char c : s) {
+    auto i = kXyzw.find(c);
+    if (i != std::string_view::npos) xyzw += c;
+    auto j = kRgba.find(c);
+    if (j != std::string_view::npos) from_rgba += kXyzw[j];
+  }
+  if (xyzw.size() == s.size()) return xyzw;
+  if (from_rgba.size() == s.size()) return from_rgba;
+  return "";
+}
+
+// `internal`: the name is qualified by one of the prelude's own namespaces (alloy_entry::,
+// alloy_target::, ...), so it is no swizzle: the entry's `::alloy_entry::arg` is no `.arg`.
+void add_identifier(std::string_view id, bool internal, PreludeSelection* s) {
+  for (const auto& r : rules()) {
+    bool hit = false;
+    for (auto n : r.names) hit |= id == n;
+    for (auto p : r.prefixes) hit |= starts_with(id, p);
+    for (auto e : r.except) hit &= id != e;
+    if (std::string_view(r.part) == "MATRIX") hit |= is_matrix_name(id);
+    if (hit) s->needs.insert(r.part);
+  }
+  if (auto m = math_functions().find(id); m != math_functions().end()) add_math(m->first, s);
+  if (internal) return;
+  if (std::string sw = swizzle_name(id); !sw.empty()) s->swizzles.insert(sw);
+}
+
+void scan(std::string_view code, PreludeSelection* s);
+
+bool is_swizzle_letter(char c) {
+  return std::string_view("xyzwrgba").find(c) != std::string_view::npos;
+}
+
+// A #define that pastes tokens. Operands of `##` that are all literal make a known identifier;
+// one that is a parameter makes an unknown one, which may name any part or math function, and
+// any swizzle unless a literal operand has a letter no swizzle has (`T##2` is no swizzle).
+void scan_pasting(std::string_view directive, PreludeSelection* s) {
+  std::string text(directive);
+  for (size_t p; (p = text.find("\\\n")) != std::string::npos;) text.replace(p, 2, " ");
+  for (size_t p; (p = text.find("\\\r\n")) != std::string::npos;) text.replace(p, 3, " ");
+  std::vector<Token> toks = lex(text);
+  std::vector<size_t> sig;  // significant tokens
+  for (size_t i = 0; i < toks.size(); ++i)
+    if (!toks[i].trivia()) sig.push_back(i);
+  if (sig.size() < 2 || !toks[sig[0]].is("define") || toks[sig[1]].kind != TokKind::ident) {
+    s->all = true;  // `##` outside a #define body
+    return;
+  }
+  std::set<std::string> params;
+  size_t body = 2;
+  if (sig.size() > 2 && sig[2] == sig[1] + 1 && toks[sig[2]].is("(")) {  // function-like
+    for (body = 3; body < sig.size() && !toks[sig[body]].is(")"); ++body)
+      params.insert(toks[sig[body]].is("...") ? "__VA_ARGS__" : toks[sig[body]].text);
+    ++body;
+  }
+  for (size_t i = body; i < sig.size(); ++i) {
+    if (!toks[sig[i]].is("##")) continue;
+    if (i == body || i + 1 >= sig.size()) {
+      s->all = true;  // ill-formed
+      return;
+    }
+    // The chain a ## b ## c ...: operands at i - 1, i + 1, i + 3, ...
+    std::vector<size_t> operands = {i - 1};
+    for (; i < sig.size() && toks[sig[i]].is("##") && i + 1 < sig.size(); i += 2)
+      operands.push_back(i + 1);
+    --i;
+    bool known = true, swizzle_possible = true;
+    std::string pasted;
+    for (size_t o : operands) {
+      const Token& t = toks[sig[o]];
+      if (t.kind == TokKind::ident && (params.count(t.text) || t.text == "__VA_OPT__")) {
+        known = false;
+        continue;
+      }
+      pasted += t.text;
+      for (char c : t.text) swizzle_possible &= is_swizzle_letter(c);
+    }
+    if (known) {
+      scan(pasted, s);  // one identifier (or a number, or nothing of ours)
+      continue;
+    }
+    s->needs = prelude_parts();
+    s->all_math = true;
+    if (swizzle_possible) s->all_swizzles = true;
+  }
+}
+
+void scan(std::string_view code, PreludeSelection* s) {
+  std::string_view prev, prev2;  // the previous two significant tokens
+  for (const Token& t : lex(code)) {
+    if (t.trivia()) continue;
+    if (t.kind == TokKind::ident) {
+      add_identifier(t.text, prev == "::" && starts_with(prev2, "alloy_"), s);
+    } else if (t.kind == TokKind::preproc) {
+      std::string_view directive = std::string_view(t.text).substr(1);  // without its '#'
+      if (t.text.find("##") != std::string::npos) scan_pasting(directive, s);
+      if (s->all) return;
+      scan(directive, s);
+    }
+    prev2 = prev;
+    prev = t.text;
+  }
+}
+
+}  // namespace
+
+PreludeSelection select_prelude(std::string_view code) {
+  PreludeSelection s;
+  scan(code, &s);
+  if (s.all) {
+    s.needs.clear();
+    s.swizzles.clear();
+    s.math.clear();
+    s.all_swizzles = s.all_math = false;
+    return s;
+  }
+  if (s.all_swizzles) s.swizzles.clear();
+  if (s.all_math) s.math.clear();
+  for (const auto& part : s.needs) {
+    if (auto m = part_math().find(part); m != part_math().end() && !s.all_math)
+      for (const auto& f : m->second) add_math(f, &s);
+  }
+  return s;
+}
+
+std::string prelude_defines(const PreludeSelection& s) {
+  if (s.all) return "";
+  std::string out = "#define ALLOY_SELECT 1\n";
+  for (const auto& n : s.needs) out += "#define ALLOY_NEED_" + n + " 1\n";
+  if (s.all_swizzles) out += "#define ALLOY_SWIZZLES_ALL 1\n";
+  for (const auto& w : s.swizzles) out += "#define ALLOY_SWIZZLE_" + w + " 1\n";
+  if (s.all_math) out += "#define ALLOY_MATH_ALL 1\n";
+  for (const auto& f : s.math) out += "#define ALLOY_USE_" + f + " 1\n";
+  return out;
+}
+
+const std::set<std::string>& prelude_parts() {
+  static const std::set<std::string> parts = [] {
+    std::set<std::string> p;
+    for (const auto& r : rules()) p.insert(r.part);
+    return p;
+  }();
+  return parts;
+}
+
+const std::set<std::string>& prelude_math_functions() {
+  static const std::set<std::string> names = [] {
+    std::set<std::string> n;
+    for (const auto& [name, deps] : math_functions()) n.insert(name);
+    return n;
+  }();
+  return names;
+}
+
+}  // namespace alloy::msl

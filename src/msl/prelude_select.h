@@ -1,0 +1,39 @@
+// Prelude selection: which optional parts of the Metal prelude (src/prelude/metal_stdlib.h) a
+// translated kernel uses, from the identifiers in its source. Parsing the prelude is most of a
+// small kernel's NVRTC compile time (and much of the host compiler's), so the translator puts
+// `#define`s for just those parts before `#include "metal_stdlib.h"`.
+//
+// Conservative by construction: a part is left out only when no identifier of the source could
+// name anything in it. A macro that pastes tokens (`##`) may make any name: with a parameter
+// among the pasted operands it selects every part and math function, and every swizzle unless
+// an operand rules swizzles out (`T##2`); a `##` outside a #define selects everything.
+#pragma once
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace alloy::msl {
+
+struct PreludeSelection {
+  bool all = false;                // no selection: the whole prelude
+  std::set<std::string> needs;     // optional headers: "INTEGER", "ATOMIC", "SYNC", "SIMD", ...
+  std::set<std::string> swizzles;  // swizzle members, xyzw spelling ("xy", "zyx", "xxxx")
+  std::set<std::string> math;      // metal/math.h functions ("exp", "clamp", "dot", ...)
+  bool all_swizzles = false;       // every swizzle member (ALLOY_SWIZZLES_ALL)
+  bool all_math = false;           // every math function (ALLOY_MATH_ALL)
+};
+
+/// The optional prelude parts that `code` (a translated source, or any C++/Metal text) names.
+PreludeSelection select_prelude(std::string_view code);
+
+/// `#define` lines for `s` (ALLOY_SELECT, ALLOY_NEED_<part>, ALLOY_SWIZZLE_<name> or
+/// ALLOY_SWIZZLES_ALL, ALLOY_USE_<math function> or ALLOY_MATH_ALL); "" when s.all.
+std::string prelude_defines(const PreludeSelection& s);
+
+/// Every optional part select_prelude() knows, as used in ALLOY_NEED_<part>.
+const std::set<std::string>& prelude_parts();
+
+/// Every function of metal/math.h select_prelude() knows, as used in ALLOY_USE_<name>.
+const std::set<std::string>& prelude_math_functions();
+
+}  // namespace alloy::msl
