@@ -800,7 +800,8 @@ class Translator {
     }
     code += "}  // namespace metal\n";
     // Only the prelude parts the source names (they are most of the compile time).
-    out_.code = prelude_defines(select_prelude(code)) + code;
+    out_.code = prelude_defines(select_prelude(code)) +
+                (opt_.robust ? "#define ALLOY_NEED_ROBUST 1\n" : "") + code;
     return std::move(out_);
   }
 };

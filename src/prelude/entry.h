@@ -8,7 +8,9 @@
 #else
 #include "cpu/abi.h"
 #endif
+#ifdef ALLOY_NEED_ROBUST
 #include "robust.h"
+#endif
 
 namespace alloy_entry {
 
@@ -52,11 +54,13 @@ template <class P>
 struct robust_traits {
   static constexpr bool value = false;
 };
+#ifdef ALLOY_NEED_ROBUST
 template <class E>
 struct robust_traits<alloy_robust::ptr<E>> {
   static constexpr bool value = true;
   typedef E elem;
 };
+#endif
 
 /// Parameter I of kernel F bound to launch memory `p` of `bytes` bytes from [[buffer(index)]]:
 /// pointers are cast, `constant T&` scalars are dereferenced, robust-mode pointers get the

@@ -9,6 +9,7 @@
 //   ALLOY_NEED_SYNC     metal/sync.h        ALLOY_NEED_MLX     metal/mlx.h
 //   ALLOY_SWIZZLE_<xyzw spelling>: that swizzle member of the vectors (metal/vector.h)
 //   ALLOY_USE_<name>: that math function (metal/math.h; the others are deleted stand-ins)
+//   ALLOY_NEED_ROBUST   robust.h (bounds-checked pointers; the translator's robust mode)
 // Without ALLOY_SELECT (tests, direct includes), everything.
 #ifndef ALLOY_SELECT
 #define ALLOY_MATH_ALL 1
@@ -19,6 +20,7 @@
 #define ALLOY_NEED_MATRIX 1
 #define ALLOY_NEED_MLX 1
 #define ALLOY_SWIZZLES_ALL 1
+#define ALLOY_NEED_ROBUST 1
 #endif
 
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
