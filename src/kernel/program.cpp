@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 
 #include "alloy/errors.h"
 #include "backend/cpu/jit.h"
+#include "core/trace.h"
 #include "kernel/gpu_program.h"
 
 namespace alloy::kernel {
@@ -125,7 +128,22 @@ std::string translate_only(const SourceMap& source, msl::Target target, const Bi
 std::shared_ptr<Program> Program::build(const SourceMap& source, msl::Target target,
                                         const std::string& math_mode, const BindOptions& bind) {
   check_math_mode(math_mode);
+  auto t0 = std::chrono::steady_clock::now();
   auto tr = msl::translate(source.msl, translate_options(source, target, bind));
+  double translate_ms = trace::ms_since(t0);
+  auto t1 = std::chrono::steady_clock::now();
+  struct Trace {  // prints when the build ends, also when it throws
+    const std::string& label;
+    msl::Target target;
+    double translate_ms;
+    std::chrono::steady_clock::time_point t1;
+    ~Trace() {
+      if (!trace::build()) return;
+      std::fprintf(stderr, "alloy: build %s for %s: translate %.3f ms, compile/load %.3f ms\n",
+                   label.c_str(), target == msl::Target::cuda ? "cuda" : "cpu", translate_ms,
+                   trace::ms_since(t1));
+    }
+  } trace_guard{source.label, target, translate_ms, t1};
   auto p = std::make_shared<Program>();
   p->target_ = target;
   p->uses_sync_ = tr.uses_sync;

@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string_view>
 
 #include "alloy/errors.h"
 #include "cache/compile_cache.h"
+#include "core/trace.h"
 #include "kernel/prelude_files.h"
 
 namespace alloy::cuda {
@@ -180,11 +183,19 @@ std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k) {
   auto any = cache::CompileCache::global().get_or_build(mem_target, mem_key, [&] {
     // Try the device's own architecture in the disk cache before loading NVRTC (loading it
     // takes milliseconds); only a miss, or a device newer than NVRTC, needs NVRTC itself.
+    auto t0 = std::chrono::steady_clock::now();
     nvrtc::Target native{info.arch, true};
     std::string key = cache_key(k, native);
     if (auto bytes = from_disk(native, key)) {
+      double disk_ms = trace::ms_since(t0);
+      auto t1 = std::chrono::steady_clock::now();
       CompiledImage image{std::move(*bytes), native, key, true};
-      return std::static_pointer_cast<void>(load_image(ctx, k, std::move(image)));
+      auto m = load_image(ctx, k, std::move(image));
+      if (trace::build())
+        std::fprintf(stderr,
+                     "alloy: %s: cubin from disk %.3f ms (key and read), module load %.3f ms\n",
+                     k.name.c_str(), disk_ms, trace::ms_since(t1));
+      return std::static_pointer_cast<void>(m);
     }
     nvrtc::Target t = nvrtc::target_for(info.cc_major, info.cc_minor);
     CompiledImage image = compile_for(k, t, t.arch == native.arch ? key : cache_key(k, t));
