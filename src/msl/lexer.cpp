@@ -96,7 +96,7 @@ std::vector<Token> lex(std::string_view s) {
     }
     size_t len = 1;
     for (auto p : kPuncts)
-      if (s.substr(i, p.size()) == p) {
+      if (p[0] == c && s.substr(i, p.size()) == p) {
         len = p.size();
         break;
       }

@@ -1,6 +1,7 @@
 #include "msl/prelude_select.h"
 
 #include <map>
+#include <unordered_set>
 #include <vector>
 
 #include "msl/lexer.h"
@@ -200,10 +201,13 @@ void scan_pasting(std::string_view directive, PreludeSelection* s) {
 
 void scan(std::string_view code, PreludeSelection* s) {
   std::string_view prev, prev2;  // the previous two significant tokens
+  // Identifiers repeat (the generated entry names the kernel many times): look each up once.
+  std::unordered_set<std::string> seen[2];
   for (const Token& t : lex(code)) {
     if (t.trivia()) continue;
     if (t.kind == TokKind::ident) {
-      add_identifier(t.text, prev == "::" && starts_with(prev2, "alloy_"), s);
+      bool internal = prev == "::" && starts_with(prev2, "alloy_");
+      if (seen[internal].insert(t.text).second) add_identifier(t.text, internal, s);
     } else if (t.kind == TokKind::preproc) {
       std::string_view directive = std::string_view(t.text).substr(1);  // without its '#'
       if (t.text.find("##") != std::string::npos) scan_pasting(directive, s);
