@@ -414,7 +414,7 @@ class UnitCompiler {
  public:
   UnitCompiler() : cxx_(host_cxx()), nvrtc_(alloy::cuda::nvrtc::available()) {
     for (const auto& f : alloy::prelude::embedded_files())
-      headers_.push_back({f.path.c_str(), f.text.c_str()});
+      headers_.push_back({f.path.data(), f.text.data()});
   }
   bool any() const { return !cxx_.empty() || nvrtc_; }
   void check(const std::string& what, const std::string& src, bool ok, bool host = true,

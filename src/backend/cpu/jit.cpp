@@ -274,13 +274,8 @@ const std::string& Jit::compiler_identity() {
 }
 
 const std::string& Jit::prelude_hash() {
-  std::call_once(prelude_once_, [&] {
-    std::string all;
-    for (const auto& f : prelude::embedded_files()) {
-      all += cache::hash_hex({f.path, f.text});
-    }
-    prelude_hash_ = cache::hash_hex({"prelude", all});
-  });
+  std::call_once(prelude_once_,
+                 [&] { prelude_hash_ = cache::hash_hex({"prelude", prelude::embedded_hash()}); });
   return prelude_hash_;
 }
 

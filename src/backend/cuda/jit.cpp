@@ -23,12 +23,9 @@ struct Prelude {
 const Prelude& prelude() {
   static const Prelude* p = [] {
     auto* p = new Prelude();
-    std::string all;
-    for (const auto& f : prelude::embedded_files()) {
-      p->headers.push_back({f.path.c_str(), f.text.c_str()});
-      all += fmt::format("{}:{}:{}:{}\n", f.path.size(), f.path, f.text.size(), f.text);
-    }
-    p->hash = cache::hash_hex({all});
+    for (const auto& f : prelude::embedded_files())
+      p->headers.push_back({f.path.data(), f.text.data()});  // string literals: NUL-terminated
+    p->hash = std::string(prelude::embedded_hash());
     return p;
   }();
   return *p;

@@ -99,7 +99,8 @@ std::vector<std::string> python_site_dirs() {
 }
 
 // Every place tried, most specific first.
-std::vector<std::string> candidates() {
+// The explicit and CUDA-home candidates: files, in the order they are tried.
+std::vector<std::string> file_candidates() {
   std::vector<std::string> c;
   if (auto explicit_path = env("ALLOY_NVRTC_LIBRARY"); !explicit_path.empty()) {
     c.push_back(explicit_path);
@@ -116,6 +117,13 @@ std::vector<std::string> candidates() {
       }
     }
   }
+  return c;
+}
+
+// Every candidate in order: the files above, then sonames (the loader's search), then conda and
+// Python packages (finding those globs folders: only done when needed).
+std::vector<std::string> candidates() {
+  std::vector<std::string> c = file_candidates();
   for (const char* soname : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
     c.push_back(soname);
   }
@@ -277,9 +285,11 @@ const std::string& compiler_id() {
     return *loaded;
   }
   // Before: the first candidate that is a file, which load_library() will load.
+  // Candidates before the first soname are files, tried first: the first that exists is what
+  // load_library() will load. After them, only loading tells the file.
   static const std::string* predicted = [] {
-    for (const auto& path : candidate_list()) {
-      if (path.find('/') == std::string::npos) break;  // sonames: only loading tells the file
+    for (const auto& path : file_candidates()) {
+      if (path.find('/') == std::string::npos) break;  // an explicit soname: loading tells
       if (is_file(path)) return new std::string(file_identity(path));
     }
     return new std::string();
