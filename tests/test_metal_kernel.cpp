@@ -6,6 +6,10 @@
 #include <filesystem>
 
 #include "alloy/alloy.h"
+#include "kernel/custom_kernel.h"
+#include "kernel/gpu_program.h"
+#include "kernel/program.h"
+#include "msl/translate.h"
 #include "conformance/harness.h"
 #include "example_kernels.h"
 #include "example_references.h"
@@ -389,6 +393,37 @@ TEST(MetalKernel, NvrtcCompileErrorPointsAtUserLine) {
 }  // namespace
 
 namespace {
+// Every device global in a module costs the driver time when it loads the module (about 3 us each
+// on an H200, scripts/experiments/module_load.py); NVRTC emits one for each static constexpr
+// member or variable template instantiated, so the prelude keeps its own traits in functions and
+// enumerators. A small kernel's PTX declares at most integral_constant's two.
+TEST(MetalKernel, SmallKernelHasAlmostNoDeviceGlobals) {
+  std::string why;
+  if (!kernel::nvrtc_available(&why)) GTEST_SKIP() << why;
+  auto k = metal_kernel("few_globals", {"inp"}, {"out"}, examples::kExpSource);
+  Array x = Array::from_doubles({1, 2, 3, 4}, {4}, float32, Device::cpu());
+  KernelCall call;
+  call.output_shapes = {{4}};
+  call.output_dtypes = {float32};
+  call.grid = {4, 1, 1};
+  call.threadgroup = {4, 1, 1};
+  call.template_args = {{"T", float32}};
+  auto gen = kernel::call_generated_source(k, {x}, call);
+  auto map = kernel::call_source_map(k.spec(), gen.source);
+  auto tr = msl::translate(
+      gen.source,
+      kernel::translate_options(map, msl::Target::cuda, kernel::call_bind_options(gen, false)));
+  std::string ptx = kernel::compile_ptx(tr, "safe", map, "kernel.metal", "sm_90");
+  int globals = 0;
+  std::string listed;
+  for (size_t p = 0; (p = ptx.find("\n.global", p)) != std::string::npos; ++p) {
+    ++globals;
+    listed += ptx.substr(p, ptx.find('\n', p + 1) - p);
+  }
+  EXPECT_LE(globals, 2) << listed;
+  EXPECT_NE(ptx.find(".entry alloy_entry_0"), std::string::npos);
+}
+
 TEST(MetalKernel, GpuRequestWithoutGpuIsInvalidArgument) {
   if (gpu_available()) GTEST_SKIP() << "a GPU is present: the no-GPU error cannot occur";
   auto k = metal_kernel("nogpu", {"a"}, {"out"}, "out[0] = a[0];");

@@ -261,7 +261,7 @@ std::set<std::string> identifiers(const std::string& text) {
 // msl/prelude_select.cpp, or, if internal, a place here).
 const std::map<std::string, std::set<std::string>>& internal_names() {
   static const std::map<std::string, std::set<std::string>> m = {
-      {"INTEGER", {"W", "insert", "int_t", "low_mask", "offset", "width"}},
+      {"INTEGER", {"W", "insert", "int_t", "low_mask", "offset", "width_c"}},
       {"ATOMIC",
        {"atomic_ptr", "failure", "fence_after", "fence_before", "flags", "obj", "ok", "order",
         "scope", "success"}},

@@ -27,11 +27,11 @@ struct remove_ref<T&> {
 };
 template <class T>
 struct is_ptr {
-  static constexpr bool value = false;
+  enum : bool { value = false };
 };
 template <class T>
 struct is_ptr<T*> {
-  static constexpr bool value = true;
+  enum : bool { value = true };
 };
 template <int I, class... A>
 struct nth;
@@ -52,12 +52,12 @@ struct param<I, R (*)(A...)> {
 
 template <class P>
 struct robust_traits {
-  static constexpr bool value = false;
+  enum : bool { value = false };
 };
 #ifdef ALLOY_NEED_ROBUST
 template <class E>
 struct robust_traits<alloy_robust::ptr<E>> {
-  static constexpr bool value = true;
+  enum : bool { value = true };
   typedef E elem;
 };
 #endif

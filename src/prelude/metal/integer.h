@@ -7,13 +7,16 @@ namespace metal {
 
 namespace alloy_detail {
 template <class T>
-using int_t = enable_if_t<is_integral_v<T> && !is_same_v<remove_cv_t<T>, bool>, remove_cv_t<T>>;
+using int_t =
+    enable_if_t<is_integral_v<T> && !is_same<remove_cv_t<T>, bool>::value, remove_cv_t<T>>;
 template <class T>
-inline constexpr int width = int(sizeof(T) * 8);
+struct width_c {
+  ALLOY_FN static constexpr int value() { return int(sizeof(T) * 8); }
+};
 template <class T>
 ALLOY_FN constexpr make_unsigned_t<T> low_mask(uint32_t bits) {
   typedef make_unsigned_t<T> U;
-  return bits >= uint32_t(width<T>) ? U(~U(0)) : U((U(1) << bits) - U(1));
+  return bits >= uint32_t(width_c<T>::value()) ? U(~U(0)) : U((U(1) << bits) - U(1));
 }
 }  // namespace alloy_detail
 
@@ -21,7 +24,7 @@ template <class T>
 ALLOY_FN alloy_detail::int_t<T> clz(T x) {
   typedef make_unsigned_t<T> U;
   if constexpr (sizeof(T) <= 4)
-    return T(alloy_target::clz32(uint32_t(U(x))) - (32 - alloy_detail::width<T>));
+    return T(alloy_target::clz32(uint32_t(U(x))) - (32 - alloy_detail::width_c<T>::value()));
   else
     return T(alloy_target::clz64(uint64_t(U(x))));
 }
@@ -30,7 +33,8 @@ ALLOY_FN alloy_detail::int_t<T> ctz(T x) {
   typedef make_unsigned_t<T> U;
   if constexpr (sizeof(T) <= 4) {
     uint32_t c = alloy_target::ctz32(uint32_t(U(x)));
-    return T(c > uint32_t(alloy_detail::width<T>) ? alloy_detail::width<T> : c);
+    return T(c > uint32_t(alloy_detail::width_c<T>::value()) ? alloy_detail::width_c<T>::value()
+                                                             : c);
   } else {
     return T(alloy_target::ctz64(uint64_t(U(x))));
   }
@@ -47,7 +51,8 @@ template <class T>
 ALLOY_FN alloy_detail::int_t<T> reverse_bits(T x) {
   typedef make_unsigned_t<T> U;
   if constexpr (sizeof(T) <= 4) {
-    return T(U(alloy_target::reverse_bits32(uint32_t(U(x))) >> (32 - alloy_detail::width<T>)));
+    return T(U(alloy_target::reverse_bits32(uint32_t(U(x))) >>
+               (32 - alloy_detail::width_c<T>::value())));
   } else {
     uint64_t u = uint64_t(x);
     return T((uint64_t(alloy_target::reverse_bits32(uint32_t(u))) << 32) |
@@ -58,7 +63,7 @@ ALLOY_FN alloy_detail::int_t<T> reverse_bits(T x) {
 template <class T, class I>
 ALLOY_FN alloy_detail::int_t<T> rotate(T v, I i) {
   typedef make_unsigned_t<T> U;
-  constexpr int w = alloy_detail::width<T>;
+  constexpr int w = alloy_detail::width_c<T>::value();
   uint32_t s = uint32_t(make_unsigned_t<I>(i)) % uint32_t(w);
   U u = U(v);
   return T(U(U(u << s) | U(u >> ((w - s) % w))));
@@ -70,7 +75,7 @@ ALLOY_FN alloy_detail::int_t<T> extract_bits(T x, uint32_t offset, uint32_t bits
   if (bits == 0) return T(0);
   U r = U(U(x) >> offset) & alloy_detail::low_mask<T>(bits);
   if constexpr (is_signed_v<T>) {
-    if (bits < uint32_t(alloy_detail::width<T>) && ((r >> (bits - 1)) & 1u))
+    if (bits < uint32_t(alloy_detail::width_c<T>::value()) && ((r >> (bits - 1)) & 1u))
       r |= U(~alloy_detail::low_mask<T>(bits));
   }
   return T(r);
@@ -86,7 +91,7 @@ ALLOY_FN alloy_detail::int_t<T> insert_bits(T base, T insert, uint32_t offset, u
 template <class T>
 ALLOY_FN alloy_detail::int_t<T> mulhi(T a, T b) {
   if constexpr (sizeof(T) < 4) {
-    return T((int32_t(a) * int32_t(b)) >> alloy_detail::width<T>);
+    return T((int32_t(a) * int32_t(b)) >> alloy_detail::width_c<T>::value());
   } else if constexpr (sizeof(T) == 4) {
     if constexpr (is_signed_v<T>)
       return T(alloy_target::mulhi_s32(int32_t(a), int32_t(b)));
@@ -111,7 +116,7 @@ ALLOY_FN alloy_detail::int_t<T> addsat(T a, T b) {
   U r = U(U(a) + U(b));
   if constexpr (is_signed_v<T>) {
     // Overflow iff a and b have the same sign and r's sign differs.
-    if (((U(a) ^ r) & (U(b) ^ r)) >> (alloy_detail::width<T> - 1))
+    if (((U(a) ^ r) & (U(b) ^ r)) >> (alloy_detail::width_c<T>::value() - 1))
       return a < 0 ? numeric_limits<T>::min() : numeric_limits<T>::max();
     return T(r);
   } else {
@@ -124,7 +129,7 @@ ALLOY_FN alloy_detail::int_t<T> subsat(T a, T b) {
   U r = U(U(a) - U(b));
   if constexpr (is_signed_v<T>) {
     // Overflow iff a and b have different signs and r's sign differs from a's.
-    if (((U(a) ^ U(b)) & (U(a) ^ r)) >> (alloy_detail::width<T> - 1))
+    if (((U(a) ^ U(b)) & (U(a) ^ r)) >> (alloy_detail::width_c<T>::value() - 1))
       return a < 0 ? numeric_limits<T>::min() : numeric_limits<T>::max();
     return T(r);
   } else {
@@ -219,13 +224,13 @@ ALLOY_INT_VEC3(mad24)
 #undef ALLOY_INT_VEC2
 #undef ALLOY_INT_VEC3
 
-template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>
+template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0>
 ALLOY_FN alloy_detail::vec_of_t<V> extract_bits(const V& x, uint32_t offset, uint32_t bits) {
   alloy_detail::vec_of_t<V> r;
   for (int i = 0; i < r.alloy_n; ++i) r.alloy_e[i] = extract_bits(x.alloy_get(i), offset, bits);
   return r;
 }
-template <class V, class W, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>
+template <class V, class W, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0>
 ALLOY_FN alloy_detail::vec_of_t<V> insert_bits(const V& base, const W& insert, uint32_t offset,
                                                uint32_t bits) {
   alloy_detail::vec_of_t<V> r;

@@ -30,17 +30,20 @@ struct math_type<bfloat> {
   typedef bfloat type;
 };
 template <class T>
-using math_t = typename math_type<enable_if_t<is_scalar_arith<T>, remove_cv_t<T>>>::type;
+using math_t = typename math_type<enable_if_t<is_scalar_arith_c<T>::value(), remove_cv_t<T>>>::type;
 template <class A, class B>
-using math2_t = typename math_type<
-    enable_if_t<is_scalar_arith<A> && is_scalar_arith<B>, promote2_t<A, B>>>::type;
+using math2_t =
+    typename math_type<enable_if_t<is_scalar_arith_c<A>::value() && is_scalar_arith_c<B>::value(),
+                                   promote2_t<A, B>>>::type;
 template <class A, class B, class C>
 using math3_t =
-    typename math_type<enable_if_t<is_scalar_arith<A> && is_scalar_arith<B> && is_scalar_arith<C>,
+    typename math_type<enable_if_t<is_scalar_arith_c<A>::value() && is_scalar_arith_c<B>::value() &&
+                                       is_scalar_arith_c<C>::value(),
                                    promote2_t<promote2_t<A, B>, C>>>::type;
 
 template <class V>
-using vmath_t = vec<typename math_type<vec_elem_t<enable_if_t<is_vecish<V>, V>>>::type, vec_n<V>>;
+using vmath_t = vec<typename math_type<vec_elem_t<enable_if_t<is_vecish_c<V>::value(), V>>>::type,
+                    vec_n_c<V>::value()>;
 template <class A, class B>
 using vmath2_t = vec<typename math_type<typename vec_arith<A, B>::elem>::type, vec_arith<A, B>::n>;
 template <class A, class B, class C>
@@ -48,38 +51,38 @@ using vmath3_t = vmath2_t<typename vec_arith<A, B>::type, C>;
 
 // The compute type: double for double, float otherwise.
 template <class R>
-using calc_t = conditional_t<is_same_v<R, double>, double, float>;
+using calc_t = conditional_t<is_same<R, double>::value, double, float>;
 
 // Bit tests that stay valid under -ffast-math (which lets compilers assume no NaN/inf).
 template <class T>
 ALLOY_FN constexpr bool bits_isnan(T x) {
-  if constexpr (is_lowp<T>)
-    return (x.alloy_bits & 0x7fffu) > (is_same_v<T, half> ? 0x7c00u : 0x7f80u);
-  else if constexpr (is_same_v<T, double>)
+  if constexpr (is_lowp_c<T>::value())
+    return (x.alloy_bits & 0x7fffu) > (is_same<T, half>::value ? 0x7c00u : 0x7f80u);
+  else if constexpr (is_same<T, double>::value)
     return (__builtin_bit_cast(uint64_t, x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
-  else if constexpr (is_same_v<T, float>)
+  else if constexpr (is_same<T, float>::value)
     return (__builtin_bit_cast(uint32_t, x) & 0x7fffffffu) > 0x7f800000u;
   else
     return false;
 }
 template <class T>
 ALLOY_FN constexpr bool bits_isinf(T x) {
-  if constexpr (is_lowp<T>)
-    return (x.alloy_bits & 0x7fffu) == (is_same_v<T, half> ? 0x7c00u : 0x7f80u);
-  else if constexpr (is_same_v<T, double>)
+  if constexpr (is_lowp_c<T>::value())
+    return (x.alloy_bits & 0x7fffu) == (is_same<T, half>::value ? 0x7c00u : 0x7f80u);
+  else if constexpr (is_same<T, double>::value)
     return (__builtin_bit_cast(uint64_t, x) & 0x7fffffffffffffffull) == 0x7ff0000000000000ull;
-  else if constexpr (is_same_v<T, float>)
+  else if constexpr (is_same<T, float>::value)
     return (__builtin_bit_cast(uint32_t, x) & 0x7fffffffu) == 0x7f800000u;
   else
     return false;
 }
 template <class T>
 ALLOY_FN constexpr bool bits_signbit(T x) {
-  if constexpr (is_lowp<T>)
+  if constexpr (is_lowp_c<T>::value())
     return (x.alloy_bits & 0x8000u) != 0;
-  else if constexpr (is_same_v<T, double>)
+  else if constexpr (is_same<T, double>::value)
     return (__builtin_bit_cast(uint64_t, x) >> 63) != 0;
-  else if constexpr (is_same_v<T, float>)
+  else if constexpr (is_same<T, float>::value)
     return (__builtin_bit_cast(uint32_t, x) >> 31) != 0;
   else
     return x < 0;
@@ -135,12 +138,12 @@ ALLOY_FN C fmax_c(C a, C b) {
 // Applies a scalar function to each component (vectors and swizzles; scalars broadcast). Calls
 // are written (name)(...) where they must not find other namespaces' overloads through ADL:
 // metal:: holds using-declarations of the precise:: functions, and half is a metal:: class.
-#define ALLOY_VEC_MAP1(name)                                                        \
-  template <class V>                                                                \
-  ALLOY_FN alloy_detail::vmath_t<V> name(const V& v) {                              \
-    alloy_detail::vmath_t<V> r;                                                     \
-    for (int i = 0; i < alloy_detail::vec_n<V>; ++i) r[i] = (name)(v.alloy_get(i)); \
-    return r;                                                                       \
+#define ALLOY_VEC_MAP1(name)                                                                   \
+  template <class V>                                                                           \
+  ALLOY_FN alloy_detail::vmath_t<V> name(const V& v) {                                         \
+    alloy_detail::vmath_t<V> r;                                                                \
+    for (int i = 0; i < alloy_detail::vec_n_c<V>::value(); ++i) r[i] = (name)(v.alloy_get(i)); \
+    return r;                                                                                  \
   }
 #define ALLOY_VEC_MAP2(name)                                             \
   template <class A, class B>                                            \
@@ -164,7 +167,7 @@ ALLOY_FN C fmax_c(C a, C b) {
   template <class T>                            \
   ALLOY_FN alloy_detail::math_t<T> name(T x_) { \
     typedef alloy_detail::math_t<T> R;          \
-    if constexpr (is_same_v<R, double>) {       \
+    if constexpr (is_same<R, double>::value) {  \
       double x = x_;                            \
       return dexpr;                             \
     } else {                                    \
@@ -177,7 +180,7 @@ ALLOY_FN C fmax_c(C a, C b) {
   template <class A, class B>                                          \
   ALLOY_FN alloy_detail::math2_t<A, B> name(A x_, B y_) {              \
     typedef alloy_detail::math2_t<A, B> R;                             \
-    if constexpr (is_same_v<R, double>) {                              \
+    if constexpr (is_same<R, double>::value) {                         \
       double x = static_cast<double>(x_), y = static_cast<double>(y_); \
       return dexpr;                                                    \
     } else {                                                           \
@@ -190,7 +193,7 @@ ALLOY_FN C fmax_c(C a, C b) {
   template <class A, class B, class C>                                                          \
   ALLOY_FN alloy_detail::math3_t<A, B, C> name(A x_, B y_, C z_) {                              \
     typedef alloy_detail::math3_t<A, B, C> R;                                                   \
-    if constexpr (is_same_v<R, double>) {                                                       \
+    if constexpr (is_same<R, double>::value) {                                                  \
       double x = static_cast<double>(x_), y = static_cast<double>(y_),                          \
              z = static_cast<double>(z_);                                                       \
       return dexpr;                                                                             \
@@ -584,7 +587,7 @@ ALLOY_FN alloy_detail::math_t<T> fract(T x_) {
   typedef alloy_detail::calc_t<R> C;
   C x = static_cast<C>(x_);
   C below_one = C(1) - static_cast<C>(numeric_limits<R>::epsilon()) / C(2);
-  C f = x - (is_same_v<C, double> ? C(::floor(x)) : C(::floorf(float(x))));
+  C f = x - (is_same<C, double>::value ? C(::floor(x)) : C(::floorf(float(x))));
   return R(alloy_detail::fmin_c(f, below_one));
 }
 ALLOY_VEC_MAP1(fract)
@@ -601,7 +604,7 @@ ALLOY_MATH1(saturate, alloy_detail::fmin_c(alloy_detail::fmax_c(x, 0.0f), 1.0f),
 template <class T>
 ALLOY_FN alloy_detail::math_t<T> ldexp(T x, int k) {
   typedef alloy_detail::math_t<T> R;
-  if constexpr (is_same_v<R, double>)
+  if constexpr (is_same<R, double>::value)
     return ::ldexp(double(x), k);
   else
     return R(::ldexpf(static_cast<float>(x), k));
@@ -615,8 +618,8 @@ ALLOY_FN alloy_detail::vmath_t<V> ldexp(const V& v, const K& k) {
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_ilogb)
 template <class T>
-ALLOY_FN enable_if_t<alloy_detail::is_scalar_arith<T>, int> ilogb(T x) {
-  if constexpr (is_same_v<T, double>)
+ALLOY_FN enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> ilogb(T x) {
+  if constexpr (is_same<T, double>::value)
     return ::ilogb(x);
   else
     return ::ilogbf(static_cast<float>(x));
@@ -629,7 +632,7 @@ ALLOY_FN enable_if_t<alloy_detail::is_scalar_arith<T>, int> ilogb(T x) {
 template <class T>
 ALLOY_FN alloy_detail::math_t<T> frexp(T x, int& e) {
   typedef alloy_detail::math_t<T> R;
-  if constexpr (is_same_v<R, double>)
+  if constexpr (is_same<R, double>::value)
     return ::frexp(double(x), &e);
   else
     return R(::frexpf(static_cast<float>(x), &e));
@@ -638,7 +641,7 @@ template <class T>
 ALLOY_FN alloy_detail::math_t<T> frexp(T x, int* e) {
   return frexp(x, *e);
 }
-template <class V, class I, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>
+template <class V, class I, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0>
 ALLOY_FN alloy_detail::vmath_t<V> frexp(const V& v, I& e) {
   alloy_detail::vmath_t<V> r;
   for (int i = 0; i < r.alloy_n; ++i) {
@@ -653,7 +656,7 @@ ALLOY_FN alloy_detail::vmath_t<V> frexp(const V& v, I& e) {
 template <class T>
 ALLOY_FN alloy_detail::math_t<T> modf(T x, alloy_detail::math_t<T>& ip) {
   typedef alloy_detail::math_t<T> R;
-  if constexpr (is_same_v<R, double>) {
+  if constexpr (is_same<R, double>::value) {
     return ::modf(double(x), &ip);
   } else {
     float i;
@@ -666,7 +669,7 @@ template <class T>
 ALLOY_FN alloy_detail::math_t<T> modf(T x, alloy_detail::math_t<T>* ip) {
   return modf(x, *ip);
 }
-template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>
+template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0>
 ALLOY_FN alloy_detail::vmath_t<V> modf(const V& v, alloy_detail::vmath_t<V>& ip) {
   alloy_detail::vmath_t<V> r;
   for (int i = 0; i < r.alloy_n; ++i) r[i] = modf(v.alloy_get(i), ip[i]);
@@ -679,9 +682,9 @@ ALLOY_FN alloy_detail::vmath_t<V> modf(const V& v, alloy_detail::vmath_t<V>& ip)
 template <class A, class B>
 ALLOY_FN alloy_detail::math2_t<A, B> nextafter(A x_, B y_) {
   typedef alloy_detail::math2_t<A, B> R;
-  if constexpr (is_same_v<R, double>) {
+  if constexpr (is_same<R, double>::value) {
     return ::nextafter(double(x_), double(y_));
-  } else if constexpr (is_same_v<R, float>) {
+  } else if constexpr (is_same<R, float>::value) {
     return ::nextafterf(static_cast<float>(x_), static_cast<float>(y_));
   } else {
     R x = R(x_), y = R(y_);
@@ -699,31 +702,31 @@ ALLOY_VEC_MAP2(nextafter)
 // ---- Relational ----
 
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_isnan)
-template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>
+template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0>
 ALLOY_FN constexpr bool isnan(T x) {
   return alloy_detail::bits_isnan(x);
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_isinf)
-template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>
+template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0>
 ALLOY_FN constexpr bool isinf(T x) {
   return alloy_detail::bits_isinf(x);
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_isfinite)
-template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>
+template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0>
 ALLOY_FN constexpr bool isfinite(T x) {
   return !alloy_detail::bits_isnan(x) && !alloy_detail::bits_isinf(x);
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_signbit)
-template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>
+template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0>
 ALLOY_FN constexpr bool signbit(T x) {
   return alloy_detail::bits_signbit(x);
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_isnormal)
-template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>
+template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0>
 ALLOY_FN constexpr bool isnormal(T x) {
   return isfinite(x) && x != T(0) &&
          !(static_cast<alloy_detail::calc_t<alloy_detail::math_t<T>>>(fabs(x)) <
@@ -732,17 +735,19 @@ ALLOY_FN constexpr bool isnormal(T x) {
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_isordered)
-template <
-    class A, class B,
-    enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
+template <class A, class B,
+          enable_if_t<alloy_detail::is_scalar_arith_c<A>::value() &&
+                          alloy_detail::is_scalar_arith_c<B>::value(),
+                      int> = 0>
 ALLOY_FN constexpr bool isordered(A x, B y) {
   return !isnan(x) && !isnan(y);
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_isunordered)
-template <
-    class A, class B,
-    enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
+template <class A, class B,
+          enable_if_t<alloy_detail::is_scalar_arith_c<A>::value() &&
+                          alloy_detail::is_scalar_arith_c<B>::value(),
+                      int> = 0>
 ALLOY_FN constexpr bool isunordered(A x, B y) {
   return isnan(x) || isnan(y);
 }
@@ -774,7 +779,7 @@ ALLOY_VEC_PRED1(isnormal)
 // ---- abs, min, max, clamp (integers too), min3/max3/median3 ----
 
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_abs)
-template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>
+template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0>
 ALLOY_FN constexpr T abs(T x) {
   if constexpr (is_floating_point_v<T>) {
     return fabs(x);
@@ -795,9 +800,10 @@ ALLOY_FN R abs(const V& v) {
 
 // Floats: NaN operands are ignored (fmin/fmax). Integers: exact.
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_min)
-template <
-    class A, class B, class R = alloy_detail::promote2_t<A, B>,
-    enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
+template <class A, class B, class R = alloy_detail::promote2_t<A, B>,
+          enable_if_t<alloy_detail::is_scalar_arith_c<A>::value() &&
+                          alloy_detail::is_scalar_arith_c<B>::value(),
+                      int> = 0>
 ALLOY_FN constexpr R min(A a, B b) {
   if constexpr (is_floating_point_v<R>) {
     typedef alloy_detail::calc_t<R> C;
@@ -808,9 +814,10 @@ ALLOY_FN constexpr R min(A a, B b) {
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_max)
-template <
-    class A, class B, class R = alloy_detail::promote2_t<A, B>,
-    enable_if_t<alloy_detail::is_scalar_arith<A> && alloy_detail::is_scalar_arith<B>, int> = 0>
+template <class A, class B, class R = alloy_detail::promote2_t<A, B>,
+          enable_if_t<alloy_detail::is_scalar_arith_c<A>::value() &&
+                          alloy_detail::is_scalar_arith_c<B>::value(),
+                      int> = 0>
 ALLOY_FN constexpr R max(A a, B b) {
   if constexpr (is_floating_point_v<R>) {
     typedef alloy_detail::calc_t<R> C;
@@ -823,27 +830,31 @@ ALLOY_FN constexpr R max(A a, B b) {
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_clamp)
 template <class X, class L, class H,
           class R = alloy_detail::promote2_t<alloy_detail::promote2_t<X, L>, H>,
-          enable_if_t<alloy_detail::is_scalar_arith<X> && alloy_detail::is_scalar_arith<L> &&
-                          alloy_detail::is_scalar_arith<H>,
+          enable_if_t<alloy_detail::is_scalar_arith_c<X>::value() &&
+                          alloy_detail::is_scalar_arith_c<L>::value() &&
+                          alloy_detail::is_scalar_arith_c<H>::value(),
                       int> = 0>
 ALLOY_FN constexpr R clamp(X x, L lo, H hi) {
   return min(max(R(x), R(lo)), R(hi));
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_min3)
-template <class A, class B, class C, enable_if_t<alloy_detail::is_scalar_arith<A>, int> = 0>
+template <class A, class B, class C,
+          enable_if_t<alloy_detail::is_scalar_arith_c<A>::value(), int> = 0>
 ALLOY_FN constexpr auto min3(A a, B b, C c) {
   return min(min(a, b), c);
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_max3)
-template <class A, class B, class C, enable_if_t<alloy_detail::is_scalar_arith<A>, int> = 0>
+template <class A, class B, class C,
+          enable_if_t<alloy_detail::is_scalar_arith_c<A>::value(), int> = 0>
 ALLOY_FN constexpr auto max3(A a, B b, C c) {
   return max(max(a, b), c);
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_median3)
-template <class A, class B, class C, enable_if_t<alloy_detail::is_scalar_arith<A>, int> = 0>
+template <class A, class B, class C,
+          enable_if_t<alloy_detail::is_scalar_arith_c<A>::value(), int> = 0>
 ALLOY_FN constexpr auto median3(A a, B b, C c) {
   return max(min(a, b), min(max(a, b), c));
 }
@@ -891,8 +902,10 @@ ALLOY_VEC_KEEP3(median3)
 // ---- Geometric (vectors) ----
 
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_dot)
-template <class A, class B, class V = alloy_detail::vmath2_t<A, B>,
-          enable_if_t<alloy_detail::is_vecish<A> && alloy_detail::is_vecish<B>, int> = 0>
+template <
+    class A, class B, class V = alloy_detail::vmath2_t<A, B>,
+    enable_if_t<alloy_detail::is_vecish_c<A>::value() && alloy_detail::is_vecish_c<B>::value(),
+                int> = 0>
 ALLOY_FN typename V::value_type dot(const A& a, const B& b) {
   typedef typename V::value_type R;
   typedef alloy_detail::calc_t<R> C;
@@ -903,22 +916,26 @@ ALLOY_FN typename V::value_type dot(const A& a, const B& b) {
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_length_squared)
-template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>
+template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0>
 ALLOY_FN typename alloy_detail::vmath_t<V>::value_type length_squared(const V& v) {
   return dot(v, v);
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_distance_squared)
-template <class A, class B, class V = alloy_detail::vmath2_t<A, B>,
-          enable_if_t<alloy_detail::is_vecish<A> && alloy_detail::is_vecish<B>, int> = 0>
+template <
+    class A, class B, class V = alloy_detail::vmath2_t<A, B>,
+    enable_if_t<alloy_detail::is_vecish_c<A>::value() && alloy_detail::is_vecish_c<B>::value(),
+                int> = 0>
 ALLOY_FN typename V::value_type distance_squared(const A& a, const B& b) {
   V d = V(a) - V(b);
   return dot(d, d);
 }
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_cross)
-template <class A, class B, class V = alloy_detail::vmath2_t<A, B>,
-          enable_if_t<alloy_detail::is_vecish<A> && alloy_detail::is_vecish<B>, int> = 0>
+template <
+    class A, class B, class V = alloy_detail::vmath2_t<A, B>,
+    enable_if_t<alloy_detail::is_vecish_c<A>::value() && alloy_detail::is_vecish_c<B>::value(),
+                int> = 0>
 ALLOY_FN V cross(const A& a_, const B& b_) {
   static_assert(V::alloy_n == 3, "cross takes 3-component vectors");
   V a = V(a_), b = V(b_);
@@ -1048,7 +1065,7 @@ ALLOY_MATH2(divide, alloy_target::fast_divide(x, y), x / y)
     *c = (cos)(x);                                                                    \
     return (sin)(x);                                                                  \
   }                                                                                   \
-  template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>                \
+  template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0>     \
   ALLOY_FN alloy_detail::vmath_t<V> sincos(const V& x, alloy_detail::vmath_t<V>& c) { \
     c = (cos)(x);                                                                     \
     return (sin)(x);                                                                  \
@@ -1059,38 +1076,40 @@ ALLOY_MODE_SINCOS(fast)
 #undef ALLOY_MODE_SINCOS
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_length)
-#define ALLOY_MODE_LENGTH(ns)                                                 \
-  namespace ns {                                                              \
-  template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>        \
-  ALLOY_FN typename alloy_detail::vmath_t<V>::value_type length(const V& v) { \
-    return (sqrt)(dot(v, v));                                                 \
-  }                                                                           \
+#define ALLOY_MODE_LENGTH(ns)                                                     \
+  namespace ns {                                                                  \
+  template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0> \
+  ALLOY_FN typename alloy_detail::vmath_t<V>::value_type length(const V& v) {     \
+    return (sqrt)(dot(v, v));                                                     \
+  }                                                                               \
   }
 ALLOY_MODE_LENGTH(precise)
 ALLOY_MODE_LENGTH(fast)
 #undef ALLOY_MODE_LENGTH
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_distance)
-#define ALLOY_MODE_DISTANCE(ns)                                                             \
-  namespace ns {                                                                            \
-  template <class A, class B, class V = alloy_detail::vmath2_t<A, B>,                       \
-            enable_if_t<alloy_detail::is_vecish<A> && alloy_detail::is_vecish<B>, int> = 0> \
-  ALLOY_FN typename V::value_type distance(const A& a, const B& b) {                        \
-    return (length)(V(a) - V(b));                                                           \
-  }                                                                                         \
+#define ALLOY_MODE_DISTANCE(ns)                                                                   \
+  namespace ns {                                                                                  \
+  template <                                                                                      \
+      class A, class B, class V = alloy_detail::vmath2_t<A, B>,                                   \
+      enable_if_t<alloy_detail::is_vecish_c<A>::value() && alloy_detail::is_vecish_c<B>::value(), \
+                  int> = 0>                                                                       \
+  ALLOY_FN typename V::value_type distance(const A& a, const B& b) {                              \
+    return (length)(V(a) - V(b));                                                                 \
+  }                                                                                               \
   }
 ALLOY_MODE_DISTANCE(precise)
 ALLOY_MODE_DISTANCE(fast)
 #undef ALLOY_MODE_DISTANCE
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_normalize)
-#define ALLOY_MODE_NORMALIZE(ns)                                       \
-  namespace ns {                                                       \
-  template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0> \
-  ALLOY_FN alloy_detail::vmath_t<V> normalize(const V& v) {            \
-    alloy_detail::vmath_t<V> x = v;                                    \
-    return x * (rsqrt)(dot(x, x));                                     \
-  }                                                                    \
+#define ALLOY_MODE_NORMALIZE(ns)                                                  \
+  namespace ns {                                                                  \
+  template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0> \
+  ALLOY_FN alloy_detail::vmath_t<V> normalize(const V& v) {                       \
+    alloy_detail::vmath_t<V> x = v;                                               \
+    return x * (rsqrt)(dot(x, x));                                                \
+  }                                                                               \
   }
 ALLOY_MODE_NORMALIZE(precise)
 ALLOY_MODE_NORMALIZE(fast)

@@ -19,16 +19,17 @@ struct matrix {
       for (int r = 0; r < R; ++r) columns[c][r] = c == r ? d : T(0);
   }
   // matrix(col0, col1, ...): one vector per column.
-  template <class... V,
-            enable_if_t<sizeof...(V) == C && (alloy_detail::is_vecish<V> && ...), int> = 0>
+  template <
+      class... V,
+      enable_if_t<sizeof...(V) == C && (alloy_detail::is_vecish_c<V>::value() && ...), int> = 0>
   ALLOY_FN matrix(const V&... cols) {
     int c = 0;
     ((columns[c++] = vec<T, R>(cols)), ...);
   }
   // matrix(s00, s01, ...): C * R scalars, column by column.
-  template <
-      class... S,
-      enable_if_t<sizeof...(S) == C * R && (alloy_detail::is_scalar_arith<S> && ...), int> = 0>
+  template <class... S, enable_if_t<sizeof...(S) == C * R &&
+                                        (alloy_detail::is_scalar_arith_c<S>::value() && ...),
+                                    int> = 0>
   ALLOY_FN matrix(S... s) {
     T v[C * R] = {static_cast<T>(s)...};
     for (int c = 0; c < C; ++c)
@@ -72,25 +73,30 @@ ALLOY_FN matrix<T, C, R> operator-(const matrix<T, C, R>& a) {
   for (int c = 0; c < C; ++c) m.columns[c] = -a.columns[c];
   return m;
 }
-template <class T, int C, int R, class S, enable_if_t<alloy_detail::is_scalar_arith<S>, int> = 0>
+template <class T, int C, int R, class S,
+          enable_if_t<alloy_detail::is_scalar_arith_c<S>::value(), int> = 0>
 ALLOY_FN matrix<T, C, R> operator*(const matrix<T, C, R>& a, S s) {
   matrix<T, C, R> m = a;
   return m *= T(s);
 }
-template <class T, int C, int R, class S, enable_if_t<alloy_detail::is_scalar_arith<S>, int> = 0>
+template <class T, int C, int R, class S,
+          enable_if_t<alloy_detail::is_scalar_arith_c<S>::value(), int> = 0>
 ALLOY_FN matrix<T, C, R> operator*(S s, const matrix<T, C, R>& a) {
   return a * s;
 }
 // m * v: v has one component per column; the result one per row.
-template <class T, int C, int R, class V, enable_if_t<alloy_detail::vec_n<V> == C, int> = 0>
+template <class T, int C, int R, class V,
+          enable_if_t<alloy_detail::vec_n_c<V>::value() == C, int> = 0>
 ALLOY_FN vec<T, R> operator*(const matrix<T, C, R>& m, const V& v) {
   vec<T, R> r = m.columns[0] * T(alloy_detail::comp(v, 0));
   for (int c = 1; c < C; ++c) r += m.columns[c] * T(alloy_detail::comp(v, c));
   return r;
 }
 // v * m: v has one component per row; the result one per column (dot with each column).
-template <class T, int C, int R, class V,
-          enable_if_t<alloy_detail::is_vecish<V> && alloy_detail::vec_n<V> == R, int> = 0>
+template <
+    class T, int C, int R, class V,
+    enable_if_t<alloy_detail::is_vecish_c<V>::value() && alloy_detail::vec_n_c<V>::value() == R,
+                int> = 0>
 ALLOY_FN vec<T, C> operator*(const V& v, const matrix<T, C, R>& m) {
   vec<T, C> r;
   for (int c = 0; c < C; ++c) r[c] = dot(vec<T, R>(v), m.columns[c]);

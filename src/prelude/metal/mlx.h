@@ -33,10 +33,10 @@ struct complex64_t {
 
   complex64_t() = default;
   ALLOY_FN constexpr complex64_t(float re, float im) : real(re), imag(im) {}
-  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>
+  template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0>
   ALLOY_FN constexpr complex64_t(T x) : real(static_cast<float>(x)), imag(0) {}
   // Conversion to a real type keeps the real part (as MLX's).
-  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0>
+  template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0>
   ALLOY_FN constexpr operator T() const {
     return static_cast<T>(real);
   }
@@ -73,14 +73,14 @@ ALLOY_FN constexpr complex64_t operator/(complex64_t a, complex64_t b) {
 }
 // complex with a real scalar (exact-match templates: otherwise both the converting constructor
 // and the conversion to a real type apply, and `z + 2.0f` is ambiguous).
-#define ALLOY_COMPLEX_MIXED(op)                                              \
-  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0> \
-  ALLOY_FN constexpr complex64_t operator op(complex64_t a, T b) {           \
-    return a op complex64_t(b);                                              \
-  }                                                                          \
-  template <class T, enable_if_t<alloy_detail::is_scalar_arith<T>, int> = 0> \
-  ALLOY_FN constexpr complex64_t operator op(T a, complex64_t b) {           \
-    return complex64_t(a) op b;                                              \
+#define ALLOY_COMPLEX_MIXED(op)                                                         \
+  template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0> \
+  ALLOY_FN constexpr complex64_t operator op(complex64_t a, T b) {                      \
+    return a op complex64_t(b);                                                         \
+  }                                                                                     \
+  template <class T, enable_if_t<alloy_detail::is_scalar_arith_c<T>::value(), int> = 0> \
+  ALLOY_FN constexpr complex64_t operator op(T a, complex64_t b) {                      \
+    return complex64_t(a) op b;                                                         \
   }
 ALLOY_COMPLEX_MIXED(+)
 ALLOY_COMPLEX_MIXED(-)

@@ -49,7 +49,7 @@ struct op_xor {
   }
 };
 template <class T>
-using simd_t = remove_cvref_t<conditional_t<is_vecish<T>, vec_of_t<T>, T>>;
+using simd_t = remove_cvref_t<conditional_t<is_vecish_c<T>::value(), vec_of_t<T>, T>>;
 ALLOY_FN uint32_t lowest_lane(uint32_t mask) {
   return alloy_target::ctz32(mask);
 }

@@ -21,9 +21,12 @@ ALLOY_FN constexpr float f16_to_f32(uint16_t b) {
   return alloy_target::f16_to_f32(b);
 }
 template <class T>
-inline constexpr bool is_builtin_arith =
-    alloy_traits::integral<remove_cv_t<T>>::value || is_same_v<remove_cv_t<T>, float> ||
-    is_same_v<remove_cv_t<T>, double>;
+struct is_builtin_arith_c {
+  ALLOY_FN static constexpr bool value() {
+    return alloy_traits::integral<remove_cv_t<T>>::value || is_same<remove_cv_t<T>, float>::value ||
+           is_same<remove_cv_t<T>, double>::value;
+  }
+};
 struct bits_tag {};
 }  // namespace alloy_detail
 
@@ -34,7 +37,7 @@ struct half {
 
   half() = default;
   ALLOY_FN constexpr half(alloy_detail::bits_tag, uint16_t b) : alloy_bits(b) {}
-  template <class T, enable_if_t<alloy_detail::is_builtin_arith<T>, int> = 0>
+  template <class T, enable_if_t<alloy_detail::is_builtin_arith_c<T>::value(), int> = 0>
   ALLOY_FN constexpr half(T v) : alloy_bits(alloy_detail::f32_to_f16(static_cast<float>(v))) {}
   ALLOY_FN constexpr half(bfloat b);
   ALLOY_FN constexpr operator float() const { return alloy_detail::f16_to_f32(alloy_bits); }
@@ -80,7 +83,7 @@ struct bfloat {
 
   bfloat() = default;
   ALLOY_FN constexpr bfloat(alloy_detail::bits_tag, uint16_t b) : alloy_bits(b) {}
-  template <class T, enable_if_t<alloy_detail::is_builtin_arith<T>, int> = 0>
+  template <class T, enable_if_t<alloy_detail::is_builtin_arith_c<T>::value(), int> = 0>
   ALLOY_FN constexpr bfloat(T v)
       : alloy_bits(alloy_portable::f32_to_bf16_bits(static_cast<float>(v))) {}
   ALLOY_FN constexpr bfloat(half h) : alloy_bits(alloy_portable::f32_to_bf16_bits(float(h))) {}
@@ -128,19 +131,26 @@ typedef half float16_t;
 
 namespace alloy_detail {
 template <class T>
-inline constexpr bool is_lowp =
-    is_same_v<remove_cv_t<T>, half> || is_same_v<remove_cv_t<T>, bfloat>;
+struct is_lowp_c {
+  ALLOY_FN static constexpr bool value() {
+    return is_same<remove_cv_t<T>, half>::value || is_same<remove_cv_t<T>, bfloat>::value;
+  }
+};
 template <class T>
-inline constexpr bool is_scalar_arith = is_builtin_arith<T> || is_lowp<T>;
+struct is_scalar_arith_c {
+  ALLOY_FN static constexpr bool value() {
+    return is_builtin_arith_c<T>::value() || is_lowp_c<T>::value();
+  }
+};
 
 // Result of a binary operation with at least one half/bfloat operand (Metal's rules):
 // same type -> that type; with an integer -> the 16-bit type; with float/double -> float/double;
 // half with bfloat -> float.
-template <class A, class B, bool = is_lowp<A>, bool = is_lowp<B>>
+template <class A, class B, bool = is_lowp_c<A>::value(), bool = is_lowp_c<B>::value()>
 struct lowp_promote {};
 template <class A, class B>
 struct lowp_promote<A, B, true, true> {
-  typedef conditional_t<is_same_v<remove_cv_t<A>, remove_cv_t<B>>, remove_cv_t<A>, float> type;
+  typedef conditional_t<is_same<remove_cv_t<A>, remove_cv_t<B>>::value, remove_cv_t<A>, float> type;
 };
 template <class A, class B>
 struct lowp_promote<A, B, true, false> {
@@ -151,24 +161,30 @@ struct lowp_promote<A, B, false, true> {
   typedef conditional_t<is_integral_v<A>, remove_cv_t<B>, remove_cv_t<A>> type;
 };
 template <class A, class B>
-using lowp_binop_t =
-    enable_if_t<(is_lowp<A> || is_lowp<B>)&&is_scalar_arith<A> && is_scalar_arith<B>,
-                typename lowp_promote<A, B>::type>;
+using lowp_binop_t = enable_if_t<(is_lowp_c<A>::value() || is_lowp_c<B>::value()) &&
+                                     is_scalar_arith_c<A>::value() && is_scalar_arith_c<B>::value(),
+                                 typename lowp_promote<A, B>::type>;
 template <class A, class B>
-using lowp_compute_t = conditional_t<is_same_v<A, double> || is_same_v<B, double>, double, float>;
+using lowp_compute_t =
+    conditional_t<is_same<A, double>::value || is_same<B, double>::value, double, float>;
 template <class A, class B>
-using lowp_cmp_t =
-    enable_if_t<(is_lowp<A> || is_lowp<B>)&&is_scalar_arith<A> && is_scalar_arith<B>, bool>;
+using lowp_cmp_t = enable_if_t<(is_lowp_c<A>::value() || is_lowp_c<B>::value()) &&
+                                   is_scalar_arith_c<A>::value() && is_scalar_arith_c<B>::value(),
+                               bool>;
 
 // Common type of two scalars for min/max/clamp/...: C++'s usual arithmetic conversions, except
 // that same-typed operands keep their type (Metal has no integer promotion to int there) and
 // half/bfloat follow lowp_promote.
 template <class A, class B>
-inline constexpr int promote2_kind = !(is_scalar_arith<A> && is_scalar_arith<B>) ? 0
-                                     : is_same_v<A, B>                           ? 1
-                                     : (is_lowp<A> || is_lowp<B>)                ? 2
-                                                                                 : 3;
-template <class A, class B, int = promote2_kind<A, B>>
+struct promote2_kind_c {
+  ALLOY_FN static constexpr int value() {
+    return !(is_scalar_arith_c<A>::value() && is_scalar_arith_c<B>::value()) ? 0
+           : is_same<A, B>::value                                            ? 1
+           : (is_lowp_c<A>::value() || is_lowp_c<B>::value())                ? 2
+                                                                             : 3;
+  }
+};
+template <class A, class B, int = promote2_kind_c<A, B>::value()>
 struct promote2 {};  // not two scalars: no type (SFINAE)
 template <class A, class B>
 struct promote2<A, B, 1> {
@@ -278,7 +294,7 @@ struct float_limits {
   static constexpr int max_exponent = MaxExp;
   static constexpr int min_exponent = 3 - MaxExp;
   ALLOY_FN static constexpr T make(Bits b) {
-    if constexpr (alloy_detail::is_lowp<T>)
+    if constexpr (alloy_detail::is_lowp_c<T>::value())
       return T::from_bits(b);
     else
       return __builtin_bit_cast(T, b);
@@ -295,7 +311,7 @@ struct float_limits {
 };
 
 struct no_limits {
-  static constexpr bool is_specialized = false;
+  enum : bool { is_specialized = false };
 };
 template <class T>
 struct limits_of {

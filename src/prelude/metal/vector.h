@@ -17,38 +17,42 @@ struct swizzle;
 
 template <class X>
 struct vec_traits {
-  static constexpr bool is_vec = false;
-  static constexpr int n = 1;
+  enum : bool { is_vec = false };
+  enum : int { n = 1 };
   typedef X elem;
   typedef X type;
 };
 template <class T, int N>
 struct vec_traits<vec<T, N>> {
-  static constexpr bool is_vec = true;
-  static constexpr int n = N;
+  enum : bool { is_vec = true };
+  enum : int { n = N };
   typedef T elem;
   typedef vec<T, N> type;
 };
 template <class T, int N, int... I>
 struct vec_traits<swizzle<T, N, I...>> {
-  static constexpr bool is_vec = true;
-  static constexpr int n = sizeof...(I);
+  enum : bool { is_vec = true };
+  enum : int { n = sizeof...(I) };
   typedef T elem;
   typedef vec<T, sizeof...(I)> type;
 };
 template <class X>
-inline constexpr bool is_vecish = vec_traits<remove_cvref_t<X>>::is_vec;
+struct is_vecish_c {
+  ALLOY_FN static constexpr bool value() { return vec_traits<remove_cvref_t<X>>::is_vec; }
+};
 template <class X>
 using vec_elem_t = typename vec_traits<remove_cvref_t<X>>::elem;
 template <class X>
 using vec_of_t = typename vec_traits<remove_cvref_t<X>>::type;
 template <class X>
-inline constexpr int vec_n = vec_traits<remove_cvref_t<X>>::n;
+struct vec_n_c {
+  ALLOY_FN static constexpr int value() { return vec_traits<remove_cvref_t<X>>::n; }
+};
 
 // Component i of a vector or swizzle; a scalar stands for all its components.
 template <class X>
 ALLOY_FN constexpr auto comp(const X& x, int i) {
-  if constexpr (is_vecish<X>)
+  if constexpr (is_vecish_c<X>::value())
     return x.alloy_get(i);
   else
     return x;
@@ -68,9 +72,9 @@ ALLOY_FN constexpr elems<T, N> splat(T s) {
 
 template <class X>
 ALLOY_FN constexpr int count_comps() {
-  if constexpr (is_vecish<X>)
-    return vec_n<X>;
-  else if constexpr (is_scalar_arith<X>)
+  if constexpr (is_vecish_c<X>::value())
+    return vec_n_c<X>::value();
+  else if constexpr (is_scalar_arith_c<X>::value())
     return 1;
   else
     return 1000;  // not a vector constructor argument
@@ -78,8 +82,8 @@ ALLOY_FN constexpr int count_comps() {
 
 template <class T, class A>
 ALLOY_FN constexpr void flatten_one(T* out, int& k, const A& a) {
-  if constexpr (is_vecish<A>) {
-    for (int i = 0; i < vec_n<A>; ++i) out[k++] = static_cast<T>(a.alloy_get(i));
+  if constexpr (is_vecish_c<A>::value()) {
+    for (int i = 0; i < vec_n_c<A>::value(); ++i) out[k++] = static_cast<T>(a.alloy_get(i));
   } else {
     out[k++] = static_cast<T>(a);
   }
@@ -120,7 +124,7 @@ ALLOY_FN auto sub_swizzle(const X& x) {
 template <class T, int N, int... I>
 struct swizzle {
   T alloy_e[N];  // the vector's components (this struct is a member of the vector's union)
-  static constexpr int K = sizeof...(I);
+  enum : int { K = sizeof...(I) };
   typedef vec<T, sizeof...(I)> vec_type;
 
   static ALLOY_FN constexpr int index(int k) {
@@ -143,7 +147,8 @@ struct swizzle {
   template <class V>
   ALLOY_FN swizzle& operator=(const V& v) {
     static_assert(distinct<I...>(), "swizzle with a repeated component is not assignable");
-    static_assert(!is_vecish<V> || vec_n<V> == K, "swizzle assignment: sizes differ");
+    static_assert(!is_vecish_c<V>::value() || vec_n_c<V>::value() == K,
+                  "swizzle assignment: sizes differ");
     T tmp[K];
     for (int k = 0; k < K; ++k) tmp[k] = static_cast<T>(comp(v, k));  // reads before writes
     for (int k = 0; k < K; ++k) alloy_e[index(k)] = tmp[k];
@@ -1702,7 +1707,7 @@ template <class T, int N>
 struct vec : alloy_detail::vec_storage<T, N> {
   static_assert(N >= 2 && N <= 4, "Metal vectors have 2, 3 or 4 components");
   typedef T value_type;
-  static constexpr int alloy_n = N;
+  enum : int { alloy_n = N };
   typedef alloy_detail::vec_storage<T, N> alloy_base;
 
   vec() = default;
@@ -1714,7 +1719,7 @@ struct vec : alloy_detail::vec_storage<T, N> {
   }
 
   // float4(x): every component x (also the implicit scalar-to-vector conversion).
-  template <class U, enable_if_t<alloy_detail::is_scalar_arith<U>, int> = 0>
+  template <class U, enable_if_t<alloy_detail::is_scalar_arith_c<U>::value(), int> = 0>
   ALLOY_FN constexpr vec(U s) : alloy_base(alloy_detail::splat<T, N>(static_cast<T>(s))) {}
   // float4(a, b, c, d), float4(v.xy, w.zw), float3(v2, s), ...: components in order.
   template <class A0, class A1, class... As,
@@ -1725,8 +1730,9 @@ struct vec : alloy_detail::vec_storage<T, N> {
   ALLOY_FN constexpr vec(const A0& a0, const A1& a1, const As&... as)
       : alloy_base(alloy_detail::flatten<T, N>(a0, a1, as...)) {}
   // float4(int4), static_cast<half2>(float2), short2(i4.xy): element-wise conversion.
-  template <class V, enable_if_t<alloy_detail::is_vecish<V> && alloy_detail::vec_n<V> == N &&
-                                     !is_same_v<alloy_detail::vec_elem_t<V>, T>,
+  template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value() &&
+                                     alloy_detail::vec_n_c<V>::value() == N &&
+                                     !is_same<alloy_detail::vec_elem_t<V>, T>::value,
                                  int> = 0>
   ALLOY_FN constexpr explicit vec(const V& o) : alloy_base(alloy_detail::convert<T, N>(o)) {}
 
@@ -1796,14 +1802,19 @@ struct vec : alloy_detail::vec_storage<T, N> {
 
 namespace alloy_detail {
 template <class X>
-inline constexpr bool is_vec_operand = is_vecish<X> || is_scalar_arith<X>;
+struct is_vec_operand_c {
+  ALLOY_FN static constexpr bool value() {
+    return is_vecish_c<X>::value() || is_scalar_arith_c<X>::value();
+  }
+};
 
 template <class A, class B>
 ALLOY_FN constexpr bool vec_operands_ok() {
-  if constexpr (!(is_vecish<A> || is_vecish<B>) || !is_vec_operand<A> || !is_vec_operand<B>)
+  if constexpr (!(is_vecish_c<A>::value() || is_vecish_c<B>::value()) ||
+                !is_vec_operand_c<A>::value() || !is_vec_operand_c<B>::value())
     return false;
-  else if constexpr (is_vecish<A> && is_vecish<B>)
-    return vec_n<A> == vec_n<B>;
+  else if constexpr (is_vecish_c<A>::value() && is_vecish_c<B>::value())
+    return vec_n_c<A>::value() == vec_n_c<B>::value();
   else
     return true;
 }
@@ -1814,10 +1825,11 @@ template <class A, class B, bool = vec_operands_ok<A, B>()>
 struct vec_arith {};
 template <class A, class B>
 struct vec_arith<A, B, true> {
-  typedef conditional_t<is_vecish<A> && is_vecish<B>, promote2_t<vec_elem_t<A>, vec_elem_t<B>>,
-                        conditional_t<is_vecish<A>, vec_elem_t<A>, vec_elem_t<B>>>
+  typedef conditional_t<is_vecish_c<A>::value() && is_vecish_c<B>::value(),
+                        promote2_t<vec_elem_t<A>, vec_elem_t<B>>,
+                        conditional_t<is_vecish_c<A>::value(), vec_elem_t<A>, vec_elem_t<B>>>
       elem;
-  static constexpr int n = is_vecish<A> ? vec_n<A> : vec_n<B>;
+  enum : int { n = is_vecish_c<A>::value() ? vec_n_c<A>::value() : vec_n_c<B>::value() };
   typedef vec<elem, n> type;
   typedef vec<bool, n> bool_type;
 };
@@ -1826,9 +1838,9 @@ using vec_arith_t = typename vec_arith<A, B>::type;
 template <class A, class B>
 using vec_cmp_t = typename vec_arith<A, B>::bool_type;
 template <class V>
-using vec_unary_t = enable_if_t<is_vecish<V>, vec_of_t<V>>;
+using vec_unary_t = enable_if_t<is_vecish_c<V>::value(), vec_of_t<V>>;
 template <class V>
-using vec_bool_t = enable_if_t<is_vecish<V>, vec<bool, vec_n<V>>>;
+using vec_bool_t = enable_if_t<is_vecish_c<V>::value(), vec<bool, vec_n_c<V>::value()>>;
 }  // namespace alloy_detail
 
 #define ALLOY_VEC_BINOP(op)                                                           \
@@ -1906,28 +1918,31 @@ ALLOY_FN constexpr bool all(bool b) {
 ALLOY_FN constexpr bool any(bool b) {
   return b;
 }
-template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>
+template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0>
 ALLOY_FN bool all(const V& v) {
-  for (int i = 0; i < alloy_detail::vec_n<V>; ++i)
+  for (int i = 0; i < alloy_detail::vec_n_c<V>::value(); ++i)
     if (!v.alloy_get(i)) return false;
   return true;
 }
-template <class V, enable_if_t<alloy_detail::is_vecish<V>, int> = 0>
+template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0>
 ALLOY_FN bool any(const V& v) {
-  for (int i = 0; i < alloy_detail::vec_n<V>; ++i)
+  for (int i = 0; i < alloy_detail::vec_n_c<V>::value(); ++i)
     if (v.alloy_get(i)) return true;
   return false;
 }
 // select(a, b, c): c ? b : a, per component.
-template <class T, enable_if_t<alloy_detail::is_scalar_arith<T> || is_pointer_v<T>, int> = 0>
+template <class T,
+          enable_if_t<alloy_detail::is_scalar_arith_c<T>::value() || is_pointer_v<T>, int> = 0>
 ALLOY_FN T select(T a, T b, bool c) {
   return c ? b : a;
 }
-template <class A, class B, class C,
-          enable_if_t<alloy_detail::is_vecish<A> && alloy_detail::is_vecish<C>, int> = 0>
+template <
+    class A, class B, class C,
+    enable_if_t<alloy_detail::is_vecish_c<A>::value() && alloy_detail::is_vecish_c<C>::value(),
+                int> = 0>
 ALLOY_FN alloy_detail::vec_of_t<A> select(const A& a, const B& b, const C& c) {
   alloy_detail::vec_of_t<A> r;
-  for (int i = 0; i < alloy_detail::vec_n<A>; ++i)
+  for (int i = 0; i < alloy_detail::vec_n_c<A>::value(); ++i)
     r.alloy_e[i] = alloy_detail::comp(c, i)
                        ? static_cast<alloy_detail::vec_elem_t<A>>(alloy_detail::comp(b, i))
                        : a.alloy_get(i);
@@ -1979,8 +1994,8 @@ struct packed_storage<T, 4> {
 };
 template <class T, int N>
 struct vec_traits<packed_vec<T, N>> {
-  static constexpr bool is_vec = true;
-  static constexpr int n = N;
+  enum : bool { is_vec = true };
+  enum : int { n = N };
   typedef T elem;
   typedef vec<T, N> type;
 };
@@ -1991,9 +2006,9 @@ struct vec_traits<packed_vec<T, N>> {
 template <class T, int N>
 struct packed_vec : alloy_detail::packed_storage<T, N> {
   typedef T value_type;
-  static constexpr int alloy_n = N;
+  enum : int { alloy_n = N };
   packed_vec() = default;
-  template <class U, enable_if_t<alloy_detail::is_scalar_arith<U>, int> = 0>
+  template <class U, enable_if_t<alloy_detail::is_scalar_arith_c<U>::value(), int> = 0>
   ALLOY_FN packed_vec(U s) {
     for (int i = 0; i < N; ++i) this->alloy_e[i] = static_cast<T>(s);
   }
