@@ -150,10 +150,11 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
                                       const std::vector<msl::Binding>& bindings,
                                       const std::vector<Array>& in,
                                       const std::vector<Array>& outputs) {
-  // Shape/strides/ndim parameters travel in the launch's parameter block (cuda_small_buffer in
-  // prelude/entry.h); when they do not fit, in one small device buffer.
+  // Shape/strides/ndim parameters and small host inputs travel in the launch's parameter block
+  // (cuda_small_buffer in prelude/entry.h); what does not fit, in one small device buffer.
   ShapeParams sp = shape_params(in, bindings);
   std::vector<uint8_t> packed;
+  uint64_t spilled = 0;  // bindings in `packed`; L.buffers holds their offset until it is uploaded
   size_t inline_used = 0;
   auto pack = [&](size_t i, const void* p, size_t n) {
     size_t off = (inline_used + 15) / 16 * 16;
@@ -165,8 +166,9 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
       off = (packed.size() + 15) / 16 * 16;
       packed.resize(off + n);
       std::memcpy(packed.data() + off, p, n);
+      spilled |= 1ull << i;
     }
-    L.buffers[i] = reinterpret_cast<void*>(off);  // an offset until `packed` has an address
+    L.buffers[i] = reinterpret_cast<void*>(off);
     L.buffer_bytes[i] = n;
   };
   L.num_buffers = static_cast<unsigned>(bindings.size());
@@ -202,15 +204,9 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
   if (!packed.empty()) {
     params = gpu_backend()->allocate(packed.size());
     gpu_backend()->copy_to_device(params->ptr, packed.data(), packed.size());
-    for (size_t i = 0; i < bindings.size(); ++i) {
-      auto kind = bindings[i].kind;
-      bool host_input = kind == msl::BindingKind::input &&
-                        in[bindings[i].index].device().type == Device::Type::cpu;
-      if ((kind == msl::BindingKind::input && !host_input) || kind == msl::BindingKind::output ||
-          (L.inline_mask >> i) & 1)
-        continue;
-      L.buffers[i] = static_cast<char*>(params->ptr) + reinterpret_cast<uintptr_t>(L.buffers[i]);
-    }
+    for (size_t i = 0; i < bindings.size(); ++i)
+      if ((spilled >> i) & 1)
+        L.buffers[i] = static_cast<char*>(params->ptr) + reinterpret_cast<uintptr_t>(L.buffers[i]);
   }
   return params;
 }
