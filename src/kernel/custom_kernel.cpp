@@ -296,16 +296,6 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
     L.grid[d] = static_cast<unsigned>(grid_[d]);
     L.threadgroup[d] = static_cast<unsigned>(tg[d]);
   }
-  // Metal forms simdgroups from the linear index over a partial group's actual size; CUDA warps
-  // over the block's full width. They agree unless a group is partial in x and spans y or z.
-  if (program->uses_simd() && L.grid[0] % L.threadgroup[0] != 0 &&
-      L.threadgroup[1] * L.threadgroup[2] > 1)
-    throw NotSupported(
-        spec_->name,
-        fmt::format("not supported: kernel '{}' uses simd functions with "
-                    "a threadgroup ({}, {}, {}) that is partial in x (grid x = {}) "
-                    "and spans y/z; on CUDA make grid x a multiple of threadgroup x",
-                    spec_->name, L.threadgroup[0], L.threadgroup[1], L.threadgroup[2], L.grid[0]));
   // Robust mode: the kernel appends out-of-range records to a small device log.
   GpuOobLog oob;
   if (robust_) oob.attach(L);

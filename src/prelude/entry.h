@@ -195,6 +195,26 @@ __device__ __forceinline__ thread_ids cuda_ids(const alloy_cuda_launch& L) {
     t.local[d] = l[d];
   }
   t.lid = l[0] + t.gsize[0] * (l[1] + t.gsize[1] * l[2]);
+  // Metal numbers a partial group's threads over its actual size (lid = x + w * (y + h * z)) and
+  // forms simdgroups from consecutive lids; CUDA forms warps over the block's full width. Where
+  // the two differ (partial in x with y/z extent, or partial in y with z extent), CUDA thread
+  // number n plays Metal thread lid = n, so warps are Metal's simdgroups; the block's last
+  // threads, past the group's size, are outside the grid.
+  if ((t.gsize[0] != bd[0] && bd[1] * bd[2] > 1) || (t.gsize[1] != bd[1] && bd[2] > 1)) {
+    const u32 n = l[0] + bd[0] * (l[1] + bd[1] * l[2]);
+    const u32 plane = t.gsize[0] * t.gsize[1];
+    t.lid = n;
+    if (n < plane * t.gsize[2]) {
+      t.local[0] = n % t.gsize[0];
+      t.local[1] = (n / t.gsize[0]) % t.gsize[1];
+      t.local[2] = n / plane;
+    } else if (t.gsize[0] != bd[0]) {
+      t.local[0] =
+          t.gsize[0];  // gpos * tg + gsize = grid in a dimension where the group is partial
+    } else {
+      t.local[1] = t.gsize[1];
+    }
+  }
   return t;
 }
 

@@ -32,6 +32,63 @@ Lanes lanes_of(int g, int n = kN, int tg = kTg) {
 
 constexpr double kUndef = -1000;  // what the kernels write where Metal leaves a shuffle undefined
 
+// ---- 2-D and 3-D groups with partial edges ----------------------------------------------------
+
+// Metal numbers a partial group's threads over its actual size (lid = x + w * (y + h * z)), and
+// simdgroups are 32 consecutive lids. Grid (13, 11, 3) in groups of (8, 8, 2): groups partial in
+// x (5 wide), in y (3 high) and in z (1 deep), full ones of 128 threads (4 simdgroups).
+TEST(ConformanceSimd, PartialGroupsIn2DAnd3D) {
+  constexpr int GX = 13, GY = 11, GZ = 3, TX = 8, TY = 8, TZ = 2, K = 5;
+  auto k = metal_kernel("simd_partial_3d", {"x"}, {"out"}, R"MSL(
+    uint3 p = thread_position_in_grid;
+    uint row = p.x + threads_per_grid.x * (p.y + threads_per_grid.y * p.z);
+    float v = x[row];
+    device float* o = out + row * 5;
+    o[0] = simd_sum(v);
+    o[1] = simd_prefix_exclusive_sum(v);
+    o[2] = float(thread_index_in_simdgroup);
+    o[3] = float(simdgroup_index_in_threadgroup);
+    o[4] = float(thread_index_in_threadgroup);
+  )MSL");
+  const int n = GX * GY * GZ;
+  auto x = random_array({n}, float32, -1, 1, 871, Device::cpu());
+  auto xv = x.to_doubles();
+  const int G[3] = {GX, GY, GZ}, T[3] = {TX, TY, TZ};
+  std::vector<double> ref(size_t(n) * K);
+  // Per group: its threads in lid order, then sums per simdgroup.
+  for (int gz = 0; gz * TZ < GZ; ++gz)
+    for (int gy = 0; gy * TY < GY; ++gy)
+      for (int gx = 0; gx * TX < GX; ++gx) {
+        int gp[3] = {gx, gy, gz}, size[3];
+        for (int d = 0; d < 3; ++d) size[d] = std::min(T[d], G[d] - gp[d] * T[d]);
+        int threads = size[0] * size[1] * size[2];
+        std::vector<int> row_of(threads);
+        for (int lid = 0; lid < threads; ++lid) {
+          int lx = lid % size[0], ly = lid / size[0] % size[1], lz = lid / (size[0] * size[1]);
+          int px = gx * TX + lx, py = gy * TY + ly, pz = gz * TZ + lz;
+          row_of[lid] = px + GX * (py + GY * pz);
+        }
+        for (int lid = 0; lid < threads; ++lid) {
+          int first = lid / 32 * 32, last = std::min(threads, first + 32);
+          double sum = 0, prefix = 0;
+          for (int j = first; j < last; ++j) sum += xv[row_of[j]];
+          for (int j = first; j < lid; ++j) prefix += xv[row_of[j]];
+          double* r = &ref[size_t(row_of[lid]) * K];
+          r[0] = sum;
+          r[1] = prefix;
+          r[2] = lid % 32;
+          r[3] = lid / 32;
+          r[4] = lid;
+        }
+      }
+  run_kernel(k, {x}, make_call({{n, K}}, {float32}, {GX, GY, GZ}, {TX, TY, TZ}), [&](auto& o) {
+    expect_table(o[0], ref,
+                 {"simd_sum", "simd_prefix_exclusive_sum", "thread_index_in_simdgroup",
+                  "simdgroup_index_in_threadgroup", "thread_index_in_threadgroup"},
+                 1e-5, 1e-5);
+  });
+}
+
 // ---- reductions ------------------------------------------------------------------------------
 
 TEST(ConformanceSimd, FloatReductionsPartialSimdgroups) {
