@@ -1,6 +1,7 @@
 // Launching one kernel entry (see src/prelude/cuda/abi.h): the alloy_cuda_launch struct is the
-// entry's only parameter, gridDim = L.groups, blockDim = L.threadgroup (Metal dispatchThreads:
-// threads past L.grid leave before the body).
+// entry's first parameter (then the device buffers of EntryLayout::param_buffers), gridDim =
+// L.groups (x divided by EntryLayout::coarsen when the grid is deep enough), blockDim =
+// L.threadgroup (Metal dispatchThreads: threads past L.grid leave before the body).
 #pragma once
 #include <cstdint>
 
