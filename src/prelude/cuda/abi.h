@@ -12,7 +12,7 @@
 #define ALLOY_CUDA_MAX_BUFFERS 48
 // Bytes of small buffers (metal_kernel's `x_shape`, `x_strides`, `x_ndim`) carried in the
 // parameter block itself instead of device memory.
-#define ALLOY_CUDA_INLINE_BYTES 1024
+#define ALLOY_CUDA_INLINE_BYTES 512
 
 struct alloy_cuda_oob_record {  // robust mode: one out-of-range access
   unsigned int buffer;
