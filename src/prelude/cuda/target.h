@@ -224,8 +224,12 @@ ALLOY_FN T reduce(T v, Op op) {
 #pragma unroll
   for (uint32_t d = 16; d >= 1; d >>= 1) {
     T o = shfl_xor(mask, v, d);
-    // Both lanes of a pair compute op(lower, upper): same value, lane order kept.
-    v = (lane_id() & d) ? op(o, v) : op(v, o);
+    // Both lanes of a pair compute op(lower, upper): same value, lane order kept. Where the
+    // operands commute exactly (IEEE + and *, integer and bitwise ops), either order is that.
+    if constexpr (Op::commutative)
+      v = op(v, o);
+    else
+      v = (lane_id() & d) ? op(o, v) : op(v, o);
   }
   return v;
 }

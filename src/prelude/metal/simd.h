@@ -7,42 +7,49 @@ namespace metal {
 
 namespace alloy_detail {
 struct op_sum {
+  enum : bool { commutative = true };  // op(a, b) == op(b, a), bit for bit
   template <class T>
   ALLOY_FN T operator()(const T& a, const T& b) const {
     return T(a + b);
   }
 };
 struct op_product {
+  enum : bool { commutative = true };  // op(a, b) == op(b, a), bit for bit
   template <class T>
   ALLOY_FN T operator()(const T& a, const T& b) const {
     return T(a * b);
   }
 };
 struct op_min {
+  enum : bool { commutative = false };  // min(-0, +0) and min(+0, -0) may differ
   template <class T>
   ALLOY_FN T operator()(const T& a, const T& b) const {
     return T(min(a, b));
   }
 };
 struct op_max {
+  enum : bool { commutative = false };  // min(-0, +0) and min(+0, -0) may differ
   template <class T>
   ALLOY_FN T operator()(const T& a, const T& b) const {
     return T(max(a, b));
   }
 };
 struct op_and {
+  enum : bool { commutative = true };  // op(a, b) == op(b, a), bit for bit
   template <class T>
   ALLOY_FN T operator()(const T& a, const T& b) const {
     return T(a & b);
   }
 };
 struct op_or {
+  enum : bool { commutative = true };  // op(a, b) == op(b, a), bit for bit
   template <class T>
   ALLOY_FN T operator()(const T& a, const T& b) const {
     return T(a | b);
   }
 };
 struct op_xor {
+  enum : bool { commutative = true };  // op(a, b) == op(b, a), bit for bit
   template <class T>
   ALLOY_FN T operator()(const T& a, const T& b) const {
     return T(a ^ b);
