@@ -189,6 +189,13 @@ TEST(Translate, CudaEntryLayout) {
   EXPECT_NE(t.code.find("const void* __restrict__ alloy_b0, void* __restrict__ alloy_b1)"),
             std::string::npos);
   EXPECT_NE(t.code.find("::alloy_entry::cuda_small_buffer(L, 2)"), std::string::npos);
+  // Always in the launch block (metal_kernel's shape parameters when they fit).
+  TranslateOptions ob = o;
+  ob.small_buffers.clear();
+  ob.block_buffers = {2};
+  auto tb = translate(kLibrary, ob);
+  EXPECT_EQ(tb.kernels[0].param_buffers, (std::vector<int>{0, 1}));
+  EXPECT_NE(tb.code.find("::alloy_entry::cuda_block_buffer(L, 2)"), std::string::npos);
   // The module has a barrier and threadgroup memory (decided per module): one group per block.
   EXPECT_EQ(t.kernels[0].coarsen, 1);
   EXPECT_EQ(t.kernels[1].coarsen, 1);

@@ -34,21 +34,29 @@ struct KernelVariants {
 
 namespace kernel {
 
-std::shared_ptr<Program> KernelVariant::program(msl::Target target, bool robust) {
-  auto& slot = programs[target == msl::Target::cuda ? 1 : 0][robust ? 1 : 0];
+std::shared_ptr<Program> KernelVariant::program(msl::Target target, bool robust,
+                                                bool shapes_spill) {
+  bool cuda = target == msl::Target::cuda;
+  auto& slot = programs[cuda ? 1 : 0][robust ? 1 : 0][cuda && shapes_spill ? 1 : 0];
   std::lock_guard lock(mu);
-  if (!slot) slot = Program::build(map, target, math_mode, call_bind_options(generated, robust));
+  if (!slot)
+    slot = Program::build(map, target, math_mode,
+                          call_bind_options(generated, robust, cuda && shapes_spill));
   return slot;
 }
 
-BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust) {
+BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust,
+                              bool shapes_spill) {
   BindOptions b;
   b.robust = robust;
   b.distinct_buffers = true;
   for (size_t i = 0; i < generated.bindings.size(); ++i) {
     const auto& binding = generated.bindings[i];
-    if ((binding.kind != msl::BindingKind::input && binding.kind != msl::BindingKind::output) ||
-        binding.small)
+    bool shape =
+        binding.kind != msl::BindingKind::input && binding.kind != msl::BindingKind::output;
+    if (shape && !shapes_spill)
+      b.block_buffers.push_back(static_cast<int>(i));
+    else if (shape || binding.small)
       b.small_buffers.push_back(static_cast<int>(i));
   }
   return b;
@@ -172,23 +180,10 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
     L.buffer_bytes[i] = n;
   };
   L.num_buffers = static_cast<unsigned>(bindings.size());
+  // Shape parameters first: when they fit, all of them are in the block (shape_params_fit).
   for (size_t i = 0; i < bindings.size(); ++i) {
     int j = bindings[i].index;
     switch (bindings[i].kind) {
-      case msl::BindingKind::input:
-        if (in[j].device().type == Device::Type::cpu) {
-          // A small row-contiguous host array (MetalKernel::operator() leaves those on the host):
-          // its bytes travel with the launch, no copy to the device first.
-          pack(i, in[j].node()->data(), in[j].nbytes());
-          break;
-        }
-        L.buffers[i] = in[j].node()->data();
-        L.buffer_bytes[i] = in[j].node()->buffer->nbytes;
-        break;
-      case msl::BindingKind::output:
-        L.buffers[i] = outputs[j].node()->data();
-        L.buffer_bytes[i] = outputs[j].nbytes();
-        break;
       case msl::BindingKind::input_shape:
         pack(i, sp.shapes[j].data(), sp.shapes[j].size() * 4);
         break;
@@ -198,6 +193,24 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
       case msl::BindingKind::input_ndim:
         pack(i, &sp.ndims[j], 4);
         break;
+      default:
+        break;
+    }
+  }
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    int j = bindings[i].index;
+    if (bindings[i].kind == msl::BindingKind::input) {
+      if (in[j].device().type == Device::Type::cpu) {
+        // A small row-contiguous host array (MetalKernel::operator() leaves those on the host):
+        // its bytes travel with the launch, no copy to the device first.
+        pack(i, in[j].node()->data(), in[j].nbytes());
+      } else {
+        L.buffers[i] = in[j].node()->data();
+        L.buffer_bytes[i] = in[j].node()->buffer->nbytes;
+      }
+    } else if (bindings[i].kind == msl::BindingKind::output) {
+      L.buffers[i] = outputs[j].node()->data();
+      L.buffer_bytes[i] = outputs[j].nbytes();
     }
   }
   std::shared_ptr<Buffer> params;
@@ -209,6 +222,18 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
         L.buffers[i] = static_cast<char*>(params->ptr) + reinterpret_cast<uintptr_t>(L.buffers[i]);
   }
   return params;
+}
+
+bool shape_params_fit(const std::vector<Array>& in, const std::vector<msl::Binding>& bindings) {
+  size_t bytes = 0;
+  for (const auto& b : bindings) {
+    if (b.kind == msl::BindingKind::input || b.kind == msl::BindingKind::output) continue;
+    size_t n = std::max<size_t>(1, static_cast<size_t>(in[b.index].ndim()));
+    if (b.kind == msl::BindingKind::input_shape) bytes += (n * 4 + 15) / 16 * 16;
+    if (b.kind == msl::BindingKind::input_strides) bytes += (n * 8 + 15) / 16 * 16;
+    if (b.kind == msl::BindingKind::input_ndim) bytes += 16;
+  }
+  return bytes <= ALLOY_CUDA_INLINE_BYTES;
 }
 
 void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
@@ -277,9 +302,12 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
 }
 
 void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  auto program = variant_->program(msl::Target::cuda, robust_);
-  const CompiledKernel& k = program->kernels().front();
   std::vector<Array> in = prepare_inputs(*spec_, inputs);
+  // Shape parameters too large for the launch block (many inputs of many dimensions): the
+  // program variant that reads them from wherever the launch puts them.
+  bool spill = !shape_params_fit(in, variant_->generated.bindings);
+  auto program = variant_->program(msl::Target::cuda, robust_, spill);
+  const CompiledKernel& k = program->kernels().front();
   if (init_value_)
     for (auto& o : outputs) fill_value(o, *init_value_);
   const auto& bindings = variant_->generated.bindings;
@@ -411,10 +439,11 @@ std::string kernel::compile_call_cubin(const MetalKernel& k, const std::vector<A
   if (!nvrtc_available(&why)) return why.empty() ? "NVRTC not found" : why;
   auto gen = call_generated_source(k, inputs, call);
   auto map = call_source_map(k.spec(), gen.source);
+  // The program variant the GPU would run for these inputs (see CustomKernel::eval_gpu).
   auto tr = msl::translate(
-      gen.source,
-      translate_options(map, msl::Target::cuda,
-                        call_bind_options(gen, k.spec().robust || robust_by_default())));
+      gen.source, translate_options(map, msl::Target::cuda,
+                                    call_bind_options(gen, k.spec().robust || robust_by_default(),
+                                                      !shape_params_fit(inputs, gen.bindings))));
   compile_cubin(tr, k.spec().math_mode, map, "kernel.metal", arch);
   return "";
 }

@@ -20,14 +20,19 @@ struct KernelVariant {
   SourceMap map;
   std::string math_mode;
   std::mutex mu;
-  std::shared_ptr<Program> programs[2][2];  // [target][robust]
+  std::shared_ptr<Program> programs[2][2][2];  // [target][robust][CUDA: shapes_spill]
 
-  std::shared_ptr<Program> program(msl::Target target, bool robust);
+  std::shared_ptr<Program> program(msl::Target target, bool robust, bool shapes_spill = false);
 };
 
 /// How a metal_kernel binds the buffers of `generated`: outputs never alias (each is a fresh
-/// allocation), and the shape/strides/ndim buffers are small.
-BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust);
+/// allocation); the shape/strides/ndim buffers are in the CUDA launch block (`shapes_spill`: in
+/// the block or in device memory, for calls whose shapes do not fit); small inputs either.
+BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust,
+                              bool shapes_spill = false);
+
+/// Whether the shape/strides/ndim parameters of `inputs` fit in a CUDA launch block.
+bool shape_params_fit(const std::vector<Array>& inputs, const std::vector<msl::Binding>& bindings);
 
 /// Binds a metal_kernel call's arrays (on the GPU, row-contiguous where the kernel needs it) to
 /// L.buffers / L.buffer_bytes: the shape/strides/ndim parameters go into L's parameter block, or

@@ -118,6 +118,7 @@ msl::TranslateOptions translate_options(const SourceMap& source, msl::Target tar
   o.robust = bind.robust;
   o.distinct_buffers = bind.distinct_buffers;
   o.small_buffers = bind.small_buffers;
+  o.block_buffers = bind.block_buffers;
   return o;
 }
 

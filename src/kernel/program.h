@@ -31,7 +31,8 @@ struct SourceMap {
 struct BindOptions {
   bool robust = false;
   bool distinct_buffers = false;        // metal_kernel: outputs never alias anything
-  std::vector<int> small_buffers = {};  // metal_kernel: shape/strides/ndim buffer indices
+  std::vector<int> small_buffers = {};  // metal_kernel: small inputs (launch block or device)
+  std::vector<int> block_buffers = {};  // metal_kernel: shape/strides/ndim (launch block)
 };
 
 /// Math modes as in MLX's compile_options: "safe" (IEEE, default), "relaxed", "fast".

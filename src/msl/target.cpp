@@ -97,6 +97,8 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
   }
   auto buffer = [&](int n) {
     if (contains(k.param_buffers, n)) return fmt::format("const_cast<void*>(alloy_b{})", n);
+    if (contains(opt.block_buffers, n))
+      return fmt::format("::alloy_entry::cuda_block_buffer(L, {})", n);
     if (contains(opt.small_buffers, n))
       return fmt::format("::alloy_entry::cuda_small_buffer(L, {})", n);
     return fmt::format("L.buffers[{}]", n);

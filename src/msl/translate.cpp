@@ -778,9 +778,10 @@ class Translator {
     for (auto& p : k.params) {
       if (p.kind == ParamKind::threadgroup) shares = true;
       if (p.kind != ParamKind::buffer) continue;
-      bool small = std::find(opt_.small_buffers.begin(), opt_.small_buffers.end(), p.index) !=
-                   opt_.small_buffers.end();
-      if (!small) k.param_buffers.push_back(p.index);
+      auto in = [&](const std::vector<int>& v) {
+        return std::find(v.begin(), v.end(), p.index) != v.end();
+      };
+      if (!in(opt_.small_buffers) && !in(opt_.block_buffers)) k.param_buffers.push_back(p.index);
     }
     k.coarsen = shares ? 1 : 4;
   }

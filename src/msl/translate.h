@@ -48,9 +48,12 @@ struct TranslateOptions {
   /// take device buffers as `__restrict__` parameters, and kernels whose threads share nothing
   /// (no barriers, simd functions or threadgroup memory) run several threadgroups per block.
   bool distinct_buffers = false;
-  /// [[buffer(n)]] indices of a few bytes each (metal_kernel's shape/strides/ndim) that the CUDA
-  /// launch may carry in its parameter block (see cuda_small_buffer in prelude/entry.h).
+  /// [[buffer(n)]] indices of a few bytes each (small metal_kernel inputs) that a CUDA launch may
+  /// carry in its parameter block or pass in device memory (cuda_small_buffer in prelude/entry.h).
   std::vector<int> small_buffers = {};
+  /// [[buffer(n)]] indices always carried in the CUDA launch's parameter block (metal_kernel's
+  /// shape/strides/ndim when they fit): read with parameter loads (cuda_block_buffer).
+  std::vector<int> block_buffers = {};
 };
 
 struct Translation {

@@ -249,6 +249,13 @@ __device__ __forceinline__ bool cuda_groups_whole(const alloy_cuda_launch& L, u3
          blockIdx.z < L.full_groups[2];
 }
 
+// [[buffer(n)]] always in the parameter block: the compiler sees a parameter-space address and
+// reads it with parameter (constant-bank) loads.
+__device__ __forceinline__ void* cuda_block_buffer(const alloy_cuda_launch& L, u32 n) {
+  return const_cast<unsigned char*>(L.inline_data) +
+         reinterpret_cast<unsigned long long>(L.buffers[n]);
+}
+
 // [[buffer(n)]] of a small parameter buffer: in the parameter block or in device memory.
 __device__ __forceinline__ void* cuda_small_buffer(const alloy_cuda_launch& L, u32 n) {
   if ((L.inline_mask >> n) & 1ull)
