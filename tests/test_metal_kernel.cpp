@@ -11,8 +11,6 @@
 #include "example_references.h"
 #include "kernel/custom_kernel.h"
 #include "kernel/gpu_program.h"
-#include "kernel/program.h"
-#include "msl/translate.h"
 
 using namespace alloy;
 using conformance::expect_close;
@@ -408,11 +406,8 @@ TEST(MetalKernel, SmallKernelHasAlmostNoDeviceGlobals) {
   call.grid = {4, 1, 1};
   call.threadgroup = {4, 1, 1};
   call.template_args = {{"T", float32}};
-  auto gen = kernel::call_generated_source(k, {x}, call);
-  auto map = kernel::call_source_map(k.spec(), gen.source);
-  auto tr = msl::translate(
-      gen.source,
-      kernel::translate_options(map, msl::Target::cuda, kernel::call_bind_options(gen, false)));
+  kernel::SourceMap map;
+  auto tr = kernel::call_gpu_translation(k, {x}, call, &map);
   std::string ptx = kernel::compile_ptx(tr, "safe", map, "kernel.metal", "sm_90");
   int globals = 0;
   std::string listed;

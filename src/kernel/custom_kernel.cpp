@@ -154,6 +154,21 @@ std::vector<Array> prepare_inputs(const KernelSpec& spec, const std::vector<Arra
 }
 }  // namespace
 
+namespace {
+// Parameters in a launch block start on 16-byte boundaries (the widest element is 8 bytes).
+size_t block_align(size_t n) {
+  return (n + 15) / 16 * 16;
+}
+// Bytes of the shape/strides/ndim parameter of an input of `ndim` dimensions (a 0-d input has a
+// one-element shape and strides: Metal never sees an empty buffer).
+size_t shape_param_bytes(msl::BindingKind kind, int ndim) {
+  size_t n = static_cast<size_t>(std::max(1, ndim));
+  return kind == msl::BindingKind::input_shape     ? n * 4
+         : kind == msl::BindingKind::input_strides ? n * 8
+                                                   : 4;
+}
+}  // namespace
+
 std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
                                       const std::vector<msl::Binding>& bindings,
                                       const std::vector<Array>& in,
@@ -165,13 +180,13 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
   uint64_t spilled = 0;  // bindings in `packed`; L.buffers holds their offset until it is uploaded
   size_t inline_used = 0;
   auto pack = [&](size_t i, const void* p, size_t n) {
-    size_t off = (inline_used + 15) / 16 * 16;
+    size_t off = block_align(inline_used);
     if (off + n <= ALLOY_CUDA_INLINE_BYTES) {
       std::memcpy(L.inline_data + off, p, n);
       inline_used = off + n;
       L.inline_mask |= 1ull << i;
     } else {
-      off = (packed.size() + 15) / 16 * 16;
+      off = block_align(packed.size());
       packed.resize(off + n);
       std::memcpy(packed.data() + off, p, n);
       spilled |= 1ull << i;
@@ -183,19 +198,11 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
   // Shape parameters first: when they fit, all of them are in the block (shape_params_fit).
   for (size_t i = 0; i < bindings.size(); ++i) {
     int j = bindings[i].index;
-    switch (bindings[i].kind) {
-      case msl::BindingKind::input_shape:
-        pack(i, sp.shapes[j].data(), sp.shapes[j].size() * 4);
-        break;
-      case msl::BindingKind::input_strides:
-        pack(i, sp.strides[j].data(), sp.strides[j].size() * 8);
-        break;
-      case msl::BindingKind::input_ndim:
-        pack(i, &sp.ndims[j], 4);
-        break;
-      default:
-        break;
-    }
+    auto kind = bindings[i].kind;
+    size_t bytes = shape_param_bytes(kind, in[j].ndim());
+    if (kind == msl::BindingKind::input_shape) pack(i, sp.shapes[j].data(), bytes);
+    if (kind == msl::BindingKind::input_strides) pack(i, sp.strides[j].data(), bytes);
+    if (kind == msl::BindingKind::input_ndim) pack(i, &sp.ndims[j], bytes);
   }
   for (size_t i = 0; i < bindings.size(); ++i) {
     int j = bindings[i].index;
@@ -228,10 +235,7 @@ bool shape_params_fit(const std::vector<Array>& in, const std::vector<msl::Bindi
   size_t bytes = 0;
   for (const auto& b : bindings) {
     if (b.kind == msl::BindingKind::input || b.kind == msl::BindingKind::output) continue;
-    size_t n = std::max<size_t>(1, static_cast<size_t>(in[b.index].ndim()));
-    if (b.kind == msl::BindingKind::input_shape) bytes += (n * 4 + 15) / 16 * 16;
-    if (b.kind == msl::BindingKind::input_strides) bytes += (n * 8 + 15) / 16 * 16;
-    if (b.kind == msl::BindingKind::input_ndim) bytes += 16;
+    bytes += block_align(shape_param_bytes(b.kind, in[b.index].ndim()));
   }
   return bytes <= ALLOY_CUDA_INLINE_BYTES;
 }
@@ -437,15 +441,22 @@ std::string kernel::compile_call_cubin(const MetalKernel& k, const std::vector<A
                                        const KernelCall& call, const std::string& arch) {
   std::string why;
   if (!nvrtc_available(&why)) return why.empty() ? "NVRTC not found" : why;
-  auto gen = call_generated_source(k, inputs, call);
-  auto map = call_source_map(k.spec(), gen.source);
-  // The program variant the GPU would run for these inputs (see CustomKernel::eval_gpu).
-  auto tr = msl::translate(
-      gen.source, translate_options(map, msl::Target::cuda,
-                                    call_bind_options(gen, k.spec().robust || robust_by_default(),
-                                                      !shape_params_fit(inputs, gen.bindings))));
+  SourceMap map;
+  auto tr = call_gpu_translation(k, inputs, call, &map);
   compile_cubin(tr, k.spec().math_mode, map, "kernel.metal", arch);
   return "";
+}
+
+msl::Translation kernel::call_gpu_translation(const MetalKernel& k,
+                                              const std::vector<Array>& inputs,
+                                              const KernelCall& call, SourceMap* map) {
+  auto gen = call_generated_source(k, inputs, call);
+  *map = call_source_map(k.spec(), gen.source);
+  // The program variant the GPU would run for these inputs (see CustomKernel::eval_gpu).
+  return msl::translate(
+      gen.source, translate_options(*map, msl::Target::cuda,
+                                    call_bind_options(gen, k.spec().robust || robust_by_default(),
+                                                      !shape_params_fit(inputs, gen.bindings))));
 }
 
 msl::GeneratedSource kernel::call_generated_source(const MetalKernel& k,

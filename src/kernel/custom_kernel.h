@@ -71,6 +71,11 @@ class CustomKernel : public Primitive {
 std::string compile_call_cubin(const MetalKernel& kernel, const std::vector<Array>& inputs,
                                const KernelCall& call, const std::string& arch);
 
+/// The CUDA translation of a metal_kernel call, as the GPU would build it for these inputs
+/// (robust mode and shape-parameter variant included); `map` receives its source map.
+msl::Translation call_gpu_translation(const MetalKernel& kernel, const std::vector<Array>& inputs,
+                                      const KernelCall& call, SourceMap* map);
+
 /// The Metal source of a call and where the user's lines are in it.
 SourceMap call_source_map(const KernelSpec& spec, const std::string& msl);
 
