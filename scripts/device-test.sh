@@ -32,6 +32,7 @@ rc=0
 if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = cpp ]; then
   echo "== C++ tests (GPU present: CUDA variants run)"
   ./build-gpu/alloy_tests --gtest_brief=1 > "$OUT/tests.log" 2>&1; rc=$?
+  echo "C++ tests exit status: $rc"
   grep -E "^\[  FAILED|^\[  PASSED|^\[  SKIPPED|tests ran" "$OUT/tests.log" | tail -40
   echo "== demo on the GPU"
   ./build-gpu/alloy demo --device gpu 2>&1 | tee "$OUT/demo.log"

@@ -199,6 +199,7 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
   for (size_t i = 0; i < bindings.size(); ++i) {
     int j = bindings[i].index;
     auto kind = bindings[i].kind;
+    if (kind == msl::BindingKind::input || kind == msl::BindingKind::output) continue;
     size_t bytes = shape_param_bytes(kind, in[j].ndim());
     if (kind == msl::BindingKind::input_shape) pack(i, sp.shapes[j].data(), bytes);
     if (kind == msl::BindingKind::input_strides) pack(i, sp.strides[j].data(), bytes);
