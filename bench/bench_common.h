@@ -179,7 +179,7 @@ struct CpuDispatch {
       int j = b[i].index;
       switch (b[i].kind) {
         case msl::BindingKind::input:
-          buffers[i] = inputs[j].node()->data();
+          buffers[i] = node_of(inputs[j])->data();
           sizes[i] = inputs[j].nbytes();
           break;
         case msl::BindingKind::input_shape:

@@ -97,7 +97,7 @@ void BM_CpuJitCold(benchmark::State& state) {
       auto k = metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body("cold", i));
       Array out = k({x}, call)[0];
       out.eval();
-      benchmark::DoNotOptimize(out.node()->data());
+      benchmark::DoNotOptimize(node_of(out)->data());
     }
     double t1 = now_s();
 
@@ -204,14 +204,14 @@ void BM_CpuJitWarmInProcess(benchmark::State& state) {
       auto k = metal_kernel("bench_warm", {"inp"}, {"out"}, body);
       Array out = k({x}, call)[0];
       out.eval();
-      benchmark::DoNotOptimize(out.node()->data());
+      benchmark::DoNotOptimize(node_of(out)->data());
     }
     double t1 = now_s();
     {  // peer: a new kernel object whose program is in the memory cache
       auto k = metal_kernel("bench_warm", {"inp"}, {"out"}, body);
       Array out = k({x}, call)[0];
       out.eval();
-      benchmark::DoNotOptimize(out.node()->data());
+      benchmark::DoNotOptimize(node_of(out)->data());
     }
     double t2 = now_s();
     t.alloy += t1 - t0;
@@ -246,7 +246,7 @@ int cpu_warm_child() {
     auto k = metal_kernel("bench_warm", {"inp"}, {"out"}, body);
     Array out = k({x}, call)[0];
     out.eval();
-    benchmark::DoNotOptimize(out.node()->data());
+    benchmark::DoNotOptimize(node_of(out)->data());
   }
   double t1 = now_s();
   void* h = ::dlopen(peer_so, RTLD_NOW | RTLD_LOCAL);

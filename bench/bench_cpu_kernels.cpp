@@ -102,7 +102,7 @@ struct ExpSetup {
 
   ExpSetup() {
     x = random_array({kExpN}, -4.0f, 4.0f, 11, Device::cpu());
-    xs = static_cast<const float*>(x.node()->data());
+    xs = static_cast<const float*>(node_of(x)->data());
     call.output_shapes = {{kExpN}};
     call.output_dtypes = {float32};
     call.grid = {kExpN, 1, 1};
@@ -143,7 +143,7 @@ void BM_CpuExp(benchmark::State& state) {
     {
       Array out = s.k({s.x}, s.call)[0];
       out.eval();
-      benchmark::DoNotOptimize(out.node()->data());
+      benchmark::DoNotOptimize(node_of(out)->data());
     }  // the output is freed inside the timing, as in a user's loop
     double t1 = now_s();
     plain_exp(s.xs, s.peer_out.data(), kExpN, threads);
@@ -228,7 +228,7 @@ struct RowSumSetup {
 
   RowSumSetup() {
     x = random_array({kRows, kCols}, -1.0f, 1.0f, 12, Device::cpu());
-    xs = static_cast<const float*>(x.node()->data());
+    xs = static_cast<const float*>(node_of(x)->data());
     peer_out.assign(kRows, 0.0f);
     plain_rowsum(xs, peer_out.data(), kRows, kCols);
   }
@@ -285,7 +285,7 @@ void BM_CpuRowSum(benchmark::State& state, RowSum variant) {
     {
       Array out = rk.k({s.x}, rk.call)[0];
       out.eval();
-      benchmark::DoNotOptimize(out.node()->data());
+      benchmark::DoNotOptimize(node_of(out)->data());
     }
     double t1 = now_s();
     plain_rowsum(s.xs, peer.data(), kRows, kCols);

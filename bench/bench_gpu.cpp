@@ -156,7 +156,7 @@ unsigned ceil_div(uint64_t a, uint64_t b) {
 // A float32 GPU array of `shape` filled with hashed values in [lo, hi).
 Array gpu_array(const Shape& shape, float lo, float hi) {
   Array a = make_empty(shape, float32, Device::gpu());
-  void* p = a.node()->data();
+  void* p = node_of(a)->data();
   unsigned long long n = static_cast<unsigned long long>(a.size());
   void* params[] = {&p, &n, &lo, &hi};
   launch_raw(kFillHash, ceil_div(n, 256), 256, params);
@@ -164,7 +164,7 @@ Array gpu_array(const Shape& shape, float lo, float hi) {
 }
 
 void* dptr(const Array& a) {
-  return a.node()->data();
+  return node_of(a)->data();
 }
 
 // Two CUDA events on Alloy's stream: time between start() and stop(), on the GPU's clock.

@@ -3,7 +3,7 @@
 # Idempotent: only missing packages are installed, so `make demo`/`make test` stay quick.
 set -euo pipefail
 DEB_PKGS=(cmake g++ make pkg-config libfmt-dev libxxhash-dev libcli11-dev libboost-context-dev
-          libtbb-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3-dev)
+          libtbb-dev libflatbuffers-dev flatbuffers-compiler libgtest-dev libgmock-dev libbenchmark-dev clang-format python3-dev)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -86,15 +86,43 @@ class Array {
   /// Scalar value of a 1-element array as double.
   double item() const;
 
+  // Views and moves are lazy: each returns a pending array; nothing is evaluated here.
+
   /// Strided view: one Slice per leading axis (missing axes are taken whole).
   Array slice(const std::vector<Slice>& slices) const;
   /// Transposed view; empty `axes` reverses them.
   Array transpose(std::vector<int> axes = {}) const;
+  /// The same elements in a new shape (one dimension may be -1); a view of row-contiguous
+  /// arrays, else of a row-major copy.
+  Array reshape(Shape shape) const;
+  /// Numpy broadcasting to `shape` (a view with stride 0 along broadcast axes).
+  Array broadcast_to(Shape shape) const;
+  /// numpy's as_strided, relative to this array's element 0 (strides and offset in elements);
+  /// the view must stay within this array's elements (std::invalid_argument otherwise).
+  Array as_strided(Shape shape, Strides strides, int64_t offset = 0) const;
   /// Same data as a row-major contiguous array (a copy unless it already is one).
   Array contiguous() const;
+  /// Converted to `dtype` (C casts, as numpy's astype; this array when the dtype is the same).
+  Array astype(Dtype dtype) const;
   /// Copy on another device.
   Array to(Device device) const;
 
+  /// Address of element 0 (a host pointer on the CPU, a device pointer on the GPU) of an
+  /// evaluated array; std::invalid_argument when it is not evaluated.
+  const void* data() const;
+  void* data();
+  template <class T>
+  const T* data() const {
+    return static_cast<const T*>(data());
+  }
+  template <class T>
+  T* data() {
+    return static_cast<T*>(data());
+  }
+
+ private:
+  friend std::shared_ptr<ArrayNode> node_of(const Array& a);
+  friend Array array_of(std::shared_ptr<ArrayNode> node);
   std::shared_ptr<ArrayNode> node() const { return node_; }
   explicit Array(std::shared_ptr<ArrayNode> node) : node_(std::move(node)) {}
 

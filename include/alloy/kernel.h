@@ -40,6 +40,45 @@ struct KernelSpec {
   bool robust = false;
 };
 
+/// A launch dimension or output dimension given as an expression of the inputs' shapes, so that
+/// a traced graph computes the right geometry for new input sizes (shapeless compile, export):
+///   using E = alloy::ShapeExpr;
+///   call.grid_expr = {{E::size(0), 1, 1}};
+///   call.output_shape_exprs = {{E::dim(0, 0), E::ceil_div(E::dim(0, 1), 32)}};
+class ShapeExpr {
+ public:
+  ShapeExpr(int64_t value = 0);  // NOLINT: a constant converts implicitly
+  ShapeExpr(int value) : ShapeExpr(static_cast<int64_t>(value)) {}  // NOLINT
+  /// inputs[input].shape[axis] (a negative axis counts from the end).
+  static ShapeExpr dim(int input, int axis);
+  /// inputs[input].size (elements).
+  static ShapeExpr size(int input);
+  static ShapeExpr ceil_div(const ShapeExpr& a, const ShapeExpr& b);
+  static ShapeExpr min(const ShapeExpr& a, const ShapeExpr& b);
+  static ShapeExpr max(const ShapeExpr& a, const ShapeExpr& b);
+  friend ShapeExpr operator+(const ShapeExpr& a, const ShapeExpr& b);
+  friend ShapeExpr operator-(const ShapeExpr& a, const ShapeExpr& b);
+  friend ShapeExpr operator*(const ShapeExpr& a, const ShapeExpr& b);
+  /// Floor division.
+  friend ShapeExpr operator/(const ShapeExpr& a, const ShapeExpr& b);
+
+  /// The value for inputs of these shapes. Throws std::invalid_argument for a missing input or
+  /// axis, or a division by zero.
+  int64_t eval(const std::vector<Shape>& input_shapes) const;
+  bool is_constant() const;
+  /// "ceil_div(in0.shape[1], 32)"-style text, for messages.
+  std::string str() const;
+  /// The expression as a postfix program of integers (stable: export files store it).
+  const std::vector<int64_t>& code() const { return code_; }
+  /// Reads code(); throws std::invalid_argument for a malformed program.
+  static ShapeExpr from_code(std::vector<int64_t> code);
+  bool operator==(const ShapeExpr& o) const { return code_ == o.code_; }
+
+ private:
+  std::vector<int64_t> code_;
+};
+using DimsExpr = std::array<ShapeExpr, 3>;
+
 /// Options of one call (MLX's keyword arguments after `inputs`).
 struct KernelCall {
   std::vector<Shape> output_shapes;
@@ -50,6 +89,11 @@ struct KernelCall {
   std::optional<double> init_value;  // outputs are filled with it before the kernel runs
   bool verbose = false;              // print the generated Metal source
   std::optional<Device> device;      // default device when omitted
+  /// Geometry as expressions of the input shapes; when set they replace grid / threadgroup /
+  /// output_shapes (which may then be left empty).
+  std::optional<DimsExpr> grid_expr;
+  std::optional<DimsExpr> threadgroup_expr;
+  std::vector<std::vector<ShapeExpr>> output_shape_exprs;
 };
 
 namespace detail {

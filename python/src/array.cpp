@@ -132,7 +132,7 @@ Array index(const Array& a, nb::handle key) {
     throw nb::index_error(
         ("too many indices for an array of " + std::to_string(a.ndim()) + " dimensions").c_str());
   eval_released(a);
-  const ArrayNode& src = *a.node();
+  const ArrayNode& src = *node_of(a);
   Shape shape;
   Strides strides;
   int64_t offset = src.offset;

@@ -240,7 +240,7 @@ template <class Framework>
 nb::ndarray<Framework> host_view(const Array& a, nb::handle owner, dl::dtype dtype, int device_type,
                                  int device_id) {
   std::vector<size_t> shape(a.shape().begin(), a.shape().end());
-  void* data = a.node()->buffer ? a.node()->data() : nullptr;
+  void* data = node_of(a)->buffer ? node_of(a)->data() : nullptr;
   return nb::ndarray<Framework>(data, shape.size(), shape.data(), owner, a.strides().data(), dtype,
                                 device_type, device_id);
 }
@@ -403,7 +403,7 @@ int array_getbuffer(PyObject* exporter, Py_buffer* view, int flags) {
     info->shape.push_back(static_cast<Py_ssize_t>(a.shape()[i]));
     info->strides.push_back(static_cast<Py_ssize_t>(a.strides()[i]) * item);
   }
-  view->buf = a.node()->buffer ? a.node()->data() : nullptr;
+  view->buf = node_of(a)->buffer ? node_of(a)->data() : nullptr;
   view->obj = Py_NewRef(exporter);
   view->len = static_cast<Py_ssize_t>(a.nbytes());
   view->readonly = 0;

@@ -10,10 +10,12 @@
 #include <string>
 #include <unordered_set>
 
+#include "alloy/errors.h"
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
 #include "core/half_convert.h"
 #include "core/host_allocator.h"
+#include "core/primitives.h"
 
 namespace alloy {
 
@@ -40,25 +42,50 @@ Strides row_major_strides(const Shape& shape) {
   return s;
 }
 
+std::atomic<int64_t> g_live_buffers{0};
+
+int64_t live_buffers() {
+  return g_live_buffers.load();
+}
+
+int64_t checked_numel(const Shape& shape) {
+  int64_t n = 1;
+  bool zero = false;
+  for (auto d : shape) {
+    if (d < 0) throw std::invalid_argument("negative dimension in shape");
+    if (d == 0) zero = true;
+  }
+  if (zero) return 0;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw std::invalid_argument("shape has more elements than fit in 64 bits");
+  return n;
+}
+
 namespace {
 void check_shape(const Shape& shape) {
-  for (auto d : shape)
-    if (d < 0) throw std::invalid_argument("negative dimension in shape");
+  checked_numel(shape);
 }
 int64_t numel(const Shape& shape) {
-  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  return checked_numel(shape);
+}
+size_t checked_nbytes(const Shape& shape, Dtype dtype) {
+  int64_t bytes;
+  if (__builtin_mul_overflow(numel(shape), static_cast<int64_t>(size_of(dtype)), &bytes))
+    throw std::invalid_argument("array of shape has more bytes than fit in 64 bits");
+  return static_cast<size_t>(bytes);
 }
 }  // namespace
 
 Array make_empty(const Shape& shape, Dtype dtype, Device device) {
-  check_shape(shape);
+  size_t bytes = checked_nbytes(shape, dtype);
   auto n = std::make_shared<ArrayNode>();
   n->dtype = dtype;
   n->shape = shape;
   n->strides = row_major_strides(shape);
   n->device = device;
-  n->buffer = allocate(device, static_cast<size_t>(numel(shape)) * size_of(dtype));
-  return Array(n);
+  n->buffer = allocate(device, bytes);
+  return array_of(n);
 }
 
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
@@ -72,7 +99,7 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
   op->dtypes = dtypes;
   std::vector<Array> outs;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    check_shape(shapes[i]);
+    checked_nbytes(shapes[i], dtypes[i]);
     auto n = std::make_shared<ArrayNode>();
     n->dtype = dtypes[i];
     n->shape = shapes[i];
@@ -80,15 +107,45 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
     n->device = device;
     n->pending = op;
     op->outputs.push_back(n);
-    outs.emplace_back(n);
+    outs.push_back(array_of(n));
   }
   return outs;
+}
+
+Array make_pending_view(std::shared_ptr<Primitive> primitive, const Array& input,
+                        const ViewLayout& layout) {
+  auto op = std::make_shared<PendingOp>();
+  op->primitive = std::move(primitive);
+  op->inputs = {input};
+  op->device = input.device();
+  op->shapes = {layout.shape};
+  op->dtypes = {input.dtype()};
+  auto n = std::make_shared<ArrayNode>();
+  n->dtype = input.dtype();
+  n->shape = layout.shape;
+  n->strides = layout.strides;
+  n->offset = layout.offset;
+  n->device = input.device();
+  n->pending = op;
+  op->view = true;
+  op->outputs.push_back(n);
+  return array_of(n);
+}
+
+void allocate_output(Array& out) {
+  ArrayNode& n = *node_of(out);
+  n.buffer = allocate(n.device, checked_nbytes(n.shape, n.dtype));
+}
+
+void set_view(Array& out, const Array& in) {
+  node_of(out)->buffer = node_of(in)->buffer;
 }
 
 // ---- evaluation ------------------------------------------------------------------------------
 
 namespace {
 void run_pending(const std::shared_ptr<PendingOp>& op) {
+  if (op->error) std::rethrow_exception(op->error);  // a failed evaluation fails once
   std::vector<Array> outputs;
   std::vector<std::shared_ptr<ArrayNode>> live;
   outputs.reserve(op->outputs.size());
@@ -96,12 +153,15 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
   for (auto& w : op->outputs) live.push_back(w.lock());
   for (size_t i = 0; i < live.size(); ++i) {
     if (live[i]) {
-      live[i]->buffer =
-          allocate(op->device, static_cast<size_t>(live[i]->size()) * size_of(live[i]->dtype));
-      outputs.emplace_back(live[i]);
+      outputs.push_back(array_of(live[i]));
     } else {
-      // A dropped output still needs memory for the kernel to write into.
-      outputs.push_back(make_empty(op->shapes[i], op->dtypes[i], op->device));
+      // A dropped output still needs a node for the primitive to fill.
+      auto n = std::make_shared<ArrayNode>();
+      n->dtype = op->dtypes[i];
+      n->shape = op->shapes[i];
+      n->strides = row_major_strides(op->shapes[i]);
+      n->device = op->device;
+      outputs.push_back(array_of(n));
     }
   }
   try {
@@ -109,10 +169,17 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
       op->primitive->eval_gpu(op->inputs, outputs);
     else
       op->primitive->eval_cpu(op->inputs, outputs);
+    for (auto& o : outputs)
+      if (!node_of(o)->buffer)
+        throw Error(op->primitive->label(),
+                    op->primitive->label() + " did not produce all of its outputs");
   } catch (...) {
-    // Leave the outputs pending (not half-materialized) so state stays consistent.
+    // Leave the outputs pending (not half-materialized) so state stays consistent, and remember
+    // the error: reading these outputs again reports it without running the primitive again.
     for (auto& n : live)
       if (n) n->buffer.reset();
+    op->error = std::current_exception();
+    op->inputs.clear();
     throw;
   }
   for (auto& n : live)
@@ -125,10 +192,10 @@ void eval(const std::vector<Array>& arrays) {
   // The common case of one array whose op reads only materialized inputs (a kernel call on
   // arrays that exist): run it without building an order.
   if (arrays.size() == 1 && arrays[0].valid()) {
-    const auto& p = arrays[0].node()->pending;
+    const auto& p = node_of(arrays[0])->pending;
     if (!p) return;
     bool leaf = true;
-    for (auto& in : p->inputs) leaf &= in.valid() && !in.node()->pending;
+    for (auto& in : p->inputs) leaf &= in.valid() && !node_of(in)->pending;
     if (leaf) {
       std::shared_ptr<PendingOp> op = p;  // run_pending resets the node's reference
       run_pending(op);
@@ -145,7 +212,7 @@ void eval(const std::vector<Array>& arrays) {
   std::vector<Frame> stack;
   auto push = [&](const Array& a) {
     if (!a.valid()) throw std::invalid_argument("eval: invalid (empty) array");
-    auto& p = a.node()->pending;
+    auto& p = node_of(a)->pending;
     if (p && seen.insert(p.get()).second) stack.push_back({p, 0});
   };
   for (auto& a : arrays) {
@@ -188,9 +255,9 @@ Array Array::from_bytes(const void* data, Shape shape, Dtype dtype, std::optiona
   size_t n = a.nbytes();
   if (n == 0) return a;
   if (d.type == Device::Type::gpu)
-    gpu_backend()->copy_to_device(a.node()->data(), data, n);
+    gpu_backend()->copy_to_device(node_of(a)->data(), data, n);
   else
-    std::memcpy(a.node()->data(), data, n);
+    std::memcpy(node_of(a)->data(), data, n);
   return a;
 }
 
@@ -321,7 +388,7 @@ Array Array::from_external(void* data, Shape shape, Strides strides, Dtype dtype
                                        [release](void*, size_t) {
                                          if (release) release();
                                        });
-  return Array(n);
+  return array_of(n);
 }
 
 Array Array::from_doubles(const std::vector<double>& values, Shape shape, Dtype dtype,
@@ -424,35 +491,8 @@ double Array::item() const {
 }
 
 Array Array::slice(const std::vector<Slice>& slices) const {
-  if (static_cast<int>(slices.size()) > ndim())
-    throw std::invalid_argument("slice: more slices than dimensions");
-  eval();
-  auto n = std::make_shared<ArrayNode>(*node_);
-  for (size_t ax = 0; ax < slices.size(); ++ax) {
-    const Slice& s = slices[ax];
-    if (s.step == 0) throw std::invalid_argument("slice: step cannot be zero");
-    int64_t dim = node_->shape[ax];
-    auto norm = [&](std::optional<int64_t> v, int64_t dflt, int64_t lo, int64_t hi) {
-      if (!v) return dflt;
-      int64_t x = *v < 0 ? *v + dim : *v;
-      return std::clamp(x, lo, hi);
-    };
-    int64_t start, stop, count;
-    if (s.step > 0) {
-      start = norm(s.start, 0, 0, dim);
-      stop = norm(s.stop, dim, 0, dim);
-      count = stop > start ? (stop - start + s.step - 1) / s.step : 0;
-    } else {
-      start = norm(s.start, dim - 1, -1, dim - 1);
-      stop = norm(s.stop, -1, -1, dim - 1);
-      if (s.stop && *s.stop < -dim) stop = -1;
-      count = start > stop ? (start - stop - s.step - 1) / (-s.step) : 0;
-    }
-    if (count > 0) n->offset += start * node_->strides[ax];
-    n->shape[ax] = count;
-    n->strides[ax] = node_->strides[ax] * s.step;
-  }
-  return Array(n);
+  auto prim = SliceView::from_slices(shape(), slices);
+  return make_pending_view(prim, *this, prim->layout(*this));
 }
 
 Array Array::transpose(std::vector<int> axes) const {
@@ -463,48 +503,78 @@ Array Array::transpose(std::vector<int> axes) const {
   }
   if (static_cast<int>(axes.size()) != nd)
     throw std::invalid_argument("transpose: axes must list every dimension once");
-  std::vector<bool> used(nd, false);
-  for (auto& a : axes) {
-    if (a < 0) a += nd;
-    if (a < 0 || a >= nd || used[a])
-      throw std::invalid_argument("transpose: axes must list every dimension once");
-    used[a] = true;
-  }
-  eval();
-  auto n = std::make_shared<ArrayNode>(*node_);
-  for (int i = 0; i < nd; ++i) {
-    n->shape[i] = node_->shape[axes[i]];
-    n->strides[i] = node_->strides[axes[i]];
-  }
-  return Array(n);
+  std::vector<int64_t> ax;
+  for (auto a : axes) ax.push_back(a < 0 ? a + nd : a);
+  auto prim = std::make_shared<Transpose>(std::move(ax));
+  return make_pending_view(prim, *this, prim->layout(*this));
 }
 
-Array contiguous_gpu(const Array& a);  // src/kernel/copy.cpp: a Metal copy kernel on the GPU
+Array Array::reshape(Shape new_shape) const {
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < new_shape.size(); ++i) {
+    if (new_shape[i] == -1) {
+      if (infer >= 0) throw std::invalid_argument("reshape: only one dimension can be -1");
+      infer = static_cast<int>(i);
+    } else if (new_shape[i] < 0) {
+      throw std::invalid_argument("reshape: negative dimension in shape");
+    } else if (__builtin_mul_overflow(known, new_shape[i], &known)) {
+      throw std::invalid_argument("reshape: shape has more elements than fit in 64 bits");
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || size() % known != 0)
+      throw std::invalid_argument("reshape: cannot infer the -1 dimension for " +
+                                  std::to_string(size()) + " elements");
+    new_shape[infer] = size() / known;
+  }
+  Array src = is_row_contiguous() ? *this : contiguous();
+  auto prim = std::make_shared<Reshape>(std::move(new_shape));
+  return make_pending_view(prim, src, prim->layout(src));
+}
+
+Array Array::broadcast_to(Shape new_shape) const {
+  check_shape(new_shape);
+  auto prim = std::make_shared<Broadcast>(std::move(new_shape));
+  return make_pending_view(prim, *this, prim->layout(*this));
+}
+
+Array Array::as_strided(Shape new_shape, Strides new_strides, int64_t offset) const {
+  auto prim = std::make_shared<AsStrided>(std::move(new_shape), std::move(new_strides), offset);
+  return make_pending_view(prim, *this, prim->layout(*this));
+}
 
 Array Array::contiguous() const {
-  eval();
   if (is_row_contiguous()) return *this;
-  if (device().type == Device::Type::gpu) return contiguous_gpu(*this);
-  Array out = make_empty(shape(), dtype(), device());
-  strided_copy(static_cast<const char*>(node_->data()), shape(), strides(), itemsize(),
-               static_cast<char*>(out.node()->data()));
-  return out;
+  return make_pending(std::make_shared<Copy>(), {*this}, {shape()}, {dtype()}, device())[0];
+}
+
+Array Array::astype(Dtype t) const {
+  if (t == dtype()) return *this;
+  if (t == Dtype::float64 && device().type == Device::Type::gpu)
+    throw std::invalid_argument(
+        "astype: float64 is not supported on the GPU (Metal has no double)");
+  return make_pending(std::make_shared<AsType>(t), {*this}, {shape()}, {t}, device())[0];
 }
 
 Array Array::to(Device d) const {
   if (d == device()) return *this;
+  if (d.type == Device::Type::gpu && !gpu_backend())
+    throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
   Array src = contiguous();
-  Array out = make_empty(shape(), dtype(), d);
-  size_t n = nbytes();
-  if (n == 0) return out;
-  if (d.type == Device::Type::gpu) {
-    if (!gpu_backend())
-      throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
-    gpu_backend()->copy_to_device(out.node()->data(), src.node()->data(), n);
-  } else {
-    gpu_backend()->copy_to_host(out.node()->data(), src.node()->data(), n);
-  }
-  return out;
+  return make_pending(std::make_shared<ToDevice>(d), {src}, {shape()}, {dtype()}, d)[0];
+}
+
+const void* Array::data() const {
+  if (!node_->buffer)
+    throw std::invalid_argument("data(): the array is not evaluated (call eval() first)");
+  return node_->data();
+}
+
+void* Array::data() {
+  if (!node_->buffer)
+    throw std::invalid_argument("data(): the array is not evaluated (call eval() first)");
+  return node_->data();
 }
 
 // ---- creation --------------------------------------------------------------------------------

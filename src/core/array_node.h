@@ -1,5 +1,6 @@
 // The node behind an Array handle.
 #pragma once
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -17,6 +18,8 @@ struct PendingOp {
   std::vector<Shape> shapes;  // of every output, also those whose handles were dropped
   std::vector<Dtype> dtypes;
   Device device;
+  bool view = false;         // the output is a view of inputs[0] (its layout is fixed)
+  std::exception_ptr error;  // evaluation failed: reported again, never retried
 };
 
 struct ArrayNode {
@@ -39,12 +42,40 @@ struct ArrayNode {
   }
 };
 
+/// The node behind an array handle (internal code only: the public API has no node access).
+inline std::shared_ptr<ArrayNode> node_of(const Array& a) {
+  return a.node();
+}
+/// An array handle on a node.
+inline Array array_of(std::shared_ptr<ArrayNode> node) {
+  return Array(std::move(node));
+}
+
 Strides row_major_strides(const Shape& shape);
+/// Elements of `shape`; throws std::invalid_argument for a negative dimension or a count that
+/// overflows int64.
+int64_t checked_numel(const Shape& shape);
 /// A new materialized, row-major node with a fresh buffer on `device` (contents undefined).
 Array make_empty(const Shape& shape, Dtype dtype, Device device);
-/// Outputs of `primitive` applied to `inputs` (pending).
+/// Outputs of `primitive` applied to `inputs` (pending, row-major).
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
                                 const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
                                 Device device);
+/// The layout of a view output: strides and offset (elements) into its source's buffer.
+struct ViewLayout {
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;
+};
+/// One output of `primitive` that is a view of its first input's buffer (set_view at eval).
+Array make_pending_view(std::shared_ptr<Primitive> primitive, const Array& input,
+                        const ViewLayout& layout);
+
+/// Gives an unallocated output (row-major) a fresh buffer on its device.
+void allocate_output(Array& out);
+/// Makes `out` a view of `in`'s buffer: its layout was fixed when it was created.
+void set_view(Array& out, const Array& in);
+/// Number of buffers alive (all devices): tests check that evaluation frees intermediates.
+int64_t live_buffers();
 
 }  // namespace alloy

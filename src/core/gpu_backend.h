@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "alloy/array.h"
 #include "core/buffer.h"
 
 namespace alloy {
@@ -21,6 +22,10 @@ class GpuBackend {
   virtual void copy_to_host(void* dst, const void* src, size_t nbytes) = 0;
   /// Device -> device, enqueued.
   virtual void copy_device(void* dst, const void* src, size_t nbytes) = 0;
+  /// Strided copy of `shape` elements of `src_dtype` (element strides) into row-major `dst`,
+  /// converted to `dst_dtype` (enqueued).
+  virtual void copy_strided(const void* src, const Shape& shape, const Strides& strides,
+                            Dtype src_dtype, void* dst, Dtype dst_dtype) = 0;
   /// Fills nbytes with a repeated 8/16/32-bit pattern (enqueued).
   virtual void fill(void* dst, size_t nbytes, uint32_t pattern, int pattern_bytes) = 0;
   /// Waits for the stream; rethrows errors of asynchronous work, naming the kernel.

@@ -4,6 +4,7 @@
 #include "kernel/custom_kernel.h"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -25,10 +26,9 @@
 namespace alloy {
 
 namespace detail {
-// The compiled variants of one metal_kernel object, keyed by what changes the generated source.
+// What a metal_kernel object computes once: its spec's content key.
 struct KernelVariants {
-  std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<kernel::KernelVariant>> map;
+  std::string spec_key;
 };
 }  // namespace detail
 
@@ -68,8 +68,8 @@ void fill_value(const Array& out, double value) {
   if (n == 0) return;
   // One element of the value in the output's dtype.
   Array one = Array::from_doubles({value}, {}, out.dtype(), Device::cpu());
-  const uint8_t* v = static_cast<const uint8_t*>(one.node()->data());
-  void* dst = out.node()->data();
+  const uint8_t* v = static_cast<const uint8_t*>(node_of(one)->data());
+  void* dst = node_of(out)->data();
   if (out.device().type == Device::Type::gpu) {
     // memset-style fill when the element is a repeated 1/2/4-byte pattern (always for 0).
     for (int w : {1, 2, 4}) {
@@ -94,19 +94,335 @@ void fill_value(const Array& out, double value) {
 
 // ---- CustomKernel primitive ------------------------------------------------------------------
 
-CustomKernel::CustomKernel(std::shared_ptr<const KernelSpec> spec,
-                           std::shared_ptr<KernelVariant> variant, const KernelCall& call)
+namespace {
+int count_lines(std::string_view s) {
+  int n = 1;
+  for (char c : s)
+    if (c == '\n') ++n;
+  return n;
+}
+int line_of(std::string_view text, size_t pos) {
+  int n = 1;
+  for (size_t i = 0; i < pos && i < text.size(); ++i)
+    if (text[i] == '\n') ++n;
+  return n;
+}
+
+std::vector<msl::SignatureInput> signature_inputs(const std::vector<Array>& inputs) {
+  std::vector<msl::SignatureInput> s;
+  for (auto& a : inputs) {
+    if (!a.valid()) throw std::invalid_argument("[metal_kernel] an input array is empty (invalid)");
+    s.push_back({"", a.dtype(), a.ndim(), a.size()});
+  }
+  return s;
+}
+
+// What changes the generated Metal text: input dtypes and kinds (scalar / < 8 elements / array),
+// output dtypes and template arguments. (The device does not: a variant compiles per target.)
+std::string variant_key(const std::vector<Array>& inputs, const std::vector<Dtype>& output_dtypes,
+                        const TemplateArgs& template_args) {
+  std::string key;  // short keys stay in the string's own storage: no allocation per call
+  for (auto& a : inputs) {
+    key += static_cast<char>('A' + static_cast<int>(a.dtype()));
+    key += a.ndim() == 0 ? 's' : (a.size() < 8 ? 'c' : 'd');
+  }
+  key += '|';
+  for (auto d : output_dtypes) key += static_cast<char>('A' + static_cast<int>(d));
+  key += '|';
+  for (auto& [n, v] : template_args) {
+    key += n;
+    key += '=';
+    if (auto* t = std::get_if<Dtype>(&v))
+      key += "t" + std::to_string(static_cast<int>(*t));
+    else if (auto* b = std::get_if<bool>(&v))
+      key += *b ? "b1" : "b0";
+    else
+      key += "i" + std::to_string(std::get<int>(v));
+    key += ',';
+  }
+  return key;
+}
+
+}  // namespace
+
+namespace {
+
+DimsExpr constant_dims(const Dims& d) {
+  return {ShapeExpr(d[0]), ShapeExpr(d[1]), ShapeExpr(d[2])};
+}
+
+std::vector<Shape> shapes_of(const std::vector<Array>& inputs) {
+  std::vector<Shape> s;
+  s.reserve(inputs.size());
+  for (auto& a : inputs) s.push_back(a.shape());
+  return s;
+}
+
+Dims eval_dims(const DimsExpr& e, const std::vector<Array>& inputs) {
+  Dims d;
+  std::vector<Shape> shapes;
+  for (int i = 0; i < 3; ++i) {
+    if (e[i].is_constant()) {
+      d[i] = static_cast<int>(e[i].eval({}));
+      continue;
+    }
+    if (shapes.empty()) shapes = shapes_of(inputs);
+    int64_t v = e[i].eval(shapes);
+    if (v > INT32_MAX || v < INT32_MIN)
+      throw std::invalid_argument(
+          fmt::format("launch dimension {} = {} does not fit in 32 bits", e[i].str(), v));
+    d[i] = static_cast<int>(v);
+  }
+  return d;
+}
+
+void check_grid(const std::string& kernel, const Dims& grid, const Dims& tg) {
+  int64_t tg_threads = 1;
+  for (int d = 0; d < 3; ++d) {
+    if (grid[d] < 0)
+      throw std::invalid_argument(
+          fmt::format("[metal_kernel] grid dimensions must be >= 0, got ({}, {}, {}) (kernel '{}')",
+                      grid[0], grid[1], grid[2], kernel));
+    if (tg[d] <= 0)
+      throw std::invalid_argument(fmt::format(
+          "[metal_kernel] threadgroup dimensions must be > 0, got ({}, {}, {}) (kernel '{}')",
+          tg[0], tg[1], tg[2], kernel));
+    tg_threads *= tg[d];
+  }
+  if (tg_threads > 1024)
+    throw std::invalid_argument(
+        fmt::format("[metal_kernel] threadgroup ({}, {}, {}) has {} threads; the maximum is 1024",
+                    tg[0], tg[1], tg[2], tg_threads));
+}
+
+// The process-wide cache of generated/compiled variants, keyed by content.
+struct VariantCache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<KernelVariant>> map;
+};
+VariantCache& variant_cache() {
+  static VariantCache* c = new VariantCache;  // lives until exit (kernels may run at exit)
+  return *c;
+}
+}  // namespace
+
+std::string spec_content_key(const KernelSpec& spec) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  auto add = [&](const std::string& s) {
+    uint64_t n = s.size();
+    XXH3_64bits_update(st, &n, sizeof n);
+    XXH3_64bits_update(st, s.data(), s.size());
+  };
+  add(spec.name);
+  for (auto& n : spec.input_names) add("i:" + n);
+  for (auto& n : spec.output_names) add("o:" + n);
+  add(spec.source);
+  add(spec.header);
+  add(spec.math_mode);
+  add(std::string{spec.ensure_row_contiguous ? '1' : '0', spec.atomic_outputs ? '1' : '0',
+                  spec.robust ? '1' : '0'});
+  uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return fmt::format("{:016x}", h);
+}
+
+std::shared_ptr<KernelVariant> variant_for(const std::shared_ptr<const KernelSpec>& spec,
+                                           const std::string& spec_key,
+                                           const std::vector<Array>& inputs,
+                                           const std::vector<Dtype>& output_dtypes,
+                                           const TemplateArgs& template_args) {
+  std::string key = spec_key;
+  key += '#';
+  key += variant_key(inputs, output_dtypes, template_args);
+  auto& cache = variant_cache();
+  {
+    std::lock_guard lock(cache.mu);
+    auto it = cache.map.find(key);
+    if (it != cache.map.end()) return it->second;
+  }
+  auto gen =
+      msl::write_kernel_source(*spec, signature_inputs(inputs), output_dtypes, template_args);
+  auto variant = std::make_shared<KernelVariant>();
+  variant->map = call_source_map(*spec, gen.source);
+  variant->generated = std::move(gen);
+  variant->math_mode = spec->math_mode;
+  std::lock_guard lock(cache.mu);
+  return cache.map.emplace(key, variant).first->second;
+}
+
+CustomKernel::CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<Dtype> output_dtypes,
+                           TemplateArgs template_args, DimsExpr grid, DimsExpr threadgroup,
+                           std::vector<std::vector<ShapeExpr>> output_shapes,
+                           std::optional<double> init_value, std::string spec_key)
     : spec_(std::move(spec)),
-      variant_(std::move(variant)),
-      output_shapes_(call.output_shapes),
-      grid_(call.grid),
-      threadgroup_(call.threadgroup),
-      init_value_(call.init_value),
+      spec_key_(spec_key.empty() ? spec_content_key(*spec_) : std::move(spec_key)),
+      output_dtypes_(std::move(output_dtypes)),
+      template_args_(std::move(template_args)),
+      grid_(std::move(grid)),
+      threadgroup_(std::move(threadgroup)),
+      output_shapes_(std::move(output_shapes)),
+      init_value_(init_value),
       robust_(spec_->robust || robust_by_default()) {}
 
-std::vector<Shape> CustomKernel::output_shapes(const std::vector<Array>&) const {
-  return output_shapes_;
+std::vector<Shape> CustomKernel::output_shapes(const std::vector<Array>& inputs) const {
+  std::vector<Shape> out;
+  std::vector<Shape> shapes;
+  for (auto& dims : output_shapes_) {
+    Shape s;
+    for (auto& e : dims) {
+      if (!e.is_constant() && shapes.empty()) shapes = shapes_of(inputs);
+      int64_t v = e.eval(shapes);
+      if (v < 0)
+        throw std::invalid_argument(
+            fmt::format("[metal_kernel] kernel '{}': output dimension {} is negative ({})",
+                        spec_->name, e.str(), v));
+      s.push_back(v);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
 }
+
+Dims CustomKernel::grid(const std::vector<Array>& inputs) const {
+  Dims g = eval_dims(grid_, inputs), t = eval_dims(threadgroup_, inputs);
+  check_grid(spec_->name, g, t);
+  return g;
+}
+
+Dims CustomKernel::threadgroup(const std::vector<Array>& inputs) const {
+  Dims g = eval_dims(grid_, inputs), t = eval_dims(threadgroup_, inputs);
+  check_grid(spec_->name, g, t);
+  return t;
+}
+
+std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
+  return variant_for(spec_, spec_key_, inputs, output_dtypes_, template_args_);
+}
+
+namespace {
+std::vector<int64_t> dims_code(const std::vector<ShapeExpr>& dims) {
+  // [n, len0, code0..., len1, code1...]
+  std::vector<int64_t> row{static_cast<int64_t>(dims.size())};
+  for (auto& e : dims) {
+    row.push_back(static_cast<int64_t>(e.code().size()));
+    row.insert(row.end(), e.code().begin(), e.code().end());
+  }
+  return row;
+}
+std::vector<ShapeExpr> dims_from_code(const std::vector<int64_t>& row) {
+  std::vector<ShapeExpr> out;
+  if (row.empty()) throw std::invalid_argument("CustomKernel state: empty dims");
+  size_t i = 1;
+  for (int64_t k = 0; k < row[0]; ++k) {
+    if (i >= row.size()) throw std::invalid_argument("CustomKernel state: truncated dims");
+    int64_t len = row[i++];
+    if (len < 0 || i + len > row.size())
+      throw std::invalid_argument("CustomKernel state: truncated dims");
+    out.push_back(
+        ShapeExpr::from_code(std::vector<int64_t>(row.begin() + i, row.begin() + i + len)));
+    i += len;
+  }
+  return out;
+}
+}  // namespace
+
+PrimitiveState CustomKernel::state() const {
+  PrimitiveState s(1);
+  const KernelSpec& k = *spec_;
+  s.set("name", k.name)
+      .set("input_names", k.input_names)
+      .set("output_names", k.output_names)
+      .set("source", k.source)
+      .set("header", k.header)
+      .set("ensure_row_contiguous", k.ensure_row_contiguous)
+      .set("atomic_outputs", k.atomic_outputs)
+      .set("math_mode", k.math_mode)
+      .set("robust", k.robust);
+  std::vector<std::string> dtypes, tnames;
+  std::vector<int64_t> tkinds, tvalues;
+  for (auto d : output_dtypes_) dtypes.emplace_back(dtype_name(d));
+  for (auto& [n, v] : template_args_) {
+    tnames.push_back(n);
+    if (auto* t = std::get_if<Dtype>(&v)) {
+      tkinds.push_back(0);
+      tvalues.push_back(static_cast<int64_t>(*t));
+    } else if (auto* b = std::get_if<bool>(&v)) {
+      tkinds.push_back(1);
+      tvalues.push_back(*b);
+    } else {
+      tkinds.push_back(2);
+      tvalues.push_back(std::get<int>(v));
+    }
+  }
+  s.set("output_dtypes", dtypes)
+      .set("template_names", tnames)
+      .set("template_kinds", tkinds)
+      .set("template_values", tvalues);
+  s.set("grid", dims_code({grid_[0], grid_[1], grid_[2]}))
+      .set("threadgroup", dims_code({threadgroup_[0], threadgroup_[1], threadgroup_[2]}));
+  std::vector<std::vector<int64_t>> shapes;
+  for (auto& o : output_shapes_) shapes.push_back(dims_code(o));
+  s.set("output_shapes", shapes);
+  s.set("has_init_value", init_value_.has_value()).set("init_value", init_value_.value_or(0.0));
+  return s;
+}
+
+std::shared_ptr<CustomKernel> CustomKernel::from_state(const PrimitiveState& s) {
+  if (s.version() != 1)
+    throw std::invalid_argument(
+        fmt::format("CustomKernel state version {} is not supported (1 is)", s.version()));
+  using Strings = std::vector<std::string>;
+  using Ints = std::vector<int64_t>;
+  auto spec = std::make_shared<KernelSpec>();
+  spec->name = s.get_string("name");
+  spec->input_names = s.get_as<Strings>("input_names");
+  spec->output_names = s.get_as<Strings>("output_names");
+  spec->source = s.get_string("source");
+  spec->header = s.get_string("header");
+  spec->ensure_row_contiguous = s.get_as<bool>("ensure_row_contiguous");
+  spec->atomic_outputs = s.get_as<bool>("atomic_outputs");
+  spec->math_mode = s.get_string("math_mode");
+  check_math_mode(spec->math_mode);
+  spec->robust = s.get_as<bool>("robust");
+  std::vector<Dtype> dtypes;
+  for (auto& d : s.get_as<Strings>("output_dtypes")) dtypes.push_back(dtype_from_name(d));
+  const auto& tn = s.get_as<Strings>("template_names");
+  const auto& tk = s.get_as<Ints>("template_kinds");
+  const auto& tv = s.get_as<Ints>("template_values");
+  if (tn.size() != tk.size() || tn.size() != tv.size())
+    throw std::invalid_argument("CustomKernel state: template argument lists differ in length");
+  TemplateArgs targs;
+  for (size_t i = 0; i < tn.size(); ++i) {
+    if (tk[i] == 0) {
+      if (tv[i] < 0 || tv[i] > static_cast<int64_t>(Dtype::complex64))
+        throw std::invalid_argument("CustomKernel state: bad dtype template argument");
+      targs.emplace_back(tn[i], static_cast<Dtype>(tv[i]));
+    } else if (tk[i] == 1) {
+      targs.emplace_back(tn[i], tv[i] != 0);
+    } else {
+      targs.emplace_back(tn[i], static_cast<int>(tv[i]));
+    }
+  }
+  auto g = dims_from_code(s.get_as<Ints>("grid"));
+  auto t = dims_from_code(s.get_as<Ints>("threadgroup"));
+  if (g.size() != 3 || t.size() != 3)
+    throw std::invalid_argument("CustomKernel state: grid and threadgroup need 3 dimensions");
+  std::vector<std::vector<ShapeExpr>> shapes;
+  for (auto& row : s.get_as<std::vector<Ints>>("output_shapes"))
+    shapes.push_back(dims_from_code(row));
+  if (shapes.size() != spec->output_names.size() || dtypes.size() != spec->output_names.size())
+    throw std::invalid_argument(
+        "CustomKernel state: output shapes/dtypes do not match the outputs");
+  std::optional<double> init;
+  if (s.get_as<bool>("has_init_value")) init = s.get_as<double>("init_value");
+  return std::make_shared<CustomKernel>(spec, std::move(dtypes), std::move(targs),
+                                        DimsExpr{g[0], g[1], g[2]}, DimsExpr{t[0], t[1], t[2]},
+                                        std::move(shapes), init);
+}
+
+ALLOY_REGISTER_PRIMITIVE(CustomKernel,
+                         [](const PrimitiveState& s) { return CustomKernel::from_state(s); })
 
 namespace {
 // Small per-launch parameter arrays (`name_shape`, `name_strides`, `name_ndim`) in MLX's types.
@@ -141,16 +457,10 @@ Dims effective_threadgroup(const Dims& grid, const Dims& tg) {
   return t;
 }
 
-std::vector<Array> prepare_inputs(const KernelSpec& spec, const std::vector<Array>& inputs) {
-  std::vector<Array> in;
-  in.reserve(inputs.size());
-  for (auto& a : inputs) {
-    Array x = a;
-    if (x.node()->pending) x.eval();
-    if (spec.ensure_row_contiguous && !x.is_row_contiguous()) x = x.contiguous();
-    in.push_back(x);
-  }
-  return in;
+// Inputs arrive evaluated, and row-contiguous where the kernel asks for it (the call inserted the
+// copies): evaluation never evaluates.
+const std::vector<Array>& prepare_inputs(const KernelSpec&, const std::vector<Array>& inputs) {
+  return inputs;
 }
 }  // namespace
 
@@ -211,13 +521,13 @@ std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
       if (in[j].device().type == Device::Type::cpu) {
         // A small row-contiguous host array (MetalKernel::operator() leaves those on the host):
         // its bytes travel with the launch, no copy to the device first.
-        pack(i, in[j].node()->data(), in[j].nbytes());
+        pack(i, node_of(in[j])->data(), in[j].nbytes());
       } else {
-        L.buffers[i] = in[j].node()->data();
-        L.buffer_bytes[i] = in[j].node()->buffer->nbytes;
+        L.buffers[i] = node_of(in[j])->data();
+        L.buffer_bytes[i] = node_of(in[j])->buffer->nbytes;
       }
     } else if (bindings[i].kind == msl::BindingKind::output) {
-      L.buffers[i] = outputs[j].node()->data();
+      L.buffers[i] = node_of(outputs[j])->data();
       L.buffer_bytes[i] = outputs[j].nbytes();
     }
   }
@@ -242,9 +552,12 @@ bool shape_params_fit(const std::vector<Array>& in, const std::vector<msl::Bindi
 }
 
 void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
+  auto variant_ = variant(inputs);
   auto program = variant_->program(msl::Target::cpu, robust_);
   const CompiledKernel& k = program->kernels().front();
-  std::vector<Array> in = prepare_inputs(*spec_, inputs);
+  const std::vector<Array>& in = prepare_inputs(*spec_, inputs);
+  for (auto& o : outputs) allocate_output(o);
+  Dims grid_ = grid(inputs), threadgroup_ = threadgroup(inputs);
   if (init_value_)
     for (auto& o : outputs) fill_value(o, *init_value_);
   ShapeParams sp = shape_params(in, variant_->generated.bindings);
@@ -255,8 +568,8 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
     int j = bindings[i].index;
     switch (bindings[i].kind) {
       case msl::BindingKind::input:
-        buffers[i] = in[j].node()->data();
-        sizes[i] = in[j].node()->buffer->nbytes;
+        buffers[i] = node_of(in[j])->data();
+        sizes[i] = node_of(in[j])->buffer->nbytes;
         break;
       case msl::BindingKind::input_shape:
         buffers[i] = sp.shapes[j].data();
@@ -271,7 +584,7 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
         sizes[i] = 4;
         break;
       case msl::BindingKind::output:
-        buffers[i] = outputs[j].node()->data();
+        buffers[i] = node_of(outputs[j])->data();
         sizes[i] = outputs[j].nbytes();
         break;
     }
@@ -307,7 +620,10 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
 }
 
 void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  std::vector<Array> in = prepare_inputs(*spec_, inputs);
+  auto variant_ = variant(inputs);
+  const std::vector<Array>& in = prepare_inputs(*spec_, inputs);
+  for (auto& o : outputs) allocate_output(o);
+  Dims grid_ = grid(inputs), threadgroup_ = threadgroup(inputs);
   // Shape parameters too large for the launch block (many inputs of many dimensions): the
   // program variant that reads them from wherever the launch puts them.
   bool spill = !shape_params_fit(in, variant_->generated.bindings);
@@ -344,7 +660,9 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
 // ---- public API ------------------------------------------------------------------------------
 
 MetalKernel::MetalKernel(std::shared_ptr<const KernelSpec> spec)
-    : spec_(std::move(spec)), variants_(std::make_shared<detail::KernelVariants>()) {}
+    : spec_(std::move(spec)), variants_(std::make_shared<detail::KernelVariants>()) {
+  variants_->spec_key = kernel::spec_content_key(*spec_);
+}
 
 MetalKernel metal_kernel(const std::string& name, const std::vector<std::string>& input_names,
                          const std::vector<std::string>& output_names, const std::string& source,
@@ -370,56 +688,6 @@ MetalKernel metal_kernel(const std::string& name, const std::vector<std::string>
     throw std::invalid_argument("[metal_kernel] Must specify at least one output.");
   return MetalKernel(std::move(spec));
 }
-
-namespace {
-int count_lines(std::string_view s) {
-  int n = 1;
-  for (char c : s)
-    if (c == '\n') ++n;
-  return n;
-}
-int line_of(std::string_view text, size_t pos) {
-  int n = 1;
-  for (size_t i = 0; i < pos && i < text.size(); ++i)
-    if (text[i] == '\n') ++n;
-  return n;
-}
-
-std::vector<msl::SignatureInput> signature_inputs(const std::vector<Array>& inputs) {
-  std::vector<msl::SignatureInput> s;
-  for (auto& a : inputs) {
-    if (!a.valid()) throw std::invalid_argument("[metal_kernel] an input array is empty (invalid)");
-    s.push_back({"", a.dtype(), a.ndim(), a.size()});
-  }
-  return s;
-}
-
-// What changes the generated Metal text: input dtypes and kinds (scalar / < 8 elements / array),
-// output dtypes and template arguments. (The device does not: a variant compiles per target.)
-std::string variant_key(const std::vector<Array>& inputs, const KernelCall& call) {
-  std::string key;  // short keys stay in the string's own storage: no allocation per call
-  for (auto& a : inputs) {
-    key += static_cast<char>('A' + static_cast<int>(a.dtype()));
-    key += a.ndim() == 0 ? 's' : (a.size() < 8 ? 'c' : 'd');
-  }
-  key += '|';
-  for (auto d : call.output_dtypes) key += static_cast<char>('A' + static_cast<int>(d));
-  key += '|';
-  for (auto& [n, v] : call.template_args) {
-    key += n;
-    key += '=';
-    if (auto* t = std::get_if<Dtype>(&v))
-      key += "t" + std::to_string(static_cast<int>(*t));
-    else if (auto* b = std::get_if<bool>(&v))
-      key += *b ? "b1" : "b0";
-    else
-      key += "i" + std::to_string(std::get<int>(v));
-    key += ',';
-  }
-  return key;
-}
-
-}  // namespace
 
 kernel::SourceMap kernel::call_source_map(const KernelSpec& spec, const std::string& msl) {
   kernel::SourceMap m;
@@ -469,7 +737,7 @@ msl::GeneratedSource kernel::call_generated_source(const MetalKernel& k,
 
 std::string MetalKernel::metal_source(const std::vector<Array>& inputs,
                                       const KernelCall& call) const {
-  return msl::write_kernel_source(*spec_, signature_inputs(inputs), call.output_dtypes,
+  return msl::write_kernel_source(*spec_, kernel::signature_inputs(inputs), call.output_dtypes,
                                   call.template_args)
       .source;
 }
@@ -477,7 +745,7 @@ std::string MetalKernel::metal_source(const std::vector<Array>& inputs,
 std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
                                            const KernelCall& call) const {
   const KernelSpec& spec = *spec_;
-  if (call.output_shapes.size() != spec.output_names.size())
+  if (call.output_shapes.size() != spec.output_names.size() && call.output_shape_exprs.empty())
     throw std::invalid_argument(
         fmt::format("[metal_kernel] Expected `output_shapes` to have size {} but got size {}.\n",
                     spec.output_names.size(), call.output_shapes.size()));
@@ -485,67 +753,58 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     throw std::invalid_argument(
         fmt::format("[metal_kernel] Expected `output_dtypes` to have size {} but got size {}.\n",
                     spec.output_names.size(), call.output_dtypes.size()));
-  int64_t tg_threads = 1;
-  for (int d = 0; d < 3; ++d) {
-    if (call.grid[d] < 0)
-      throw std::invalid_argument(
-          fmt::format("[metal_kernel] grid dimensions must be >= 0, got "
-                      "({}, {}, {})",
-                      call.grid[0], call.grid[1], call.grid[2]));
-    if (call.threadgroup[d] <= 0)
-      throw std::invalid_argument(
-          fmt::format("[metal_kernel] threadgroup dimensions must be > 0, "
-                      "got ({}, {}, {})",
-                      call.threadgroup[0], call.threadgroup[1], call.threadgroup[2]));
-    tg_threads *= call.threadgroup[d];
-  }
-  if (tg_threads > 1024)
-    throw std::invalid_argument(
-        fmt::format("[metal_kernel] threadgroup ({}, {}, {}) has {} threads; the maximum is 1024",
-                    call.threadgroup[0], call.threadgroup[1], call.threadgroup[2], tg_threads));
   Device dev = call.device.value_or(default_device());
   if (dev.type == Device::Type::gpu && !gpu_available())
     throw std::invalid_argument("[metal_kernel] no GPU is available (no CUDA driver or device)");
-  for (auto& a : inputs)
-    if (a.valid() && dev.type == Device::Type::gpu && a.dtype() == Dtype::float64)
+  for (auto& a : inputs) {
+    if (!a.valid()) throw std::invalid_argument("[metal_kernel] an input array is empty (invalid)");
+    if (dev.type == Device::Type::gpu && a.dtype() == Dtype::float64)
       throw std::invalid_argument(
           "[metal_kernel] float64 inputs are not supported on the GPU "
           "(Metal has no double)");
-
-  // The compiled variant for these dtypes / template args (generated once per kernel object).
-  std::string key = variant_key(inputs, call);
-  std::shared_ptr<kernel::KernelVariant> variant;
-  {
-    std::lock_guard lock(variants_->mu);
-    auto it = variants_->map.find(key);
-    if (it != variants_->map.end()) variant = it->second;
   }
-  if (!variant) {
-    auto gen = msl::write_kernel_source(spec, signature_inputs(inputs), call.output_dtypes,
-                                        call.template_args);
-    variant = std::make_shared<kernel::KernelVariant>();
-    variant->map = kernel::call_source_map(spec, gen.source);
-    variant->generated = std::move(gen);
-    variant->math_mode = spec.math_mode;
-    std::lock_guard lock(variants_->mu);
-    variant = variants_->map.emplace(key, variant).first->second;
+  // Geometry: numbers, or expressions of the input shapes (kept as such in the primitive).
+  DimsExpr grid = call.grid_expr ? *call.grid_expr : kernel::constant_dims(call.grid);
+  DimsExpr tg =
+      call.threadgroup_expr ? *call.threadgroup_expr : kernel::constant_dims(call.threadgroup);
+  std::vector<std::vector<ShapeExpr>> shapes;
+  if (!call.output_shape_exprs.empty()) {
+    if (call.output_shape_exprs.size() != spec.output_names.size())
+      throw std::invalid_argument(fmt::format(
+          "[metal_kernel] Expected `output_shape_exprs` to have size {} but got size {}.\n",
+          spec.output_names.size(), call.output_shape_exprs.size()));
+    shapes = call.output_shape_exprs;
+  } else {
+    for (auto& s : call.output_shapes) shapes.emplace_back(s.begin(), s.end());
   }
+  // Inputs live on the kernel's device, except small row-contiguous host arrays (scalars such as
+  // Python floats) bound to a GPU kernel: their bytes go with the launch (bind_gpu_call). Copies
+  // to row-major and device moves are lazy graph nodes.
+  std::vector<Array> in;
+  in.reserve(inputs.size());
+  for (auto& a : inputs) {
+    bool travels = dev.type == Device::Type::gpu && a.device().type == Device::Type::cpu &&
+                   a.size() < 8 && a.is_row_contiguous();
+    Array x = a.device() == dev || travels ? a : a.to(dev);
+    if (spec.ensure_row_contiguous && !x.is_row_contiguous()) x = x.contiguous();
+    in.push_back(std::move(x));
+  }
+  auto prim = std::make_shared<kernel::CustomKernel>(spec_, call.output_dtypes, call.template_args,
+                                                     grid, tg, std::move(shapes), call.init_value,
+                                                     variants_->spec_key);
+  // Validates the geometry and computes the output shapes now: errors at the call, not later.
+  prim->grid(in);
+  auto out_shapes = prim->output_shapes(in);
+  // The generated source for these inputs (cached by content): argument errors (input count,
+  // name clashes, template arguments) surface at the call.
+  auto variant =
+      kernel::variant_for(spec_, variants_->spec_key, in, call.output_dtypes, call.template_args);
   if (call.verbose) {
     std::string listing = msl::verbose_listing(spec.name, variant->generated.source);
     std::fwrite(listing.data(), 1, listing.size(), stdout);
     std::fflush(stdout);
   }
-  // Inputs live on the kernel's device, except small row-contiguous host arrays (scalars such as
-  // Python floats) bound to a GPU kernel: their bytes go with the launch (bind_gpu_call).
-  std::vector<Array> in;
-  in.reserve(inputs.size());
-  for (auto& a : inputs) {
-    bool travels = dev.type == Device::Type::gpu && a.valid() &&
-                   a.device().type == Device::Type::cpu && a.size() < 8 && a.is_row_contiguous();
-    in.push_back(a.device() == dev || travels ? a : a.to(dev));
-  }
-  auto prim = std::make_shared<kernel::CustomKernel>(spec_, variant, call);
-  return make_pending(prim, std::move(in), call.output_shapes, call.output_dtypes, dev);
+  return make_pending(prim, std::move(in), out_shapes, call.output_dtypes, dev);
 }
 
 std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,

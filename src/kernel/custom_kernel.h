@@ -47,23 +47,51 @@ msl::GeneratedSource call_generated_source(const MetalKernel& kernel,
                                            const std::vector<Array>& inputs,
                                            const KernelCall& call);
 
+/// One metal_kernel call in the graph: the kernel's specification, the call's dtypes and template
+/// arguments, and its geometry as expressions of the input shapes. Pure: the compiled variants
+/// live in a process-wide cache keyed by content (variant_for), looked up at evaluation on the
+/// device the call runs on.
 class CustomKernel : public Primitive {
  public:
-  CustomKernel(std::shared_ptr<const KernelSpec> spec, std::shared_ptr<KernelVariant> variant,
-               const KernelCall& call);
-  std::string name() const override { return "CustomKernel(" + spec_->name + ")"; }
+  CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<Dtype> output_dtypes,
+               TemplateArgs template_args, DimsExpr grid, DimsExpr threadgroup,
+               std::vector<std::vector<ShapeExpr>> output_shapes, std::optional<double> init_value,
+               std::string spec_key = "");
+  const char* name() const override { return "CustomKernel"; }
+  std::string label() const override { return "CustomKernel(" + spec_->name + ")"; }
+  std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
+  PrimitiveState state() const override;
+  static std::shared_ptr<CustomKernel> from_state(const PrimitiveState& s);
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
   void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
+
+  const KernelSpec& spec() const { return *spec_; }
+  /// The launch geometry for these inputs (validated: std::invalid_argument names the kernel).
+  Dims grid(const std::vector<Array>& inputs) const;
+  Dims threadgroup(const std::vector<Array>& inputs) const;
 
  private:
+  std::shared_ptr<KernelVariant> variant(const std::vector<Array>& inputs) const;
   std::shared_ptr<const KernelSpec> spec_;
-  std::shared_ptr<KernelVariant> variant_;
-  std::vector<Shape> output_shapes_;
-  Dims grid_, threadgroup_;
+  std::string spec_key_;  // content hash of the spec (the variant cache's key prefix)
+  std::vector<Dtype> output_dtypes_;
+  TemplateArgs template_args_;
+  DimsExpr grid_, threadgroup_;
+  std::vector<std::vector<ShapeExpr>> output_shapes_;
   std::optional<double> init_value_;
   bool robust_;
 };
+
+/// Content hash of everything in a spec that changes the generated text or its compilation.
+std::string spec_content_key(const KernelSpec& spec);
+
+/// The compiled-variant cache entry of `spec` for inputs/dtypes/template arguments (generated on
+/// first use; shared process-wide by every kernel object with the same content).
+std::shared_ptr<KernelVariant> variant_for(const std::shared_ptr<const KernelSpec>& spec,
+                                           const std::string& spec_key,
+                                           const std::vector<Array>& inputs,
+                                           const std::vector<Dtype>& output_dtypes,
+                                           const TemplateArgs& template_args);
 
 /// Compiles the kernel of a metal_kernel call with NVRTC for `arch` (e.g. "sm_90"), no GPU
 /// needed. Returns "" when it compiled, or why it could not be tried (NVRTC not found); throws

@@ -750,8 +750,33 @@ class LibraryKernelOp : public Primitive {
   };
   explicit LibraryKernelOp(State s) : s_(std::move(s)) {}
 
-  std::string name() const override { return "LibraryKernel(" + s_.label + ")"; }
+  const char* name() const override { return "LibraryKernel"; }
+  std::string label() const override { return "LibraryKernel(" + s_.label + ")"; }
   std::vector<Shape> output_shapes(const std::vector<Array>&) const override { return s_.shapes; }
+  // Everything but the compiled program and the reference (bound at the call; see
+  // docs/architecture.md: library kernels are not yet rebuildable from their state).
+  PrimitiveState state() const override {
+    PrimitiveState st(1);
+    st.set("label", s_.label)
+        .set("kernel_index", static_cast<int64_t>(s_.kernel_index))
+        .set("threads", std::vector<int64_t>(s_.threads.begin(), s_.threads.end()))
+        .set("group", std::vector<int64_t>(s_.group.begin(), s_.group.end()))
+        .set("output_names", s_.output_names)
+        .set("robust", s_.robust)
+        .set("fallback", s_.fallback);
+    std::vector<std::vector<int64_t>> shapes(s_.shapes.begin(), s_.shapes.end());
+    st.set("shapes", shapes);
+    std::vector<std::vector<int64_t>> bindings;
+    for (auto& b : s_.bindings)
+      bindings.push_back(
+          {b.threadgroup, b.index, b.input, b.output, static_cast<int64_t>(b.tg_bytes)});
+    st.set("bindings", bindings);
+    return st;
+  }
+  bool is_equivalent(const Primitive& other) const override {
+    auto* o = dynamic_cast<const LibraryKernelOp*>(&other);
+    return o && o->s_.program == s_.program && state() == other.state();
+  }
 
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override {
     guarded(inputs, outputs, [&](const std::vector<Array>& in) { launch_cpu(in, outputs); });
@@ -765,14 +790,9 @@ class LibraryKernelOp : public Primitive {
 
   template <class F>
   void guarded(const std::vector<Array>& inputs, std::vector<Array>& outputs, F&& launch) {
-    std::vector<Array> in;
-    in.reserve(inputs.size());
-    for (auto& a : inputs) {
-      Array x = a;
-      x.eval();
-      if (!x.is_row_contiguous()) x = x.contiguous();
-      in.push_back(x);
-    }
+    // Inputs arrive evaluated and row-contiguous (the call inserted the copies).
+    const std::vector<Array>& in = inputs;
+    for (auto& o : outputs) allocate_output(o);
     try {
       prepare_outputs(in, outputs);
       launch(in);
@@ -804,9 +824,9 @@ class LibraryKernelOp : public Primitive {
       size_t n = outputs[j].nbytes();
       if (n == 0) continue;
       if (outputs[j].device().type == Device::Type::gpu)
-        gpu_backend()->fill(outputs[j].node()->data(), n, 0, 1);
+        gpu_backend()->fill(node_of(outputs[j])->data(), n, 0, 1);
       else
-        std::memset(outputs[j].node()->data(), 0, n);
+        std::memset(node_of(outputs[j])->data(), 0, n);
     }
   }
 
@@ -826,7 +846,7 @@ class LibraryKernelOp : public Primitive {
         continue;
       }
       const Array& a = b.output >= 0 ? outputs[b.output] : in[b.input];
-      buffers[b.index] = a.node()->data();
+      buffers[b.index] = node_of(a)->data();
       sizes[b.index] = a.nbytes();
     }
     if (empty_grid()) return;
@@ -867,7 +887,7 @@ class LibraryKernelOp : public Primitive {
         continue;
       }
       const Array& a = b.output >= 0 ? outputs[b.output] : in[b.input];
-      L.buffers[b.index] = a.node()->data();
+      L.buffers[b.index] = node_of(a)->data();
       L.buffer_bytes[b.index] = a.nbytes();
       L.num_buffers = std::max(L.num_buffers, static_cast<unsigned>(b.index + 1));
     }
@@ -1304,6 +1324,8 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
   st.reference = reference;
   st.fallback = fallback;
   auto prim = std::make_shared<LibraryKernelOp>(std::move(st));
+  for (auto& a : inputs)
+    if (!a.is_row_contiguous()) a = a.contiguous();
   std::vector<Array> result = make_pending(prim, std::move(inputs), shapes, dtypes, dev);
   if (check && !result.empty()) {
     eval(result);

@@ -180,8 +180,8 @@ void copy_into(const Array& src_in, const Array& dst) {
   if (src.nbytes() != n)
     throw std::logic_error("internal: copy_into between arrays of different sizes");
   if (n == 0) return;
-  void* d = dst.node()->data();
-  const void* s = src.node()->data();
+  void* d = node_of(dst)->data();
+  const void* s = node_of(src)->data();
   bool dg = dst.device().type == Device::Type::gpu, sg = src.device().type == Device::Type::gpu;
   if (dg && sg)
     gpu_backend()->copy_device(d, s, n);

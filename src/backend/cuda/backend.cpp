@@ -10,6 +10,9 @@
 
 namespace alloy {
 namespace cuda {
+// src/backend/cuda/copy.cpp
+void copy_strided(Context& ctx, const void* src, const Shape& shape, const Strides& strides,
+                  Dtype src_dtype, void* dst, Dtype dst_dtype);
 namespace {
 
 constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
@@ -55,6 +58,12 @@ class CudaBackend final : public GpuBackend {
     enter();
     ctx_.check(drv_.cuMemcpyDtoDAsync(dptr(dst), dptr(src), nbytes, ctx_.stream()),
                "cuMemcpyDtoDAsync");
+  }
+
+  void copy_strided(const void* src, const Shape& shape, const Strides& strides, Dtype src_dtype,
+                    void* dst, Dtype dst_dtype) override {
+    enter();
+    cuda::copy_strided(ctx_, src, shape, strides, src_dtype, dst, dst_dtype);
   }
 
   void fill(void* dst, size_t nbytes, uint32_t pattern, int pattern_bytes) override {
