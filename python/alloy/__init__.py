@@ -64,7 +64,7 @@ from ._core import (
     LibraryKernel,
     CheckError,
 )
-from . import cuda
+from . import cuda, fast
 
 __version__ = "0.1.0"
 
@@ -77,5 +77,5 @@ __all__ = [
     "MetalKernel", "metal_kernel", "take_out_of_range_reports", "robust_by_default",
     "KernelError", "CompileError", "NotSupportedError",
     "compile_shader", "Library", "LibraryKernel", "CheckError",
-    "cuda",
+    "cuda", "fast",
 ]

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "bindings.h"
-#include "core/array_node.h"
 #include "core/half_convert.h"
 #include "interop.h"
 
@@ -131,11 +130,14 @@ Array index(const Array& a, nb::handle key) {
   if (specified > a.ndim())
     throw nb::index_error(
         ("too many indices for an array of " + std::to_string(a.ndim()) + " dimensions").c_str());
-  eval_released(a);
-  const ArrayNode& src = *node_of(a);
+  // A lazy view (as_strided relative to element 0): nothing is evaluated.
+  struct {
+    const Shape& shape;
+    const Strides& strides;
+  } src{a.shape(), a.strides()};
   Shape shape;
   Strides strides;
-  int64_t offset = src.offset;
+  int64_t offset = 0;
   int axis = 0;
   auto keep = [&](int ax) {
     shape.push_back(src.shape[ax]);
@@ -175,11 +177,7 @@ Array index(const Array& a, nb::handle key) {
     }
   }
   while (axis < a.ndim()) keep(axis++);
-  auto view = std::make_shared<ArrayNode>(src);
-  view->shape = std::move(shape);
-  view->strides = std::move(strides);
-  view->offset = offset;
-  return Array(view);
+  return a.as_strided(std::move(shape), std::move(strides), offset);
 }
 
 std::string repr(nb::handle self, const Array& a) {

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "bindings.h"
-#include "core/array_node.h"
 
 namespace alloy::python {
 namespace {
@@ -93,8 +92,8 @@ Array sequence_array(nb::handle v, std::optional<Dtype> dtype, Device dev) {
 
 Array copy_to(const Array& a, Device device) {
   a.eval();
-  if (a.device().type == Device::Type::cpu && a.is_row_contiguous() && node_of(a)->buffer)
-    return Array::from_bytes(node_of(a)->data(), a.shape(), a.dtype(), device);
+  if (a.device().type == Device::Type::cpu && a.is_row_contiguous() && a.is_evaluated())
+    return Array::from_bytes(a.data(), a.shape(), a.dtype(), device);
   std::vector<uint8_t> bytes = a.to_bytes();
   return Array::from_bytes(bytes.data(), a.shape(), a.dtype(), device);
 }

@@ -133,45 +133,31 @@ Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as) {
   Dtype dt = as ? *as : from_dlpack_dtype(nd.dtype());
   size_t item = size_of(dt);
 
-  auto node = std::make_shared<ArrayNode>();
-  node->dtype = dt;
-  node->device = dev;
   int ndim = static_cast<int>(nd.ndim());
-  node->shape.resize(ndim);
-  node->strides.resize(ndim);
-  int64_t lo = 0, hi = 0;
-  bool empty = false;
+  Shape shape(ndim);
+  Strides strides(ndim);
   for (int i = 0; i < ndim; ++i) {
-    int64_t n = static_cast<int64_t>(nd.shape(i)), s = nd.stride(i);
-    node->shape[i] = n;
-    node->strides[i] = s;
-    if (n == 0)
-      empty = true;
-    else if (s > 0)
-      hi += (n - 1) * s;
-    else
-      lo += (n - 1) * s;
+    shape[i] = static_cast<int64_t>(nd.shape(i));
+    strides[i] = nd.stride(i);
   }
-  char* first = const_cast<char*>(static_cast<const char*>(nd.data()));
-  char* base = first + lo * static_cast<int64_t>(item);
-  size_t nbytes = empty ? 0 : static_cast<size_t>(hi - lo + 1) * item;
-  node->offset = -lo;
+  (void)item;
   auto holder = std::make_shared<ImportedArray>(nd);
   bool gpu = dev.type == Device::Type::gpu;
-  node->buffer = std::make_shared<Buffer>(base, nbytes, dev, [holder, gpu](void*, size_t) {
-    // Alloy's kernels may still read the memory, and the producer may reuse it once released:
-    // wait for Alloy's stream unless it is idle (the common case: outputs read, or never run).
-    if (gpu) {
-      try {
-        cuda::Context* ctx = cuda::Context::get();
-        ctx->make_current();
-        if (ctx->driver().cuStreamQuery(ctx->stream()) != cuda::CUDA_SUCCESS)
-          synchronize(Device::gpu());
-      } catch (...) {
-      }
-    }
-  });
-  return Array(node);
+  void* first = const_cast<void*>(static_cast<const void*>(nd.data()));
+  return Array::from_external(
+      first, std::move(shape), std::move(strides), dt, dev, [holder, gpu]() {
+        // Alloy's kernels may still read the memory, and the producer may reuse it once released:
+        // wait for Alloy's stream unless it is idle (the common case: outputs read, or never run).
+        if (gpu) {
+          try {
+            cuda::Context* ctx = cuda::Context::get();
+            ctx->make_current();
+            if (ctx->driver().cuStreamQuery(ctx->stream()) != cuda::CUDA_SUCCESS)
+              synchronize(Device::gpu());
+          } catch (...) {
+          }
+        }
+      });
 }
 
 bool is_numpy_bfloat16(nb::handle obj) {
@@ -240,7 +226,7 @@ template <class Framework>
 nb::ndarray<Framework> host_view(const Array& a, nb::handle owner, dl::dtype dtype, int device_type,
                                  int device_id) {
   std::vector<size_t> shape(a.shape().begin(), a.shape().end());
-  void* data = node_of(a)->buffer ? node_of(a)->data() : nullptr;
+  void* data = a.is_evaluated() ? const_cast<void*>(a.data()) : nullptr;
   return nb::ndarray<Framework>(data, shape.size(), shape.data(), owner, a.strides().data(), dtype,
                                 device_type, device_id);
 }
@@ -403,7 +389,7 @@ int array_getbuffer(PyObject* exporter, Py_buffer* view, int flags) {
     info->shape.push_back(static_cast<Py_ssize_t>(a.shape()[i]));
     info->strides.push_back(static_cast<Py_ssize_t>(a.strides()[i]) * item);
   }
-  view->buf = node_of(a)->buffer ? node_of(a)->data() : nullptr;
+  view->buf = a.is_evaluated() ? const_cast<void*>(a.data()) : nullptr;
   view->obj = Py_NewRef(exporter);
   view->len = static_cast<Py_ssize_t>(a.nbytes());
   view->readonly = 0;

@@ -452,3 +452,24 @@ def test_gpu_unavailable_is_a_value_error():
         _call(_copy_kernel(), stream=alloy.gpu)
     with pytest.raises(ValueError, match="GPU"):
         alloy.set_default_device(alloy.gpu)
+
+
+def test_fast_metal_kernel_is_mlx_spelling():
+    import alloy.fast
+
+    assert alloy.fast.metal_kernel is alloy.metal_kernel
+    k = alloy.fast.metal_kernel(name="fast_spelling", input_names=["a"], output_names=["o"],
+                                source="uint i = thread_position_in_grid.x; o[i] = a[i] * 3.0f;")
+    x = np.random.default_rng(3).standard_normal(37).astype(np.float32)
+    out = k(inputs=[alloy.array(x, device=alloy.cpu)], grid=(37, 1, 1), threadgroup=(32, 1, 1),
+            output_shapes=[(37,)], output_dtypes=[alloy.float32], stream=alloy.cpu)[0]
+    np.testing.assert_allclose(np.asarray(out), x.astype(np.float64) * 3, rtol=1e-6)
+
+
+def test_indexing_is_a_lazy_view():
+    x = np.random.default_rng(4).standard_normal((6, 5)).astype(np.float32)
+    a = alloy.array(x, device=alloy.cpu)
+    v = a[::-2, 1:4]
+    np.testing.assert_array_equal(np.asarray(v), x[::-2, 1:4])
+    np.testing.assert_array_equal(np.asarray(a[2]), x[2])
+    np.testing.assert_array_equal(np.asarray(a[None, ..., 3]), x[None, ..., 3])
