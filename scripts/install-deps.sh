@@ -17,7 +17,8 @@ fi
 PY=${PYTHON:-python3}
 # pip requirement, then the check that it is there (default: import the name with - as _).
 # mlx[cpu] (PyPI's MLX without Metal, ~38 MB installed) is what alloy.mlx's tests run against.
-PY_PKGS=(numpy pytest nanobind scikit-build-core ml_dtypes
+# auditwheel: python/tests/test_wheel.py checks the wheel's manylinux policy with `auditwheel show`.
+PY_PKGS=(numpy pytest nanobind scikit-build-core ml_dtypes auditwheel
          "mlx[cpu]==0.32.4|import mlx.core, importlib.metadata as m; assert m.version('mlx') == '0.32.4'")
 need=()
 for entry in "${PY_PKGS[@]}"; do
