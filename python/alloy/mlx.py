@@ -34,7 +34,8 @@ Semantics (see docs/mlx.md):
   when a kernel does not compile or fails.
 - Under ``mx.compile`` or ``mx.vmap`` tracing, where inputs have no values yet, a call raises
   ``alloy.NotSupportedError`` naming the kernel. ``mx.grad`` / ``mx.vjp`` through
-  ``mx.custom_function`` with a kernel-based vjp work.
+  ``mx.custom_function`` with a kernel-based vjp work; differentiating through a bare kernel
+  call raises ``alloy.NotSupportedError`` (a kernel has no derivative, as in MLX).
 """
 
 from __future__ import annotations
@@ -193,7 +194,24 @@ class MetalKernel:
             stream=device_for(stream),
         )
         _core.eval(outs)
-        return [_to_mlx(o) for o in outs]
+        results = [_to_mlx(o) for o in outs]
+        if not pending:
+            return results
+        # Tie the outputs to the inputs in MLX's graph through a function whose vjp/jvp raise:
+        # differentiating through the kernel without a custom vjp is an error naming it (MLX
+        # raises there too: its CustomKernel primitive has no vjp), not a silent zero gradient.
+        # Inside mx.custom_function the user's vjp replaces this one.
+        tied = mx.custom_function(lambda *_: results)
+        tied.vjp(self._no_derivative)
+        tied.jvp(self._no_derivative)
+        return tied(*pending)
+
+    def _no_derivative(self, *_):
+        raise _core.NotSupportedError(
+            f"[metal_kernel] not supported: differentiating through kernel '{self.name}'. A "
+            "custom kernel has no derivative (as in MLX): wrap the call in mx.custom_function "
+            "and give it a vjp (see docs/mlx.md)."
+        )
 
 
 def metal_kernel(

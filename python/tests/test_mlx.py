@@ -548,3 +548,15 @@ def test_mlx_memory_is_shared_without_copy():
         after = np.asarray(view.astype(alloy.float32))
         assert after[0] != before[0]
         np.testing.assert_array_equal(after, to_np(a))
+
+
+def test_differentiating_without_custom_vjp_raises_naming_the_kernel():
+    a = mx.random.normal(shape=(64,), key=mx.random.key(9))
+    with pytest.raises(alloy.NotSupportedError, match="'myexp'.*custom_function"):
+        mx.grad(lambda x: exp_elementwise(x).sum())(a)
+    with pytest.raises(alloy.NotSupportedError, match="'myexp'"):
+        mx.jvp(exp_elementwise, [a], [mx.ones_like(a)])
+    # A kernel on inputs that do not depend on the differentiated variable is a constant.
+    c = mx.random.normal(shape=(64,), key=mx.random.key(10))
+    g = mx.grad(lambda x: (exp_elementwise(c) * x).sum())(a)
+    np.testing.assert_allclose(to_np(g), np.exp(to_np(c)), rtol=2**-21)
