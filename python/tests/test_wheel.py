@@ -77,13 +77,20 @@ def test_auditwheel_show(wheel):
 
 def test_fresh_venv_imports_and_runs(wheel, tmp_path):
     venv = tmp_path / "venv"
-    # --without-pip: no ensurepip needed (Debian ships it separately); the outer pip installs.
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
+    import pip
+
+    if tuple(int(p) for p in pip.__version__.split(".")[:2]) >= (22, 3):
+        # No pip inside (Debian ships ensurepip separately): the outer pip installs into it.
+        _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+        pip_cmd = [sys.executable, "-m", "pip", "--python", str(python)]
+    else:
+        _run([sys.executable, "-m", "venv", str(venv)])
+        pip_cmd = [str(python), "-m", "pip"]
     # --no-deps: NumPy (a dependency for array conversions) is left out so that nothing but the
     # wheel is there; --no-index: nothing is downloaded.
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-          "--disable-pip-version-check", "--no-deps", "--no-index", str(wheel)])
+    _run([*pip_cmd, "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+          "--no-index", str(wheel)])
     # The extension's shared libraries resolve to the wheel's own copies or to the baseline.
     (core,) = (venv / "lib").glob("python*/site-packages/alloy/_core*.so")
     for line in _run(["ldd", str(core)]).splitlines():
