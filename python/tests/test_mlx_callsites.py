@@ -218,3 +218,50 @@ def test_mlx_vlm_separable_interpolate(site, dtype):
     out_f = kern._separable_interpolate_mlx(x, iy, wy, ix, wx)
     assert out_k.dtype == mx.float32
     assert_close(out_k, out_f, mx.float32, scale=4)
+
+
+# ---- mlx-lm: fused kernels without a pure-MLX path (muse_spark uses them unconditionally) ------
+# The package has no fallback for these; the reference is the formula their docstrings state,
+# written with MLX's own ops.
+
+
+def load_package(site, relpath):
+    """The package folder `relpath` (its __init__ and relative imports), imported on its own."""
+    if relpath in _loaded:
+        return _loaded[relpath]
+    name = "alloy_test_" + relpath.replace("/", "_")
+    spec = importlib.util.spec_from_file_location(
+        name, site / relpath / "__init__.py", submodule_search_locations=[str(site / relpath)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    _loaded[relpath] = module
+    return module
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
+def test_mlx_lm_kernels_rms_norm_sigmoid_gate(site, dtype):
+    kernels = load_package(site, "mlx_lm/kernels")
+    B, H, L, D, eps = 2, 3, 5, 80, 1e-6
+    x = normal((B, H, L, D), dtype, 1).transpose(0, 2, 1, 3).swapaxes(1, 2)  # a strided view
+    gate = normal((B, L, H * D), dtype, 2)
+    out = kernels.rms_norm_sigmoid_gate(x, gate, eps=eps)
+    x32, g32 = x.astype(mx.float32), gate.astype(mx.float32)
+    ref = mx.fast.rms_norm(x32, None, eps).transpose(0, 2, 1, 3).reshape(B, L, H * D)
+    ref = ref * mx.sigmoid(g32)
+    assert out.dtype == dtype
+    assert_close(out, ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
+def test_mlx_lm_kernels_qk_norm(site, dtype):
+    kernels = load_package(site, "mlx_lm/kernels")
+    N, HQ, HK, D, eps, scale = 3, 4, 2, 64, 1e-5, 0.125
+    qkvg = normal((1, N, 2 * (HQ + HK) * D), dtype, 3)
+    q, k = kernels.qk_norm(qkvg, n_heads=HQ, n_kv_heads=HK, head_dim=D, eps=eps,
+                           query_scale=scale)
+    heads = qkvg.astype(mx.float32)[..., : (HQ + HK) * D].reshape(1, N, HQ + HK, D)
+    normed = mx.fast.rms_norm(heads, None, eps)
+    assert q.shape == (1, N, HQ, D) and k.shape == (1, N, HK, D) and q.dtype == dtype
+    assert_close(q, normed[:, :, :HQ] * scale, dtype)
+    assert_close(k, normed[:, :, HQ:], dtype)
