@@ -34,7 +34,9 @@ PACKAGES = ("mlx-lm==0.32.2", "mlx-vlm==0.7.10")
 
 def _cache_root():
     root = os.environ.get("ALLOY_TEST_CACHE")
-    return pathlib.Path(root) if root else pathlib.Path.home() / ".cache" / "alloy" / "test-packages"
+    if root:
+        return pathlib.Path(root)
+    return pathlib.Path.home() / ".cache" / "alloy" / "test-packages"
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,8 @@ print(out.tolist())
 
 def _run(cmd, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    assert r.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    command = " ".join(map(str, cmd))
+    assert r.returncode == 0, f"{command} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     return r.stdout
 
 
