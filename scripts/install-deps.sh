@@ -15,10 +15,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 PY=${PYTHON:-python3}
-PY_PKGS=(numpy pytest nanobind scikit-build-core ml_dtypes)
+# pip requirement, then the check that it is there (default: import the name with - as _).
+# mlx[cpu] (PyPI's MLX without Metal, ~38 MB installed) is what alloy.mlx's tests run against.
+# auditwheel: python/tests/test_wheel.py checks the wheel's manylinux policy with `auditwheel show`.
+PY_PKGS=(numpy pytest nanobind scikit-build-core ml_dtypes auditwheel
+         "mlx[cpu]==0.32.4|import mlx.core, importlib.metadata as m; assert m.version('mlx') == '0.32.4'")
 need=()
-for p in "${PY_PKGS[@]}"; do
-  $PY -c "import ${p//-/_}" 2>/dev/null || need+=("$p")
+for entry in "${PY_PKGS[@]}"; do
+  req=${entry%%|*}
+  check="import ${req//-/_}"
+  [ "$entry" != "$req" ] && check=${entry#*|}
+  $PY -c "$check" 2>/dev/null || need+=("$req")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: pip install ${need[*]}"
