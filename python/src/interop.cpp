@@ -331,7 +331,8 @@ nb::object array_to_numpy(nb::handle self, const Array& a, nb::handle dtype, nb:
           "copy=False: the array is in GPU memory; NumPy needs a copy in host memory");
     {
       nb::gil_scoped_release release;
-      src = a.to(Device::cpu());
+      src = a.to(Device::cpu());  // lazy: a ToDevice node
+      src.eval();
     }
     owner = nb::cast(src);
     copy_true = false;  // already a fresh copy
