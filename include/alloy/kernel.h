@@ -69,12 +69,13 @@ class ShapeExpr {
   /// "ceil_div(in0.shape[1], 32)"-style text, for messages.
   std::string str() const;
   /// The expression as a postfix program of integers (stable: export files store it).
-  const std::vector<int64_t>& code() const { return code_; }
+  std::vector<int64_t> code() const;
   /// Reads code(); throws std::invalid_argument for a malformed program.
   static ShapeExpr from_code(std::vector<int64_t> code);
-  bool operator==(const ShapeExpr& o) const { return code_ == o.code_; }
+  bool operator==(const ShapeExpr& o) const { return code() == o.code(); }
 
  private:
+  int64_t value_ = 0;  // a constant (code_ empty): no allocation per launch dimension
   std::vector<int64_t> code_;
 };
 using DimsExpr = std::array<ShapeExpr, 3>;

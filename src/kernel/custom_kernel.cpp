@@ -305,8 +305,9 @@ std::vector<int64_t> dims_code(const std::vector<ShapeExpr>& dims) {
   // [n, len0, code0..., len1, code1...]
   std::vector<int64_t> row{static_cast<int64_t>(dims.size())};
   for (auto& e : dims) {
-    row.push_back(static_cast<int64_t>(e.code().size()));
-    row.insert(row.end(), e.code().begin(), e.code().end());
+    auto code = e.code();
+    row.push_back(static_cast<int64_t>(code.size()));
+    row.insert(row.end(), code.begin(), code.end());
   }
   return row;
 }
@@ -557,7 +558,8 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
   const CompiledKernel& k = program->kernels().front();
   const std::vector<Array>& in = prepare_inputs(*spec_, inputs);
   for (auto& o : outputs) allocate_output(o);
-  Dims grid_ = grid(inputs), threadgroup_ = threadgroup(inputs);
+  Dims grid_ = eval_dims(this->grid_, inputs), threadgroup_ = eval_dims(this->threadgroup_, inputs);
+  check_grid(spec_->name, grid_, threadgroup_);
   if (init_value_)
     for (auto& o : outputs) fill_value(o, *init_value_);
   ShapeParams sp = shape_params(in, variant_->generated.bindings);
@@ -623,7 +625,8 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
   auto variant_ = variant(inputs);
   const std::vector<Array>& in = prepare_inputs(*spec_, inputs);
   for (auto& o : outputs) allocate_output(o);
-  Dims grid_ = grid(inputs), threadgroup_ = threadgroup(inputs);
+  Dims grid_ = eval_dims(this->grid_, inputs), threadgroup_ = eval_dims(this->threadgroup_, inputs);
+  check_grid(spec_->name, grid_, threadgroup_);
   // Shape parameters too large for the launch block (many inputs of many dimensions): the
   // program variant that reads them from wherever the launch puts them.
   bool spill = !shape_params_fit(in, variant_->generated.bindings);

@@ -11,8 +11,8 @@ namespace {
 enum Op : int64_t { kConst, kDim, kSize, kAdd, kSub, kMul, kFloorDiv, kCeilDiv, kMin, kMax };
 
 ShapeExpr binary(const ShapeExpr& a, const ShapeExpr& b, Op op) {
-  std::vector<int64_t> code = a.code();
-  code.insert(code.end(), b.code().begin(), b.code().end());
+  std::vector<int64_t> code = a.code(), tail = b.code();
+  code.insert(code.end(), tail.begin(), tail.end());
   code.push_back(op);
   return ShapeExpr::from_code(std::move(code));
 }
@@ -65,7 +65,11 @@ void walk(const std::vector<int64_t>& code, Leaf&& leaf, Node&& node) {
 }
 }  // namespace
 
-ShapeExpr::ShapeExpr(int64_t value) : code_{kConst, value} {}
+ShapeExpr::ShapeExpr(int64_t value) : value_(value) {}
+
+std::vector<int64_t> ShapeExpr::code() const {
+  return code_.empty() ? std::vector<int64_t>{kConst, value_} : code_;
+}
 
 ShapeExpr ShapeExpr::dim(int input, int axis) {
   if (input < 0) throw std::invalid_argument("ShapeExpr::dim: negative input index");
@@ -106,11 +110,11 @@ ShapeExpr ShapeExpr::from_code(std::vector<int64_t> code) {
 }
 
 bool ShapeExpr::is_constant() const {
-  return code_.size() == 2 && code_[0] == kConst;
+  return code_.empty();
 }
 
 int64_t ShapeExpr::eval(const std::vector<Shape>& shapes) const {
-  if (is_constant()) return code_[1];
+  if (is_constant()) return value_;
   std::vector<int64_t> stack;
   walk(
       code_,
@@ -167,6 +171,7 @@ int64_t ShapeExpr::eval(const std::vector<Shape>& shapes) const {
 }
 
 std::string ShapeExpr::str() const {
+  if (is_constant()) return std::to_string(value_);
   std::vector<std::string> stack;
   walk(
       code_,
