@@ -85,7 +85,6 @@ const std::set<std::string, std::less<>>& unsupported_attributes() {
                                                        "intersection",
                                                        "object",
                                                        "mesh",
-                                                       "function_constant",
                                                        "payload",
                                                        "raster_order_group",
                                                        "render_target_array_index",
@@ -112,9 +111,13 @@ class Translator {
     check_unsupported();
     rewrite_preprocessor();
     collect_attributes_and_kernels();
+    flatten_metal_namespace();
+    find_address_space_specializations();
     rewrite_qualifiers();
+    merge_address_space_specializations();
     rewrite_literals();
     rewrite_nested_swizzles();
+    rewrite_conditionals();
     detect_sync();
     return finish();
   }
@@ -230,7 +233,13 @@ class Translator {
       std::string d = t.text.substr(1);
       size_t p = d.find_first_not_of(" \t");
       d = p == std::string::npos ? "" : d.substr(p);
+      if (d.starts_with("define")) {
+        if (!opt_.robust) t.text = "#" + define_qualifiers(t.text.substr(1));
+        continue;
+      }
       if (d.starts_with("include")) {
+        if (d.find("MetalPerformancePrimitives") != std::string::npos)
+          not_supported("MetalPerformancePrimitives ('#" + d + "')", t.line);
         if (d.find("<metal_") != std::string::npos || d.find("\"metal_") != std::string::npos) {
           t.text = "";  // the prelude provides the Metal standard library
           continue;
@@ -259,6 +268,148 @@ class Translator {
           t.text = traits_.unroll_pragma(disable ? "1" : count);
         }
       }
+    }
+  }
+
+  // Address spaces in a macro's replacement list (`#define MTL_CONST static constant constexpr
+  // const`, as MLX's headers write): the same rules as in code, applied to the macro's tokens.
+  // `threadgroup` is erased when a `*` or `&` follows it in the macro (a pointer or reference
+  // type); a threadgroup object declared by a macro is left to the compiler's error.
+  static std::string define_qualifiers(const std::string& directive) {
+    auto toks = lex(directive);
+    size_t i = 0;
+    auto skip = [&] {
+      while (i < toks.size() && toks[i].trivia()) ++i;
+    };
+    skip();
+    if (i < toks.size() && toks[i].is("define")) ++i;
+    skip();
+    if (i < toks.size() && toks[i].kind == TokKind::ident) ++i;  // the macro's name
+    if (i < toks.size() && toks[i].is("("))                      // its parameters
+      while (i < toks.size() && !toks[i].is(")")) ++i;
+    bool has_const = false;
+    for (size_t j = i; j < toks.size(); ++j)
+      if (toks[j].is("const") || toks[j].is("constexpr")) has_const = true;
+    for (size_t j = i; j < toks.size(); ++j) {
+      auto& t = toks[j];
+      if (t.kind != TokKind::ident) continue;
+      if (t.text == "device" || t.text == "thread") {
+        t.text = "";
+      } else if (t.text == "constant") {
+        t.text = has_const ? "" : "const";
+      } else if (t.text == "threadgroup") {
+        for (size_t k = j + 1; k < toks.size(); ++k)
+          if (toks[k].is("*") || toks[k].is("&")) {
+            t.text = "";
+            break;
+          }
+      }
+    }
+    std::string out;
+    for (auto& t : toks) out += t.text;
+    return out;
+  }
+
+  // The user's code already is inside `namespace metal` (so unqualified Metal names find the
+  // prelude); a header reopening `namespace metal { ... }` (or `namespace metal::x {`) at program
+  // scope would make a nested `metal::metal`, where `metal::bool_constant` is not found. Such a
+  // namespace is dissolved into the enclosing one.
+  void flatten_metal_namespace() {
+    int depth = 0;
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (toks_[i].is("{")) ++depth;
+      if (toks_[i].is("}")) --depth;
+      if (depth != 0 || !toks_[i].is("namespace")) continue;
+      size_t m = next(i + 1);
+      if (m >= toks_.size() || !toks_[m].is("metal")) continue;
+      size_t o = next(m + 1);
+      if (o < toks_.size() && toks_[o].is("::")) {  // namespace metal::x {  ->  namespace x {
+        blank(m);
+        blank(o);
+        continue;
+      }
+      if (o >= toks_.size() || !toks_[o].is("{")) continue;
+      size_t c = match(o, "{", "}");
+      if (c == std::string::npos) bad("unbalanced braces in namespace metal", toks_[i].line);
+      blank(i);
+      blank(m);
+      blank(o);
+      blank(c);
+    }
+  }
+
+  // Partial specialisations on address space (`elem<device T*>`, `elem<thread T*>`, as MLX's
+  // pointer_element): the targets have one address space, so after the qualifiers are erased the
+  // specialisations coincide. Identical ones are merged (the first is kept); ones that still
+  // differ in their body cannot be represented and are reported.
+  struct AsSpecialization {
+    size_t begin, name, args_open, args_close, end;
+  };
+  std::vector<AsSpecialization> as_specs_;
+
+  size_t match_angle(size_t i) const {  // '<' at i -> its '>' ('>>' closes two)
+    int depth = 0;
+    for (size_t j = i; j < toks_.size(); ++j) {
+      const auto& t = toks_[j];
+      if (t.kind != TokKind::punct) continue;
+      if (t.text == "<") ++depth;
+      if (t.text == ">") --depth;
+      if (t.text == ">>") depth -= 2;
+      if (depth <= 0 && (t.text == ">" || t.text == ">>"))
+        return depth == 0 ? j : std::string::npos;
+      if (t.text == ";" || t.text == "{" || t.text == "}") return std::string::npos;
+    }
+    return std::string::npos;
+  }
+
+  void find_address_space_specializations() {
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (!toks_[i].is("template")) continue;
+      size_t lt = next(i + 1);
+      if (lt >= toks_.size() || !toks_[lt].is("<")) continue;
+      size_t gt = match_angle(lt);
+      if (gt == std::string::npos) continue;
+      size_t kw = next(gt + 1);
+      if (kw >= toks_.size() || !(toks_[kw].is("struct") || toks_[kw].is("class"))) continue;
+      size_t nm = next(kw + 1);
+      if (nm >= toks_.size() || toks_[nm].kind != TokKind::ident) continue;
+      size_t ao = next(nm + 1);
+      if (ao >= toks_.size() || !toks_[ao].is("<")) continue;
+      size_t ac = match_angle(ao);
+      if (ac == std::string::npos) continue;
+      bool qualified = false;
+      for (size_t j = ao; j < ac; ++j)
+        if (toks_[j].is("device") || toks_[j].is("thread") || toks_[j].is("constant") ||
+            toks_[j].is("threadgroup"))
+          qualified = true;
+      if (!qualified) continue;
+      size_t e = ac;
+      while (e < toks_.size() && !toks_[e].is(";") && !toks_[e].is("{")) ++e;
+      if (e < toks_.size() && toks_[e].is("{")) {
+        e = match(e, "{", "}");
+        if (e == std::string::npos) continue;
+        e = next(e + 1);
+        if (e >= toks_.size() || !toks_[e].is(";")) continue;
+      }
+      if (e >= toks_.size()) continue;
+      as_specs_.push_back({i, nm, ao, ac, e});
+      i = e;
+    }
+  }
+
+  void merge_address_space_specializations() {
+    std::map<std::string, std::string> seen;  // name + arguments (as translated) -> rest
+    for (auto& s : as_specs_) {
+      std::string key = toks_[s.name].text + compact(s.args_open, s.args_close + 1);
+      std::string rest = compact(s.args_close + 1, s.end + 1);
+      auto [it, fresh] = seen.emplace(key, rest);
+      if (fresh) continue;
+      if (it->second != rest)
+        not_supported("specialisations of '" + toks_[s.name].text +
+                          "' that differ only in address space and define different members "
+                          "(CPU and CUDA have one address space)",
+                      toks_[s.begin].line);
+      blank_range(s.begin, s.end + 1);
     }
   }
 
@@ -760,6 +911,98 @@ class Translator {
               : (swz && after_swizzle);
       i = n;
     }
+  }
+
+  // `c ? a : b` mixing half/bfloat with another arithmetic type is ambiguous in C++ (the 16-bit
+  // types convert both ways); Metal applies the usual arithmetic conversions. Each operand is cast
+  // to metal::alloy_detail::cond_t<decltype((self)), decltype((other))>: the Metal common type for
+  // such a pair, an identity cast otherwise (same type and value category). The target compiler
+  // does the typing, for every template instantiation. Operands are copied into the unevaluated
+  // decltype without newlines, so lines are kept. A conditional whose operands the token scan
+  // cannot delimit for sure (an unmatched '>' that may close a template argument list, a lambda,
+  // a directive) is left as written.
+  void rewrite_conditionals() {
+    std::vector<std::string> before(toks_.size()), after(toks_.size());
+    // Significant tokens of [b, e) with what earlier (inner) rewrites inserted, on one line.
+    auto operand = [&](size_t b, size_t e) {
+      std::string s;
+      for (size_t i = b; i < e; ++i) {
+        if (toks_[i].trivia()) continue;
+        if (!s.empty()) s += ' ';
+        s += before[i] + toks_[i].text + after[i];
+      }
+      return s;
+    };
+    bool any = false;
+    // From the last '?' back: conditionals nested in an operand are rewritten before it.
+    for (size_t q = toks_.size(); q-- > 0;) {
+      if (!toks_[q].is("?") || toks_[q].kind != TokKind::punct) continue;
+      size_t colon = operand_end(q + 1, true);
+      if (colon == std::string::npos || !toks_[colon].is(":")) continue;
+      size_t end = operand_end(colon + 1, false);
+      if (end == std::string::npos) continue;
+      size_t last = prev(end);
+      if (last == std::string::npos || last <= colon || next(q + 1) >= colon) continue;
+      std::string a = operand(q + 1, colon), b = operand(colon + 1, end);
+      auto cast = [](const std::string& self, const std::string& other) {
+        return " static_cast< ::metal::alloy_detail::cond_t<decltype((" + self + ")), decltype((" +
+               other + "))>>(";
+      };
+      after[q] = cast(a, b) + after[q];
+      before[colon] += ")";
+      after[colon] = cast(b, a) + after[colon];
+      after[last] += ")";
+      any = true;
+    }
+    if (!any) return;
+    for (size_t i = 0; i < toks_.size(); ++i) toks_[i].text = before[i] + toks_[i].text + after[i];
+  }
+  // End of a conditional operand starting at token b: for the middle operand (middle = true) the
+  // index of its ':' ; for the last one the index of the first token after it. npos when unsure.
+  size_t operand_end(size_t b, bool middle) const {
+    int depth = 0, nested = 0, angle = 0;
+    for (size_t i = b; i < toks_.size(); ++i) {
+      const auto& t = toks_[i];
+      if (t.kind == TokKind::preproc) return std::string::npos;
+      if (t.kind != TokKind::punct) continue;
+      const std::string& x = t.text;
+      if (x == "(" || x == "[" || x == "{") {
+        if (x == "[") {  // a lambda introducer: [&], [=], []
+          size_t n = next(i + 1);
+          if (n < toks_.size() && (toks_[n].is("&") || toks_[n].is("=") || toks_[n].is("]")))
+            return std::string::npos;
+        }
+        ++depth;
+        continue;
+      }
+      if (x == ")" || x == "]" || x == "}") {
+        if (depth == 0) return middle ? std::string::npos : i;
+        --depth;
+        continue;
+      }
+      if (depth > 0) continue;
+      if (x == "?") {
+        ++nested;
+      } else if (x == ":") {
+        if (nested > 0)
+          --nested;
+        else
+          return i;  // the middle operand's end, or the end of a nested last operand
+      } else if (x == ";") {
+        return middle ? std::string::npos : i;  // an unclosed '<' was a comparison
+      } else if (x == ",") {
+        // Inside an unclosed '<' the comma may separate template arguments: unsure.
+        return middle || angle > 0 ? std::string::npos : i;
+      } else if (middle) {
+        continue;  // the middle operand ends at its ':', whatever its '<' and '>' are
+      } else if (x == "<") {
+        ++angle;  // a template argument list or a comparison
+      } else if (x == ">" || x == ">>") {
+        angle -= x == ">" ? 1 : 2;
+        if (angle < 0) return std::string::npos;  // may close an enclosing template argument list
+      }
+    }
+    return std::string::npos;
   }
 
   void detect_sync() {

@@ -198,6 +198,21 @@ struct promote2<A, B, 3> {
 };
 template <class A, class B>
 using promote2_t = typename promote2<remove_cv_t<A>, remove_cv_t<B>>::type;
+
+// Operand type of `c ? a : b` (the translator casts each operand to cond_t<decltype((self)),
+// decltype((other))>). half and bfloat convert to and from every arithmetic type, so C++ finds
+// `c ? h : 1.0f` ambiguous; Metal applies the usual arithmetic conversions (float here). Two
+// different scalar types, one of them half/bfloat, become their Metal common type; anything else
+// keeps its exact type and value category (the cast is then an identity).
+template <class Self, class Other, int = promote2_kind_c<remove_cvref_t<Self>,
+                                                         remove_cvref_t<Other>>::value()>
+struct cond_operand {
+  typedef Self type;
+};
+template <class Self, class Other>
+struct cond_operand<Self, Other, 2> : lowp_promote<remove_cvref_t<Self>, remove_cvref_t<Other>> {};
+template <class Self, class Other>
+using cond_t = typename cond_operand<Self, Other>::type;
 }  // namespace alloy_detail
 
 #define ALLOY_LOWP_BINOP(op)                                                         \
