@@ -113,8 +113,10 @@ class Translator {
     collect_attributes_and_kernels();
     flatten_metal_namespace();
     find_address_space_specializations();
+    find_address_space_overloads();
     rewrite_qualifiers();
     merge_address_space_specializations();
+    merge_address_space_overloads();
     rewrite_literals();
     rewrite_nested_swizzles();
     rewrite_conditionals();
@@ -397,6 +399,155 @@ class Translator {
     }
   }
 
+  // Functions overloaded on address space: member functions qualified by one (`complex_t()
+  // threadgroup : ...`, `operator U() const device`) and functions whose parameters differ only
+  // in address space (`operator+=(threadgroup complex_t<T>&, ...)` / `(device complex_t<T>&,
+  // ...)`), as MLX's headers write them. The targets have one address space: the qualifier after
+  // the parameter list is erased, and a definition that then repeats an earlier one of the same
+  // scope is dropped (Metal would have picked one of these identical-bodied overloads).
+  struct FunctionDecl {
+    size_t scope, begin, head_end, end;  // head = [begin, head_end): up to the body / ';'
+    bool address_space;
+  };
+  std::vector<FunctionDecl> functions_;
+
+  static bool is_address_space(const Token& t) {
+    return t.kind == TokKind::ident && (t.text == "device" || t.text == "thread" ||
+                                        t.text == "threadgroup" || t.text == "constant");
+  }
+
+  void find_address_space_overloads() {
+    struct Scope {
+      size_t open;
+      bool code, klass;
+    };
+    std::vector<Scope> scopes;
+    size_t npos = std::string::npos;
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      const auto& t = toks_[i];
+      if (t.is("{")) {
+        bool code = !scopes.empty() && scopes.back().code;
+        size_t p = prev(i);
+        if (!code && p != npos) {
+          const auto& q = toks_[p];
+          code = q.is(")") || q.is("=") || q.is("const") || q.is("noexcept") || q.is("override") ||
+                 q.is("final") || q.is("mutable") || q.is(",") || q.is("(") || q.is("return") ||
+                 is_address_space(q);
+        }
+        bool klass = false;
+        for (size_t b = p; !code && b != npos; b = prev(b)) {
+          const auto& q = toks_[b];
+          if (q.is(";") || q.is("{") || q.is("}") || q.is(")") || q.is("namespace") ||
+              q.kind == TokKind::preproc)
+            break;
+          if (q.is("struct") || q.is("class") || q.is("union")) {
+            klass = true;
+            break;
+          }
+        }
+        scopes.push_back({i, code, klass});
+        continue;
+      }
+      // `template <>` inside a class: an explicit specialisation of a member function template
+      // (C++17 allows it, as Metal and NVRTC do; g++ does not). It becomes a plain overload, which
+      // overload resolution prefers for the same arguments.
+      if (t.is("template") && !scopes.empty() && scopes.back().klass) {
+        size_t lt = next(i + 1), gt = lt < toks_.size() ? next(lt + 1) : npos;
+        if (gt < toks_.size() && toks_[lt].is("<") && toks_[gt].is(">")) {
+          bool function = false;
+          for (size_t k = next(gt + 1); k < toks_.size(); k = next(k + 1)) {
+            if (toks_[k].is("struct") || toks_[k].is("class") || toks_[k].is("union") ||
+                toks_[k].is(";") || toks_[k].is("{"))
+              break;
+            if (toks_[k].is("(")) {
+              function = true;
+              break;
+            }
+          }
+          if (function) {
+            blank(i);
+            blank(lt);
+            blank(gt);
+          }
+        }
+        continue;
+      }
+      if (t.is("}")) {
+        if (!scopes.empty()) scopes.pop_back();
+        continue;
+      }
+      if (!t.is("(") || (!scopes.empty() && scopes.back().code)) continue;
+      size_t close = match(i, "(", ")");
+      if (close == npos) continue;
+      // Qualifiers after the parameter list; address spaces among them are erased.
+      size_t j = next(close + 1);
+      bool qualified = false;
+      std::vector<size_t> spaces;
+      while (j < toks_.size() &&
+             (toks_[j].is("const") || toks_[j].is("volatile") || toks_[j].is("noexcept") ||
+              toks_[j].is("&") || toks_[j].is("&&") || is_address_space(toks_[j]))) {
+        if (is_address_space(toks_[j])) spaces.push_back(j);
+        j = next(j + 1);
+      }
+      if (j >= toks_.size()) continue;
+      bool body = toks_[j].is("{") || toks_[j].is(":");
+      if (!body && !toks_[j].is(";")) {
+        i = close;
+        continue;
+      }
+      // The declaration's start: after the previous ';', '{', '}', directive or access label.
+      size_t b = i;
+      while (b > 0) {
+        const auto& q = toks_[b - 1];
+        if (q.is(";") || q.is("{") || q.is("}") || q.kind == TokKind::preproc) break;
+        if (q.is(":")) {
+          size_t a = prev(b - 1);
+          if (a != npos &&
+              (toks_[a].is("public") || toks_[a].is("private") || toks_[a].is("protected")))
+            break;
+        }
+        --b;
+      }
+      b = next(b);
+      for (size_t k = b; k < i && !qualified; ++k) qualified = is_address_space(toks_[k]);
+      for (size_t k = i; k < close && !qualified; ++k) qualified = is_address_space(toks_[k]);
+      qualified = qualified || !spaces.empty();
+      for (size_t sp : spaces) blank(sp);
+      size_t end = j;
+      if (body) {
+        size_t o = j;
+        int depth = 0;
+        while (o < toks_.size() && !(depth == 0 && toks_[o].is("{"))) {
+          if (toks_[o].is("(")) ++depth;
+          if (toks_[o].is(")")) --depth;
+          if (toks_[o].is(";")) break;
+          ++o;
+        }
+        if (o >= toks_.size() || !toks_[o].is("{")) {
+          i = close;
+          continue;
+        }
+        end = match(o, "{", "}");
+        if (end == npos) continue;
+        size_t semi = next(end + 1);
+        if (semi < toks_.size() && toks_[semi].is(";")) end = semi;
+      }
+      functions_.push_back({scopes.empty() ? npos : scopes.back().open, b, j, end, qualified});
+      i = body ? end : j;
+    }
+  }
+
+  void merge_address_space_overloads() {
+    std::set<std::pair<size_t, std::string>> seen;
+    for (auto& f : functions_) {
+      // Declarations only (`;`) never conflict; definitions are compared.
+      if (toks_[f.head_end].is(";")) continue;
+      auto key = std::make_pair(f.scope, compact(f.begin, f.head_end));
+      if (seen.insert(key).second || !f.address_space) continue;
+      blank_range(f.begin, f.end + 1);
+    }
+  }
+
   void merge_address_space_specializations() {
     std::map<std::string, std::string> seen;  // name + arguments (as translated) -> rest
     for (auto& s : as_specs_) {
@@ -449,10 +600,23 @@ class Translator {
         }
       }
       size_t ni = prev(name_end);
+      // An array parameter (`constant const int64_t a_strides[2]`) is a pointer, as in C++.
+      bool array = false;
+      while (ni != std::string::npos && ni > pb && toks_[ni].is("]")) {
+        int depth = 0;
+        size_t q = ni;
+        for (; q > pb; --q) {
+          if (toks_[q].is("]")) ++depth;
+          if (toks_[q].is("[") && --depth == 0) break;
+        }
+        ni = prev(q);
+        array = true;
+      }
       if (ni == std::string::npos || ni < pb || toks_[ni].kind != TokKind::ident)
         bad("cannot read a parameter of kernel '" + fname + "'", toks_[pb].line);
       p.name = toks_[ni].text;
-      p.type = compact(pb, ni);
+      p.type = compact(pb, ni) + (array ? "*" : "");
+      p.is_pointer = array;
       for (size_t i = pb; i < ni; ++i) {
         if (toks_[i].is("*")) p.is_pointer = true;
         if (toks_[i].is("&")) p.is_reference = true;
@@ -1029,6 +1193,57 @@ class Translator {
     k.coarsen = shares ? 1 : 4;
   }
 
+  // MLX's helpers that the prelude provides (metal/mlx.h) and that a source may define itself
+  // (MLX's own utils.h does): the user's definition wins, the prelude's is left out
+  // (ALLOY_USER_<name>).
+  std::string user_helper_defines() const {
+    static const std::set<std::string, std::less<>> helpers = {"bfloat16_to_uint16",
+                                                               "uint16_to_bfloat16",
+                                                               "complex64_t",
+                                                               "Limits",
+                                                               "elem_to_loc",
+                                                               "elem_to_loc_1",
+                                                               "elem_to_loc_2",
+                                                               "elem_to_loc_3",
+                                                               "elem_to_loc_2_nd",
+                                                               "elem_to_loc_3_nd",
+                                                               "elem_to_loc_nd",
+                                                               "ceildiv",
+                                                               "log1p",
+                                                               "expm1"};
+    std::set<std::string> defined;
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      const auto& t = toks_[i];
+      if (t.kind != TokKind::ident || !helpers.count(t.text) || defined.count(t.text)) continue;
+      size_t p = prev(i), n = next(i + 1);
+      bool def = false;
+      if (p != std::string::npos && (toks_[p].is("struct") || toks_[p].is("class")))
+        def = true;
+      else if (p != std::string::npos && toks_[p].is("using") && n < toks_.size() &&
+               toks_[n].is("="))
+        def = true;
+      else if (n < toks_.size() && toks_[n].is(";")) {  // typedef ... name;
+        size_t b = i;
+        while (b > 0 && !toks_[b - 1].is(";") && !toks_[b - 1].is("{") && !toks_[b - 1].is("}") &&
+               toks_[b - 1].kind != TokKind::preproc)
+          --b;
+        b = next(b);
+        def = b < i && toks_[b].is("typedef");
+      } else if (n < toks_.size() && toks_[n].is("(") && p != std::string::npos &&
+                 !toks_[p].is(".") && !toks_[p].is("->") && !toks_[p].is("::")) {
+        size_t c = match(n, "(", ")");
+        size_t b = c == std::string::npos ? c : next(c + 1);
+        while (b < toks_.size() && (toks_[b].is("const") || toks_[b].is("noexcept")))
+          b = next(b + 1);
+        def = b < toks_.size() && toks_[b].is("{");
+      }
+      if (def) defined.insert(t.text);
+    }
+    std::string out;
+    for (auto& d : defined) out += "#define ALLOY_USER_" + d + " 1\n";
+    return out;
+  }
+
   Translation finish() {
     std::string body;
     for (auto& t : toks_) body += t.text;
@@ -1038,13 +1253,20 @@ class Translator {
     code += body;
     code += "\n";
     code += "#line 100000 \"alloy-generated-entry\"\n";
+    std::string user_helpers = user_helper_defines();
+    if (user_helpers.find("ALLOY_USER_log1p ") != std::string::npos)
+      // metal/mlx.h declares it: a half argument goes to the source's own log1p(float), as
+      // Metal's promotion half -> float picks it (defined here, where that one is visible).
+      code +=
+          "template <class H, enable_if_t<is_same<H, half>::value, int>>\n"
+          "ALLOY_FN float log1p(H x) { return log1p(static_cast<float>(x)); }\n";
     for (size_t k = 0; k < out_.kernels.size(); ++k) {
       plan_cuda_entry(out_.kernels[k]);
       code += traits_.entry(out_.kernels[k], k, opt_);
     }
     code += "}  // namespace metal\n";
     // Only the prelude parts the source names (they are most of the compile time).
-    out_.code = prelude_defines(select_prelude(code)) +
+    out_.code = user_helpers + prelude_defines(select_prelude(code)) +
                 (opt_.robust ? "#define ALLOY_NEED_ROBUST 1\n" : "") + code;
     return std::move(out_);
   }

@@ -204,8 +204,8 @@ using promote2_t = typename promote2<remove_cv_t<A>, remove_cv_t<B>>::type;
 // `c ? h : 1.0f` ambiguous; Metal applies the usual arithmetic conversions (float here). Two
 // different scalar types, one of them half/bfloat, become their Metal common type; anything else
 // keeps its exact type and value category (the cast is then an identity).
-template <class Self, class Other, int = promote2_kind_c<remove_cvref_t<Self>,
-                                                         remove_cvref_t<Other>>::value()>
+template <class Self, class Other,
+          int = promote2_kind_c<remove_cvref_t<Self>, remove_cvref_t<Other>>::value()>
 struct cond_operand {
   typedef Self type;
 };
@@ -382,6 +382,26 @@ template <class T>
 struct numeric_limits : alloy_detail::limits_of<T>::type {};
 template <class T>
 struct numeric_limits<const T> : numeric_limits<T> {};
+
+// metal::array<T, N> (Metal's <metal_array>): a fixed-size aggregate, `array<int, 2> a = {1, 2}`.
+template <class T, size_t N>
+struct array {
+  T alloy_elems[N];
+  ALLOY_FN constexpr size_t size() const { return N; }
+  ALLOY_FN constexpr bool empty() const { return N == 0; }
+  ALLOY_FN constexpr T& operator[](size_t i) { return alloy_elems[i]; }
+  ALLOY_FN constexpr const T& operator[](size_t i) const { return alloy_elems[i]; }
+  ALLOY_FN constexpr T& front() { return alloy_elems[0]; }
+  ALLOY_FN constexpr const T& front() const { return alloy_elems[0]; }
+  ALLOY_FN constexpr T& back() { return alloy_elems[N - 1]; }
+  ALLOY_FN constexpr const T& back() const { return alloy_elems[N - 1]; }
+  ALLOY_FN constexpr T* data() { return alloy_elems; }
+  ALLOY_FN constexpr const T* data() const { return alloy_elems; }
+  ALLOY_FN constexpr T* begin() { return alloy_elems; }
+  ALLOY_FN constexpr const T* begin() const { return alloy_elems; }
+  ALLOY_FN constexpr T* end() { return alloy_elems + N; }
+  ALLOY_FN constexpr const T* end() const { return alloy_elems + N; }
+};
 
 }  // namespace metal
 
