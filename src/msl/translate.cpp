@@ -800,7 +800,7 @@ class Translator {
       // Is it a template? Look back from the kernel marker for `template <...>`.
       size_t b = prev(i);
       while (b != std::string::npos && toks_[b].kind == TokKind::space) b = prev(b);
-      if (b != std::string::npos && toks_[b].is(">")) {
+      if (b != std::string::npos && (toks_[b].is(">") || toks_[b].is(">>"))) {
         // walk back to the matching '<' and check for `template`
         int depth = 0;
         size_t q = b;
@@ -894,6 +894,16 @@ class Translator {
       if (t.kind != TokKind::ident) continue;
       if (opt_.robust && (t.text == "device" || t.text == "constant") && rewrite_robust_pointer(i))
         continue;
+      if (t.text == "coherent") {  // `coherent(system) device T*`: memory coherence scope
+        size_t o = next(i + 1);
+        if (o < toks_.size() && toks_[o].is("(")) {
+          size_t c = match(o, "(", ")");
+          if (c != std::string::npos) {
+            blank_range(i, c + 1);
+            continue;
+          }
+        }
+      }
       if (t.text == "device" || t.text == "thread") {
         blank(i);
       } else if (t.text == "constant") {
@@ -965,7 +975,23 @@ class Translator {
       blank(i);
       return;
     }
-    if (toks_[end].is("=")) bad("threadgroup variables cannot have initializers", toks_[i].line);
+    if (toks_[end].is("=")) {
+      // Metal does not initialise threadgroup memory ("cannot be initialized"), yet its compiler
+      // accepts a zero initialiser (`threadgroup float buf[32] = {0};`, as MLX's layer_norm
+      // writes, then fills the buffer itself): a zero initialiser is dropped, others are errors.
+      size_t semi = end;
+      bool zero = true;
+      while (semi < toks_.size() && !toks_[semi].is(";")) {
+        const auto& t = toks_[semi];
+        if (!t.trivia() && !t.is("=") && !t.is("{") && !t.is("}") && !t.is("0") && !t.is("0.0f") &&
+            !t.is("0.0") && !t.is("0.f"))
+          zero = false;
+        ++semi;
+      }
+      if (!zero || semi >= toks_.size())
+        bad("threadgroup variables cannot have initializers", toks_[i].line);
+      blank_range(end, semi);
+    }
     // Declarators up to ';' (several allowed: `threadgroup float a[4], b[8];`).
     size_t semi = end;
     while (semi < toks_.size() && !toks_[semi].is(";")) ++semi;

@@ -383,6 +383,20 @@ struct numeric_limits : alloy_detail::limits_of<T>::type {};
 template <class T>
 struct numeric_limits<const T> : numeric_limits<T> {};
 
+// metal::uniform<T>: a value that is the same in every thread (a hint to Metal's compiler); here
+// just the value, converting to and from T.
+template <class T>
+struct uniform {
+  T alloy_value;
+  uniform() = default;
+  ALLOY_FN constexpr uniform(T v) : alloy_value(v) {}
+  ALLOY_FN constexpr operator T() const { return alloy_value; }
+};
+template <class T>
+ALLOY_FN constexpr uniform<T> make_uniform(T v) {
+  return uniform<T>(v);
+}
+
 // metal::array<T, N> (Metal's <metal_array>): a fixed-size aggregate, `array<int, 2> a = {1, 2}`.
 template <class T, size_t N>
 struct array {
