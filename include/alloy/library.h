@@ -96,8 +96,27 @@ struct LibraryCall {
   std::optional<double> rtol, atol;
 };
 
+/// The value of a Metal function constant (`constant T name [[function_constant(n)]];`),
+/// converted to the constant's declared type T.
+using FunctionConstant = std::variant<bool, int64_t, double>;
+
 /// Options of compile_library.
 struct LibraryOptions {
+  /// Headers the source may `#include "name"` (or `<name>`), by the name written in the
+  /// directive; looked up before include_dirs. Included text keeps its own line numbers in
+  /// compiler messages ("name.h:12").
+  std::map<std::string, std::string> headers;
+  /// Folders searched, in order, for `#include`d headers not in `headers` (a "..." include also
+  /// searches the including header's folder first). Metal's own headers (`<metal_stdlib>`...)
+  /// are always provided; `#include <MetalPerformancePrimitives/...>` raises NotSupported.
+  std::vector<std::string> include_dirs;
+  /// Values of function constants, by index n of `[[function_constant(n)]]` and by the
+  /// constant's name (as MTLFunctionConstantValues' setConstantValue:type:atIndex: / withName:).
+  /// A constant given no value is undefined: `is_function_constant_defined(name)` is false. The
+  /// values are part of the compiled source, hence of the compile cache key. A value for a
+  /// constant the source does not declare raises std::invalid_argument.
+  std::map<int, FunctionConstant> function_constants;
+  std::map<std::string, FunctionConstant> named_function_constants;
   /// Dtype placeholders (CoreAI style): {"A": "TYPE"} replaces the identifier TYPE in the source
   /// by the Metal type of the dtype of argument "A" of each call (float, half, bfloat16_t...); one
   /// compiled variant per combination of dtypes.

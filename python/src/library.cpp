@@ -237,6 +237,13 @@ Args:
   check (bool, optional): Check mode for every call: the kernel and its reference both run and
     their outputs are compared (default: ``ALLOY_CHECK=1``).
   name (str): The library's name in messages.
+  include_dirs (list[str], optional): Folders searched, in order, for ``#include``d headers.
+  headers (dict[str, str], optional): In-memory headers by the name the source includes them
+    with (looked up before ``include_dirs``). Compiler messages name the header and its line.
+  function_constants (dict[int | str, bool | int | float], optional): Values of
+    ``[[function_constant(n)]]`` constants, keyed by index ``n`` or by the constant's name (as
+    ``MTLFunctionConstantValues``). A constant without a value is undefined
+    (``is_function_constant_defined`` is false). Part of the compile cache key.
 
 Returns:
   Library: ``lib.kernel_name(*args, threads=..., group_size=...)`` runs a kernel.
@@ -400,8 +407,42 @@ void bind_library(nb::module_& m) {
       "compile_shader",
       [](const std::string& source, nb::handle template_dtypes, nb::handle references,
          const std::string& math_mode, nb::handle fallback, nb::handle check,
-         const std::string& name, bool robust) {
+         const std::string& name, bool robust, nb::handle include_dirs, nb::handle headers,
+         nb::handle function_constants) {
         LibraryOptions o;
+        if (!include_dirs.is_none()) {
+          if (!nb::isinstance<nb::list>(include_dirs) && !nb::isinstance<nb::tuple>(include_dirs))
+            bad("expected `include_dirs` to be a list of folders", include_dirs);
+          for (auto d : include_dirs) o.include_dirs.push_back(nb::cast<std::string>(nb::str(d)));
+        }
+        if (!headers.is_none()) {
+          if (!nb::isinstance<nb::dict>(headers))
+            bad("expected `headers` to be a dict {name: text}", headers);
+          for (auto [k, v] : nb::borrow<nb::dict>(headers))
+            o.headers[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
+        }
+        if (!function_constants.is_none()) {
+          if (!nb::isinstance<nb::dict>(function_constants))
+            bad("expected `function_constants` to be a dict {index or name: value}",
+                function_constants);
+          for (auto [k, v] : nb::borrow<nb::dict>(function_constants)) {
+            FunctionConstant value;
+            if (nb::isinstance<nb::bool_>(v))
+              value = nb::cast<bool>(v);
+            else if (nb::isinstance<nb::int_>(v))
+              value = nb::cast<int64_t>(v);
+            else if (nb::isinstance<nb::float_>(v))
+              value = nb::cast<double>(v);
+            else
+              bad("expected a function constant's value to be a bool, int or float", v);
+            if (nb::isinstance<nb::int_>(k) && !nb::isinstance<nb::bool_>(k))
+              o.function_constants[nb::cast<int>(k)] = value;
+            else if (nb::isinstance<nb::str>(k))
+              o.named_function_constants[nb::cast<std::string>(k)] = value;
+            else
+              bad("expected a function constant's key to be its index (int) or name (str)", k);
+          }
+        }
         o.math_mode = math_mode;
         o.name = name;
         o.robust = robust;
@@ -424,11 +465,14 @@ void bind_library(nb::module_& m) {
       nb::arg("source"), nb::arg("template_dtypes") = nb::none(),
       nb::arg("references") = nb::none(), nb::arg("math_mode") = "safe",
       nb::arg("fallback") = nb::none(), nb::arg("check") = nb::none(), nb::arg("name") = "library",
-      nb::arg("robust") = false,
+      nb::arg("robust") = false, nb::arg("include_dirs") = nb::none(),
+      nb::arg("headers") = nb::none(), nb::arg("function_constants") = nb::none(),
       nb::sig("def compile_shader(source: str, template_dtypes: dict[str, str] | None = None, "
               "references: dict[str, Callable[..., object]] | None = None, math_mode: str = "
               "'safe', fallback: bool | None = None, check: bool | None = None, name: str = "
-              "'library', robust: bool = False) -> Library"),
+              "'library', robust: bool = False, include_dirs: Sequence[str] | None = None, "
+              "headers: dict[str, str] | None = None, function_constants: dict[int | str, bool "
+              "| int | float] | None = None) -> Library"),
       kCompileShaderDoc);
 }
 

@@ -28,6 +28,8 @@
 #include "kernel/program.h"
 #include "kernel/reference.h"
 #include "kernel/robust_reports.h"
+#include "msl/function_constants.h"
+#include "msl/includes.h"
 #include "msl/macros.h"
 #include "msl/translate.h"
 
@@ -1370,7 +1372,14 @@ Library compile_library(const std::string& source, const LibraryOptions& options
   s->options = options;
   s->references = std::move(s->options.references);
   s->options.references.clear();
-  std::string expanded = msl::expand_kernel_macros(source);
+  // Headers, then function constants (both before anything reads the source), then macros.
+  std::string included =
+      msl::expand_includes(source, {options.headers, options.include_dirs, options.name});
+  msl::FunctionConstants constants{
+      {options.function_constants.begin(), options.function_constants.end()},
+      {options.named_function_constants.begin(), options.named_function_constants.end()}};
+  std::string expanded =
+      msl::expand_kernel_macros(msl::apply_function_constants(included, constants, options.name));
   s->toks = msl::lex(expanded);
   s->regions = kernel::find_kernel_regions(s->toks);
   msl::Translation tr = s->reflect();

@@ -45,6 +45,11 @@ const std::vector<Rule>& rules() {
         "expm1", "MTL_CONST", "METAL_FUNC", "MLX_MTL_PRAGMA_UNROLL"},
        {"elem_to_loc"},
        {}},
+      // Metal compiler internals MLX's bf16_math.h calls (metal_internal.h brings simd.h).
+      {"METAL_INTERNAL",
+       {"__METAL_MAYBE_FAST_MATH__", "__METAL_FAST_MATH__", "__METAL_PRECISE_MATH__"},
+       {"__metal_"},
+       {}},
   };
   return r;
 }
@@ -84,6 +89,13 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& part_math() 
   static const std::map<std::string, std::vector<std::string>, std::less<>> m = {
       {"SIMD", {"min", "max"}},  // simd_min/simd_max, quad_min/quad_max
       {"MATRIX", {"dot", "cross"}},
+      {"METAL_INTERNAL",
+       {"acos",  "acosh",    "asin",  "asinh",     "atan",  "atanh", "ceil",  "cos",
+        "cosh",  "cospi",    "exp",   "exp10",     "exp2",  "fabs",  "floor", "fract",
+        "log",   "log10",    "log2",  "rint",      "round", "rsqrt", "sin",   "sinh",
+        "sinpi", "sqrt",     "tan",   "tanh",      "tanpi", "trunc", "atan2", "divide",
+        "fmax",  "fmin",     "fmod",  "nextafter", "pow",   "powr",  "fma",   "fmax3",
+        "fmin3", "fmedian3", "ldexp", "frexp",     "min",   "max"}},
   };
   return m;
 }

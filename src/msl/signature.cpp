@@ -145,10 +145,6 @@ GeneratedSource write_kernel_source(const KernelSpec& spec,
   for (const auto& [name, arg] : template_args) {
     check_identifier(name, "template argument");
     names.add(name, "template argument");
-    if (auto* i = std::get_if<int>(&arg); i && *i < 0) {
-      fail("not supported: negative int template argument `" + name + "` = " + std::to_string(*i) +
-           " (MLX writes the value into the kernel name, which then is not an identifier).");
-    }
   }
   int extra_buffers = 0;  // shape/strides/ndim buffers
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -203,7 +199,11 @@ GeneratedSource write_kernel_source(const KernelSpec& spec,
     kernel_name += "__";  // the separator, then the '_' that replaced '<'
     for (size_t i = 0; i < template_args.size(); ++i) {
       if (i > 0) kernel_name += "_";
-      kernel_name += template_arg_text(template_args[i].second);
+      // MLX 0.32.4 writes a negative int's '-' as '_' in the name (`<-3>` gives `__3`); the
+      // instantiation's template argument list keeps `-3`.
+      std::string text = template_arg_text(template_args[i].second);
+      std::replace(text.begin(), text.end(), '-', '_');
+      kernel_name += text;
     }
   }
   for (const auto& in : inputs) {

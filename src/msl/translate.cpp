@@ -85,7 +85,6 @@ const std::set<std::string, std::less<>>& unsupported_attributes() {
                                                        "intersection",
                                                        "object",
                                                        "mesh",
-                                                       "function_constant",
                                                        "payload",
                                                        "raster_order_group",
                                                        "render_target_array_index",
@@ -112,9 +111,15 @@ class Translator {
     check_unsupported();
     rewrite_preprocessor();
     collect_attributes_and_kernels();
+    flatten_metal_namespace();
+    find_address_space_specializations();
+    find_address_space_overloads();
     rewrite_qualifiers();
+    merge_address_space_specializations();
+    merge_address_space_overloads();
     rewrite_literals();
     rewrite_nested_swizzles();
+    rewrite_conditionals();
     detect_sync();
     return finish();
   }
@@ -230,7 +235,13 @@ class Translator {
       std::string d = t.text.substr(1);
       size_t p = d.find_first_not_of(" \t");
       d = p == std::string::npos ? "" : d.substr(p);
+      if (d.starts_with("define")) {
+        if (!opt_.robust) t.text = "#" + define_qualifiers(t.text.substr(1));
+        continue;
+      }
       if (d.starts_with("include")) {
+        if (d.find("MetalPerformancePrimitives") != std::string::npos)
+          not_supported("MetalPerformancePrimitives ('#" + d + "')", t.line);
         if (d.find("<metal_") != std::string::npos || d.find("\"metal_") != std::string::npos) {
           t.text = "";  // the prelude provides the Metal standard library
           continue;
@@ -259,6 +270,297 @@ class Translator {
           t.text = traits_.unroll_pragma(disable ? "1" : count);
         }
       }
+    }
+  }
+
+  // Address spaces in a macro's replacement list (`#define MTL_CONST static constant constexpr
+  // const`, as MLX's headers write): the same rules as in code, applied to the macro's tokens.
+  // `threadgroup` is erased when a `*` or `&` follows it in the macro (a pointer or reference
+  // type); a threadgroup object declared by a macro is left to the compiler's error.
+  static std::string define_qualifiers(const std::string& directive) {
+    auto toks = lex(directive);
+    size_t i = 0;
+    auto skip = [&] {
+      while (i < toks.size() && toks[i].trivia()) ++i;
+    };
+    skip();
+    if (i < toks.size() && toks[i].is("define")) ++i;
+    skip();
+    if (i < toks.size() && toks[i].kind == TokKind::ident) ++i;  // the macro's name
+    if (i < toks.size() && toks[i].is("("))                      // its parameters
+      while (i < toks.size() && !toks[i].is(")")) ++i;
+    bool has_const = false;
+    for (size_t j = i; j < toks.size(); ++j)
+      if (toks[j].is("const") || toks[j].is("constexpr")) has_const = true;
+    for (size_t j = i; j < toks.size(); ++j) {
+      auto& t = toks[j];
+      if (t.kind != TokKind::ident) continue;
+      if (t.text == "device" || t.text == "thread") {
+        t.text = "";
+      } else if (t.text == "constant") {
+        t.text = has_const ? "" : "const";
+      } else if (t.text == "threadgroup") {
+        for (size_t k = j + 1; k < toks.size(); ++k)
+          if (toks[k].is("*") || toks[k].is("&")) {
+            t.text = "";
+            break;
+          }
+      }
+    }
+    std::string out;
+    for (auto& t : toks) out += t.text;
+    return out;
+  }
+
+  // The user's code already is inside `namespace metal` (so unqualified Metal names find the
+  // prelude); a header reopening `namespace metal { ... }` (or `namespace metal::x {`) at program
+  // scope would make a nested `metal::metal`, where `metal::bool_constant` is not found. Such a
+  // namespace is dissolved into the enclosing one.
+  void flatten_metal_namespace() {
+    int depth = 0;
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (toks_[i].is("{")) ++depth;
+      if (toks_[i].is("}")) --depth;
+      if (depth != 0 || !toks_[i].is("namespace")) continue;
+      size_t m = next(i + 1);
+      if (m >= toks_.size() || !toks_[m].is("metal")) continue;
+      size_t o = next(m + 1);
+      if (o < toks_.size() && toks_[o].is("::")) {  // namespace metal::x {  ->  namespace x {
+        blank(m);
+        blank(o);
+        continue;
+      }
+      if (o >= toks_.size() || !toks_[o].is("{")) continue;
+      size_t c = match(o, "{", "}");
+      if (c == std::string::npos) bad("unbalanced braces in namespace metal", toks_[i].line);
+      blank(i);
+      blank(m);
+      blank(o);
+      blank(c);
+    }
+  }
+
+  // Partial specialisations on address space (`elem<device T*>`, `elem<thread T*>`, as MLX's
+  // pointer_element): the targets have one address space, so after the qualifiers are erased the
+  // specialisations coincide. Identical ones are merged (the first is kept); ones that still
+  // differ in their body cannot be represented and are reported.
+  struct AsSpecialization {
+    size_t begin, name, args_open, args_close, end;
+  };
+  std::vector<AsSpecialization> as_specs_;
+
+  size_t match_angle(size_t i) const {  // '<' at i -> its '>' ('>>' closes two)
+    int depth = 0;
+    for (size_t j = i; j < toks_.size(); ++j) {
+      const auto& t = toks_[j];
+      if (t.kind != TokKind::punct) continue;
+      if (t.text == "<") ++depth;
+      if (t.text == ">") --depth;
+      if (t.text == ">>") depth -= 2;
+      if (depth <= 0 && (t.text == ">" || t.text == ">>"))
+        return depth == 0 ? j : std::string::npos;
+      if (t.text == ";" || t.text == "{" || t.text == "}") return std::string::npos;
+    }
+    return std::string::npos;
+  }
+
+  void find_address_space_specializations() {
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (!toks_[i].is("template")) continue;
+      size_t lt = next(i + 1);
+      if (lt >= toks_.size() || !toks_[lt].is("<")) continue;
+      size_t gt = match_angle(lt);
+      if (gt == std::string::npos) continue;
+      size_t kw = next(gt + 1);
+      if (kw >= toks_.size() || !(toks_[kw].is("struct") || toks_[kw].is("class"))) continue;
+      size_t nm = next(kw + 1);
+      if (nm >= toks_.size() || toks_[nm].kind != TokKind::ident) continue;
+      size_t ao = next(nm + 1);
+      if (ao >= toks_.size() || !toks_[ao].is("<")) continue;
+      size_t ac = match_angle(ao);
+      if (ac == std::string::npos) continue;
+      bool qualified = false;
+      for (size_t j = ao; j < ac; ++j)
+        if (toks_[j].is("device") || toks_[j].is("thread") || toks_[j].is("constant") ||
+            toks_[j].is("threadgroup"))
+          qualified = true;
+      if (!qualified) continue;
+      size_t e = ac;
+      while (e < toks_.size() && !toks_[e].is(";") && !toks_[e].is("{")) ++e;
+      if (e < toks_.size() && toks_[e].is("{")) {
+        e = match(e, "{", "}");
+        if (e == std::string::npos) continue;
+        e = next(e + 1);
+        if (e >= toks_.size() || !toks_[e].is(";")) continue;
+      }
+      if (e >= toks_.size()) continue;
+      as_specs_.push_back({i, nm, ao, ac, e});
+      i = e;
+    }
+  }
+
+  // Functions overloaded on address space: member functions qualified by one (`complex_t()
+  // threadgroup : ...`, `operator U() const device`) and functions whose parameters differ only
+  // in address space (`operator+=(threadgroup complex_t<T>&, ...)` / `(device complex_t<T>&,
+  // ...)`), as MLX's headers write them. The targets have one address space: the qualifier after
+  // the parameter list is erased, and a definition that then repeats an earlier one of the same
+  // scope is dropped (Metal would have picked one of these identical-bodied overloads).
+  struct FunctionDecl {
+    size_t scope, begin, head_end, end;  // head = [begin, head_end): up to the body / ';'
+    bool address_space;
+  };
+  std::vector<FunctionDecl> functions_;
+
+  static bool is_address_space(const Token& t) {
+    return t.kind == TokKind::ident && (t.text == "device" || t.text == "thread" ||
+                                        t.text == "threadgroup" || t.text == "constant");
+  }
+
+  void find_address_space_overloads() {
+    struct Scope {
+      size_t open;
+      bool code, klass;
+    };
+    std::vector<Scope> scopes;
+    size_t npos = std::string::npos;
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      const auto& t = toks_[i];
+      if (t.is("{")) {
+        bool code = !scopes.empty() && scopes.back().code;
+        size_t p = prev(i);
+        if (!code && p != npos) {
+          const auto& q = toks_[p];
+          code = q.is(")") || q.is("=") || q.is("const") || q.is("noexcept") || q.is("override") ||
+                 q.is("final") || q.is("mutable") || q.is(",") || q.is("(") || q.is("return") ||
+                 is_address_space(q);
+        }
+        bool klass = false;
+        for (size_t b = p; !code && b != npos; b = prev(b)) {
+          const auto& q = toks_[b];
+          if (q.is(";") || q.is("{") || q.is("}") || q.is(")") || q.is("namespace") ||
+              q.kind == TokKind::preproc)
+            break;
+          if (q.is("struct") || q.is("class") || q.is("union")) {
+            klass = true;
+            break;
+          }
+        }
+        scopes.push_back({i, code, klass});
+        continue;
+      }
+      // `template <>` inside a class: an explicit specialisation of a member function template
+      // (C++17 allows it, as Metal and NVRTC do; g++ does not). It becomes a plain overload, which
+      // overload resolution prefers for the same arguments.
+      if (t.is("template") && !scopes.empty() && scopes.back().klass) {
+        size_t lt = next(i + 1), gt = lt < toks_.size() ? next(lt + 1) : npos;
+        if (gt < toks_.size() && toks_[lt].is("<") && toks_[gt].is(">")) {
+          bool function = false;
+          for (size_t k = next(gt + 1); k < toks_.size(); k = next(k + 1)) {
+            if (toks_[k].is("struct") || toks_[k].is("class") || toks_[k].is("union") ||
+                toks_[k].is(";") || toks_[k].is("{"))
+              break;
+            if (toks_[k].is("(")) {
+              function = true;
+              break;
+            }
+          }
+          if (function) {
+            blank(i);
+            blank(lt);
+            blank(gt);
+          }
+        }
+        continue;
+      }
+      if (t.is("}")) {
+        if (!scopes.empty()) scopes.pop_back();
+        continue;
+      }
+      if (!t.is("(") || (!scopes.empty() && scopes.back().code)) continue;
+      size_t close = match(i, "(", ")");
+      if (close == npos) continue;
+      // Qualifiers after the parameter list; address spaces among them are erased.
+      size_t j = next(close + 1);
+      bool qualified = false;
+      std::vector<size_t> spaces;
+      while (j < toks_.size() &&
+             (toks_[j].is("const") || toks_[j].is("volatile") || toks_[j].is("noexcept") ||
+              toks_[j].is("&") || toks_[j].is("&&") || is_address_space(toks_[j]))) {
+        if (is_address_space(toks_[j])) spaces.push_back(j);
+        j = next(j + 1);
+      }
+      if (j >= toks_.size()) continue;
+      bool body = toks_[j].is("{") || toks_[j].is(":");
+      if (!body && !toks_[j].is(";")) {
+        i = close;
+        continue;
+      }
+      // The declaration's start: after the previous ';', '{', '}', directive or access label.
+      size_t b = i;
+      while (b > 0) {
+        const auto& q = toks_[b - 1];
+        if (q.is(";") || q.is("{") || q.is("}") || q.kind == TokKind::preproc) break;
+        if (q.is(":")) {
+          size_t a = prev(b - 1);
+          if (a != npos &&
+              (toks_[a].is("public") || toks_[a].is("private") || toks_[a].is("protected")))
+            break;
+        }
+        --b;
+      }
+      b = next(b);
+      for (size_t k = b; k < i && !qualified; ++k) qualified = is_address_space(toks_[k]);
+      for (size_t k = i; k < close && !qualified; ++k) qualified = is_address_space(toks_[k]);
+      qualified = qualified || !spaces.empty();
+      for (size_t sp : spaces) blank(sp);
+      size_t end = j;
+      if (body) {
+        size_t o = j;
+        int depth = 0;
+        while (o < toks_.size() && !(depth == 0 && toks_[o].is("{"))) {
+          if (toks_[o].is("(")) ++depth;
+          if (toks_[o].is(")")) --depth;
+          if (toks_[o].is(";")) break;
+          ++o;
+        }
+        if (o >= toks_.size() || !toks_[o].is("{")) {
+          i = close;
+          continue;
+        }
+        end = match(o, "{", "}");
+        if (end == npos) continue;
+        size_t semi = next(end + 1);
+        if (semi < toks_.size() && toks_[semi].is(";")) end = semi;
+      }
+      functions_.push_back({scopes.empty() ? npos : scopes.back().open, b, j, end, qualified});
+      i = body ? end : j;
+    }
+  }
+
+  void merge_address_space_overloads() {
+    std::set<std::pair<size_t, std::string>> seen;
+    for (auto& f : functions_) {
+      // Declarations only (`;`) never conflict; definitions are compared.
+      if (toks_[f.head_end].is(";")) continue;
+      auto key = std::make_pair(f.scope, compact(f.begin, f.head_end));
+      if (seen.insert(key).second || !f.address_space) continue;
+      blank_range(f.begin, f.end + 1);
+    }
+  }
+
+  void merge_address_space_specializations() {
+    std::map<std::string, std::string> seen;  // name + arguments (as translated) -> rest
+    for (auto& s : as_specs_) {
+      std::string key = toks_[s.name].text + compact(s.args_open, s.args_close + 1);
+      std::string rest = compact(s.args_close + 1, s.end + 1);
+      auto [it, fresh] = seen.emplace(key, rest);
+      if (fresh) continue;
+      if (it->second != rest)
+        not_supported("specialisations of '" + toks_[s.name].text +
+                          "' that differ only in address space and define different members "
+                          "(CPU and CUDA have one address space)",
+                      toks_[s.begin].line);
+      blank_range(s.begin, s.end + 1);
     }
   }
 
@@ -298,10 +600,23 @@ class Translator {
         }
       }
       size_t ni = prev(name_end);
+      // An array parameter (`constant const int64_t a_strides[2]`) is a pointer, as in C++.
+      bool array = false;
+      while (ni != std::string::npos && ni > pb && toks_[ni].is("]")) {
+        int depth = 0;
+        size_t q = ni;
+        for (; q > pb; --q) {
+          if (toks_[q].is("]")) ++depth;
+          if (toks_[q].is("[") && --depth == 0) break;
+        }
+        ni = prev(q);
+        array = true;
+      }
       if (ni == std::string::npos || ni < pb || toks_[ni].kind != TokKind::ident)
         bad("cannot read a parameter of kernel '" + fname + "'", toks_[pb].line);
       p.name = toks_[ni].text;
-      p.type = compact(pb, ni);
+      p.type = compact(pb, ni) + (array ? "*" : "");
+      p.is_pointer = array;
       for (size_t i = pb; i < ni; ++i) {
         if (toks_[i].is("*")) p.is_pointer = true;
         if (toks_[i].is("&")) p.is_reference = true;
@@ -485,7 +800,7 @@ class Translator {
       // Is it a template? Look back from the kernel marker for `template <...>`.
       size_t b = prev(i);
       while (b != std::string::npos && toks_[b].kind == TokKind::space) b = prev(b);
-      if (b != std::string::npos && toks_[b].is(">")) {
+      if (b != std::string::npos && (toks_[b].is(">") || toks_[b].is(">>"))) {
         // walk back to the matching '<' and check for `template`
         int depth = 0;
         size_t q = b;
@@ -579,6 +894,16 @@ class Translator {
       if (t.kind != TokKind::ident) continue;
       if (opt_.robust && (t.text == "device" || t.text == "constant") && rewrite_robust_pointer(i))
         continue;
+      if (t.text == "coherent") {  // `coherent(system) device T*`: memory coherence scope
+        size_t o = next(i + 1);
+        if (o < toks_.size() && toks_[o].is("(")) {
+          size_t c = match(o, "(", ")");
+          if (c != std::string::npos) {
+            blank_range(i, c + 1);
+            continue;
+          }
+        }
+      }
       if (t.text == "device" || t.text == "thread") {
         blank(i);
       } else if (t.text == "constant") {
@@ -650,7 +975,23 @@ class Translator {
       blank(i);
       return;
     }
-    if (toks_[end].is("=")) bad("threadgroup variables cannot have initializers", toks_[i].line);
+    if (toks_[end].is("=")) {
+      // Metal does not initialise threadgroup memory ("cannot be initialized"), yet its compiler
+      // accepts a zero initialiser (`threadgroup float buf[32] = {0};`, as MLX's layer_norm
+      // writes, then fills the buffer itself): a zero initialiser is dropped, others are errors.
+      size_t semi = end;
+      bool zero = true;
+      while (semi < toks_.size() && !toks_[semi].is(";")) {
+        const auto& t = toks_[semi];
+        if (!t.trivia() && !t.is("=") && !t.is("{") && !t.is("}") && !t.is("0") && !t.is("0.0f") &&
+            !t.is("0.0") && !t.is("0.f"))
+          zero = false;
+        ++semi;
+      }
+      if (!zero || semi >= toks_.size())
+        bad("threadgroup variables cannot have initializers", toks_[i].line);
+      blank_range(end, semi);
+    }
     // Declarators up to ';' (several allowed: `threadgroup float a[4], b[8];`).
     size_t semi = end;
     while (semi < toks_.size() && !toks_[semi].is(";")) ++semi;
@@ -762,6 +1103,98 @@ class Translator {
     }
   }
 
+  // `c ? a : b` mixing half/bfloat with another arithmetic type is ambiguous in C++ (the 16-bit
+  // types convert both ways); Metal applies the usual arithmetic conversions. Each operand is cast
+  // to metal::alloy_detail::cond_t<decltype((self)), decltype((other))>: the Metal common type for
+  // such a pair, an identity cast otherwise (same type and value category). The target compiler
+  // does the typing, for every template instantiation. Operands are copied into the unevaluated
+  // decltype without newlines, so lines are kept. A conditional whose operands the token scan
+  // cannot delimit for sure (an unmatched '>' that may close a template argument list, a lambda,
+  // a directive) is left as written.
+  void rewrite_conditionals() {
+    std::vector<std::string> before(toks_.size()), after(toks_.size());
+    // Significant tokens of [b, e) with what earlier (inner) rewrites inserted, on one line.
+    auto operand = [&](size_t b, size_t e) {
+      std::string s;
+      for (size_t i = b; i < e; ++i) {
+        if (toks_[i].trivia()) continue;
+        if (!s.empty()) s += ' ';
+        s += before[i] + toks_[i].text + after[i];
+      }
+      return s;
+    };
+    bool any = false;
+    // From the last '?' back: conditionals nested in an operand are rewritten before it.
+    for (size_t q = toks_.size(); q-- > 0;) {
+      if (!toks_[q].is("?") || toks_[q].kind != TokKind::punct) continue;
+      size_t colon = operand_end(q + 1, true);
+      if (colon == std::string::npos || !toks_[colon].is(":")) continue;
+      size_t end = operand_end(colon + 1, false);
+      if (end == std::string::npos) continue;
+      size_t last = prev(end);
+      if (last == std::string::npos || last <= colon || next(q + 1) >= colon) continue;
+      std::string a = operand(q + 1, colon), b = operand(colon + 1, end);
+      auto cast = [](const std::string& self, const std::string& other) {
+        return " static_cast< ::metal::alloy_detail::cond_t<decltype((" + self + ")), decltype((" +
+               other + "))>>(";
+      };
+      after[q] = cast(a, b) + after[q];
+      before[colon] += ")";
+      after[colon] = cast(b, a) + after[colon];
+      after[last] += ")";
+      any = true;
+    }
+    if (!any) return;
+    for (size_t i = 0; i < toks_.size(); ++i) toks_[i].text = before[i] + toks_[i].text + after[i];
+  }
+  // End of a conditional operand starting at token b: for the middle operand (middle = true) the
+  // index of its ':' ; for the last one the index of the first token after it. npos when unsure.
+  size_t operand_end(size_t b, bool middle) const {
+    int depth = 0, nested = 0, angle = 0;
+    for (size_t i = b; i < toks_.size(); ++i) {
+      const auto& t = toks_[i];
+      if (t.kind == TokKind::preproc) return std::string::npos;
+      if (t.kind != TokKind::punct) continue;
+      const std::string& x = t.text;
+      if (x == "(" || x == "[" || x == "{") {
+        if (x == "[") {  // a lambda introducer: [&], [=], []
+          size_t n = next(i + 1);
+          if (n < toks_.size() && (toks_[n].is("&") || toks_[n].is("=") || toks_[n].is("]")))
+            return std::string::npos;
+        }
+        ++depth;
+        continue;
+      }
+      if (x == ")" || x == "]" || x == "}") {
+        if (depth == 0) return middle ? std::string::npos : i;
+        --depth;
+        continue;
+      }
+      if (depth > 0) continue;
+      if (x == "?") {
+        ++nested;
+      } else if (x == ":") {
+        if (nested > 0)
+          --nested;
+        else
+          return i;  // the middle operand's end, or the end of a nested last operand
+      } else if (x == ";") {
+        return middle ? std::string::npos : i;  // an unclosed '<' was a comparison
+      } else if (x == ",") {
+        // Inside an unclosed '<' the comma may separate template arguments: unsure.
+        return middle || angle > 0 ? std::string::npos : i;
+      } else if (middle) {
+        continue;  // the middle operand ends at its ':', whatever its '<' and '>' are
+      } else if (x == "<") {
+        ++angle;  // a template argument list or a comparison
+      } else if (x == ">" || x == ">>") {
+        angle -= x == ">" ? 1 : 2;
+        if (angle < 0) return std::string::npos;  // may close an enclosing template argument list
+      }
+    }
+    return std::string::npos;
+  }
+
   void detect_sync() {
     for (auto& t : toks_)
       if (t.kind == TokKind::ident && is_sync_ident(t.text)) {
@@ -786,6 +1219,57 @@ class Translator {
     k.coarsen = shares ? 1 : 4;
   }
 
+  // MLX's helpers that the prelude provides (metal/mlx.h) and that a source may define itself
+  // (MLX's own utils.h does): the user's definition wins, the prelude's is left out
+  // (ALLOY_USER_<name>).
+  std::string user_helper_defines() const {
+    static const std::set<std::string, std::less<>> helpers = {"bfloat16_to_uint16",
+                                                               "uint16_to_bfloat16",
+                                                               "complex64_t",
+                                                               "Limits",
+                                                               "elem_to_loc",
+                                                               "elem_to_loc_1",
+                                                               "elem_to_loc_2",
+                                                               "elem_to_loc_3",
+                                                               "elem_to_loc_2_nd",
+                                                               "elem_to_loc_3_nd",
+                                                               "elem_to_loc_nd",
+                                                               "ceildiv",
+                                                               "log1p",
+                                                               "expm1"};
+    std::set<std::string> defined;
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      const auto& t = toks_[i];
+      if (t.kind != TokKind::ident || !helpers.count(t.text) || defined.count(t.text)) continue;
+      size_t p = prev(i), n = next(i + 1);
+      bool def = false;
+      if (p != std::string::npos && (toks_[p].is("struct") || toks_[p].is("class")))
+        def = true;
+      else if (p != std::string::npos && toks_[p].is("using") && n < toks_.size() &&
+               toks_[n].is("="))
+        def = true;
+      else if (n < toks_.size() && toks_[n].is(";")) {  // typedef ... name;
+        size_t b = i;
+        while (b > 0 && !toks_[b - 1].is(";") && !toks_[b - 1].is("{") && !toks_[b - 1].is("}") &&
+               toks_[b - 1].kind != TokKind::preproc)
+          --b;
+        b = next(b);
+        def = b < i && toks_[b].is("typedef");
+      } else if (n < toks_.size() && toks_[n].is("(") && p != std::string::npos &&
+                 !toks_[p].is(".") && !toks_[p].is("->") && !toks_[p].is("::")) {
+        size_t c = match(n, "(", ")");
+        size_t b = c == std::string::npos ? c : next(c + 1);
+        while (b < toks_.size() && (toks_[b].is("const") || toks_[b].is("noexcept")))
+          b = next(b + 1);
+        def = b < toks_.size() && toks_[b].is("{");
+      }
+      if (def) defined.insert(t.text);
+    }
+    std::string out;
+    for (auto& d : defined) out += "#define ALLOY_USER_" + d + " 1\n";
+    return out;
+  }
+
   Translation finish() {
     std::string body;
     for (auto& t : toks_) body += t.text;
@@ -795,13 +1279,20 @@ class Translator {
     code += body;
     code += "\n";
     code += "#line 100000 \"alloy-generated-entry\"\n";
+    std::string user_helpers = user_helper_defines();
+    if (user_helpers.find("ALLOY_USER_log1p ") != std::string::npos)
+      // metal/mlx.h declares it: a half argument goes to the source's own log1p(float), as
+      // Metal's promotion half -> float picks it (defined here, where that one is visible).
+      code +=
+          "template <class H, enable_if_t<is_same<H, half>::value, int>>\n"
+          "ALLOY_FN float log1p(H x) { return log1p(static_cast<float>(x)); }\n";
     for (size_t k = 0; k < out_.kernels.size(); ++k) {
       plan_cuda_entry(out_.kernels[k]);
       code += traits_.entry(out_.kernels[k], k, opt_);
     }
     code += "}  // namespace metal\n";
     // Only the prelude parts the source names (they are most of the compile time).
-    out_.code = prelude_defines(select_prelude(code)) +
+    out_.code = user_helpers + prelude_defines(select_prelude(code)) +
                 (opt_.robust ? "#define ALLOY_NEED_ROBUST 1\n" : "") + code;
     return std::move(out_);
   }

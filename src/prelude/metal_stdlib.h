@@ -9,6 +9,7 @@
 //   ALLOY_NEED_SYNC     metal/sync.h        ALLOY_NEED_MLX     metal/mlx.h
 //   ALLOY_SWIZZLE_<xyzw spelling>: that swizzle member of the vectors (metal/vector.h)
 //   ALLOY_USE_<name>: that math function (metal/math.h; the others are deleted stand-ins)
+//   ALLOY_NEED_METAL_INTERNAL  metal/metal_internal.h (__metal_* builtins; brings SIMD)
 //   ALLOY_NEED_ROBUST   robust.h (bounds-checked pointers; the translator's robust mode)
 // Without ALLOY_SELECT (tests, direct includes), everything.
 #ifndef ALLOY_SELECT
@@ -21,6 +22,10 @@
 #define ALLOY_NEED_MLX 1
 #define ALLOY_SWIZZLES_ALL 1
 #define ALLOY_NEED_ROBUST 1
+#define ALLOY_NEED_METAL_INTERNAL 1
+#endif
+#if defined(ALLOY_NEED_METAL_INTERNAL) && !defined(ALLOY_NEED_SIMD)
+#define ALLOY_NEED_SIMD 1
 #endif
 
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
@@ -54,5 +59,8 @@
 #endif
 #ifdef ALLOY_NEED_MLX
 #include "metal/mlx.h"
+#endif
+#ifdef ALLOY_NEED_METAL_INTERNAL
+#include "metal/metal_internal.h"
 #endif
 // clang-format on

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -12,6 +13,8 @@
 #include "kernel/custom_kernel.h"
 #include "kernel/gpu_program.h"
 #include "kernel/program.h"
+#include "msl/function_constants.h"
+#include "msl/includes.h"
 
 namespace {
 
@@ -50,6 +53,7 @@ struct TranslateArgs {
   std::string name = "kernel";
   std::vector<std::string> inputs, outputs, input_dtypes, input_shapes, output_dtypes, templates;
   std::string source, header, library;
+  std::vector<std::string> include_dirs, function_constants;  // --library
   bool ensure_row_contiguous = true, atomic_outputs = false, robust = false;
   std::string arch = "sm_90", math_mode = "safe";  // --target ptx
 };
@@ -63,7 +67,28 @@ int run_translate(const TranslateArgs& a) {
   bind.robust = a.robust;
   if (!a.library.empty()) {
     map.label = a.library;
-    map.msl = read_file(a.library);
+    // As compile_library reads it: headers from the include folders, then function constants.
+    msl::FunctionConstants constants;
+    for (auto& c : a.function_constants) {
+      auto eq = c.find('=');
+      if (eq == std::string::npos)
+        throw std::invalid_argument("--function-constant takes INDEX=VALUE or NAME=VALUE");
+      std::string key = c.substr(0, eq), v = c.substr(eq + 1);
+      msl::FunctionConstantValue value;
+      if (v == "true" || v == "false")
+        value = v == "true";
+      else if (v.find_first_of(".eE") != std::string::npos)
+        value = std::stod(v);
+      else
+        value = static_cast<int64_t>(std::stoll(v));
+      if (!key.empty() && std::isdigit(static_cast<unsigned char>(key[0])))
+        constants.by_index[std::stoi(key)] = value;
+      else
+        constants.by_name[key] = value;
+    }
+    map.msl = msl::apply_function_constants(
+        msl::expand_includes(read_file(a.library), {{}, a.include_dirs, a.library}), constants,
+        a.library);
     map.user_text = true;
   } else {
     if (a.source.empty()) throw std::invalid_argument("give --source BODY_FILE or --library FILE");
@@ -128,6 +153,9 @@ int main(int argc, char** argv) {
   tr->add_option("--output-dtype", ta.output_dtypes, "dtype of each output (repeat)");
   tr->add_option("--template", ta.templates, "template argument NAME=VALUE (dtype, int, bool)");
   tr->add_option("--source", ta.source, "file holding the kernel body");
+  tr->add_option("--include-dir", ta.include_dirs, "folder searched for #include (--library)");
+  tr->add_option("--function-constant", ta.function_constants,
+                 "function constant INDEX=VALUE or NAME=VALUE (--library; repeat)");
   tr->add_option("--header", ta.header, "file holding the header");
   tr->add_option("--library", ta.library, "a whole .metal library instead of a body");
   tr->add_flag("--atomic-outputs", ta.atomic_outputs, "outputs are device atomic<T>*");

@@ -266,4 +266,13 @@ ALLOY_FN void simdgroup_multiply(simdgroup_matrix<T, N, N>& d, const simdgroup_m
   simdgroup_multiply_accumulate(d, a, b, make_filled_simdgroup_matrix<T, N, N>(T(0)));
 }
 
+// a * b (Metal's simdgroup_matrix operator*): simdgroup_multiply into a new matrix.
+template <class T, int N>
+ALLOY_FN simdgroup_matrix<T, N, N> operator*(const simdgroup_matrix<T, N, N>& a,
+                                             const simdgroup_matrix<T, N, N>& b) {
+  simdgroup_matrix<T, N, N> d;
+  simdgroup_multiply(d, a, b);
+  return d;
+}
+
 }  // namespace metal

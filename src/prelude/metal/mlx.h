@@ -2,7 +2,8 @@
 // mx.fast.metal_kernel bodies, with MLX's semantics: float16_t / bfloat16_t, complex64_t,
 // Limits<T>, elem_to_loc and friends, ceildiv, log1p, MTL_CONST. MLX declares these at global
 // scope after `using namespace metal;`; translated kernels live inside namespace metal, so they
-// are declared there.
+// are declared there. A source that defines one of them itself (MLX's own utils.h does) gets its
+// own: the translator defines ALLOY_USER_<name> and the prelude's is left out.
 #pragma once
 
 #define MTL_CONST
@@ -15,15 +16,22 @@
 
 namespace metal {
 
+#ifndef ALLOY_USER_bfloat16_to_uint16
 ALLOY_FN uint16_t bfloat16_to_uint16(bfloat16_t x) {
   return x.alloy_bits;
 }
+
+#endif
+#ifndef ALLOY_USER_uint16_to_bfloat16
 ALLOY_FN bfloat16_t uint16_to_bfloat16(uint16_t x) {
   return bfloat16_t::from_bits(x);
 }
 
+#endif
+
 // ---- complex64_t ----
 
+#ifndef ALLOY_USER_complex64_t
 // Unlike MLX's, the default constructor leaves the value uninitialized: the type must be trivial
 // to be a threadgroup (CUDA __shared__) object. Write `complex64_t z = 0;` or `complex64_t z{}`
 // (both zero).
@@ -122,8 +130,11 @@ ALLOY_FN complex64_t& complex64_t::operator/=(complex64_t o) {
   return *this = *this / o;
 }
 
+#endif  // ALLOY_USER_complex64_t
+
 // ---- Limits<T>: max/min are the infinities for floating types, finite_* the largest finite ----
 
+#ifndef ALLOY_USER_Limits
 template <class T, bool = is_floating_point_v<T>>
 struct Limits {
   static constexpr T max = numeric_limits<T>::max();
@@ -143,6 +154,7 @@ struct Limits<bool, false> {
   static constexpr bool max = true;
   static constexpr bool min = false;
 };
+#ifndef ALLOY_USER_complex64_t
 template <>
 struct Limits<complex64_t, false> {
   static constexpr complex64_t max =
@@ -150,10 +162,13 @@ struct Limits<complex64_t, false> {
   static constexpr complex64_t min =
       complex64_t(-numeric_limits<float>::infinity(), -numeric_limits<float>::infinity());
 };
+#endif
+#endif  // ALLOY_USER_Limits
 
 // ---- Index helpers: element index -> strided offset (row-major shape, last dim fastest) ----
 
 // elem_to_loc<IdxT>(elem, shape, strides, ndim)
+#ifndef ALLOY_USER_elem_to_loc
 template <class IdxT = int64_t, class E, class S, enable_if_t<is_integral_v<E>, int> = 0>
 ALLOY_FN IdxT elem_to_loc(E elem_, const int* shape, const S* strides, int ndim) {
   IdxT elem = IdxT(elem_);
@@ -164,7 +179,9 @@ ALLOY_FN IdxT elem_to_loc(E elem_, const int* shape, const S* strides, int ndim)
   }
   return loc;
 }
+#endif
 // Grid-position form: elem.x / elem.y index the last two dims, elem.z the flattened rest.
+#ifndef ALLOY_USER_elem_to_loc
 template <class IdxT = int64_t, class S>
 ALLOY_FN IdxT elem_to_loc(uint3 elem, const int* shape, const S* strides, int ndim) {
   IdxT loc = elem.x * IdxT(strides[ndim - 1]) + elem.y * IdxT(strides[ndim - 2]);
@@ -174,18 +191,26 @@ ALLOY_FN IdxT elem_to_loc(uint3 elem, const int* shape, const S* strides, int nd
   }
   return loc;
 }
+#endif
+#ifndef ALLOY_USER_elem_to_loc_1
 template <class IdxT = int64_t, class S>
 ALLOY_FN IdxT elem_to_loc_1(uint elem, const S& stride) {
   return elem * IdxT(stride);
 }
+#endif
+#ifndef ALLOY_USER_elem_to_loc_2
 template <class IdxT = int64_t, class S>
 ALLOY_FN IdxT elem_to_loc_2(uint2 elem, const S strides[2]) {
   return elem.x * IdxT(strides[1]) + elem.y * IdxT(strides[0]);
 }
+#endif
+#ifndef ALLOY_USER_elem_to_loc_3
 template <class IdxT = int64_t, class S>
 ALLOY_FN IdxT elem_to_loc_3(uint3 elem, const S strides[3]) {
   return elem.x * IdxT(strides[2]) + elem.y * IdxT(strides[1]) + elem.z * IdxT(strides[0]);
 }
+#endif
+#ifndef ALLOY_USER_elem_to_loc_2_nd
 template <class IdxT = int64_t, class S>
 ALLOY_FN vec<IdxT, 2> elem_to_loc_2_nd(uint3 elem, const int* shape, const S* a_strides,
                                        const S* b_strides, int ndim) {
@@ -200,6 +225,8 @@ ALLOY_FN vec<IdxT, 2> elem_to_loc_2_nd(uint3 elem, const int* shape, const S* a_
   }
   return loc;
 }
+#endif
+#ifndef ALLOY_USER_elem_to_loc_3_nd
 template <class IdxT = int64_t, class S>
 ALLOY_FN vec<IdxT, 3> elem_to_loc_3_nd(uint3 elem, const int* shape, const S* a_strides,
                                        const S* b_strides, const S* c_strides, int ndim) {
@@ -216,7 +243,9 @@ ALLOY_FN vec<IdxT, 3> elem_to_loc_3_nd(uint3 elem, const int* shape, const S* a_
   }
   return loc;
 }
+#endif
 // Fixed-rank forms.
+#ifndef ALLOY_USER_elem_to_loc_nd
 template <int NDIM, class S>
 ALLOY_FN S elem_to_loc_nd(uint elem, const int* shape, const S* strides) {
   S loc = (elem % shape[NDIM - 1]) * strides[NDIM - 1];
@@ -226,6 +255,8 @@ ALLOY_FN S elem_to_loc_nd(uint elem, const int* shape, const S* strides) {
   }
   return loc;
 }
+#endif
+#ifndef ALLOY_USER_elem_to_loc_nd
 template <int NDIM, class S>
 ALLOY_FN S elem_to_loc_nd(uint3 elem, const int* shape, const S* strides) {
   S loc = elem.x * strides[NDIM - 1] + elem.y * strides[NDIM - 2];
@@ -235,14 +266,27 @@ ALLOY_FN S elem_to_loc_nd(uint3 elem, const int* shape, const S* strides) {
   }
   return loc;
 }
+#endif
 
+#ifndef ALLOY_USER_ceildiv
 template <class T, class U>
 ALLOY_FN constexpr T ceildiv(T n, U m) {
   return (n + m - 1) / m;
 }
+#endif
 
 // log1p (MLX provides it; Metal has none).
+#ifndef ALLOY_USER_log1p
 ALLOY_MATH1(log1p, ::log1pf(x), ::log1p(x))
+#else
+// The source defines log1p (MLX's utils.h: for float, bfloat16_t and complex64_t). Metal promotes
+// a half argument to float; here half converts to each of those alike (ambiguous), so a half
+// overload forwards to the float one. The translator defines it after the source's code.
+template <class H, enable_if_t<is_same<H, half>::value, int> = 0>
+ALLOY_FN float log1p(H x);
+#endif
+#ifndef ALLOY_USER_expm1
 ALLOY_MATH1(expm1, ::expm1f(x), ::expm1(x))
+#endif
 
 }  // namespace metal

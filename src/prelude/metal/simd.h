@@ -112,11 +112,11 @@ ALLOY_FN bool simd_is_helper_thread() {
 }
 
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> simd_shuffle(const T& data, uint32_t lane) {
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle(const T& data, ushort lane) {
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data), lane);
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> simd_broadcast(const T& data, uint32_t lane) {
+ALLOY_FN alloy_detail::simd_t<T> simd_broadcast(const T& data, ushort lane) {
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data), lane);
 }
 template <class T>
@@ -126,28 +126,28 @@ ALLOY_FN alloy_detail::simd_t<T> simd_broadcast_first(const T& data) {
 }
 // Lanes whose source is outside the simdgroup keep their own value.
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_up(const T& data, uint32_t delta) {
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_up(const T& data, ushort delta) {
   uint32_t lane = alloy_target::lane_id();
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data), lane >= delta ? lane - delta : 32u);
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_down(const T& data, uint32_t delta) {
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_down(const T& data, ushort delta) {
   uint32_t lane = alloy_target::lane_id();
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data), lane + delta);
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_xor(const T& data, uint32_t mask) {
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_xor(const T& data, ushort mask) {
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data), alloy_target::lane_id() ^ mask);
 }
 // Rotations wrap around the simdgroup's lanes (up to its highest live lane when partial).
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_rotate_down(const T& data, uint32_t delta) {
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_rotate_down(const T& data, ushort delta) {
   uint32_t n = 32 - alloy_target::clz32(alloy_target::live_mask());
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
                                (alloy_target::lane_id() + delta) % n);
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_rotate_up(const T& data, uint32_t delta) {
+ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_rotate_up(const T& data, ushort delta) {
   uint32_t n = 32 - alloy_target::clz32(alloy_target::live_mask());
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
                                (alloy_target::lane_id() + n - delta % n) % n);
@@ -156,7 +156,7 @@ ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_rotate_up(const T& data, uint32_t 
 // the lane delta positions away on the other side of the group.
 template <class T>
 ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_and_fill_up(const T& data, const T& filling,
-                                                          uint32_t delta, uint32_t modulo = 32) {
+                                                          ushort delta, ushort modulo = 32) {
   typedef alloy_detail::simd_t<T> V;
   uint32_t lane = alloy_target::lane_id();
   uint32_t base = lane - lane % modulo, i = lane % modulo;
@@ -167,7 +167,7 @@ ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_and_fill_up(const T& data, const T
 }
 template <class T>
 ALLOY_FN alloy_detail::simd_t<T> simd_shuffle_and_fill_down(const T& data, const T& filling,
-                                                            uint32_t delta, uint32_t modulo = 32) {
+                                                            ushort delta, ushort modulo = 32) {
   typedef alloy_detail::simd_t<T> V;
   uint32_t lane = alloy_target::lane_id();
   uint32_t base = lane - lane % modulo, i = lane % modulo;
@@ -316,12 +316,12 @@ ALLOY_FN bool quad_is_first() {
   return live && lane == base + alloy_target::ctz32(live);
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> quad_shuffle(const T& data, uint32_t quad_lane) {
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle(const T& data, ushort quad_lane) {
   uint32_t base = alloy_target::lane_id() & ~3u;
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data), base + (quad_lane & 3u));
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> quad_broadcast(const T& data, uint32_t quad_lane) {
+ALLOY_FN alloy_detail::simd_t<T> quad_broadcast(const T& data, ushort quad_lane) {
   return quad_shuffle(data, quad_lane);
 }
 template <class T>
@@ -332,29 +332,29 @@ ALLOY_FN alloy_detail::simd_t<T> quad_broadcast_first(const T& data) {
                                base + (live ? alloy_target::ctz32(live) : 0u));
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_up(const T& data, uint32_t delta) {
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_up(const T& data, ushort delta) {
   uint32_t lane = alloy_target::lane_id();
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
                                (lane & 3u) >= delta ? lane - delta : 32u);
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_down(const T& data, uint32_t delta) {
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_down(const T& data, ushort delta) {
   uint32_t lane = alloy_target::lane_id();
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
                                (lane & 3u) + delta < 4u ? lane + delta : 32u);
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_xor(const T& data, uint32_t mask) {
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_xor(const T& data, ushort mask) {
   uint32_t lane = alloy_target::lane_id();
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data), (lane & ~3u) | ((lane ^ mask) & 3u));
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_rotate_down(const T& data, uint32_t delta) {
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_rotate_down(const T& data, ushort delta) {
   uint32_t lane = alloy_target::lane_id();
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data), (lane & ~3u) | ((lane + delta) & 3u));
 }
 template <class T>
-ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_rotate_up(const T& data, uint32_t delta) {
+ALLOY_FN alloy_detail::simd_t<T> quad_shuffle_rotate_up(const T& data, ushort delta) {
   uint32_t lane = alloy_target::lane_id();
   return alloy_target::shuffle(alloy_detail::simd_t<T>(data),
                                (lane & ~3u) | ((lane + 4u - (delta & 3u)) & 3u));

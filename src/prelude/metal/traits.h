@@ -28,6 +28,25 @@ struct is_same<A, A> : true_type {};
 template <class A, class B>
 inline constexpr bool is_same_v = is_same<A, B>::value;
 
+template <bool c, class A, class B>
+struct alloy_select_type {
+  typedef A type;
+};
+template <class A, class B>
+struct alloy_select_type<false, A, B> {
+  typedef B type;
+};
+// Metal's internal _disjunction / _conjunction (MLX's atomic.h uses them under
+// `#pragma METAL internals`): the first B::value that decides, as std::disjunction.
+template <class... B>
+struct _disjunction : false_type {};
+template <class B, class... R>
+struct _disjunction<B, R...> : alloy_select_type<bool(B::value), B, _disjunction<R...>>::type {};
+template <class... B>
+struct _conjunction : true_type {};
+template <class B, class... R>
+struct _conjunction<B, R...> : alloy_select_type<!bool(B::value), B, _conjunction<R...>>::type {};
+
 template <bool c, class T = void>
 struct enable_if {};
 template <class T>

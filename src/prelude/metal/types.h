@@ -198,6 +198,21 @@ struct promote2<A, B, 3> {
 };
 template <class A, class B>
 using promote2_t = typename promote2<remove_cv_t<A>, remove_cv_t<B>>::type;
+
+// Operand type of `c ? a : b` (the translator casts each operand to cond_t<decltype((self)),
+// decltype((other))>). half and bfloat convert to and from every arithmetic type, so C++ finds
+// `c ? h : 1.0f` ambiguous; Metal applies the usual arithmetic conversions (float here). Two
+// different scalar types, one of them half/bfloat, become their Metal common type; anything else
+// keeps its exact type and value category (the cast is then an identity).
+template <class Self, class Other,
+          int = promote2_kind_c<remove_cvref_t<Self>, remove_cvref_t<Other>>::value()>
+struct cond_operand {
+  typedef Self type;
+};
+template <class Self, class Other>
+struct cond_operand<Self, Other, 2> : lowp_promote<remove_cvref_t<Self>, remove_cvref_t<Other>> {};
+template <class Self, class Other>
+using cond_t = typename cond_operand<Self, Other>::type;
 }  // namespace alloy_detail
 
 #define ALLOY_LOWP_BINOP(op)                                                         \
@@ -367,6 +382,40 @@ template <class T>
 struct numeric_limits : alloy_detail::limits_of<T>::type {};
 template <class T>
 struct numeric_limits<const T> : numeric_limits<T> {};
+
+// metal::uniform<T>: a value that is the same in every thread (a hint to Metal's compiler); here
+// just the value, converting to and from T.
+template <class T>
+struct uniform {
+  T alloy_value;
+  uniform() = default;
+  ALLOY_FN constexpr uniform(T v) : alloy_value(v) {}
+  ALLOY_FN constexpr operator T() const { return alloy_value; }
+};
+template <class T>
+ALLOY_FN constexpr uniform<T> make_uniform(T v) {
+  return uniform<T>(v);
+}
+
+// metal::array<T, N> (Metal's <metal_array>): a fixed-size aggregate, `array<int, 2> a = {1, 2}`.
+template <class T, size_t N>
+struct array {
+  T alloy_elems[N];
+  ALLOY_FN constexpr size_t size() const { return N; }
+  ALLOY_FN constexpr bool empty() const { return N == 0; }
+  ALLOY_FN constexpr T& operator[](size_t i) { return alloy_elems[i]; }
+  ALLOY_FN constexpr const T& operator[](size_t i) const { return alloy_elems[i]; }
+  ALLOY_FN constexpr T& front() { return alloy_elems[0]; }
+  ALLOY_FN constexpr const T& front() const { return alloy_elems[0]; }
+  ALLOY_FN constexpr T& back() { return alloy_elems[N - 1]; }
+  ALLOY_FN constexpr const T& back() const { return alloy_elems[N - 1]; }
+  ALLOY_FN constexpr T* data() { return alloy_elems; }
+  ALLOY_FN constexpr const T* data() const { return alloy_elems; }
+  ALLOY_FN constexpr T* begin() { return alloy_elems; }
+  ALLOY_FN constexpr const T* begin() const { return alloy_elems; }
+  ALLOY_FN constexpr T* end() { return alloy_elems + N; }
+  ALLOY_FN constexpr const T* end() const { return alloy_elems + N; }
+};
 
 }  // namespace metal
 

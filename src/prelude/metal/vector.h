@@ -1729,6 +1729,14 @@ struct vec : alloy_detail::vec_storage<T, N> {
                         int> = 0>
   ALLOY_FN constexpr vec(const A0& a0, const A1& a1, const As&... as)
       : alloy_base(alloy_detail::flatten<T, N>(a0, a1, as...)) {}
+  // `uint4 ks = {a, b, c}`: fewer scalars than components; Metal sets the others to 0.
+  template <class... S, enable_if_t<(sizeof...(S) >= 2 && sizeof...(S) < N) &&
+                                        (alloy_detail::is_scalar_arith_c<S>::value() && ...),
+                                    int> = 0>
+  ALLOY_FN constexpr vec(const S&... s) : alloy_base(alloy_detail::splat<T, N>(T(0))) {
+    const T given[] = {static_cast<T>(s)...};
+    for (int i = 0; i < int(sizeof...(S)); ++i) this->alloy_e[i] = given[i];
+  }
   // float4(int4), static_cast<half2>(float2), short2(i4.xy): element-wise conversion.
   template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value() &&
                                      alloy_detail::vec_n_c<V>::value() == N &&
