@@ -56,7 +56,7 @@ const char* kExpSource = R"(
 #ifndef SCALE
 #define SCALE 1.0f
 #endif
-extern "C" void alloy_group_0(const alloy_cpu_launch* L, alloy_cpu_group* g) {
+extern "C" ALLOY_CPU_EXPORT void alloy_group_0(const alloy_cpu_launch* L, alloy_cpu_group* g) {
   const float* in = (const float*)L->buffers[0];
   float* out = (float*)L->buffers[1];
   uint32_t base = g->group_pos[0] * L->threadgroup[0];
@@ -67,7 +67,7 @@ extern "C" void alloy_group_0(const alloy_cpu_launch* L, alloy_cpu_group* g) {
 // Fiber-mode entry: reverses each group through a [[threadgroup(0)]] parameter with barriers.
 const char* kReverseSource = R"(
 #include "cpu/abi.h"
-extern "C" void alloy_thread_0(const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
+extern "C" ALLOY_CPU_EXPORT void alloy_thread_0(const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
   const float* in = (const float*)L->buffers[0];
   float* out = (float*)L->buffers[1];
   float* shared = (float*)g->tg_params[0];

@@ -797,6 +797,7 @@ class Translator {
     code += "#line 100000 \"alloy-generated-entry\"\n";
     for (size_t k = 0; k < out_.kernels.size(); ++k) {
       plan_cuda_entry(out_.kernels[k]);
+      out_.kernels[k].fibers = out_.uses_sync;
       code += traits_.entry(out_.kernels[k], k, opt_);
     }
     code += "}  // namespace metal\n";
