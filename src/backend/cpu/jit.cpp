@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -240,6 +241,27 @@ Jit::Jit(JitConfig config)
                  ? config.cache_dir
                  : (config.use_default_cache_dir ? cache::default_dir() : std::nullopt)),
       pch_cache_(cache_.has_disk() ? std::optional<fs::path>(cache_.dir()) : std::nullopt) {}
+
+namespace {
+// Creates `path` exclusively; one older than 10 minutes is debris of a process that died while
+// holding it, and is taken over.
+bool take_lock(const fs::path& path) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      return true;
+    }
+    struct stat st {};
+    if (errno != EEXIST || ::stat(path.c_str(), &st) != 0) return false;
+    if (::time(nullptr) - st.st_mtime < 600) return false;
+    ::unlink(path.c_str());
+  }
+  return false;
+}
+}  // namespace
 
 // A background build of one precompiled prelude (see jit.h).
 struct Jit::PchBuild {
@@ -519,8 +541,18 @@ std::string Jit::pch_include(const std::vector<std::string>& flags) {
       return b->header.string();
     }
   }
+  // One build at a time among the processes sharing the cache (test runs start many): the
+  // builder holds <key>.lock until it ends. Others compile without it and look again later.
+  fs::path lock_file = pch_cache_.entry_path(kPchTarget, key, ".lock");
+  if (!take_lock(lock_file)) {
+    pch_.erase(key);
+    return "";
+  }
   b->owner = ::getpid();
-  b->thread = std::make_unique<std::thread>([this, build = b, flags] { build_pch(build, flags); });
+  b->thread = std::make_unique<std::thread>([this, build = b, flags, lock_file] {
+    build_pch(build, flags);
+    ::unlink(lock_file.c_str());
+  });
   return "";
 }
 
