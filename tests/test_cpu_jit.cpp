@@ -56,7 +56,7 @@ const char* kExpSource = R"(
 #ifndef SCALE
 #define SCALE 1.0f
 #endif
-extern "C" void alloy_group_0(const alloy_cpu_launch* L, alloy_cpu_group* g) {
+extern "C" ALLOY_CPU_EXPORT void alloy_group_0(const alloy_cpu_launch* L, alloy_cpu_group* g) {
   const float* in = (const float*)L->buffers[0];
   float* out = (float*)L->buffers[1];
   uint32_t base = g->group_pos[0] * L->threadgroup[0];
@@ -67,7 +67,7 @@ extern "C" void alloy_group_0(const alloy_cpu_launch* L, alloy_cpu_group* g) {
 // Fiber-mode entry: reverses each group through a [[threadgroup(0)]] parameter with barriers.
 const char* kReverseSource = R"(
 #include "cpu/abi.h"
-extern "C" void alloy_thread_0(const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
+extern "C" ALLOY_CPU_EXPORT void alloy_thread_0(const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
   const float* in = (const float*)L->buffers[0];
   float* out = (float*)L->buffers[1];
   float* shared = (float*)g->tg_params[0];
@@ -77,6 +77,22 @@ extern "C" void alloy_thread_0(const alloy_cpu_launch* L, alloy_cpu_group* g, ui
   float v = shared[g->nthreads - 1 - lid];
   g->sync->threadgroup_barrier(g);
   out[gid] = v;
+}
+)";
+
+// The same as a library written against the prelude, as translated kernels are: what the
+// precompiled prelude serves.
+const char* kPreludeExpSource = R"(
+#include "metal_stdlib.h"
+#include "entry.h"
+#ifndef SCALE
+#define SCALE 1.0f
+#endif
+extern "C" ALLOY_CPU_EXPORT void alloy_group_0(const alloy_cpu_launch* L, alloy_cpu_group* g) {
+  const float* in = (const float*)L->buffers[0];
+  float* out = (float*)L->buffers[1];
+  uint32_t base = g->group_pos[0] * L->threadgroup[0];
+  for (uint32_t i = 0; i < g->group_size[0]; ++i) out[base + i] = metal::exp(in[base + i]) * SCALE;
 }
 )";
 
@@ -422,6 +438,98 @@ TEST_F(CpuJitTest, UnwritableCacheFolderFallsBackToTemp) {
   EXPECT_FALSE(jit.cache().has_disk());
   auto in = random_floats(1000, 10);
   expect_exp(in, run_exp(*jit.compile(kExpSource), in), 1.0);
+}
+
+}  // namespace
+}  // namespace alloy::cpu
+
+namespace alloy::cpu {
+namespace {
+
+std::string scaled(const char* scale) {
+  return std::string("#define SCALE ") + scale + "\n" + kPreludeExpSource;
+}
+
+// The payload files of the precompiled preludes under <dir>/cpu-pch/.
+std::vector<fs::path> pch_payloads(const fs::path& dir) {
+  std::vector<fs::path> v;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir / "cpu-pch", ec))
+    if (e.path().extension() == ".bin") v.push_back(e.path());
+  return v;
+}
+
+TEST_F(CpuJitTest, PrecompiledPreludeIsBuiltOnceInTheBackgroundThenUsed) {
+  Jit jit(config());
+  if (!jit.pch_enabled()) GTEST_SKIP() << "no precompiled prelude with " << jit.compiler();
+  auto in = random_floats(3000, 11);
+  // The first compile starts the build and does not wait for it.
+  expect_exp(in, run_exp(*jit.compile(scaled("1.0f")), in), 1.0);
+  EXPECT_EQ(jit.counters().without_pch, 1u);
+  jit.wait_pch();
+  EXPECT_EQ(jit.counters().pch_builds, 1u);
+  ASSERT_EQ(pch_payloads(dir_).size(), 1u);
+  // Later compiles use it.
+  expect_exp(in, run_exp(*jit.compile(scaled("2.0f")), in), 2.0);
+  EXPECT_EQ(jit.counters().with_pch, 1u);
+  // A new process finds it on disk (verified), builds nothing and uses it at once.
+  Jit fresh(config());
+  expect_exp(in, run_exp(*fresh.compile(scaled("3.0f")), in), 3.0);
+  EXPECT_EQ(fresh.counters().with_pch, 1u);
+  EXPECT_EQ(fresh.counters().without_pch, 0u);
+  EXPECT_EQ(fresh.counters().pch_builds, 0u);
+  EXPECT_EQ(fresh.cache().stats().stores, 1u);  // kernel entries only: the header has its own
+}
+
+TEST_F(CpuJitTest, CorruptPrecompiledPreludeIsRebuilt) {
+  {
+    Jit jit(config());
+    if (!jit.pch_enabled()) GTEST_SKIP() << "no precompiled prelude with " << jit.compiler();
+    jit.compile(scaled("1.0f"));
+    jit.wait_pch();
+  }
+  auto payloads = pch_payloads(dir_);
+  ASSERT_EQ(payloads.size(), 1u);
+  std::vector<char> bytes;
+  {
+    std::ifstream f(payloads[0], std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  ASSERT_GT(bytes.size(), 100000u);
+  for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 256; ++i) bytes[i] ^= 0x33;
+  cache::write_file_atomic(payloads[0], bytes);
+
+  Jit fresh(config());
+  auto in = random_floats(2000, 12);
+  // Verification fails: compiled without it, and it is built again.
+  expect_exp(in, run_exp(*fresh.compile(scaled("4.0f")), in), 4.0);
+  EXPECT_EQ(fresh.counters().without_pch, 1u);
+  fresh.wait_pch();
+  EXPECT_EQ(fresh.counters().pch_builds, 1u);
+  expect_exp(in, run_exp(*fresh.compile(scaled("5.0f")), in), 5.0);
+  EXPECT_EQ(fresh.counters().with_pch, 1u);
+}
+
+TEST_F(CpuJitTest, PrecompiledPreludeCanBeTurnedOffAndTheKeySaysWhich) {
+  std::string with_key;
+  {
+    Jit jit(config());
+    with_key = jit.key(kPreludeExpSource);
+  }
+  ScopedEnv off("ALLOY_CPU_PCH", "0");
+  Jit jit(config());
+  EXPECT_FALSE(jit.pch_enabled());
+  auto in = random_floats(1000, 13);
+  expect_exp(in, run_exp(*jit.compile(kPreludeExpSource), in), 1.0);
+  jit.wait_pch();
+  EXPECT_EQ(jit.counters().with_pch, 0u);
+  EXPECT_EQ(jit.counters().pch_builds, 0u);
+  EXPECT_TRUE(pch_payloads(dir_).empty());
+  // The key without the precompiled prelude differs from the one with it (g++; clang never
+  // uses one, so its keys are the same).
+  if (jit.compiler_identity().find("clang") == std::string::npos) {
+    EXPECT_NE(jit.key(kPreludeExpSource), with_key);
+  }
 }
 
 }  // namespace

@@ -101,8 +101,8 @@ TEST(Translate, ThreadgroupObjectsPerTarget) {
 
 TEST(Translate, EntriesPerTarget) {
   auto cpu = translate(kLibrary, {Target::cpu, "lib"}).code;
-  EXPECT_NE(cpu.find("extern \"C\" void alloy_group_2("), std::string::npos);
-  EXPECT_NE(cpu.find("extern \"C\" void alloy_thread_2("), std::string::npos);
+  EXPECT_NE(cpu.find("extern \"C\" ALLOY_CPU_EXPORT void alloy_group_2("), std::string::npos);
+  EXPECT_NE(cpu.find("extern \"C\" ALLOY_CPU_EXPORT void alloy_thread_2("), std::string::npos);
   auto cuda = translate(kLibrary, {Target::cuda, "lib"}).code;
   EXPECT_NE(cuda.find("extern \"C\" __global__ void alloy_entry_1("), std::string::npos);
   EXPECT_NE(cuda.find("if (t.outside_grid()) return;"), std::string::npos);

@@ -61,27 +61,70 @@ std::string cuda_unroll(const std::string& count) {
   return count.empty() ? "#pragma unroll" : "#pragma unroll " + count;
 }
 
-std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions&) {
-  std::string args = call_args(
+std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& opt) {
+  // Buffers and threadgroup parameters are bound once per group, before the thread loop: locals
+  // that the kernel's stores cannot alias, so the loop stays a plain counted loop. Attributes are
+  // computed per thread inside it.
+  std::string bind;
+  std::vector<std::string> names;
+  for (size_t j = 0; j < k.params.size(); ++j) {
+    const auto& p = k.params[j];
+    if (p.kind == ParamKind::attribute) {
+      names.push_back(fmt::format("t.{}()", p.attribute));
+      continue;
+    }
+    std::string expr =
+        p.kind == ParamKind::buffer
+            ? fmt::format(
+                  "::alloy_entry::arg<{0}>(&{1}, L->buffers[{2}], L->buffer_bytes[{2}], "
+                  "{2}, g)",
+                  j, k.function, p.index)
+            : fmt::format("::alloy_entry::arg<{0}>(&{1}, g->tg_params[{2}], 0, 0, nullptr)", j,
+                          k.function, p.index);
+    bind += fmt::format("  decltype(auto) alloy_a{} = {};\n", j, expr);
+    names.push_back(fmt::format("alloy_a{}", j));
+  }
+  std::string args;
+  for (size_t j = 0; j < names.size(); ++j) args += (j ? ", " : "") + names[j];
+  std::string thread_args = call_args(
       k, [](int n) { return fmt::format("L->buffers[{}]", n); }, "L->buffer_bytes", "g",
       "g->tg_params[{}]");
-  return fmt::format(
-      "extern \"C\" void alloy_group_{0}(const alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
-      "  ::alloy_target::set_group(g);\n"
-      "  for (unsigned z = 0; z < g->group_size[2]; ++z)\n"
-      "    for (unsigned y = 0; y < g->group_size[1]; ++y)\n"
-      "      for (unsigned x = 0; x < g->group_size[0]; ++x) {{\n"
-      "        const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, x, y, z);\n"
-      "        {1}({2});\n"
-      "      }}\n"
-      "}}\n"
-      "extern \"C\" void alloy_thread_{0}(const alloy_cpu_launch* L, alloy_cpu_group* g, "
-      "unsigned lid) {{\n"
+  std::string thread_entry = fmt::format(
+      "extern \"C\" ALLOY_CPU_EXPORT void alloy_thread_{0}(const alloy_cpu_launch* L, "
+      "alloy_cpu_group* g, unsigned lid) {{\n"
       "  ::alloy_target::set_group(g);\n"
       "  const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, lid);\n"
       "  {1}({2});\n"
       "}}\n",
-      i, k.function, args);
+      i, k.function, thread_args);
+  if (k.fibers) {
+    // The executor runs every group of this translation as fibers: no loop to compile.
+    return fmt::format(
+               "extern \"C\" ALLOY_CPU_EXPORT void alloy_group_{0}(const alloy_cpu_launch*, "
+               "alloy_cpu_group*) {{\n"
+               "  ALLOY_THROW_LOGIC_ERROR(\"alloy: internal: loop entry of a kernel that runs as "
+               "fibers\");\n"
+               "}}\n",
+               i) +
+           thread_entry;
+  }
+  // Loop mode: the group's threads as one loop (alloy_entry::cpu_for_each_thread) with the
+  // kernel and everything it calls inlined (flatten), for the host compiler to vectorise. The
+  // library is built with hidden visibility and no semantic interposition, so no call goes
+  // through the PLT. Robust mode records the running thread for out-of-range reports.
+  return fmt::format(
+             "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_group_{0}(const "
+             "alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
+             "  ::alloy_target::set_group(g);\n"
+             "{3}"
+             "  ::alloy_entry::cpu_for_each_thread(L, g, [&](const ::alloy_entry::thread_ids& t) "
+             "ALLOY_CPU_INLINE_LAMBDA {{\n"
+             "{4}"
+             "    {1}({2});\n"
+             "  }});\n"
+             "}}\n",
+             i, k.function, args, bind, opt.robust ? "    g->current = t.lid;\n" : "") +
+         thread_entry;
 }
 
 std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& opt) {

@@ -1288,6 +1288,7 @@ class Translator {
           "ALLOY_FN float log1p(H x) { return log1p(static_cast<float>(x)); }\n";
     for (size_t k = 0; k < out_.kernels.size(); ++k) {
       plan_cuda_entry(out_.kernels[k]);
+      out_.kernels[k].fibers = out_.uses_sync;
       code += traits_.entry(out_.kernels[k], k, opt_);
     }
     code += "}  // namespace metal\n";

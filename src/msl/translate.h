@@ -35,6 +35,9 @@ struct KernelEntry {
   // parameters, in order, and threadgroups run per block along x (1: one).
   std::vector<int> param_buffers = {};
   int coarsen = 1;
+  // CPU: the translation uses barriers or simd functions, so its groups run as fibers
+  // (alloy_thread_<i>) and alloy_group_<i> is a stub that is never called.
+  bool fibers = false;
 };
 
 struct TranslateOptions {

@@ -174,6 +174,31 @@ ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g,
   u32 sx = g->group_size[0], sy = g->group_size[1];
   return cpu_ids(L, g, lid % sx, (lid / sx) % sy, lid / (sx * sy));
 }
+
+/// Loop mode: f(ids) for every thread of group g in Metal's linear order (x fastest). The loop
+/// counts over the grid position in x rather than over the position in the group: a kernel's
+/// global index (thread_position_in_grid.x) is then the induction variable itself, which the
+/// vectoriser sees as affine; gpos * tg + local could wrap, so it cannot.
+template <class F>
+ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_group* g, F&& f) {
+  thread_ids t = cpu_ids(L, g, 0, 0, 0);
+  const u32 nx = t.gsize[0], ny = t.gsize[1], nz = t.gsize[2];
+  const u32 x0 = t.gpos[0] * t.tg[0];  // grid x of the group's first thread; x0 + nx <= grid
+  for (u32 z = 0; z < nz; ++z) {
+    for (u32 y = 0; y < ny; ++y) {
+      t.local[1] = y;
+      t.local[2] = z;
+      const u32 row = nx * (y + ny * z);
+      const u32 end = x0 + nx;
+      for (u32 px = x0; px < end; ++px) {
+        thread_ids u = t;
+        u.local[0] = px - x0;
+        u.lid = row + (px - x0);
+        f(u);
+      }
+    }
+  }
+}
 #endif
 
 #if defined(ALLOY_TARGET_CUDA)

@@ -10,14 +10,21 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
+#include "core/trace.h"
 #include "kernel/prelude_files.h"
 
 extern char** environ;
@@ -28,8 +35,40 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kTarget = "cpu";
-constexpr const char* kBaseFlags[] = {"-std=c++20",      "-O2", "-fPIC", "-shared", "-march=native",
-                                      "-fno-math-errno", "-w"};
+constexpr const char* kPchTarget = "cpu-pch";
+// -fvisibility=hidden / -fno-semantic-interposition: the kernel a group entry calls is not
+// interposable, so it inlines into the thread loop (an exported function of a -fPIC object is
+// otherwise called through the PLT for every thread). -fno-trapping-math: Metal has no
+// floating-point exception flags, and without it the vectoriser may not speculate a conditional
+// float operation. Results are unchanged by all three.
+constexpr const char* kBaseFlags[] = {"-std=c++20",
+                                      "-O2",
+                                      "-fPIC",
+                                      "-shared",
+                                      "-march=native",
+                                      "-fno-math-errno",
+                                      "-fno-trapping-math",
+                                      "-fvisibility=hidden",
+                                      "-fno-semantic-interposition",
+                                      "-w"};
+// g++ at -O2 vectorises only loops that need no runtime alias check ("very cheap" cost model);
+// a thread loop reading one buffer and writing another needs one.
+constexpr const char* kGccFlags[] = {"-fvect-cost-model=dynamic"};
+// clang maps math calls to glibc's vector functions only when told (g++ reads the simd
+// declarations of cpu/target.h).
+#if defined(__x86_64__) && defined(__GLIBC__)
+constexpr const char* kClangFlags[] = {"-fveclib=libmvec"};
+#else
+constexpr const char* kClangFlags[] = {"-fno-math-errno"};
+#endif
+
+// What a precompiled prelude holds: the whole prelude (no ALLOY_SELECT, so every optional part
+// and math function). A translated kernel's own `#include "metal_stdlib.h"` then finds it already
+// included (#pragma once); its selection macros only ever select a subset of this.
+constexpr const char* kPchHeader =
+    "// Alloy's precompiled CPU prelude (see src/backend/cpu/jit.h).\n"
+    "#include \"metal_stdlib.h\"\n"
+    "#include \"entry.h\"\n";
 
 bool is_executable(const std::string& path) {
   struct stat st;
@@ -54,7 +93,11 @@ std::string find_program(const std::string& name) {
 // Runs argv[0] (a path) with stdout+stderr captured; returns the exit status (-1 if it could not
 // start, 128+signal if killed). posix_spawn, not system(): no shell, no quoting issues.
 // LC_ALL=C keeps diagnostics in plain ASCII for the caller that parses them.
-int run_process(const std::vector<std::string>& args, std::string* output) {
+// `started` (optional) runs with the child's pid, which is then the id of a process group of its
+// own (so that the compiler and the programs it runs can be killed together); when it returns
+// false the group is killed at once.
+int run_process(const std::vector<std::string>& args, std::string* output,
+                const std::function<bool(pid_t)>& started = nullptr) {
   output->clear();
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -76,15 +119,23 @@ int run_process(const std::vector<std::string>& args, std::string* output) {
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (started) {
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
   pid_t pid;
-  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   ::close(fds[1]);
   if (rc != 0) {
     ::close(fds[0]);
     *output = std::string("cannot run ") + args[0] + ": " + std::strerror(rc);
     return -1;
   }
+  if (started && !started(pid)) ::kill(-pid, SIGKILL);
   char buf[4096];
   for (;;) {
     ssize_t n = ::read(fds[0], buf, sizeof buf);
@@ -188,9 +239,60 @@ Jit::Jit(JitConfig config)
     : requested_compiler_(std::move(config.compiler)),
       cache_(config.cache_dir
                  ? config.cache_dir
-                 : (config.use_default_cache_dir ? cache::default_dir() : std::nullopt)) {}
+                 : (config.use_default_cache_dir ? cache::default_dir() : std::nullopt)),
+      pch_cache_(cache_.has_disk() ? std::optional<fs::path>(cache_.dir()) : std::nullopt) {}
+
+namespace {
+// Creates `path` exclusively; one older than 10 minutes is debris of a process that died while
+// holding it, and is taken over.
+bool take_lock(const fs::path& path) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      return true;
+    }
+    struct stat st {};
+    if (errno != EEXIST || ::stat(path.c_str(), &st) != 0) return false;
+    if (::time(nullptr) - st.st_mtime < 600) return false;
+    ::unlink(path.c_str());
+  }
+  return false;
+}
+}  // namespace
+
+// A background build of one precompiled prelude (see jit.h).
+struct Jit::PchBuild {
+  std::filesystem::path header;  // <cache>/cpu-pch/<key>.h, the -include argument
+  std::string key;
+  std::atomic<int> state{0};  // kBuilding, kReady, kFailed
+  std::mutex mu;              // guards pid and cancelled
+  pid_t pid = 0;              // the compiler's process group while it runs
+  bool cancelled = false;
+  pid_t owner = 0;  // the process that started the thread (a forked child has no such thread)
+  std::unique_ptr<std::thread> thread;
+  static constexpr int kBuilding = 0, kReady = 1, kFailed = 2;
+};
 
 Jit::~Jit() {
+  // Stop precompiled-header builds still running: kill the compiler (a process group, so its
+  // cc1plus too) and join the thread, which removes its temp files. Threads do not survive fork:
+  // a forked child leaves the parent's builds alone.
+  for (auto& [key, b] : pch_) {
+    if (!b || !b->thread) continue;
+    if (b->owner != ::getpid()) {
+      (void)b->thread.release();  // not a thread of this process: must not be joined or freed
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(b->mu);
+      b->cancelled = true;
+      if (b->pid > 0) ::kill(-b->pid, SIGKILL);
+    }
+    if (b->thread->joinable()) b->thread->join();
+  }
   if (own_work_dir_) {
     std::error_code ec;
     fs::remove_all(work_dir_, ec);
@@ -260,7 +362,8 @@ const Jit::Toolchain& Jit::toolchain() {
         }
       }
     }
-    toolchain_ = Toolchain{path, version + "\ncpu: " + cpu_identity()};
+    bool clang = version.find("clang") != std::string::npos;
+    toolchain_ = Toolchain{path, version + "\ncpu: " + cpu_identity(), clang};
   });
   if (!toolchain_) throw std::runtime_error(toolchain_error_);
   return *toolchain_;
@@ -274,8 +377,9 @@ const std::string& Jit::compiler_identity() {
 }
 
 const std::string& Jit::prelude_hash() {
-  std::call_once(prelude_once_,
-                 [&] { prelude_hash_ = cache::hash_hex({"prelude", prelude::embedded_hash()}); });
+  std::call_once(prelude_once_, [&] {
+    prelude_hash_ = cache::hash_hex({"prelude", prelude::embedded_hash()});
+  });
   return prelude_hash_;
 }
 
@@ -344,11 +448,159 @@ const fs::path& Jit::prelude_dir() {
   return prelude_dir_;
 }
 
-std::string Jit::flags_string(const JitOptions& options) const {
+std::vector<std::string> Jit::compile_flags(const JitOptions& options) {
+  std::vector<std::string> flags(std::begin(kBaseFlags), std::end(kBaseFlags));
+  if (toolchain().clang) {
+    flags.insert(flags.end(), std::begin(kClangFlags), std::end(kClangFlags));
+  } else {
+    flags.insert(flags.end(), std::begin(kGccFlags), std::end(kGccFlags));
+  }
+  flags.insert(flags.end(), options.flags.begin(), options.flags.end());
+  return flags;
+}
+
+std::string Jit::flags_string(const JitOptions& options) {
   std::string s;
-  for (const char* f : kBaseFlags) (s += f) += '\n';
-  for (const std::string& f : options.flags) (s += f) += '\n';
+  for (const std::string& f : compile_flags(options)) (s += f) += '\n';
+  // The precompiled prelude derives from the compiler, the flags and the prelude (all in the key
+  // already) and kPchHeader; a kernel built against it is the same program as one built without.
+  // Kept apart anyway, so that turning it off gives binaries built the plain way.
+  if (pch_enabled()) (s += "pch:") += kPchHeader;
   return s;
+}
+
+bool Jit::pch_enabled() {
+  std::lock_guard<std::mutex> lock(pch_mu_);
+  if (pch_setting_ < 0) {
+    const char* env = std::getenv("ALLOY_CPU_PCH");
+    bool off = env && (std::string_view(env) == "0" || std::string_view(env) == "off");
+    // g++ only (clang's precompiled headers are another format), and only with a disk cache:
+    // built for one process alone, it would cost more than it saves.
+    pch_setting_ = !off && cache_.has_disk() && !toolchain().clang;
+  }
+  return pch_setting_ == 1;
+}
+
+Jit::Counters Jit::counters() {
+  std::lock_guard<std::mutex> lock(pch_mu_);
+  return counters_;
+}
+
+void Jit::wait_pch() {
+  std::vector<std::shared_ptr<PchBuild>> builds;
+  {
+    std::lock_guard<std::mutex> lock(pch_mu_);
+    for (auto& [key, b] : pch_) builds.push_back(b);
+  }
+  for (auto& b : builds) {
+    while (b->state.load() == PchBuild::kBuilding) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+// Makes <key>.h (the header text, the fallback g++ reads when it finds the .gch unusable) and
+// <key>.h.gch, a symlink to the verified payload, next to it. Both written as temp + rename.
+bool Jit::link_pch(const fs::path& payload, const fs::path& header) {
+  std::error_code ec;
+  try {
+    std::ifstream in(header, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (text != kPchHeader) cache::write_file_atomic(header, std::string_view(kPchHeader));
+  } catch (const fs::filesystem_error&) {
+    return false;
+  }
+  fs::path gch = header.string() + ".gch";
+  if (fs::read_symlink(gch, ec) == payload.filename()) return true;
+  fs::path tmp = header.string() + ".gch.tmp-" + unique_suffix();
+  fs::create_symlink(payload.filename(), tmp, ec);
+  if (ec) return false;
+  if (::rename(tmp.c_str(), gch.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+std::string Jit::pch_include(const std::vector<std::string>& flags) {
+  if (!pch_enabled()) return "";
+  std::string fs_text;
+  for (const std::string& f : flags) (fs_text += f) += '\n';
+  std::string key = cache::hash_hex(
+      {"cpu-pch-1", compiler_identity(), fs_text, prelude_hash(), std::string_view(kPchHeader)});
+  std::lock_guard<std::mutex> lock(pch_mu_);
+  std::shared_ptr<PchBuild>& b = pch_[key];
+  if (b) return b->state.load() == PchBuild::kReady ? b->header.string() : "";
+  b = std::make_shared<PchBuild>();
+  b->key = key;
+  b->header = pch_cache_.entry_path(kPchTarget, key, ".h");
+  // Verified like a kernel entry (size and hash), once per process.
+  if (auto payload = pch_cache_.load_file(kPchTarget, key)) {
+    if (link_pch(*payload, b->header)) {
+      b->state = PchBuild::kReady;
+      return b->header.string();
+    }
+  }
+  // One build at a time among the processes sharing the cache (test runs start many): the
+  // builder holds <key>.lock until it ends. Others compile without it and look again later.
+  fs::path lock_file = pch_cache_.entry_path(kPchTarget, key, ".lock");
+  if (!take_lock(lock_file)) {
+    pch_.erase(key);
+    return "";
+  }
+  b->owner = ::getpid();
+  b->thread = std::make_unique<std::thread>([this, build = b, flags, lock_file] {
+    build_pch(build, flags);
+    ::unlink(lock_file.c_str());
+  });
+  return "";
+}
+
+void Jit::build_pch(const std::shared_ptr<PchBuild>& b, std::vector<std::string> flags) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string log;
+  bool ok = false;
+  fs::path src, out;
+  try {
+    const Toolchain& tc = toolchain();
+    fs::path work = work_dir();
+    src = work / (b->key + "-" + unique_suffix() + ".h");
+    out = src.string() + ".gch";
+    cache::write_file_atomic(src, std::string_view(kPchHeader));
+    std::vector<std::string> args = {tc.path};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"-I", prelude_dir().string(), "-x", "c++-header", "-o", out.string(),
+                             src.string()});
+    int rc = run_process(args, &log, [&](pid_t pid) {
+      std::lock_guard<std::mutex> lock(b->mu);
+      if (b->cancelled) return false;
+      b->pid = pid;
+      return true;
+    });
+    {
+      std::lock_guard<std::mutex> lock(b->mu);
+      b->pid = 0;
+      if (b->cancelled) rc = -1;
+    }
+    std::error_code ec;
+    if (rc == 0 && fs::exists(out, ec) && pch_cache_.store_file(kPchTarget, b->key, out)) {
+      ok = link_pch(pch_cache_.entry_path(kPchTarget, b->key, ".bin"), b->header);
+    }
+  } catch (const std::exception& e) {
+    log += e.what();
+  }
+  if (!src.empty()) ::unlink(src.c_str());
+  if (!out.empty()) ::unlink(out.c_str());  // no-op once moved into the cache
+  if (trace::build()) {
+    std::fprintf(stderr, "alloy: cpu precompiled prelude %s in %.1f ms%s%s\n",
+                 ok ? "built" : "not built", trace::ms_since(t0), ok ? "" : ": ",
+                 ok ? "" : log.c_str());
+  }
+  {
+    std::lock_guard<std::mutex> lock(pch_mu_);
+    if (ok) ++counters_.pch_builds;
+  }
+  b->state = ok ? PchBuild::kReady : PchBuild::kFailed;
 }
 
 std::string Jit::key(const std::string& cpp_source, const JitOptions& options) {
@@ -402,9 +654,18 @@ std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const Jit
                              e.what());
   }
 
+  std::vector<std::string> flags = compile_flags(options);
+  std::string pch = pch_include(flags);
   std::vector<std::string> args = {tc.path};
-  for (const char* f : kBaseFlags) args.emplace_back(f);
-  for (const std::string& f : options.flags) args.push_back(f);
+  args.insert(args.end(), flags.begin(), flags.end());
+  if (!pch.empty()) {
+    args.push_back("-include");
+    args.push_back(pch);
+  }
+  {
+    std::lock_guard<std::mutex> lock(pch_mu_);
+    ++(pch.empty() ? counters_.without_pch : counters_.with_pch);
+  }
   args.push_back("-I");
   args.push_back(include.string());
   args.push_back("-o");

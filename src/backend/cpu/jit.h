@@ -7,6 +7,13 @@
 // with -march=native, so the cache key includes the compiler's identity (its --version output) and
 // the CPU's identity. The prelude headers embedded in the library are written once to
 // <cache dir>/prelude-<hash>/ and passed with -I; their hash is part of the key.
+//
+// Precompiled prelude (g++ with a disk cache; ALLOY_CPU_PCH=0 turns it off): parsing the prelude
+// is most of a small kernel's compile time, so the whole prelude is precompiled once per
+// compiler, flags and prelude (<cache>/cpu-pch/<key>.bin, a verified cache entry like a kernel,
+// reached through <key>.h.gch next to <key>.h) and kernels are compiled with `-include <key>.h`.
+// The first compile that finds no precompiled header starts building it on a background thread
+// and compiles without it; later compiles use it once it is there.
 #pragma once
 #include <filesystem>
 #include <memory>
@@ -14,6 +21,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/compile_cache.h"
@@ -59,7 +67,8 @@ class Library {
 
 struct JitOptions {
   /// Extra compiler flags and defines (math mode, robust mode, ...), appended after the base flags
-  /// (-std=c++20 -O2 -fPIC -shared -march=native -fno-math-errno -w). Part of the cache key.
+  /// (-std=c++20 -O2 -fPIC -shared -march=native, hidden visibility, no semantic interposition, no
+  /// math errno or traps, the vectoriser's dynamic cost model; see jit.cpp). Part of the key.
   std::vector<std::string> flags;
 };
 
@@ -99,19 +108,40 @@ class Jit {
 
   cache::CompileCache& cache() { return cache_; }
 
+  /// Whether kernels are compiled against a precompiled prelude (g++, disk cache, ALLOY_CPU_PCH
+  /// not 0). Part of every key.
+  bool pch_enabled();
+  /// Waits for the background precompiled-header builds in flight (tests and benchmarks).
+  void wait_pch();
+  /// Compiles this Jit ran with a precompiled prelude / without one, and precompiled headers it
+  /// built.
+  struct Counters {
+    uint64_t with_pch = 0, without_pch = 0, pch_builds = 0;
+  };
+  Counters counters();
+
  private:
   struct Toolchain {
     std::string path;      // resolved compiler
     std::string identity;  // --version output + CPU identity
+    bool clang = false;    // clang's flags where they differ from g++'s
   };
+  struct PchBuild;
   const Toolchain& toolchain();
-  std::string flags_string(const JitOptions& options) const;
+  std::vector<std::string> compile_flags(const JitOptions& options);
+  std::string flags_string(const JitOptions& options);
+  // The -include argument of a ready precompiled prelude for `flags`, or "" (none yet: starts a
+  // background build unless one ran already).
+  std::string pch_include(const std::vector<std::string>& flags);
+  void build_pch(const std::shared_ptr<PchBuild>& b, std::vector<std::string> flags);
+  bool link_pch(const std::filesystem::path& payload, const std::filesystem::path& header);
   std::shared_ptr<Library> load_or_build(const std::string& source, const JitOptions& options,
                                          const std::string& key);
   std::filesystem::path work_dir();
 
   std::string requested_compiler_;
   cache::CompileCache cache_;
+  cache::CompileCache pch_cache_;  // the same folder; its own statistics
   std::once_flag toolchain_once_, prelude_once_, prelude_dir_once_, work_once_;
   std::optional<Toolchain> toolchain_;
   std::string toolchain_error_;
@@ -120,6 +150,10 @@ class Jit {
   std::string prelude_error_;
   std::filesystem::path work_dir_;  // where sources and objects are compiled
   bool own_work_dir_ = false;       // per-process temp folder, removed in the destructor
+  int pch_setting_ = -1;            // -1: not read yet; ALLOY_CPU_PCH
+  std::mutex pch_mu_;
+  std::unordered_map<std::string, std::shared_ptr<PchBuild>> pch_;  // by precompiled-header key
+  Counters counters_;                                               // guarded by pch_mu_
 };
 
 /// Jit::global().compile(...).

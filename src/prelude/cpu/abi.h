@@ -2,13 +2,18 @@
 // Included by both sides: plain C layout, no STL, no exceptions across it.
 //
 // A kernel library exports, for each kernel entry i (see msl/translate.h):
-//   extern "C" void alloy_group_<i>(const alloy_cpu_launch*, alloy_cpu_group*);
+//   extern "C" ALLOY_CPU_EXPORT void alloy_group_<i>(const alloy_cpu_launch*, alloy_cpu_group*);
 //       runs every thread of one threadgroup as a plain loop (kernels without barriers/simd ops);
-//   extern "C" void alloy_thread_<i>(const alloy_cpu_launch*, alloy_cpu_group*, uint32_t lid);
+//   extern "C" ALLOY_CPU_EXPORT void alloy_thread_<i>(const alloy_cpu_launch*, alloy_cpu_group*,
+//                                                     uint32_t lid);
 //       runs one thread (linear index lid in its group); the runtime gives each thread a fiber
 //       and switches at barriers and simd exchanges.
 #pragma once
 #include <stdint.h>
+
+// Kernel libraries are built with -fvisibility=hidden (backend/cpu/jit.cpp): only what is marked
+// so is exported, and the functions the entries call are not interposable, so they inline.
+#define ALLOY_CPU_EXPORT __attribute__((visibility("default")))
 
 #define ALLOY_CPU_MAX_TG_SLOTS 64
 #define ALLOY_CPU_MAX_BUFFERS 64

@@ -6,6 +6,10 @@
 
 #define ALLOY_TARGET_CPU 1
 #define ALLOY_FN inline
+// The loop-mode entry (msl/target.cpp) and its per-thread body: the kernel and what it calls
+// inline into the thread loop, whatever their size, so the loop can be vectorised.
+#define ALLOY_CPU_LOOP_ENTRY __attribute__((flatten))
+#define ALLOY_CPU_INLINE_LAMBDA __attribute__((always_inline))
 
 #include <math.h>
 #include <stddef.h>
@@ -37,10 +41,42 @@ inline thread_local alloy_cpu_group* alloy_cpu_current_group = nullptr;
   alloy_tg_type_##slot& name = *static_cast<alloy_tg_type_##slot*>( \
       ::alloy_target::tg_slot(slot, sizeof(alloy_tg_type_##slot), alignof(alloy_tg_type_##slot)))
 
-namespace alloy_portable {  // defined in metal/types.h
-constexpr float f16_bits_to_f32(uint16_t bits);
-constexpr uint16_t f32_to_f16_bits(float x);
-}  // namespace alloy_portable
+// ---- Vector math: glibc's libmvec ----
+// Declaring the C library's float functions with `simd` tells g++ that libmvec has vector
+// variants (_ZGVdN8v_expf, _ZGVeN16v_expf, ...), so a vectorised thread loop calls those on 8/16
+// lanes instead of expf once per thread. glibc's math.h declares them itself only under
+// -ffast-math; libmvec is within a few ulp (glibc's libm-test-ulps: 1-2 ulp for the float
+// functions below), inside Metal's precise bounds, and handles special inputs (exp(-inf) == 0,
+// NaN, inf, overflow) through the scalar function, so every math mode uses them. libm.so is a
+// linker script that pulls in libmvec.so as needed. Other compilers/C libraries: scalar calls.
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(__clang__)
+#define ALLOY_CPU_SIMD_DECL __attribute__((simd("notinbranch")))
+extern "C" {
+float expf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float logf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float sinf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float cosf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float powf(float, float) noexcept ALLOY_CPU_SIMD_DECL;
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)
+float exp2f(float) noexcept ALLOY_CPU_SIMD_DECL;
+float exp10f(float) noexcept ALLOY_CPU_SIMD_DECL;
+float log2f(float) noexcept ALLOY_CPU_SIMD_DECL;
+float log10f(float) noexcept ALLOY_CPU_SIMD_DECL;
+float tanf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float asinf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float acosf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float atanf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float atan2f(float, float) noexcept ALLOY_CPU_SIMD_DECL;
+float sinhf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float coshf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float tanhf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float asinhf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float acoshf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float atanhf(float) noexcept ALLOY_CPU_SIMD_DECL;
+float cbrtf(float) noexcept ALLOY_CPU_SIMD_DECL;
+#endif
+}
+#endif
 
 namespace alloy_target {
 
@@ -57,33 +93,130 @@ ALLOY_FN void copy_bytes(void* dst, const void* src, size_t n) {
 
 // ---- Half precision conversions (round to nearest even) ----
 
-// F16C conversion instructions where the CPU has them (one instruction, round to nearest even).
-// Not _Float16: with AVX512-FP16, g++ 13 turns float arithmetic between conversions into native
-// half instructions and rounded a half division one ulp low (seen on a Sapphire Rapids host).
-#if defined(__F16C__)
-typedef float alloy_v4sf __attribute__((vector_size(16)));
-typedef short alloy_v8hi __attribute__((vector_size(16)));
+// Branch-free integer/select forms of alloy_portable's exact conversions (the same bits, NaN
+// payloads included), so that a loop over a group's threads converts 8/16 lanes at once: g++ 12
+// vectorises neither the F16C builtins nor _Float16 conversions without AVX512-FP16. (_Float16
+// arithmetic is avoided anyway: with AVX512-FP16, g++ 13 turned float arithmetic between
+// conversions into native half instructions and rounded a half division one ulp low.)
+ALLOY_FN float f16_to_f32_select(uint16_t bits) {
+  const uint32_t h = bits;
+  const uint32_t sign = (h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu;
+  const uint32_t m = h & 0x3ffu;
+  const uint32_t normal = ((e + 112u) << 23) | (m << 13);
+  // Subnormal (and zero): m * 2^-24 exactly, through an int -> float conversion (no subnormal
+  // float operand, which costs a microcode assist on some CPUs).
+  const uint32_t sub =
+      __builtin_bit_cast(uint32_t, static_cast<float>(static_cast<int>(m)) * 0x1p-24f);
+  const uint32_t special = 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u);  // inf; NaN made quiet
+  const uint32_t mag = e == 0x1fu ? special : (e == 0 ? sub : normal);
+  return __builtin_bit_cast(float, sign | mag);
+}
+
+ALLOY_FN uint16_t f32_to_f16_select(float x) {
+  const uint32_t u = __builtin_bit_cast(uint32_t, x);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t ax = u & 0x7fffffffu;
+  const uint32_t special = ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu) : 0x7c00u;
+  // Normal half: rebias the exponent and round the 13 dropped bits to nearest even.
+  const uint32_t normal = (ax + 0xc8000fffu + ((ax >> 13) & 1u)) >> 13;
+  // Subnormal half: adding 0.5 (whose ulp is 2^-24, the half subnormal step) rounds in hardware.
+  const uint32_t sub =
+      __builtin_bit_cast(uint32_t, __builtin_bit_cast(float, ax) + 0.5f) - 0x3f000000u;
+  const uint32_t mag = ax >= 0x7f800000u   ? special
+                       : ax >= 0x477ff000u ? 0x7c00u  // rounds past 65504
+                       : ax >= 0x38800000u ? normal
+                                           : sub;
+  return static_cast<uint16_t>(sign | mag);
+}
+
+#if defined(__F16C__) && defined(__AVX2__) && defined(__x86_64__) && defined(__GNUC__) && \
+    !defined(__clang__)
+// With F16C: the conversion instructions, reached through functions declared `simd` whose vector
+// variants (x86 vector function ABI names, float lanes in xmm/ymm/zmm registers) are defined
+// here, so a vectorised loop converts 8/16 lanes with one instruction and a call. The half bits
+// travel in the low 16 bits of a float-typed lane (one lane type for the ABI). The scalar
+// functions are two instructions of assembly: a C++ definition would make g++ emit its own vector
+// variants. Everything is local to the translation unit (static, local labels).
+// vcvtps2ph immediate 8: round to nearest even, no exceptions (not MXCSR's mode).
+extern "C" float alloy_cpu_h2f(float) noexcept __attribute__((simd("notinbranch"), const));
+extern "C" float alloy_cpu_f2h(float) noexcept __attribute__((simd("notinbranch"), const));
+__asm__(
+    ".text\n"
+    ".type alloy_cpu_h2f, @function\n"
+    "alloy_cpu_h2f:\n"
+    "  vcvtph2ps %xmm0, %xmm0\n"
+    "  ret\n"
+    ".size alloy_cpu_h2f, .-alloy_cpu_h2f\n"
+    ".type alloy_cpu_f2h, @function\n"
+    "alloy_cpu_f2h:\n"
+    "  vcvtps2ph $8, %xmm0, %xmm0\n"
+    "  ret\n"
+    ".size alloy_cpu_f2h, .-alloy_cpu_f2h\n");
+typedef float alloy_v4f __attribute__((vector_size(16)));
+typedef float alloy_v8f __attribute__((vector_size(32)));
+typedef long long alloy_v2i __attribute__((vector_size(16)));
+typedef long long alloy_v4i __attribute__((vector_size(32)));
+typedef short alloy_v8h __attribute__((vector_size(16)));
+typedef short alloy_v16h __attribute__((vector_size(32)));
+typedef int alloy_v4d __attribute__((vector_size(16)));
+typedef int alloy_v8d __attribute__((vector_size(32)));
+extern "C" {
+// 4 lanes (SSE ABI 'b'): 4 half bit patterns (32-bit lanes) -> packed -> 4 floats.
+[[gnu::used]] static alloy_v4f _ZGVbN4v_alloy_cpu_h2f(alloy_v4f x) {
+  alloy_v8h h = (alloy_v8h)__builtin_ia32_packusdw128((alloy_v4d)x, alloy_v4d{0, 0, 0, 0});
+  return __builtin_ia32_vcvtph2ps(h);
+}
+[[gnu::used]] static alloy_v4f _ZGVbN4v_alloy_cpu_f2h(alloy_v4f x) {
+  alloy_v8h h = __builtin_ia32_vcvtps2ph(x, 8);
+  return (alloy_v4f)__builtin_ia32_pmovzxwd128(h);
+}
+// 8 lanes (AVX 'c' and AVX2 'd' ABIs).
+[[gnu::used]] static alloy_v8f _ZGVdN8v_alloy_cpu_h2f(alloy_v8f x) {
+  alloy_v8d d = (alloy_v8d)x;
+  alloy_v4d lo = {d[0], d[1], d[2], d[3]}, hi = {d[4], d[5], d[6], d[7]};
+  alloy_v8h h = (alloy_v8h)__builtin_ia32_packusdw128(lo, hi);
+  return __builtin_ia32_vcvtph2ps256(h);
+}
+[[gnu::used]] static alloy_v8f _ZGVdN8v_alloy_cpu_f2h(alloy_v8f x) {
+  alloy_v8h h = __builtin_ia32_vcvtps2ph256(x, 8);
+  return (alloy_v8f)__builtin_ia32_pmovzxwd256(h);
+}
+[[gnu::used]] static alloy_v8f _ZGVcN8v_alloy_cpu_h2f(alloy_v8f x) {
+  return _ZGVdN8v_alloy_cpu_h2f(x);
+}
+[[gnu::used]] static alloy_v8f _ZGVcN8v_alloy_cpu_f2h(alloy_v8f x) {
+  return _ZGVdN8v_alloy_cpu_f2h(x);
+}
+#if defined(__AVX512F__)
+typedef float alloy_v16f __attribute__((vector_size(64)));
+typedef int alloy_v16d __attribute__((vector_size(64)));
+// 16 lanes (AVX-512 'e').
+[[gnu::used]] static alloy_v16f _ZGVeN16v_alloy_cpu_h2f(alloy_v16f x) {
+  alloy_v16h h = __builtin_ia32_pmovdw512_mask((alloy_v16d)x, alloy_v16h{}, 0xffff);
+  return __builtin_ia32_vcvtph2ps512_mask(h, alloy_v16f{}, 0xffff, 4);
+}
+[[gnu::used]] static alloy_v16f _ZGVeN16v_alloy_cpu_f2h(alloy_v16f x) {
+  alloy_v16h h = __builtin_ia32_vcvtps2ph512_mask(x, 8, alloy_v16h{}, 0xffff);
+  return (alloy_v16f)__builtin_ia32_pmovzxwd512_mask(h, alloy_v16d{}, 0xffff);
+}
 #endif
+}
 
 ALLOY_FN float f16_to_f32(uint16_t bits) {
-#if defined(__F16C__)
-  alloy_v8hi h = {static_cast<short>(bits), 0, 0, 0, 0, 0, 0, 0};
-  alloy_v4sf f = __builtin_ia32_vcvtph2ps(h);
-  return f[0];
-#else
-  return alloy_portable::f16_bits_to_f32(bits);
-#endif
+  return alloy_cpu_h2f(__builtin_bit_cast(float, static_cast<uint32_t>(bits)));
 }
-
 ALLOY_FN uint16_t f32_to_f16(float x) {
-#if defined(__F16C__)
-  alloy_v4sf v = {x, 0, 0, 0};
-  alloy_v8hi h = __builtin_ia32_vcvtps2ph(v, 0);  // imm 0: round to nearest even
-  return static_cast<uint16_t>(h[0]);
-#else
-  return alloy_portable::f32_to_f16_bits(x);
-#endif
+  return static_cast<uint16_t>(__builtin_bit_cast(uint32_t, alloy_cpu_f2h(x)));
 }
+#else
+ALLOY_FN float f16_to_f32(uint16_t bits) {
+  return f16_to_f32_select(bits);
+}
+ALLOY_FN uint16_t f32_to_f16(float x) {
+  return f32_to_f16_select(x);
+}
+#endif
 
 // ---- Fast math: the host libm is both fast and correct enough; exp(-inf) == 0 holds ----
 
@@ -92,6 +225,10 @@ ALLOY_FN float fast_exp(float x) {
 }
 ALLOY_FN float fast_exp2(float x) {
   return ::exp2f(x);
+}
+// exp2(x * log2(10)) would lose up to ~2|x| ulp in the product; exp10f (libmvec lanes) does not.
+ALLOY_FN float fast_exp10(float x) {
+  return ::exp10f(x);
 }
 ALLOY_FN float fast_log(float x) {
   return ::logf(x);

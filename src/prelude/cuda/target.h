@@ -48,6 +48,10 @@ ALLOY_FN float fast_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
+// exp10 as exp2 of x * log2(10): the product's rounding gives up to ~2|x| ulp, Metal's fast bound.
+ALLOY_FN float fast_exp10(float x) {
+  return fast_exp2(x * 3.32192809488736234787f);
+}
 ALLOY_FN float fast_exp(float x) {
   return __expf(x);
 }

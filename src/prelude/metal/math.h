@@ -1012,7 +1012,7 @@ ALLOY_MATH1(exp, alloy_target::fast_exp(x), ::exp(x))
 ALLOY_MATH1(exp2, alloy_target::fast_exp2(x), ::exp2(x))
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_exp10)
-ALLOY_MATH1(exp10, alloy_target::fast_exp2(x * 3.32192809488736234787f), ::exp10(x))
+ALLOY_MATH1(exp10, alloy_target::fast_exp10(x), ::exp10(x))
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_log)
 ALLOY_MATH1(log, alloy_target::fast_log(x), ::log(x))
