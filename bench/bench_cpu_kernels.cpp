@@ -270,7 +270,7 @@ void BM_CpuCopy(benchmark::State& state) {
     {
       Array out = k({s.x}, call)[0];
       out.eval();
-      benchmark::DoNotOptimize(out.node()->data());
+      benchmark::DoNotOptimize(node_of(out)->data());
     }
     double t1 = now_s();
     std::memcpy(peer.data(), s.xs, size_t{kExpN} * 4);
