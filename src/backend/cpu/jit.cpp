@@ -655,7 +655,10 @@ std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const Jit
   }
 
   std::vector<std::string> flags = compile_flags(options);
-  std::string pch = pch_include(flags);
+  // The precompiled prelude holds every part of the prelude; a source that defines its own
+  // versions of prelude helpers (ALLOY_USER_*, user definitions win) must not see them.
+  std::string pch =
+      source.find("#define ALLOY_USER_") == std::string::npos ? pch_include(flags) : "";
   std::vector<std::string> args = {tc.path};
   args.insert(args.end(), flags.begin(), flags.end());
   if (!pch.empty()) {
