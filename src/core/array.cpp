@@ -178,8 +178,15 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
     // the error: reading these outputs again reports it without running the primitive again.
     for (auto& n : live)
       if (n) n->buffer.reset();
-    op->error = std::current_exception();
-    op->inputs.clear();
+    // Only Alloy's own errors are kept: a foreign exception (e.g. a Python error raised by a
+    // reference implementation) may not survive being rethrown twice.
+    try {
+      throw;
+    } catch (const Error&) {
+      op->error = std::current_exception();
+      op->inputs.clear();
+    } catch (...) {
+    }
     throw;
   }
   for (auto& n : live)
