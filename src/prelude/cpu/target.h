@@ -220,8 +220,36 @@ ALLOY_FN uint16_t f32_to_f16(float x) {
 
 // ---- Fast math: the host libm is both fast and correct enough; exp(-inf) == 0 holds ----
 
+// exp(x) for float, inline so that a thread loop vectorises it without a call (Cephes' expf
+// scheme, as SIMD libraries do): x = k ln2 + r with |r| <= ln2/2 (Cody-Waite, two-part ln2),
+// a degree-6 polynomial for exp(r), then 2^k applied as two exact power-of-two products so that
+// subnormal results round once and large ones overflow to inf. Within 2 ulp (Metal's precise
+// bound is 4; CpuVectorLoops.MathWithinMetalPreciseBounds*); exp(-inf) == 0, exp(inf) == inf,
+// NaN in NaN out.
+ALLOY_FN float expf_inline(float x) {
+  float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);  // NaN falls through to the end
+  // k = round(c / ln2) by the 1.5 * 2^23 trick (no libm call, no SSE4.1 needed).
+  float kf = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = c - kf * 0.693359375f;
+  r = r - kf * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  int k = static_cast<int>(kf);
+  int k1 = k >> 1, k2 = k - k1;  // each in [-76, 64]: 2^k1 and 2^k2 are normal floats
+  y *= __builtin_bit_cast(float, static_cast<uint32_t>(k1 + 127) << 23);
+  y *= __builtin_bit_cast(float, static_cast<uint32_t>(k2 + 127) << 23);
+  return x != x ? x + x : y;
+}
+ALLOY_FN float precise_exp(float x) {
+  return expf_inline(x);
+}
 ALLOY_FN float fast_exp(float x) {
-  return ::expf(x);
+  return expf_inline(x);
 }
 ALLOY_FN float fast_exp2(float x) {
   return ::exp2f(x);
