@@ -135,73 +135,48 @@ ALLOY_FN uint16_t f32_to_f16_select(float x) {
 // With F16C: the conversion instructions, reached through functions declared `simd` whose vector
 // variants (x86 vector function ABI names, float lanes in xmm/ymm/zmm registers) are defined
 // here, so a vectorised loop converts 8/16 lanes with one instruction and a call. The half bits
-// travel in the low 16 bits of a float-typed lane (one lane type for the ABI). The scalar
-// functions are two instructions of assembly: a C++ definition would make g++ emit its own vector
-// variants. Everything is local to the translation unit (static, local labels).
-// vcvtps2ph immediate 8: round to nearest even, no exceptions (not MXCSR's mode).
+// travel in the low 16 bits of a float-typed lane (one lane type for the ABI). All of them are
+// a few instructions of assembly, local to the translation unit: a C++ definition of the scalar
+// function would make g++ emit vector variants of its own, and C++ definitions of the variants
+// would cost every kernel their compilation. vcvtps2ph immediate 8: round to nearest even, no
+// exceptions (not MXCSR's mode). vpackusdw/vpmovdw narrow lanes that hold values <= 0xffff.
 extern "C" float alloy_cpu_h2f(float) noexcept __attribute__((simd("notinbranch"), const));
 extern "C" float alloy_cpu_f2h(float) noexcept __attribute__((simd("notinbranch"), const));
-__asm__(
-    ".text\n"
-    ".type alloy_cpu_h2f, @function\n"
-    "alloy_cpu_h2f:\n"
-    "  vcvtph2ps %xmm0, %xmm0\n"
-    "  ret\n"
-    ".size alloy_cpu_h2f, .-alloy_cpu_h2f\n"
-    ".type alloy_cpu_f2h, @function\n"
-    "alloy_cpu_f2h:\n"
-    "  vcvtps2ph $8, %xmm0, %xmm0\n"
-    "  ret\n"
-    ".size alloy_cpu_f2h, .-alloy_cpu_f2h\n");
-typedef float alloy_v4f __attribute__((vector_size(16)));
-typedef float alloy_v8f __attribute__((vector_size(32)));
-typedef long long alloy_v2i __attribute__((vector_size(16)));
-typedef long long alloy_v4i __attribute__((vector_size(32)));
-typedef short alloy_v8h __attribute__((vector_size(16)));
-typedef short alloy_v16h __attribute__((vector_size(32)));
-typedef int alloy_v4d __attribute__((vector_size(16)));
-typedef int alloy_v8d __attribute__((vector_size(32)));
-extern "C" {
-// 4 lanes (SSE ABI 'b'): 4 half bit patterns (32-bit lanes) -> packed -> 4 floats.
-[[gnu::used]] static alloy_v4f _ZGVbN4v_alloy_cpu_h2f(alloy_v4f x) {
-  alloy_v8h h = (alloy_v8h)__builtin_ia32_packusdw128((alloy_v4d)x, alloy_v4d{0, 0, 0, 0});
-  return __builtin_ia32_vcvtph2ps(h);
-}
-[[gnu::used]] static alloy_v4f _ZGVbN4v_alloy_cpu_f2h(alloy_v4f x) {
-  alloy_v8h h = __builtin_ia32_vcvtps2ph(x, 8);
-  return (alloy_v4f)__builtin_ia32_pmovzxwd128(h);
-}
-// 8 lanes (AVX 'c' and AVX2 'd' ABIs).
-[[gnu::used]] static alloy_v8f _ZGVdN8v_alloy_cpu_h2f(alloy_v8f x) {
-  alloy_v8d d = (alloy_v8d)x;
-  alloy_v4d lo = {d[0], d[1], d[2], d[3]}, hi = {d[4], d[5], d[6], d[7]};
-  alloy_v8h h = (alloy_v8h)__builtin_ia32_packusdw128(lo, hi);
-  return __builtin_ia32_vcvtph2ps256(h);
-}
-[[gnu::used]] static alloy_v8f _ZGVdN8v_alloy_cpu_f2h(alloy_v8f x) {
-  alloy_v8h h = __builtin_ia32_vcvtps2ph256(x, 8);
-  return (alloy_v8f)__builtin_ia32_pmovzxwd256(h);
-}
-[[gnu::used]] static alloy_v8f _ZGVcN8v_alloy_cpu_h2f(alloy_v8f x) {
-  return _ZGVdN8v_alloy_cpu_h2f(x);
-}
-[[gnu::used]] static alloy_v8f _ZGVcN8v_alloy_cpu_f2h(alloy_v8f x) {
-  return _ZGVdN8v_alloy_cpu_f2h(x);
-}
+#define ALLOY_CPU_ASM_FN(name, body) \
+  ".type " name ", @function\n" name ":\n" body "  ret\n.size " name ", .-" name "\n"
 #if defined(__AVX512F__)
-typedef float alloy_v16f __attribute__((vector_size(64)));
-typedef int alloy_v16d __attribute__((vector_size(64)));
-// 16 lanes (AVX-512 'e').
-[[gnu::used]] static alloy_v16f _ZGVeN16v_alloy_cpu_h2f(alloy_v16f x) {
-  alloy_v16h h = __builtin_ia32_pmovdw512_mask((alloy_v16d)x, alloy_v16h{}, 0xffff);
-  return __builtin_ia32_vcvtph2ps512_mask(h, alloy_v16f{}, 0xffff, 4);
-}
-[[gnu::used]] static alloy_v16f _ZGVeN16v_alloy_cpu_f2h(alloy_v16f x) {
-  alloy_v16h h = __builtin_ia32_vcvtps2ph512_mask(x, 8, alloy_v16h{}, 0xffff);
-  return (alloy_v16f)__builtin_ia32_pmovzxwd512_mask(h, alloy_v16d{}, 0xffff);
-}
+#define ALLOY_CPU_HALF_ASM_512                                           \
+  ALLOY_CPU_ASM_FN("_ZGVeN16v_alloy_cpu_h2f",                            \
+                   "  vpmovdw %zmm0, %ymm0\n  vcvtph2ps %ymm0, %zmm0\n") \
+  ALLOY_CPU_ASM_FN("_ZGVeN16v_alloy_cpu_f2h",                            \
+                   "  vcvtps2ph $8, %zmm0, %ymm0\n  vpmovzxwd %ymm0, %zmm0\n")
+#else
+#define ALLOY_CPU_HALF_ASM_512 ""
 #endif
-}
+__asm__(".text\n" ALLOY_CPU_ASM_FN("alloy_cpu_h2f", "  vcvtph2ps %xmm0, %xmm0\n")
+            ALLOY_CPU_ASM_FN("alloy_cpu_f2h", "  vcvtps2ph $8, %xmm0, %xmm0\n")
+                ALLOY_CPU_ASM_FN("_ZGVbN4v_alloy_cpu_h2f",
+                                 "  vpxor %xmm1, %xmm1, %xmm1\n  vpackusdw %xmm1, %xmm0, %xmm0\n"
+                                 "  vcvtph2ps %xmm0, %xmm0\n")
+                    ALLOY_CPU_ASM_FN("_ZGVbN4v_alloy_cpu_f2h",
+                                     "  vcvtps2ph $8, %xmm0, %xmm0\n  vpmovzxwd %xmm0, %xmm0\n")
+                        ALLOY_CPU_ASM_FN("_ZGVcN8v_alloy_cpu_h2f",
+                                         "  vextracti128 $1, %ymm0, %xmm1\n"
+                                         "  vpackusdw %xmm1, %xmm0, %xmm0\n"
+                                         "  vcvtph2ps %xmm0, %ymm0\n")
+                            ALLOY_CPU_ASM_FN("_ZGVcN8v_alloy_cpu_f2h",
+                                             "  vcvtps2ph $8, %ymm0, %xmm0\n"
+                                             "  vpmovzxwd %xmm0, %ymm0\n")
+                                ALLOY_CPU_ASM_FN("_ZGVdN8v_alloy_cpu_h2f",
+                                                 "  vextracti128 $1, %ymm0, %xmm1\n"
+                                                 "  vpackusdw %xmm1, %xmm0, %xmm0\n"
+                                                 "  vcvtph2ps %xmm0, %ymm0\n")
+                                    ALLOY_CPU_ASM_FN("_ZGVdN8v_alloy_cpu_f2h",
+                                                     "  vcvtps2ph $8, %ymm0, %xmm0\n"
+                                                     "  vpmovzxwd %xmm0, %ymm0\n")
+                                        ALLOY_CPU_HALF_ASM_512);
+#undef ALLOY_CPU_HALF_ASM_512
+#undef ALLOY_CPU_ASM_FN
 
 ALLOY_FN float f16_to_f32(uint16_t bits) {
   return alloy_cpu_h2f(__builtin_bit_cast(float, static_cast<uint32_t>(bits)));
@@ -220,8 +195,36 @@ ALLOY_FN uint16_t f32_to_f16(float x) {
 
 // ---- Fast math: the host libm is both fast and correct enough; exp(-inf) == 0 holds ----
 
+// exp(x) for float, inline so that a thread loop vectorises it without a call (Cephes' expf
+// scheme, as SIMD libraries do): x = k ln2 + r with |r| <= ln2/2 (Cody-Waite, two-part ln2),
+// a degree-6 polynomial for exp(r), then 2^k applied as two exact power-of-two products so that
+// subnormal results round once and large ones overflow to inf. Within 2 ulp (Metal's precise
+// bound is 4; CpuVectorLoops.MathWithinMetalPreciseBounds*); exp(-inf) == 0, exp(inf) == inf,
+// NaN in NaN out.
+ALLOY_FN float expf_inline(float x) {
+  float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);  // NaN falls through to the end
+  // k = round(c / ln2) by the 1.5 * 2^23 trick (no libm call, no SSE4.1 needed).
+  float kf = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = c - kf * 0.693359375f;
+  r = r - kf * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  int k = static_cast<int>(kf);
+  int k1 = k >> 1, k2 = k - k1;  // each in [-76, 64]: 2^k1 and 2^k2 are normal floats
+  y *= __builtin_bit_cast(float, static_cast<uint32_t>(k1 + 127) << 23);
+  y *= __builtin_bit_cast(float, static_cast<uint32_t>(k2 + 127) << 23);
+  return x != x ? x + x : y;
+}
+ALLOY_FN float precise_exp(float x) {
+  return expf_inline(x);
+}
 ALLOY_FN float fast_exp(float x) {
-  return ::expf(x);
+  return expf_inline(x);
 }
 ALLOY_FN float fast_exp2(float x) {
   return ::exp2f(x);

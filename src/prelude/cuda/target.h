@@ -55,6 +55,9 @@ ALLOY_FN float fast_exp10(float x) {
 ALLOY_FN float fast_exp(float x) {
   return __expf(x);
 }
+ALLOY_FN float precise_exp(float x) {
+  return ::expf(x);
+}
 ALLOY_FN float fast_log(float x) {
   return __logf(x);
 }

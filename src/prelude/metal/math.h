@@ -960,7 +960,7 @@ ALLOY_FN V faceforward(const A& n, const B& i, const C& nref) {
 
 namespace precise {
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_exp)
-ALLOY_MATH1(exp, ::expf(x), ::exp(x))
+ALLOY_MATH1(exp, alloy_target::precise_exp(x), ::exp(x))
 #endif
 #if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_exp2)
 ALLOY_MATH1(exp2, ::exp2f(x), ::exp2(x))
