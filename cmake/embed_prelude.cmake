@@ -4,7 +4,7 @@
 file(GLOB_RECURSE files RELATIVE ${ROOT} ${ROOT}/*.h)
 list(SORT files)
 set(body "// Generated from src/prelude by cmake/embed_prelude.cmake. Do not edit.\n")
-string(APPEND body "#include \"kernel/prelude_files.h\"\nnamespace alloy::prelude {\n")
+string(APPEND body "#include \"core/prelude_files.h\"\nnamespace alloy::prelude {\n")
 string(APPEND body "const std::vector<EmbeddedFile>& embedded_files() {\n")
 string(APPEND body "  static const std::vector<EmbeddedFile> files = {\n")
 set(all "")

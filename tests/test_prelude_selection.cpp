@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/nvrtc.h"
-#include "kernel/prelude_files.h"
+#include "core/prelude_files.h"
 #include "msl/lexer.h"
 #include "msl/prelude_select.h"
 #include "msl/translate.h"

@@ -25,7 +25,7 @@
 #endif
 
 #include "core/trace.h"
-#include "kernel/prelude_files.h"
+#include "core/prelude_files.h"
 
 extern char** environ;
 

@@ -10,7 +10,7 @@
 #include "alloy/errors.h"
 #include "cache/compile_cache.h"
 #include "core/trace.h"
-#include "kernel/prelude_files.h"
+#include "core/prelude_files.h"
 
 namespace alloy::cuda {
 namespace {
