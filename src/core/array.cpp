@@ -349,23 +349,6 @@ double load_double(const void* src, Dtype t) {
   return 0;
 }
 
-// Copies a strided view into row-major contiguous memory (host pointers).
-void strided_copy(const char* src, const Shape& shape, const Strides& strides, size_t item,
-                  char* dst) {
-  int64_t n = numel(shape);
-  if (n == 0) return;
-  int nd = static_cast<int>(shape.size());
-  std::vector<int64_t> idx(nd, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t off = 0;
-    for (int d = 0; d < nd; ++d) off += idx[d] * strides[d];
-    std::memcpy(dst + i * item, src + off * static_cast<int64_t>(item), item);
-    for (int d = nd - 1; d >= 0; --d) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-}
 }  // namespace
 
 Array Array::from_external(void* data, Shape shape, Strides strides, Dtype dtype, Device device,
@@ -473,12 +456,11 @@ std::vector<uint8_t> Array::to_bytes() const {
     }
     std::vector<uint8_t> all(n.buffer->nbytes);
     gpu_backend()->copy_to_host(all.data(), n.buffer->ptr, all.size());
-    strided_copy(reinterpret_cast<const char*>(all.data()) + n.offset * item, n.shape, n.strides,
-                 item, reinterpret_cast<char*>(out.data()));
+    copy_convert_host(all.data() + n.offset * item, n.shape, n.strides, n.dtype, out.data(),
+                      n.dtype);
     return out;
   }
-  strided_copy(static_cast<const char*>(n.data()), n.shape, n.strides, item,
-               reinterpret_cast<char*>(out.data()));
+  copy_convert_host(n.data(), n.shape, n.strides, n.dtype, out.data(), n.dtype);
   return out;
 }
 

@@ -142,7 +142,8 @@ class ToDevice : public Primitive {
   Device device_;
 };
 
-/// Host-side strided copy with conversion (the CPU evaluation of Copy and AsType).
+/// Host-side strided copy of `shape` elements (element strides) into row-major `dst`, converted
+/// to `dst_dtype` (src/core/copy_convert.cpp; Array::to_bytes and the CPU Copy/AsType use it).
 void copy_convert_host(const void* src, const Shape& shape, const Strides& strides, Dtype src_dtype,
                        void* dst, Dtype dst_dtype);
 
