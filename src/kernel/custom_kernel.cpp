@@ -284,16 +284,10 @@ std::vector<Shape> CustomKernel::output_shapes(const std::vector<Array>& inputs)
   return out;
 }
 
-Dims CustomKernel::grid(const std::vector<Array>& inputs) const {
+std::pair<Dims, Dims> CustomKernel::geometry(const std::vector<Array>& inputs) const {
   Dims g = eval_dims(grid_, inputs), t = eval_dims(threadgroup_, inputs);
   check_grid(spec_->name, g, t);
-  return g;
-}
-
-Dims CustomKernel::threadgroup(const std::vector<Array>& inputs) const {
-  Dims g = eval_dims(grid_, inputs), t = eval_dims(threadgroup_, inputs);
-  check_grid(spec_->name, g, t);
-  return t;
+  return {g, t};
 }
 
 std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
@@ -558,8 +552,7 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
   const CompiledKernel& k = program->kernels().front();
   const std::vector<Array>& in = prepare_inputs(*spec_, inputs);
   for (auto& o : outputs) allocate_output(o);
-  Dims grid_ = eval_dims(this->grid_, inputs), threadgroup_ = eval_dims(this->threadgroup_, inputs);
-  check_grid(spec_->name, grid_, threadgroup_);
+  auto [grid_, threadgroup_] = geometry(inputs);
   if (init_value_)
     for (auto& o : outputs) fill_value(o, *init_value_);
   ShapeParams sp = shape_params(in, variant_->generated.bindings);
@@ -625,8 +618,7 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
   auto variant_ = variant(inputs);
   const std::vector<Array>& in = prepare_inputs(*spec_, inputs);
   for (auto& o : outputs) allocate_output(o);
-  Dims grid_ = eval_dims(this->grid_, inputs), threadgroup_ = eval_dims(this->threadgroup_, inputs);
-  check_grid(spec_->name, grid_, threadgroup_);
+  auto [grid_, threadgroup_] = geometry(inputs);
   // Shape parameters too large for the launch block (many inputs of many dimensions): the
   // program variant that reads them from wherever the launch puts them.
   bool spill = !shape_params_fit(in, variant_->generated.bindings);
@@ -796,7 +788,7 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
                                                      grid, tg, std::move(shapes), call.init_value,
                                                      variants_->spec_key);
   // Validates the geometry and computes the output shapes now: errors at the call, not later.
-  prim->grid(in);
+  prim->geometry(in);
   auto out_shapes = prim->output_shapes(in);
   // The generated source for these inputs (cached by content): argument errors (input count,
   // name clashes, template arguments) surface at the call.

@@ -66,9 +66,9 @@ class CustomKernel : public Primitive {
   void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
   const KernelSpec& spec() const { return *spec_; }
-  /// The launch geometry for these inputs (validated: std::invalid_argument names the kernel).
-  Dims grid(const std::vector<Array>& inputs) const;
-  Dims threadgroup(const std::vector<Array>& inputs) const;
+  /// The launch geometry (grid, threadgroup) for these inputs, validated: std::invalid_argument
+  /// names the kernel.
+  std::pair<Dims, Dims> geometry(const std::vector<Array>& inputs) const;
 
  private:
   std::shared_ptr<KernelVariant> variant(const std::vector<Array>& inputs) const;
