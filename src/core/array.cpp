@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <complex>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -10,6 +11,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "alloy/errors.h"
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
 #include "core/half_convert.h"
@@ -20,12 +22,24 @@ namespace alloy {
 // ---- buffers ---------------------------------------------------------------------------------
 
 std::shared_ptr<Buffer> allocate(Device device, size_t nbytes) {
-  if (device.type == Device::Type::gpu) {
-    auto* gpu = gpu_backend();
-    if (!gpu) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
-    return gpu->allocate(nbytes);
+  try {
+    if (device.type == Device::Type::gpu) {
+      auto* gpu = gpu_backend();
+      if (!gpu) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
+      return gpu->allocate(nbytes);
+    }
+    return std::make_shared<Buffer>(host_alloc(nbytes), nbytes, device, &host_free);
+  } catch (const OutOfMemory&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    // Say how much was asked for: a bare std::bad_alloc does not tell a typo'd shape from a
+    // machine that is out of memory.
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1f GiB", static_cast<double>(nbytes) / (1ull << 30));
+    throw OutOfMemory("cannot allocate " + std::to_string(nbytes) + " bytes (" + size +
+                      ") for an array on the " +
+                      (device.type == Device::Type::gpu ? "GPU" : "CPU"));
   }
-  return std::make_shared<Buffer>(host_alloc(nbytes), nbytes, device, &host_free);
 }
 
 // ---- nodes -----------------------------------------------------------------------------------
@@ -41,12 +55,33 @@ Strides row_major_strides(const Shape& shape) {
 }
 
 namespace {
+std::string shape_text(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+// Element count, checked: a product that overflows int64 must not wrap (to 0, say).
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw std::invalid_argument("the element count of shape " + shape_text(shape) +
+                                  " overflows a 64-bit integer");
+  return n;
+}
 void check_shape(const Shape& shape) {
   for (auto d : shape)
-    if (d < 0) throw std::invalid_argument("negative dimension in shape");
+    if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_text(shape));
+  numel(shape);
 }
-int64_t numel(const Shape& shape) {
-  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+// Bytes of a row-major array, checked against int64 (what byte offsets are computed in).
+size_t checked_nbytes(const Shape& shape, Dtype dtype) {
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(numel(shape), static_cast<int64_t>(size_of(dtype)), &bytes))
+    throw std::invalid_argument("the size in bytes of shape " + shape_text(shape) + " of " +
+                                std::string(dtype_name(dtype)) + " overflows a 64-bit integer");
+  return static_cast<size_t>(bytes);
 }
 }  // namespace
 
@@ -57,7 +92,7 @@ Array make_empty(const Shape& shape, Dtype dtype, Device device) {
   n->shape = shape;
   n->strides = row_major_strides(shape);
   n->device = device;
-  n->buffer = allocate(device, static_cast<size_t>(numel(shape)) * size_of(dtype));
+  n->buffer = allocate(device, checked_nbytes(shape, dtype));
   return Array(n);
 }
 
@@ -73,6 +108,7 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
   std::vector<Array> outs;
   for (size_t i = 0; i < shapes.size(); ++i) {
     check_shape(shapes[i]);
+    checked_nbytes(shapes[i], dtypes[i]);
     auto n = std::make_shared<ArrayNode>();
     n->dtype = dtypes[i];
     n->shape = shapes[i];
@@ -513,9 +549,25 @@ Array zeros(const Shape& shape, Dtype dtype, std::optional<Device> device) {
   return full(shape, 0.0, dtype, device);
 }
 
+namespace {
+// The float64 staging values of a new array of `shape`, with the array's own size in the error.
+std::vector<double> staging(const Shape& shape, Dtype dtype, double value = 0) {
+  size_t bytes = checked_nbytes(shape, dtype);
+  try {
+    return std::vector<double>(static_cast<size_t>(numel(shape)), value);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory("cannot allocate an array of " + std::to_string(bytes) + " bytes of " +
+                      std::string(dtype_name(dtype)) + " (shape " + shape_text(shape) + ")");
+  } catch (const std::length_error&) {
+    throw OutOfMemory("cannot allocate an array of " + std::to_string(bytes) + " bytes of " +
+                      std::string(dtype_name(dtype)) + " (shape " + shape_text(shape) + ")");
+  }
+}
+}  // namespace
+
 Array full(const Shape& shape, double value, Dtype dtype, std::optional<Device> device) {
   check_shape(shape);
-  return Array::from_doubles(std::vector<double>(numel(shape), value), shape, dtype, device);
+  return Array::from_doubles(staging(shape, dtype, value), shape, dtype, device);
 }
 
 Array arange(int64_t n, Dtype dtype, std::optional<Device> device) {
@@ -530,7 +582,7 @@ Array random_uniform(const Shape& shape, Dtype dtype, double low, double high, u
   check_shape(shape);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(low, high);
-  std::vector<double> v(numel(shape));
+  std::vector<double> v = staging(shape, dtype);
   for (auto& x : v) {
     x = dist(rng);
     if (is_integral(dtype)) x = std::floor(x);
