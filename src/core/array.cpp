@@ -125,6 +125,8 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
 
 namespace {
 void run_pending(const std::shared_ptr<PendingOp>& op) {
+  // A failed evaluation fails once: reading its outputs again reports the same error.
+  if (op->error) std::rethrow_exception(op->error);
   std::vector<Array> outputs;
   std::vector<std::shared_ptr<ArrayNode>> live;
   outputs.reserve(op->outputs.size());
@@ -149,6 +151,7 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
     // Leave the outputs pending (not half-materialized) so state stays consistent.
     for (auto& n : live)
       if (n) n->buffer.reset();
+    op->error = std::current_exception();
     throw;
   }
   for (auto& n : live)

@@ -1,5 +1,6 @@
 // The node behind an Array handle.
 #pragma once
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct PendingOp {
   std::vector<Shape> shapes;  // of every output, also those whose handles were dropped
   std::vector<Dtype> dtypes;
   Device device;
+  /// Set when evaluating the op threw: every later read rethrows it instead of running (and
+  /// compiling) the op again (docs/reliability.md).
+  std::exception_ptr error;
 };
 
 struct ArrayNode {

@@ -18,6 +18,7 @@
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
 #include "kernel/gpu_program.h"
+#include "kernel/limits.h"
 #include "kernel/program.h"
 #include "kernel/robust_reports.h"
 #include "msl/signature.h"
@@ -503,6 +504,7 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     throw std::invalid_argument(
         fmt::format("[metal_kernel] threadgroup ({}, {}, {}) has {} threads; the maximum is 1024",
                     call.threadgroup[0], call.threadgroup[1], call.threadgroup[2], tg_threads));
+  kernel::check_grid_threads("[metal_kernel]", spec.name, call.grid);
   Device dev = call.device.value_or(default_device());
   if (dev.type == Device::Type::gpu && !gpu_available())
     throw std::invalid_argument("[metal_kernel] no GPU is available (no CUDA driver or device)");

@@ -61,10 +61,14 @@ std::string cuda_unroll(const std::string& count) {
   return count.empty() ? "#pragma unroll" : "#pragma unroll " + count;
 }
 
-std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions&) {
+std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& opt) {
   std::string args = call_args(
       k, [](int n) { return fmt::format("L->buffers[{}]", n); }, "L->buffer_bytes", "g",
       "g->tg_params[{}]");
+  // Robust mode reports the thread of each out-of-range access: in loop mode, g->current is the
+  // running thread's linear index (fibers set it themselves).
+  std::string current =
+      opt.robust ? "        g->current = x + g->group_size[0] * (y + g->group_size[1] * z);\n" : "";
   return fmt::format(
       "extern \"C\" void alloy_group_{0}(const alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
       "  ::alloy_target::set_group(g);\n"
@@ -72,6 +76,7 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions&) {
       "    for (unsigned y = 0; y < g->group_size[1]; ++y)\n"
       "      for (unsigned x = 0; x < g->group_size[0]; ++x) {{\n"
       "        const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, x, y, z);\n"
+      "{3}"
       "        {1}({2});\n"
       "      }}\n"
       "}}\n"
@@ -81,7 +86,7 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions&) {
       "  const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, lid);\n"
       "  {1}({2});\n"
       "}}\n",
-      i, k.function, args);
+      i, k.function, args, current);
 }
 
 std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& opt) {

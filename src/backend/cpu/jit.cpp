@@ -2,14 +2,19 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <spawn.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -28,6 +33,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kTarget = "cpu";
+// Defaults of ALLOY_COMPILE_MEMORY_MB and ALLOY_COMPILE_TIMEOUT: far above what a kernel needs
+// (a few hundred MB, seconds), far below what a runaway compile takes.
+constexpr uint64_t kDefaultCompileMemoryMB = 8192;
+constexpr uint64_t kDefaultCompileSeconds = 300;
 constexpr const char* kBaseFlags[] = {"-std=c++20",      "-O2", "-fPIC", "-shared", "-march=native",
                                       "-fno-math-errno", "-w"};
 
@@ -51,11 +60,41 @@ std::string find_program(const std::string& name) {
   return "";
 }
 
+// Limits on one run of the host compiler (docs/reliability.md): a header of nested macros can
+// drive it to tens of GB or for hours. 0: none.
+struct ProcessLimits {
+  uint64_t memory_bytes = 0;  // RLIMIT_AS of the compiler and its children
+  uint64_t seconds = 0;       // wall clock; the process group is killed after it
+};
+
+// $name as a positive integer (in `unit`s), else `fallback`; throws for a malformed value.
+uint64_t env_limit(const char* name, uint64_t fallback, uint64_t unit) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback * unit;
+  std::string_view s(env);
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size())
+    throw std::invalid_argument(std::string(name) + " must be a non-negative integer, got '" + env +
+                                "'");
+  return v * unit;
+}
+
+ProcessLimits compile_limits() {
+  return {env_limit("ALLOY_COMPILE_MEMORY_MB", kDefaultCompileMemoryMB, 1ull << 20),
+          env_limit("ALLOY_COMPILE_TIMEOUT", kDefaultCompileSeconds, 1)};
+}
+
 // Runs argv[0] (a path) with stdout+stderr captured; returns the exit status (-1 if it could not
-// start, 128+signal if killed). posix_spawn, not system(): no shell, no quoting issues.
+// start, 128+signal if killed). fork + execve, not system(): no shell, no quoting issues; not
+// posix_spawn, which cannot set the child's resource limits. The child leads its own process
+// group so that a timeout kills the compiler's own children too. Between fork and execve the
+// child makes only system calls (everything it needs is prepared before the fork).
 // LC_ALL=C keeps diagnostics in plain ASCII for the caller that parses them.
-int run_process(const std::vector<std::string>& args, std::string* output) {
+int run_process(const std::vector<std::string>& args, std::string* output,
+                const ProcessLimits& limits = {}, bool* timed_out = nullptr) {
   output->clear();
+  if (timed_out) *timed_out = false;
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -71,22 +110,73 @@ int run_process(const std::vector<std::string>& args, std::string* output) {
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return -1;  // CLOEXEC: concurrent spawns must not inherit it
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  pid_t pid;
-  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  struct rlimit as_limit {};
+  as_limit.rlim_cur = as_limit.rlim_max = static_cast<rlim_t>(limits.memory_bytes);
+  // Errors from the child, reported through a second pipe (closed by a successful execve).
+  int err_fds[2];
+  if (::pipe2(err_fds, O_CLOEXEC) != 0) {
     ::close(fds[0]);
-    *output = std::string("cannot run ") + args[0] + ": " + std::strerror(rc);
+    ::close(fds[1]);
+    if (devnull >= 0) ::close(devnull);
     return -1;
   }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    if (limits.memory_bytes) ::setrlimit(RLIMIT_AS, &as_limit);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    int e = errno;
+    ssize_t w = ::write(err_fds[1], &e, sizeof e);
+    (void)w;
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  ::close(err_fds[1]);
+  if (devnull >= 0) ::close(devnull);
+  if (pid < 0) {
+    int e = errno;
+    ::close(fds[0]);
+    ::close(err_fds[0]);
+    *output = std::string("cannot run ") + args[0] + ": " + std::strerror(e);
+    return -1;
+  }
+  ::setpgid(pid, pid);  // also from the parent: no window where a kill(-pid) misses
+  int exec_errno = 0;
+  ssize_t got = ::read(err_fds[0], &exec_errno, sizeof exec_errno);
+  ::close(err_fds[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    ::close(fds[0]);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    *output = std::string("cannot run ") + args[0] + ": " + std::strerror(exec_errno);
+    return -1;
+  }
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now() + std::chrono::seconds(limits.seconds);
+  bool killed = false;
   char buf[4096];
   for (;;) {
+    int wait_ms = -1;
+    if (limits.seconds && !killed) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+      wait_ms = left > 0 ? static_cast<int>(std::min<long long>(left, 1 << 30)) : 0;
+    }
+    struct pollfd pfd {
+      fds[0], POLLIN, 0
+    };
+    int pr = ::poll(&pfd, 1, wait_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) {  // the time limit: stop the compiler and everything it started
+      ::kill(-pid, SIGKILL);
+      killed = true;
+      if (timed_out) *timed_out = true;
+      continue;
+    }
     ssize_t n = ::read(fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -99,6 +189,14 @@ int run_process(const std::vector<std::string>& args, std::string* output) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+// Whether a failed compiler run ran out of its address-space limit (GCC: "out of memory
+// allocating", "virtual memory exhausted"; clang: "std::bad_alloc", "Cannot allocate memory").
+bool out_of_memory(const std::string& log) {
+  for (const char* m : {"out of memory", "memory exhausted", "bad_alloc", "Cannot allocate memory"})
+    if (log.find(m) != std::string::npos) return true;
+  return false;
 }
 
 // What -march=native resolves to depends on the CPU: the identity must change when the cache
@@ -274,8 +372,9 @@ const std::string& Jit::compiler_identity() {
 }
 
 const std::string& Jit::prelude_hash() {
-  std::call_once(prelude_once_,
-                 [&] { prelude_hash_ = cache::hash_hex({"prelude", prelude::embedded_hash()}); });
+  std::call_once(prelude_once_, [&] {
+    prelude_hash_ = cache::hash_hex({"prelude", prelude::embedded_hash()});
+  });
   return prelude_hash_;
 }
 
@@ -411,9 +510,22 @@ std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const Jit
   args.push_back(out.string());
   args.push_back(src.string());
   std::string log;
-  int rc = run_process(args, &log);
+  ProcessLimits limits = compile_limits();
+  bool timed_out = false;
+  int rc = run_process(args, &log, limits, &timed_out);
   if (rc != 0 || !fs::exists(out)) {
     ::unlink(out.c_str());
+    // Say which limit stopped the compiler, first: the caller shows the raw log when no line of
+    // the user's source is to blame.
+    if (timed_out)
+      log = "alloy: the host compiler was stopped after " + std::to_string(limits.seconds) +
+            " s, the compile time limit (set ALLOY_COMPILE_TIMEOUT, in seconds, to raise it; 0 "
+            "removes it)\n" +
+            log;
+    else if (limits.memory_bytes && out_of_memory(log))
+      log = "alloy: the host compiler ran out of memory under the compile memory limit of " +
+            std::to_string(limits.memory_bytes >> 20) +
+            " MB (set ALLOY_COMPILE_MEMORY_MB to raise it; 0 removes it)\n" + log;
     throw CompileFailure(tc.path, log, src);
   }
 
