@@ -289,9 +289,9 @@ Jit::Jit(JitConfig config)
                  : (config.use_default_cache_dir ? cache::default_dir() : std::nullopt)) {}
 
 Jit::~Jit() {
-  if (own_work_dir_) {
+  if (!private_dir_.empty()) {
     std::error_code ec;
-    fs::remove_all(work_dir_, ec);
+    fs::remove_all(private_dir_, ec);
   }
 }
 
@@ -340,8 +340,8 @@ const Jit::Toolchain& Jit::toolchain() {
           {real.string(), std::to_string(st.st_size), std::to_string(st.st_mtim.tv_sec),
            std::to_string(st.st_mtim.tv_nsec), std::to_string(st.st_ino)});
       id_file = cache_.dir() / "compilers" / (h + ".txt");
-      std::ifstream in(id_file, std::ios::binary);
-      if (in) version.assign(std::istreambuf_iterator<char>(in), {});
+      std::vector<char> bytes;
+      if (cache::read_regular_file(id_file, &bytes)) version.assign(bytes.begin(), bytes.end());
     }
     if (version.empty()) {
       try {
@@ -378,64 +378,129 @@ const std::string& Jit::prelude_hash() {
   return prelude_hash_;
 }
 
+// A per-process folder under $TMPDIR, removed with the Jit: where work files go when the cache
+// folder cannot take them (no disk cache, a read-only or full disk).
+fs::path Jit::private_dir() {
+  std::call_once(private_once_, [&] {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/alloy-XXXXXX";
+    if (::mkdtemp(pattern.data())) private_dir_ = pattern;
+  });
+  if (private_dir_.empty()) {
+    throw std::runtime_error("cannot create a work folder for the CPU JIT (cache: " +
+                             (cache_.has_disk() ? cache_.dir().string() : cache_.disk_error()) +
+                             "; and no private temp folder under $TMPDIR)");
+  }
+  return private_dir_;
+}
+
+namespace {
+bool writable_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(fs::symlink_status(p, ec)) && ::access(p.c_str(), W_OK | X_OK) == 0;
+}
+// Orphans are older than any compile can take (the compile time limit) and than one hour.
+std::chrono::seconds orphan_age() {
+  uint64_t limit = kDefaultCompileSeconds;
+  try {
+    limit = env_limit("ALLOY_COMPILE_TIMEOUT", kDefaultCompileSeconds, 1);
+  } catch (const std::invalid_argument&) {
+  }
+  return std::chrono::seconds(std::max<uint64_t>(3600, 2 * limit));
+}
+}  // namespace
+
 fs::path Jit::work_dir() {
   std::call_once(work_once_, [&] {
     if (cache_.has_disk()) {
-      work_dir_ = cache_.temp_dir();
-      return;
-    }
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/alloy-XXXXXX";
-    if (::mkdtemp(pattern.data())) {
-      work_dir_ = pattern;
-      own_work_dir_ = true;
+      cache_.remove_orphans(orphan_age());
+      fs::path p = cache_.temp_dir();
+      if (writable_dir(p)) {
+        work_dir_ = p;
+        return;
+      }
     }
   });
-  if (work_dir_.empty()) {
-    throw std::runtime_error("cannot create a work folder for the CPU JIT (cache: " +
-                             cache_.disk_error() + "; temp folder not writable)");
-  }
-  return work_dir_;
+  return work_dir_.empty() ? private_dir() : work_dir_;
 }
 
-// The prelude headers, written once under <cache>/prelude-<hash>/ (or the work folder without a
-// disk cache). Written into a temp folder then renamed, so a concurrent process never sees a
-// half-written prelude; a `.complete` marker tells a finished folder from a foreign one.
+namespace {
+// Whether `dir` holds exactly the embedded prelude (regular files with the right bytes): a folder
+// damaged after it was completed (files edited, removed, replaced by FIFOs) must not make every
+// kernel fail with an error that blames the user's code.
+bool prelude_intact(const fs::path& dir) {
+  std::vector<char> bytes;
+  for (const auto& f : prelude::embedded_files()) {
+    if (!cache::read_regular_file(dir / f.path, &bytes) ||
+        std::string_view(bytes.data(), bytes.size()) != f.text)
+      return false;
+  }
+  return true;
+}
+
+// Writes the prelude into a new folder next to `final_dir` and moves it into place (replacing a
+// damaged one). Throws fs::filesystem_error when the folder cannot be written.
+void install_prelude(const fs::path& final_dir, const std::string& hash, const std::string& tag) {
+  std::error_code ec;
+  fs::path tmp = final_dir.string() + ".tmp-" + tag;
+  try {
+    for (const auto& f : prelude::embedded_files()) {
+      fs::path p = tmp / f.path;
+      fs::create_directories(p.parent_path());
+      cache::write_file_atomic(p, f.text);
+    }
+    fs::create_directories(tmp);
+    cache::write_file_atomic(tmp / ".complete", hash);
+  } catch (const fs::filesystem_error&) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (::rename(tmp.c_str(), final_dir.c_str()) == 0) break;
+    // Another process finished first (rename onto a non-empty folder fails): use theirs if it is
+    // intact. Otherwise (debris, a damaged folder) move it aside and try again.
+    if (fs::exists(final_dir / ".complete", ec) && prelude_intact(final_dir)) break;
+    fs::path old = final_dir.string() + ".old-" + tag;
+    if (::rename(final_dir.c_str(), old.c_str()) == 0)
+      fs::remove_all(old, ec);
+    else
+      fs::remove_all(final_dir, ec);
+  }
+  fs::remove_all(tmp, ec);  // no-op when the rename succeeded
+}
+}  // namespace
+
+// The prelude headers, written once under <cache>/prelude-<hash>/ (or a private folder without a
+// usable disk cache). Written into a temp folder then renamed, so a concurrent process never sees
+// a half-written prelude; a `.complete` marker tells a finished folder from a foreign one, and the
+// contents are checked once per process (a damaged folder is rebuilt).
 const fs::path& Jit::prelude_dir() {
   const std::string& hash = prelude_hash();
   std::call_once(prelude_dir_once_, [&] {
-    fs::path root = cache_.has_disk() ? cache_.dir() : work_dir();
-    fs::path final_dir = root / ("prelude-" + hash);
-    std::error_code ec;
-    if (fs::exists(final_dir / ".complete", ec)) {
-      prelude_dir_ = final_dir;
-      return;
-    }
-    fs::path tmp = root / ("prelude-" + hash + ".tmp-" + unique_suffix());
+    std::vector<fs::path> roots;
+    if (cache_.has_disk()) roots.push_back(cache_.dir());
     try {
-      for (const auto& f : prelude::embedded_files()) {
-        fs::path p = tmp / f.path;
-        fs::create_directories(p.parent_path());
-        cache::write_file_atomic(p, f.text);
+      roots.push_back(private_dir());
+    } catch (const std::runtime_error& e) {
+      prelude_error_ = e.what();
+    }
+    for (const fs::path& root : roots) {
+      fs::path final_dir = root / ("prelude-" + hash);
+      std::error_code ec;
+      if (fs::exists(final_dir / ".complete", ec) && prelude_intact(final_dir)) {
+        prelude_dir_ = final_dir;
+        return;
       }
-      fs::create_directories(tmp);
-      cache::write_file_atomic(tmp / ".complete", hash);
-    } catch (const fs::filesystem_error& e) {
-      fs::remove_all(tmp, ec);
-      prelude_error_ = std::string("cannot write the prelude headers: ") + e.what();
-      return;
-    }
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      if (::rename(tmp.c_str(), final_dir.c_str()) == 0) break;
-      // Another process finished first (rename onto a non-empty folder fails): use theirs. A
-      // folder without the marker is debris (e.g. edited by hand): replace it once.
-      if (fs::exists(final_dir / ".complete", ec)) break;
-      fs::remove_all(final_dir, ec);
-    }
-    fs::remove_all(tmp, ec);  // no-op when the rename succeeded
-    if (fs::exists(final_dir / ".complete", ec)) {
-      prelude_dir_ = final_dir;
-    } else {
+      try {
+        install_prelude(final_dir, hash, unique_suffix());
+      } catch (const fs::filesystem_error& e) {
+        prelude_error_ = std::string("cannot write the prelude headers: ") + e.what();
+        continue;  // a full or read-only cache: the private folder
+      }
+      if (fs::exists(final_dir / ".complete", ec) && prelude_intact(final_dir)) {
+        prelude_dir_ = final_dir;
+        return;
+      }
       prelude_error_ = "cannot create the prelude folder " + final_dir.string();
     }
   });
@@ -491,28 +556,61 @@ std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const Jit
 
   const Toolchain& tc = toolchain();
   const fs::path& include = prelude_dir();
+  // Work files have per-process names: processes compiling the same kernel must not share (and
+  // rename away) each other's source. A cache folder that cannot take them (full, read-only)
+  // falls back to the private folder.
   fs::path work = work_dir();
-  fs::path src = work / (key + ".cpp");
-  fs::path out = work / (key + "-" + unique_suffix() + ".so");
+  std::string stem = key + "-" + unique_suffix();
+  fs::path src = work / (stem + ".cpp");
   try {
     cache::write_file_atomic(src, source);
   } catch (const fs::filesystem_error& e) {
-    throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
-                             e.what());
+    fs::path fallback = private_dir();
+    if (work == fallback)
+      throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
+                               e.what());
+    work = fallback;
+    src = work / (stem + ".cpp");
+    try {
+      cache::write_file_atomic(src, source);
+    } catch (const fs::filesystem_error& e2) {
+      throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
+                               e2.what());
+    }
   }
+  fs::path out = work / (stem + ".so");
 
-  std::vector<std::string> args = {tc.path};
-  for (const char* f : kBaseFlags) args.emplace_back(f);
-  for (const std::string& f : options.flags) args.push_back(f);
-  args.push_back("-I");
-  args.push_back(include.string());
-  args.push_back("-o");
-  args.push_back(out.string());
-  args.push_back(src.string());
   std::string log;
   ProcessLimits limits = compile_limits();
   bool timed_out = false;
-  int rc = run_process(args, &log, limits, &timed_out);
+  auto run_compiler = [&] {
+    std::vector<std::string> args = {tc.path};
+    for (const char* f : kBaseFlags) args.emplace_back(f);
+    for (const std::string& f : options.flags) args.push_back(f);
+    args.push_back("-I");
+    args.push_back(include.string());
+    args.push_back("-o");
+    args.push_back(out.string());
+    args.push_back(src.string());
+    return run_process(args, &log, limits, &timed_out);
+  };
+  int rc = run_compiler();
+  if (rc != 0 && log.find("No space left on device") != std::string::npos &&
+      work != private_dir()) {
+    // The cache's disk filled up under the compiler: once more in the private folder.
+    ::unlink(out.c_str());
+    ::unlink(src.c_str());
+    work = private_dir();
+    src = work / (stem + ".cpp");
+    out = work / (stem + ".so");
+    try {
+      cache::write_file_atomic(src, source);
+    } catch (const fs::filesystem_error& e) {
+      throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
+                               e.what());
+    }
+    rc = run_compiler();
+  }
   if (rc != 0 || !fs::exists(out)) {
     ::unlink(out.c_str());
     // Say which limit stopped the compiler, first: the caller shows the raw log when no line of
