@@ -478,6 +478,11 @@ std::string MetalKernel::metal_source(const std::vector<Array>& inputs,
 std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
                                            const KernelCall& call) const {
   const KernelSpec& spec = *spec_;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].valid())
+      throw std::invalid_argument(fmt::format(
+          "[metal_kernel] kernel '{}': input {} is an invalid (empty) array", spec.name,
+          i < spec.input_names.size() ? "'" + spec.input_names[i] + "'" : std::to_string(i)));
   if (call.output_shapes.size() != spec.output_names.size())
     throw std::invalid_argument(
         fmt::format("[metal_kernel] Expected `output_shapes` to have size {} but got size {}.\n",

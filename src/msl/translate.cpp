@@ -207,13 +207,15 @@ class Translator {
     if (l == std::string::npos || r == std::string::npos || r < l)
       bad("[[" + a + "]] needs an integer in parentheses", line);
     std::string digits = a.substr(l + 1, r - l - 1);
-    while (!digits.empty() && digits.front() == ' ') digits.erase(digits.begin());
-    while (!digits.empty() && digits.back() == ' ') digits.pop_back();
+    std::erase(digits, ' ');
     long long v = 0;
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
     if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v < lo ||
-        v > hi)
-      bad(fmt::format("[[{}]] needs an integer between {} and {}", a, lo, hi), line);
+        v > hi) {
+      std::string shown = a;  // as written, without the token separators
+      std::erase(shown, ' ');
+      bad(fmt::format("[[{}]] needs an integer between {} and {}", shown, lo, hi), line);
+    }
     return static_cast<int>(v);
   }
   // An unterminated /* comment swallows the rest of the source: say so rather than report that
