@@ -40,8 +40,11 @@ bool raise_alloy_error(const std::exception_ptr& p) {
     // The interrupt check's own exception (KeyboardInterrupt from PyErr_CheckSignals).
     try {
       std::rethrow_exception(e.cause());
-    } catch (nb::python_error& pe) {
-      pe.restore();
+    } catch (const nb::python_error& pe) {
+      // Not pe.restore(), which empties the shared exception: a failed evaluation is rethrown
+      // on every read (NumPy reads again after a failed buffer request).
+      nb::handle v = pe.value();
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(v.ptr())), v.ptr());
     } catch (...) {
       PyErr_SetString(PyExc_KeyboardInterrupt, "interrupted");
     }

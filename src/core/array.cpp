@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "alloy/errors.h"
+#include "alloy/interrupt.h"
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
 #include "core/half_convert.h"
@@ -124,6 +125,21 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
 // ---- evaluation ------------------------------------------------------------------------------
 
 namespace {
+// Failures that a second read must not retry: the kernel's own (compile, launch) and interrupts.
+// Foreign exceptions (e.g. Python's, from a reference function) are not kept: their bindings may
+// consume them when they are raised.
+bool fails_for_good(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const Error&) {
+    return true;
+  } catch (const Interrupted&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 void run_pending(const std::shared_ptr<PendingOp>& op) {
   // A failed evaluation fails once: reading its outputs again reports the same error.
   if (op->error) std::rethrow_exception(op->error);
@@ -151,7 +167,7 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
     // Leave the outputs pending (not half-materialized) so state stays consistent.
     for (auto& n : live)
       if (n) n->buffer.reset();
-    op->error = std::current_exception();
+    if (fails_for_good(std::current_exception())) op->error = std::current_exception();
     throw;
   }
   for (auto& n : live)

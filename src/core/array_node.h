@@ -18,8 +18,8 @@ struct PendingOp {
   std::vector<Shape> shapes;  // of every output, also those whose handles were dropped
   std::vector<Dtype> dtypes;
   Device device;
-  /// Set when evaluating the op threw: every later read rethrows it instead of running (and
-  /// compiling) the op again (docs/reliability.md).
+  /// Set when evaluating the op failed for good (alloy::Error, alloy::Interrupted): every later
+  /// read rethrows it instead of running (and compiling) the op again (docs/reliability.md).
   std::exception_ptr error;
 };
 
