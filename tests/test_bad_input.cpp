@@ -204,11 +204,11 @@ std::vector<BadCall> catalogue() {
   c.push_back({"[[buffer(99)]]",
                [] { library("kernel void k(device float* a [[buffer(99)]]) {}"); },
                K::invalid_argument,
-               {"buffer(99)", "between 0 and 30"}});
+               {"buffer(99)", "between 0 and 47"}});
   c.push_back({"[[buffer(-1)]]",
                [] { library("kernel void k(device float* a [[buffer(-1)]]) {}"); },
                K::invalid_argument,
-               {"buffer(-1)", "between 0 and 30"}});
+               {"buffer(-1)", "between 0 and 47"}});
   c.push_back({"[[threadgroup(9)]]",
                [] { library("kernel void k(threadgroup float* a [[threadgroup(9)]]) {}"); },
                K::invalid_argument,

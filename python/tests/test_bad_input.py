@@ -97,7 +97,7 @@ CASES = [
         "kernel void k(device float* a [[buffer(0)]], device float* b [[buffer(0)]]) {}"),
      ValueError, ["[[buffer(0)]]", "once"]),
     ("[[buffer(99)]]", lambda: alloy.compile_shader(
-        "kernel void k(device float* a [[buffer(99)]]) {}"), ValueError, ["between 0 and 30"]),
+        "kernel void k(device float* a [[buffer(99)]]) {}"), ValueError, ["between 0 and 47"]),
     ("max_total_threads_per_threadgroup(99999999999)", lambda: alloy.compile_shader(
         "[[kernel]] [[max_total_threads_per_threadgroup(99999999999)]] "
         "void k(device float* a [[buffer(0)]]) {}"),

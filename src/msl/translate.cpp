@@ -347,9 +347,10 @@ class Translator {
         if (unsupported_attributes().count(head))
           not_supported("[[" + a + "]] parameters", toks_[pb].line);
         if (head == "buffer") {
-          // Metal: buffer argument table indices 0-30.
+          // Metal's argument table has 31 entries; Alloy's launch tables hold 48 (MLX's
+          // signature for many inputs goes past 30), the CUDA one being the smaller.
           p.kind = ParamKind::buffer;
-          p.index = attr_int(a, 0, 30, toks_[pb].line);
+          p.index = attr_int(a, 0, 47, toks_[pb].line);
           assigned = true;
         } else if (head == "threadgroup") {
           // Metal: threadgroup memory indices 0-7 (as the runtimes' tables).

@@ -18,6 +18,19 @@
 // resumed: either every thread has returned, a thread failed, or the live threads wait on things
 // that cannot complete (divergent barriers), which is reported instead of hanging.
 
+// ThreadSanitizer cannot follow Boost.Context switches by itself (its shadow stack grows until
+// memory runs out); its fiber API tells it about each switch, and a switch synchronizes.
+#if defined(__SANITIZE_THREAD__)
+#define ALLOY_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ALLOY_TSAN 1
+#endif
+#endif
+#ifdef ALLOY_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace alloy::cpu {
 namespace bc = boost::context::detail;
 
@@ -35,6 +48,10 @@ FiberScheduler::~FiberScheduler() {
 }
 
 void FiberScheduler::release_stacks() {
+#ifdef ALLOY_TSAN
+  for (uint32_t i = 0; tsan_fibers_ && i < capacity_; ++i) __tsan_destroy_fiber(tsan_fibers_[i]);
+  tsan_fibers_.reset();
+#endif
   if (stacks_) ::munmap(stacks_, map_bytes_);
   stacks_ = nullptr;
   if (guards_) g_guard_budget += guards_;
@@ -86,6 +103,10 @@ void FiberScheduler::reserve(uint32_t nthreads, uint64_t stack_bytes) {
   ctx_ = std::make_unique<fcontext_t[]>(cap);
   state_ = std::make_unique<State[]>(cap);
   sg_ = std::make_unique<SimdGroup[]>((cap + 31) / 32);
+#ifdef ALLOY_TSAN
+  tsan_fibers_ = std::make_unique<void*[]>(cap);
+  for (uint32_t i = 0; i < cap; ++i) tsan_fibers_[i] = __tsan_create_fiber(0);
+#endif
   capacity_ = cap;
 }
 
@@ -127,6 +148,9 @@ void FiberScheduler::run_group(const alloy_cpu_launch* L, alloy_cpu_group* g,
   }
   g->sync = &kSync;
   g->runtime = static_cast<GroupRuntime*>(this);
+#ifdef ALLOY_TSAN
+  tsan_main_ = __tsan_get_current_fiber();
+#endif
 
   jump(-1, 0);  // returns when no fiber can run
 
@@ -179,6 +203,9 @@ void FiberScheduler::jump(int32_t self, int32_t target) {
     g_->current = static_cast<uint32_t>(target);
     to = ctx_[target];
   }
+#ifdef ALLOY_TSAN
+  __tsan_switch_to_fiber(target >= 0 ? tsan_fibers_[target] : tsan_main_, 0);
+#endif
   transfer_t t = bc::jump_fcontext(to, this);
   // Resumed: save the context of whoever jumped here, so it can be resumed later.
   if (from_ < 0) {
