@@ -99,6 +99,10 @@ class FiberScheduler : public GroupRuntime {
   // worker's own, so that TSan follows each context switch (docs/reliability.md).
   std::unique_ptr<void*[]> tsan_fibers_;
   void* tsan_main_ = nullptr;
+  // AddressSanitizer's (asan builds only): the worker's own stack, learnt at the first switch.
+  const void* asan_main_bottom_ = nullptr;
+  size_t asan_main_size_ = 0;
+  void asan_arrived();
 };
 
 }  // namespace alloy::cpu
