@@ -3,7 +3,9 @@
 # Idempotent: only missing packages are installed, so `make demo`/`make test` stay quick.
 set -euo pipefail
 DEB_PKGS=(cmake g++ make pkg-config libfmt-dev libxxhash-dev libcli11-dev libboost-context-dev
-          libtbb-dev libflatbuffers-dev flatbuffers-compiler libgtest-dev libgmock-dev libbenchmark-dev clang-format python3-dev)
+          libtbb-dev libflatbuffers-dev flatbuffers-compiler libgtest-dev libgmock-dev libbenchmark-dev
+          clang-format python3-dev
+          clang libclang-rt-14-dev)  # clang + its sanitizer/libFuzzer runtimes: ci-sanitizers.sh
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,5 +4,6 @@
 #include "alloy/device.h"
 #include "alloy/dtype.h"
 #include "alloy/errors.h"
+#include "alloy/interrupt.h"
 #include "alloy/kernel.h"
 #include "alloy/library.h"

@@ -1,6 +1,7 @@
 // Exceptions. Bad arguments raise std::invalid_argument; failures to compile or run a kernel raise
 // alloy::Error (or a subclass), which names the kernel.
 #pragma once
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -33,6 +34,17 @@ class CompileError : public Error {
 class NotSupported : public Error {
  public:
   using Error::Error;
+};
+
+/// Memory for an array could not be allocated. A std::bad_alloc (Python: MemoryError) whose
+/// message says how many bytes were asked for, and where.
+class OutOfMemory : public std::bad_alloc {
+ public:
+  explicit OutOfMemory(std::string what) : what_(std::move(what)) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
 };
 
 }  // namespace alloy

@@ -146,7 +146,9 @@ struct OutOfRangeAccess {
 };
 
 /// The out-of-range accesses reported since the last call (and forgets them). Each robust launch
-/// that made some also prints a one-line summary to stderr.
+/// that made some also prints a one-line summary to stderr, which counts them all. Kept: the
+/// first 64 accesses of each launch (on the GPU, the first 64 to be recorded, in no set order),
+/// and at most 4096 in all until this is called; the rest are counted on stderr only.
 std::vector<OutOfRangeAccess> take_out_of_range_reports();
 
 /// True when ALLOY_ROBUST=1 makes every kernel robust.

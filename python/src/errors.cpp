@@ -36,6 +36,18 @@ void raise(PyObject* type, const Error& e, const std::string* raw_log) {
 bool raise_alloy_error(const std::exception_ptr& p) {
   try {
     std::rethrow_exception(p);
+  } catch (const Interrupted& e) {
+    // The interrupt check's own exception (KeyboardInterrupt from PyErr_CheckSignals).
+    try {
+      std::rethrow_exception(e.cause());
+    } catch (const nb::python_error& pe) {
+      // Not pe.restore(), which empties the shared exception: a failed evaluation is rethrown
+      // on every read (NumPy reads again after a failed buffer request).
+      nb::handle v = pe.value();
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(v.ptr())), v.ptr());
+    } catch (...) {
+      PyErr_SetString(PyExc_KeyboardInterrupt, "interrupted");
+    }
   } catch (const CompileError& e) {
     raise(g_compile_error, e, &e.raw_log());
   } catch (const NotSupported& e) {
@@ -81,8 +93,8 @@ void set_python_error(const std::exception_ptr& p) {
     e.restore();
   } catch (const nb::builtin_exception& e) {
     PyErr_SetString(builtin_type(e.type()), e.what());
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
+  } catch (const std::bad_alloc& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
   } catch (const std::out_of_range& e) {
     PyErr_SetString(PyExc_IndexError, e.what());
   } catch (const std::overflow_error& e) {
@@ -108,6 +120,22 @@ void init_errors(nb::module_& m) {
   g_not_supported_error = new_exception(
       m, "NotSupportedError", g_kernel_error,
       "The kernel uses a Metal feature that Alloy does not support on the target device.");
+
+  // Ctrl-C during a long CPU launch: KeyboardInterrupt at the next threadgroup boundary. The
+  // launch runs with the GIL released; the check (called on the launching thread only) takes it
+  // back briefly, and only on Python's main thread, the one that sees SIGINT.
+  unsigned long main_ident = nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+  set_interrupt_check([main_ident] {
+    if (PyThread_get_thread_ident() != main_ident || !Py_IsInitialized()) return;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (Py_IsFinalizing()) return;
+#else
+    if (_Py_IsFinalizing()) return;
+#endif
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  });
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     if (!raise_alloy_error(p)) std::rethrow_exception(p);  // not ours: the next translator

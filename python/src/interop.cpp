@@ -16,6 +16,7 @@
 #include <nanobind/stl/string.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -269,6 +270,33 @@ Array import_external(nb::handle obj) {
       }
     }
   }
+  // A DLPack capsule: say what is wrong with it rather than "cannot make an alloy array".
+  if (PyCapsule_CheckExact(src.ptr())) {
+    if (PyCapsule_IsValid(src.ptr(), "used_dltensor") ||
+        PyCapsule_IsValid(src.ptr(), "used_dltensor_versioned"))
+      throw nb::value_error(
+          "this DLPack capsule was already imported (a capsule can be consumed once; call the "
+          "producer's __dlpack__() again for a new one)");
+    if (!PyCapsule_IsValid(src.ptr(), "dltensor") &&
+        !PyCapsule_IsValid(src.ptr(), "dltensor_versioned")) {
+      const char* name = PyCapsule_GetName(src.ptr());
+      PyErr_Clear();
+      throw nb::type_error(("cannot make an alloy array from a PyCapsule named '" +
+                            std::string(name ? name : "(null)") +
+                            "': not a DLPack tensor (expected a capsule named 'dltensor')")
+                               .c_str());
+    }
+  }
+  // A CPU producer whose __dlpack__ raises: keep its own exception (the casts below would
+  // swallow it) to chain it to ours if no other protocol works.
+  std::optional<nb::python_error> producer_error;
+  if (src.is(obj) && !PyCapsule_CheckExact(obj.ptr()) && nb::hasattr(obj, "__dlpack__")) {
+    try {
+      nb::object probe = obj.attr("__dlpack__")();
+    } catch (nb::python_error& e) {
+      producer_error.emplace(std::move(e));
+    }
+  }
   ImportedArray nd;
   if (nb::try_cast(src, nd)) return wrap_imported(nd, std::nullopt);
   PyErr_Clear();  // a failed buffer-protocol probe may leave its error set
@@ -277,6 +305,10 @@ Array import_external(nb::handle obj) {
     nb::object bits = obj.attr("view")(nb::module_::import_("numpy").attr("uint16"));
     if (nb::try_cast(bits, nd)) return wrap_imported(nd, Dtype::bfloat16);
   }
+  if (producer_error)
+    nb::raise_from(*producer_error, PyExc_TypeError,
+                   "cannot make an alloy array from %s: its __dlpack__() raised %s",
+                   nb::inst_name(obj).c_str(), nb::type_name(producer_error->type()).c_str());
   throw nb::type_error(("cannot make an alloy array from " +
                         std::string(nb::inst_name(obj).c_str()) +
                         " (expected an alloy.array, a scalar, a sequence, or an object with "

@@ -171,8 +171,30 @@ nb::object call(const LibraryKernel& k, nb::args args, nb::kwargs kwargs) {
       if (value.is_none()) continue;
       if (!nb::isinstance<nb::dict>(value))
         bad("expected `threadgroup_memory` to be a dict {index: bytes}", value);
-      for (auto [n, bytes] : nb::borrow<nb::dict>(value))
-        c.threadgroup_memory[nb::cast<int>(n)] = nb::cast<size_t>(bytes);
+      for (auto [n, bytes] : nb::borrow<nb::dict>(value)) {
+        // Keys are the n of [[threadgroup(n)]], values byte counts (nb::cast would say only
+        // "std::bad_cast").
+        if (!PyLong_Check(n.ptr()) || PyBool_Check(n.ptr()))
+          bad("`threadgroup_memory` keys must be ints (the n of [[threadgroup(n)]])", n);
+        if (!PyLong_Check(bytes.ptr()) || PyBool_Check(bytes.ptr()))
+          bad("`threadgroup_memory` values must be ints (bytes)", bytes);
+        long long idx = PyLong_AsLongLong(n.ptr());
+        long long size = PyLong_AsLongLong(bytes.ptr());
+        if (PyErr_Occurred()) {
+          PyErr_Clear();
+          size = -1;
+        }
+        if (idx < 0 || idx > 7)
+          throw nb::value_error(("`threadgroup_memory`: index " + py_str(n) +
+                                 " is not a [[threadgroup(n)]] index (0 to 7)")
+                                    .c_str());
+        if (size < 0)
+          throw nb::value_error(("`threadgroup_memory`: the size of [[threadgroup(" +
+                                 std::to_string(idx) + ")]] must be a byte count >= 0, got " +
+                                 py_str(bytes))
+                                    .c_str());
+        c.threadgroup_memory[static_cast<int>(idx)] = static_cast<size_t>(size);
+      }
     } else if (key == "stream" || key == "device") {
       c.device = to_device(value, key.c_str());
     } else if (key == "check") {

@@ -46,12 +46,13 @@ std::string folder_name(std::string_view target) {
   return out;
 }
 
-// Reads a whole file; false if it cannot be opened or read.
+// Reads a whole regular file; false if it cannot be opened or read, or is not a regular file.
+// O_NONBLOCK: opening a FIFO planted in the cache must not wait for a writer.
 bool read_file(const fs::path& path, std::vector<char>* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   struct stat st;
-  bool ok = ::fstat(fd, &st) == 0;
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   if (ok) {
     out->resize(static_cast<size_t>(st.st_size));
     size_t done = 0;
@@ -79,7 +80,21 @@ int make_temp(const fs::path& path, std::string* tmp_path) {
   return fd;
 }
 
+// Test-only fault injection (docs/reliability.md): ALLOY_TEST_FULL_DISK=<dir> makes every file
+// this module creates under <dir> fail with ENOSPC, as on a full disk.
+bool injected_full_disk(const fs::path& path) {
+  const char* dir = std::getenv("ALLOY_TEST_FULL_DISK");
+  if (!dir || !*dir) return false;
+  std::string p = fs::absolute(path).lexically_normal().string();
+  std::string d = fs::absolute(dir).lexically_normal().string();
+  return p.compare(0, d.size(), d) == 0;
+}
+
 }  // namespace
+
+bool read_regular_file(const fs::path& path, std::vector<char>* out) {
+  return read_file(path, out);
+}
 
 std::string hash_hex(std::initializer_list<std::string_view> parts) {
   XXH3_state_t state;
@@ -105,6 +120,9 @@ std::optional<fs::path> default_dir() {
 }
 
 void write_file_atomic(const fs::path& path, std::span<const char> bytes) {
+  if (injected_full_disk(path))
+    throw fs::filesystem_error("cannot create a temp file (ALLOY_TEST_FULL_DISK)", path,
+                               std::error_code(ENOSPC, std::generic_category()));
   std::string tmp;
   int fd = make_temp(path, &tmp);
   if (fd < 0) {
@@ -162,7 +180,51 @@ fs::path CompileCache::temp_dir() const {
   fs::path p = *disk_ / "tmp";
   std::error_code ec;
   fs::create_directories(p, ec);
+  if (!fs::is_directory(fs::symlink_status(p, ec))) {
+    // Something else took the name (a file, a dangling link): replace it once.
+    fs::remove(p, ec);
+    fs::create_directories(p, ec);
+  }
   return p;
+}
+
+size_t CompileCache::remove_orphans(std::chrono::seconds age) {
+  if (!disk_) return 0;
+  size_t removed = 0;
+  auto now = fs::file_time_type::clock::now();
+  auto old = [&](const fs::directory_entry& e) {
+    std::error_code ec;
+    auto t = fs::symlink_status(e.path(), ec).type() == fs::file_type::symlink
+                 ? now
+                 : fs::last_write_time(e.path(), ec);
+    return !ec && now - t > age;
+  };
+  auto sweep = [&](const fs::path& dir, auto&& matches) {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!matches(it->path().filename().string()) || !old(*it)) continue;
+      std::error_code rm;
+      if (fs::remove_all(it->path(), rm) > 0 && !rm) ++removed;
+    }
+  };
+  // Work files of compiles that never finished (the process was killed), in <dir>/tmp.
+  sweep(*disk_ / "tmp", [](const std::string&) { return true; });
+  // Half-written entries (<key>.bin.tmp.XXXXXX) in the target folders, prelude folders being
+  // written (prelude-<hash>.tmp-<pid>-<n>, prelude-<hash>.old-<pid>-<n>).
+  std::error_code ec;
+  for (fs::directory_iterator it(*disk_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.starts_with("prelude-")) {
+      if ((name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos) &&
+          old(*it)) {
+        std::error_code rm;
+        if (fs::remove_all(it->path(), rm) > 0 && !rm) ++removed;
+      }
+    } else if (it->is_directory(ec) && name != "tmp") {
+      sweep(it->path(), [](const std::string& n) { return n.find(".tmp.") != std::string::npos; });
+    }
+  }
+  return removed;
 }
 
 // Meta file: the format line, the key, the payload's size and XXH3-128. A payload whose size or
@@ -259,8 +321,13 @@ bool CompileCache::store_file(std::string_view target, std::string_view key, con
   if (!read_file(file, &bytes)) return false;
   std::error_code ec;
   fs::create_directories(*disk_ / folder_name(target), ec);
-  if (::rename(file.c_str(), entry_path(target, key, ".bin").c_str()) != 0) return false;
-  if (!write_meta(target, key, bytes)) return false;
+  fs::path entry = entry_path(target, key, ".bin");
+  if (::rename(file.c_str(), entry.c_str()) != 0) return false;
+  if (!write_meta(target, key, bytes)) {
+    // Leave `file` where it was, as promised (the caller still loads it from there).
+    if (::rename(entry.c_str(), file.c_str()) != 0) ::unlink(entry.c_str());
+    return false;
+  }
   stores_++;
   return true;
 }

@@ -14,6 +14,7 @@
 // The disk level is an optimization: when the folder is not writable the cache works from memory.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -40,6 +41,10 @@ std::string key_hex(std::string_view source, std::string_view target, std::strin
 /// $ALLOY_CACHE_DIR, else $XDG_CACHE_HOME/alloy, else ~/.cache/alloy; nullopt if none can be
 /// formed.
 std::optional<std::filesystem::path> default_dir();
+
+/// Reads a whole regular file; false when it cannot be read or is not a regular file (a FIFO or a
+/// device is never opened for reading: no lookup can block).
+bool read_regular_file(const std::filesystem::path& path, std::vector<char>* out);
 
 /// Writes `bytes` to `path` atomically: a temp file in the same folder, then rename. Throws
 /// std::filesystem::filesystem_error on failure (the temp file is removed).
@@ -88,8 +93,12 @@ class CompileCache {
   /// <dir>/<target>/<key><ext>: where an entry's files live (ext ".bin" is the payload).
   std::filesystem::path entry_path(std::string_view target, std::string_view key,
                                    std::string_view ext = ".bin") const;
-  /// A folder on the cache's file system for temp files (created on demand).
+  /// A folder on the cache's file system for temp files (created on demand; a file in its place
+  /// is replaced). May still be unusable (full or read-only disk): callers fall back.
   std::filesystem::path temp_dir() const;
+  /// Removes what crashed processes left behind and nothing finishes: files in temp_dir(),
+  /// half-written entries and prelude folders, older than `age`. Returns how many were removed.
+  size_t remove_orphans(std::chrono::seconds age);
 
   // ---- memory level ----
 

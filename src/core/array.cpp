@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <complex>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include <unordered_set>
 
 #include "alloy/errors.h"
+#include "alloy/interrupt.h"
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
 #include "core/half_convert.h"
@@ -22,12 +24,24 @@ namespace alloy {
 // ---- buffers ---------------------------------------------------------------------------------
 
 std::shared_ptr<Buffer> allocate(Device device, size_t nbytes) {
-  if (device.type == Device::Type::gpu) {
-    auto* gpu = gpu_backend();
-    if (!gpu) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
-    return gpu->allocate(nbytes);
+  try {
+    if (device.type == Device::Type::gpu) {
+      auto* gpu = gpu_backend();
+      if (!gpu) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
+      return gpu->allocate(nbytes);
+    }
+    return std::make_shared<Buffer>(host_alloc(nbytes), nbytes, device, &host_free);
+  } catch (const OutOfMemory&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    // Say how much was asked for: a bare std::bad_alloc does not tell a typo'd shape from a
+    // machine that is out of memory.
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1f GiB", static_cast<double>(nbytes) / (1ull << 30));
+    throw OutOfMemory("cannot allocate " + std::to_string(nbytes) + " bytes (" + size +
+                      ") for an array on the " +
+                      (device.type == Device::Type::gpu ? "GPU" : "CPU"));
   }
-  return std::make_shared<Buffer>(host_alloc(nbytes), nbytes, device, &host_free);
 }
 
 // ---- nodes -----------------------------------------------------------------------------------
@@ -48,31 +62,40 @@ int64_t live_buffers() {
   return g_live_buffers.load();
 }
 
+namespace {
+std::string shape_text(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+}  // namespace
+
+// Element count, checked: a product that overflows int64 must not wrap (to 0, say).
 int64_t checked_numel(const Shape& shape) {
+  for (auto d : shape)
+    if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_text(shape));
   int64_t n = 1;
-  bool zero = false;
-  for (auto d : shape) {
-    if (d < 0) throw std::invalid_argument("negative dimension in shape");
-    if (d == 0) zero = true;
-  }
-  if (zero) return 0;
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   for (auto d : shape)
     if (__builtin_mul_overflow(n, d, &n))
-      throw std::invalid_argument("shape has more elements than fit in 64 bits");
+      throw std::invalid_argument("the element count of shape " + shape_text(shape) +
+                                  " overflows a 64-bit integer");
   return n;
 }
 
 namespace {
-void check_shape(const Shape& shape) {
-  checked_numel(shape);
-}
 int64_t numel(const Shape& shape) {
   return checked_numel(shape);
 }
+void check_shape(const Shape& shape) {
+  checked_numel(shape);
+}
+// Bytes of a row-major array, checked against int64 (what byte offsets are computed in).
 size_t checked_nbytes(const Shape& shape, Dtype dtype) {
-  int64_t bytes;
-  if (__builtin_mul_overflow(numel(shape), static_cast<int64_t>(size_of(dtype)), &bytes))
-    throw std::invalid_argument("array of shape has more bytes than fit in 64 bits");
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(checked_numel(shape), static_cast<int64_t>(size_of(dtype)), &bytes))
+    throw std::invalid_argument("the size in bytes of shape " + shape_text(shape) + " of " +
+                                std::string(dtype_name(dtype)) + " overflows a 64-bit integer");
   return static_cast<size_t>(bytes);
 }
 }  // namespace
@@ -144,8 +167,24 @@ void set_view(Array& out, const Array& in) {
 // ---- evaluation ------------------------------------------------------------------------------
 
 namespace {
+// Failures that a second read must not retry: the kernel's own (compile, launch) and interrupts.
+// Foreign exceptions (e.g. Python's, from a reference function) are not kept: their bindings may
+// consume them when they are raised.
+bool fails_for_good(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const Error&) {
+    return true;
+  } catch (const Interrupted&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 void run_pending(const std::shared_ptr<PendingOp>& op) {
-  if (op->error) std::rethrow_exception(op->error);  // a failed evaluation fails once
+  // A failed evaluation fails once: reading its outputs again reports the same error.
+  if (op->error) std::rethrow_exception(op->error);
   std::vector<Array> outputs;
   std::vector<std::shared_ptr<ArrayNode>> live;
   outputs.reserve(op->outputs.size());
@@ -178,14 +217,9 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
     // the error: reading these outputs again reports it without running the primitive again.
     for (auto& n : live)
       if (n) n->buffer.reset();
-    // Only Alloy's own errors are kept: a foreign exception (e.g. a Python error raised by a
-    // reference implementation) may not survive being rethrown twice.
-    try {
-      throw;
-    } catch (const Error&) {
+    if (fails_for_good(std::current_exception())) {
       op->error = std::current_exception();
       op->inputs.clear();
-    } catch (...) {
     }
     throw;
   }
@@ -572,9 +606,25 @@ Array zeros(const Shape& shape, Dtype dtype, std::optional<Device> device) {
   return full(shape, 0.0, dtype, device);
 }
 
+namespace {
+// The float64 staging values of a new array of `shape`, with the array's own size in the error.
+std::vector<double> staging(const Shape& shape, Dtype dtype, double value = 0) {
+  size_t bytes = checked_nbytes(shape, dtype);
+  try {
+    return std::vector<double>(static_cast<size_t>(numel(shape)), value);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory("cannot allocate an array of " + std::to_string(bytes) + " bytes of " +
+                      std::string(dtype_name(dtype)) + " (shape " + shape_text(shape) + ")");
+  } catch (const std::length_error&) {
+    throw OutOfMemory("cannot allocate an array of " + std::to_string(bytes) + " bytes of " +
+                      std::string(dtype_name(dtype)) + " (shape " + shape_text(shape) + ")");
+  }
+}
+}  // namespace
+
 Array full(const Shape& shape, double value, Dtype dtype, std::optional<Device> device) {
   check_shape(shape);
-  return Array::from_doubles(std::vector<double>(numel(shape), value), shape, dtype, device);
+  return Array::from_doubles(staging(shape, dtype, value), shape, dtype, device);
 }
 
 Array arange(int64_t n, Dtype dtype, std::optional<Device> device) {
@@ -589,7 +639,7 @@ Array random_uniform(const Shape& shape, Dtype dtype, double low, double high, u
   check_shape(shape);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(low, high);
-  std::vector<double> v(numel(shape));
+  std::vector<double> v = staging(shape, dtype);
   for (auto& x : v) {
     x = dist(rng);
     if (is_integral(dtype)) x = std::floor(x);

@@ -18,8 +18,10 @@ struct PendingOp {
   std::vector<Shape> shapes;  // of every output, also those whose handles were dropped
   std::vector<Dtype> dtypes;
   Device device;
-  bool view = false;         // the output is a view of inputs[0] (its layout is fixed)
-  std::exception_ptr error;  // evaluation failed: reported again, never retried
+  bool view = false;  // the output is a view of inputs[0] (its layout is fixed)
+  /// Set when evaluating the op failed for good (alloy::Error, alloy::Interrupted): every later
+  /// read rethrows it instead of running (and compiling) the op again (docs/reliability.md).
+  std::exception_ptr error;
 };
 
 struct ArrayNode {

@@ -4,6 +4,7 @@
 #include "kernel/custom_kernel.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
 #include "kernel/gpu_program.h"
+#include "kernel/limits.h"
 #include "kernel/program.h"
 #include "kernel/robust_reports.h"
 #include "msl/signature.h"
@@ -193,6 +195,7 @@ void check_grid(const std::string& kernel, const Dims& grid, const Dims& tg) {
     throw std::invalid_argument(
         fmt::format("[metal_kernel] threadgroup ({}, {}, {}) has {} threads; the maximum is 1024",
                     tg[0], tg[1], tg[2], tg_threads));
+  check_grid_threads("[metal_kernel]", kernel, grid);
 }
 
 // The process-wide cache of generated/compiled variants, keyed by content.
@@ -270,15 +273,17 @@ std::vector<Shape> CustomKernel::output_shapes(const std::vector<Array>& inputs)
   std::vector<Shape> shapes;
   for (auto& dims : output_shapes_) {
     Shape s;
+    std::optional<std::string> negative;  // the first negative dimension's expression, if any
     for (auto& e : dims) {
       if (!e.is_constant() && shapes.empty()) shapes = shapes_of(inputs);
       int64_t v = e.eval(shapes);
-      if (v < 0)
-        throw std::invalid_argument(
-            fmt::format("[metal_kernel] kernel '{}': output dimension {} is negative ({})",
-                        spec_->name, e.str(), v));
+      if (v < 0 && !negative) negative = e.is_constant() ? "" : " (" + e.str() + ")";
       s.push_back(v);
     }
+    if (negative)
+      throw std::invalid_argument(
+          fmt::format("[metal_kernel] kernel '{}': output shape ({}{}) has a negative dimension{}",
+                      spec_->name, fmt::join(s, ", "), s.size() == 1 ? "," : "", *negative));
     out.push_back(std::move(s));
   }
   return out;
@@ -740,6 +745,11 @@ std::string MetalKernel::metal_source(const std::vector<Array>& inputs,
 std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
                                            const KernelCall& call) const {
   const KernelSpec& spec = *spec_;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].valid())
+      throw std::invalid_argument(fmt::format(
+          "[metal_kernel] kernel '{}': input {} is an invalid (empty) array", spec.name,
+          i < spec.input_names.size() ? "'" + spec.input_names[i] + "'" : std::to_string(i)));
   if (call.output_shapes.size() != spec.output_names.size() && call.output_shape_exprs.empty())
     throw std::invalid_argument(
         fmt::format("[metal_kernel] Expected `output_shapes` to have size {} but got size {}.\n",
@@ -752,7 +762,6 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
   if (dev.type == Device::Type::gpu && !gpu_available())
     throw std::invalid_argument("[metal_kernel] no GPU is available (no CUDA driver or device)");
   for (auto& a : inputs) {
-    if (!a.valid()) throw std::invalid_argument("[metal_kernel] an input array is empty (invalid)");
     if (dev.type == Device::Type::gpu && a.dtype() == Dtype::float64)
       throw std::invalid_argument(
           "[metal_kernel] float64 inputs are not supported on the GPU "

@@ -25,6 +25,7 @@
 #include "core/gpu_backend.h"
 #include "core/primitive.h"
 #include "kernel/gpu_program.h"
+#include "kernel/limits.h"
 #include "kernel/program.h"
 #include "kernel/reference.h"
 #include "kernel/robust_reports.h"
@@ -1236,6 +1237,7 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
     if (threads[d] < 0)
       throw std::invalid_argument(fmt::format("[library] kernel '{}': threads must be >= 0, got {}",
                                               info.name, dims_str(threads)));
+  kernel::check_grid_threads("[library]", info.name, threads);
   Dims group = call.group_size.value_or(
       Dims{std::max(1, std::min(threads[0], std::min(256, max_group))), 1, 1});
   int64_t group_threads = int64_t{group[0]} * group[1] * group[2];

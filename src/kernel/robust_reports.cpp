@@ -35,11 +35,15 @@ void add_out_of_range(const std::string& kernel, uint64_t total,
   if (total == 0) return;
   if (!kept.empty()) {
     const auto& f = kept.front();
+    std::string kept_note =
+        total > kept.size()
+            ? fmt::format("; the first {} are kept for take_out_of_range_reports()", kept.size())
+            : "";
     fmt::print(stderr,
                "alloy: robust mode: kernel '{}' made {} out-of-range access{} (suppressed); "
-               "first: buffer '{}' index {} at thread ({}, {}, {})\n",
+               "first: buffer '{}' index {} at thread ({}, {}, {}){}\n",
                kernel, total, total == 1 ? "" : "es", f.buffer, f.index, f.thread[0], f.thread[1],
-               f.thread[2]);
+               f.thread[2], kept_note);
   }
   std::lock_guard lock(g_mu);
   for (auto& r : kept)

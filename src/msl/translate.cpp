@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <set>
@@ -108,6 +109,7 @@ class Translator {
       : opt_(opt), traits_(target_traits(opt.target)), toks_(lex(src)) {}
 
   Translation run() {
+    check_comments();
     check_unsupported();
     rewrite_preprocessor();
     collect_attributes_and_kernels();
@@ -197,6 +199,37 @@ class Translator {
     if (j == std::string::npos || j + 1 >= toks_.size() || !toks_[j + 1].is("]"))
       return std::string::npos;
     return j + 1;
+  }
+  // Like attr_close, but an attribute without its "]]" is an error (never read past the tokens).
+  size_t attr_close_checked(size_t i) {
+    size_t c = attr_close(i);
+    if (c == std::string::npos) bad("unterminated [[attribute]] (missing ']]')", toks_[i].line);
+    return c;
+  }
+  // The integer in the parentheses of attribute `a` (e.g. "buffer(3)"), within [lo, hi].
+  int attr_int(const std::string& a, int lo, int hi, int line) {
+    auto l = a.find('('), r = a.rfind(')');
+    if (l == std::string::npos || r == std::string::npos || r < l)
+      bad("[[" + a + "]] needs an integer in parentheses", line);
+    std::string digits = a.substr(l + 1, r - l - 1);
+    std::erase(digits, ' ');
+    long long v = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v < lo ||
+        v > hi) {
+      std::string shown = a;  // as written, without the token separators
+      std::erase(shown, ' ');
+      bad(fmt::format("[[{}]] needs an integer between {} and {}", shown, lo, hi), line);
+    }
+    return static_cast<int>(v);
+  }
+  // An unterminated /* comment swallows the rest of the source: say so rather than report that
+  // no kernel was found.
+  void check_comments() {
+    for (auto& t : toks_)
+      if (t.kind == TokKind::comment && t.text.starts_with("/*") &&
+          (t.text.size() < 4 || !t.text.ends_with("*/")))
+        bad("unterminated /* comment", t.line);
   }
   std::string text_of(size_t b, size_t e) const {
     std::string s;
@@ -628,23 +661,16 @@ class Translator {
         std::string head = a.substr(0, a.find_first_of(" ("));
         if (unsupported_attributes().count(head))
           not_supported("[[" + a + "]] parameters", toks_[pb].line);
-        auto num = [&]() {
-          auto l = a.find('('), r = a.rfind(')');
-          if (l == std::string::npos || r == std::string::npos)
-            bad("[[" + a + "]] needs an index", toks_[pb].line);
-          try {
-            return std::stoi(a.substr(l + 1, r - l - 1));
-          } catch (...) {
-            bad("[[" + a + "]] needs an integer index", toks_[pb].line);
-          }
-        };
         if (head == "buffer") {
+          // Metal's argument table has 31 entries; Alloy's launch tables hold 48 (MLX's
+          // signature for many inputs goes past 30), the CUDA one being the smaller.
           p.kind = ParamKind::buffer;
-          p.index = num();
+          p.index = attr_int(a, 0, 47, toks_[pb].line);
           assigned = true;
         } else if (head == "threadgroup") {
+          // Metal: threadgroup memory indices 0-7 (as the runtimes' tables).
           p.kind = ParamKind::threadgroup;
-          p.index = num();
+          p.index = attr_int(a, 0, 7, toks_[pb].line);
           assigned = true;
         } else if (std::find(attribute_names().begin(), attribute_names().end(), head) !=
                    attribute_names().end()) {
@@ -666,10 +692,22 @@ class Translator {
             toks_[pb].line);
       params.push_back(std::move(p));
     }
-    // Metal assigns buffer indices in order to buffer parameters without [[buffer(n)]].
+    // Two parameters bound to one index would alias each other (Metal rejects it too).
     std::set<int> used;
-    for (auto& p : params)
-      if (p.kind == ParamKind::buffer && p.index >= 0) used.insert(p.index);
+    std::map<int, std::string> tg_used;
+    for (auto& p : params) {
+      if (p.kind == ParamKind::buffer && p.index >= 0 && !used.insert(p.index).second)
+        bad(fmt::format("two parameters of kernel '{}' are bound to [[buffer({})]] (the second is "
+                        "'{}'); each buffer index may be used once",
+                        fname, p.index, p.name),
+            toks_[b].line);
+      if (p.kind == ParamKind::threadgroup && !tg_used.emplace(p.index, p.name).second)
+        bad(fmt::format("two parameters of kernel '{}' are bound to [[threadgroup({})]] ('{}' and "
+                        "'{}'); each threadgroup index may be used once",
+                        fname, p.index, tg_used[p.index], p.name),
+            toks_[b].line);
+    }
+    // Metal assigns buffer indices in order to buffer parameters without [[buffer(n)]].
     int nexti = 0;
     for (auto& p : params)
       if (p.kind == ParamKind::buffer && p.index < 0) {
@@ -696,7 +734,8 @@ class Translator {
           size_t body_start = n;
           for (size_t j = n; j < semi; ++j) {
             if (is_attr_open(j)) {
-              size_t c = attr_close(j);
+              size_t c = attr_close_checked(j);
+              if (c > semi) bad("unterminated [[attribute]] (missing ']]')", toks_[j].line);
               std::string a = compact(j + 2, c - 1);
               if (a.starts_with("host_name")) {
                 auto q1 = a.find('"'), q2 = a.rfind('"');
@@ -714,6 +753,8 @@ class Translator {
             if (d < semi && toks_[d].is("decltype")) {
               size_t po = next(d + 1);
               size_t pc = match(po, "(", ")");
+              if (pc == std::string::npos || pc > semi)
+                bad("unbalanced parentheses in an explicit instantiation", t.line);
               fn = compact(pc + 1, semi);
             } else {
               fn = compact(body_start, semi);
@@ -756,14 +797,14 @@ class Translator {
       size_t j = next(i + 1);
       while (j < toks_.size()) {  // more attributes before the return type
         if (is_attr_open(j)) {
-          size_t c = attr_close(j);
+          size_t c = attr_close_checked(j);
           std::string a = compact(j + 2, c - 1);
-          if (a.starts_with("max_total_threads_per_threadgroup")) {
-            auto l = a.find('('), r = a.rfind(')');
-            max_threads = std::stoi(a.substr(l + 1, r - l - 1));
-          }
+          if (a.starts_with("max_total_threads_per_threadgroup"))
+            max_threads = attr_int(a, 1, 1024, toks_[j].line);
           if (a.starts_with("host_name")) {
             auto q1 = a.find('"'), q2 = a.rfind('"');
+            if (q1 == std::string::npos || q2 <= q1)
+              bad("[[" + a + "]] needs a quoted name", toks_[j].line);
             host_attr = a.substr(q1 + 1, q2 - q1 - 1);
           }
           blank_range(j, c + 1);
@@ -788,7 +829,7 @@ class Translator {
       k.max_threads = max_threads;
       size_t po = next(nm + 1);
       while (po < toks_.size() && is_attr_open(po)) {
-        size_t c = attr_close(po);
+        size_t c = attr_close_checked(po);
         blank_range(po, c + 1);
         po = next(c + 1);
       }
@@ -819,7 +860,7 @@ class Translator {
       // Blank the attributes inside the parameter list.
       for (size_t q = po; q < pc; ++q)
         if (is_attr_open(q)) {
-          size_t c = attr_close(q);
+          size_t c = attr_close_checked(q);
           blank_range(q, c + 1);
           q = c;
         }
@@ -829,8 +870,7 @@ class Translator {
     // Remaining attributes anywhere (e.g. on helper functions or variables) are dropped.
     for (size_t i = 0; i < toks_.size(); ++i)
       if (is_attr_open(i)) {
-        size_t c = attr_close(i);
-        if (c == std::string::npos) break;
+        size_t c = attr_close_checked(i);
         std::string a = compact(i + 2, c - 1);
         std::string head = a.substr(0, a.find_first_of(" ("));
         if (unsupported_attributes().count(head)) not_supported("[[" + a + "]]", toks_[i].line);

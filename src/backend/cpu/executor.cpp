@@ -3,12 +3,14 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "backend/cpu/fiber_scheduler.h"
 
@@ -122,6 +124,25 @@ struct Run {
   std::atomic<bool> failed{false};
   std::mutex mu;
   std::exception_ptr error;
+  // Interrupts: only the thread that started the launch polls (a Python check needs the thread
+  // that released the GIL, and only the main thread sees Ctrl-C), at most every kPollInterval.
+  std::shared_ptr<const InterruptCheck> interrupt = current_interrupt_check();
+  std::thread::id caller = std::this_thread::get_id();
+  std::chrono::steady_clock::time_point next_poll =
+      std::chrono::steady_clock::now() + kPollInterval;
+  static constexpr std::chrono::milliseconds kPollInterval{50};
+
+  void poll_interrupt() {
+    if (!interrupt || std::this_thread::get_id() != caller) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now < next_poll) return;
+    next_poll = now + kPollInterval;
+    try {
+      (*interrupt)();
+    } catch (...) {
+      throw Interrupted(std::current_exception());  // stops the launch
+    }
+  }
 
   // Runs groups [begin, end) (linear index, x fastest) on the current thread.
   void groups(size_t begin, size_t end) {
@@ -133,6 +154,7 @@ struct Run {
       const uint64_t gx = L.groups[0], gxy = gx * L.groups[1];
       for (size_t i = begin; i < end; ++i) {
         if (failed.load(std::memory_order_relaxed)) return;
+        poll_interrupt();
         uint32_t pos[3] = {static_cast<uint32_t>(i % gx), static_cast<uint32_t>(i % gxy / gx),
                            static_cast<uint32_t>(i / gxy)};
         uint32_t n = 1;

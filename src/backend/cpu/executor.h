@@ -13,10 +13,12 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "alloy/interrupt.h"
 #include "prelude/cpu/abi.h"
 
 namespace alloy::cpu {
@@ -59,6 +61,10 @@ struct ExecOptions {
   std::string kernel;
 };
 
+/// The check installed by alloy::set_interrupt_check (null when none). run() polls it between
+/// groups on the calling thread.
+std::shared_ptr<const InterruptCheck> current_interrupt_check();
+
 /// Fills L.groups = ceil(grid / threadgroup) per dimension (0 when grid is 0).
 void set_groups(alloy_cpu_launch& L);
 
@@ -67,7 +73,8 @@ void set_groups(alloy_cpu_launch& L);
 /// fiber_mode selects thread_fn with fibers, else group_fn. Returns when all groups are done.
 /// Throws std::invalid_argument for a bad launch (threadgroup of 0 or > 1024 threads),
 /// alloy::NotSupported when barriers/simd functions are reached by only some threads (the group
-/// would deadlock), and rethrows the first exception a kernel thread raised.
+/// would deadlock), and rethrows the first exception a kernel thread raised (or the interrupt
+/// check threw).
 void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_thread_fn thread_fn,
          bool fiber_mode, const ExecOptions& options = {});
 

@@ -18,6 +18,32 @@
 // resumed: either every thread has returned, a thread failed, or the live threads wait on things
 // that cannot complete (divergent barriers), which is reported instead of hanging.
 
+// ThreadSanitizer cannot follow Boost.Context switches by itself (its shadow stack grows until
+// memory runs out); its fiber API tells it about each switch, and a switch synchronizes.
+#if defined(__SANITIZE_THREAD__)
+#define ALLOY_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ALLOY_TSAN 1
+#endif
+#endif
+#ifdef ALLOY_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+// AddressSanitizer likewise: told about each switch, and fiber stacks are unpoisoned before reuse
+// (a fiber that finished never unwound its frames, whose redzones would poison the next group).
+#if defined(__SANITIZE_ADDRESS__)
+#define ALLOY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALLOY_ASAN 1
+#endif
+#endif
+#ifdef ALLOY_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace alloy::cpu {
 namespace bc = boost::context::detail;
 
@@ -35,6 +61,10 @@ FiberScheduler::~FiberScheduler() {
 }
 
 void FiberScheduler::release_stacks() {
+#ifdef ALLOY_TSAN
+  for (uint32_t i = 0; tsan_fibers_ && i < capacity_; ++i) __tsan_destroy_fiber(tsan_fibers_[i]);
+  tsan_fibers_.reset();
+#endif
   if (stacks_) ::munmap(stacks_, map_bytes_);
   stacks_ = nullptr;
   if (guards_) g_guard_budget += guards_;
@@ -86,6 +116,10 @@ void FiberScheduler::reserve(uint32_t nthreads, uint64_t stack_bytes) {
   ctx_ = std::make_unique<fcontext_t[]>(cap);
   state_ = std::make_unique<State[]>(cap);
   sg_ = std::make_unique<SimdGroup[]>((cap + 31) / 32);
+#ifdef ALLOY_TSAN
+  tsan_fibers_ = std::make_unique<void*[]>(cap);
+  for (uint32_t i = 0; i < cap; ++i) tsan_fibers_[i] = __tsan_create_fiber(0);
+#endif
   capacity_ = cap;
 }
 
@@ -116,6 +150,9 @@ void FiberScheduler::run_group(const alloy_cpu_launch* L, alloy_cpu_group* g,
     state_[t] = kRunnable;
     // Stacks grow down: the top of stack t is the start of stack t+1's guard page.
     ctx_[t] = bc::make_fcontext(stacks_ + (t + 1) * stack_stride_, stack_bytes_, &entry);
+#ifdef ALLOY_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(stacks_ + (t + 1) * stack_stride_ - stack_bytes_, stack_bytes_);
+#endif
   }
   for (uint32_t s = 0; s * 32 < n_; ++s) {
     SimdGroup& q = sg_[s];
@@ -127,6 +164,9 @@ void FiberScheduler::run_group(const alloy_cpu_launch* L, alloy_cpu_group* g,
   }
   g->sync = &kSync;
   g->runtime = static_cast<GroupRuntime*>(this);
+#ifdef ALLOY_TSAN
+  tsan_main_ = __tsan_get_current_fiber();
+#endif
 
   jump(-1, 0);  // returns when no fiber can run
 
@@ -155,6 +195,7 @@ void FiberScheduler::run_group(const alloy_cpu_launch* L, alloy_cpu_group* g,
 // First code of every fiber. Never returns: a finished fiber jumps to another one (or to main).
 void FiberScheduler::entry(transfer_t t) {
   FiberScheduler& s = *static_cast<FiberScheduler*>(t.data);
+  s.asan_arrived();
   if (s.from_ < 0) {
     s.main_ = t.fctx;
   } else {
@@ -179,13 +220,38 @@ void FiberScheduler::jump(int32_t self, int32_t target) {
     g_->current = static_cast<uint32_t>(target);
     to = ctx_[target];
   }
+#ifdef ALLOY_TSAN
+  __tsan_switch_to_fiber(target >= 0 ? tsan_fibers_[target] : tsan_main_, 0);
+#endif
+#ifdef ALLOY_ASAN
+  if (target >= 0)
+    __sanitizer_start_switch_fiber(nullptr, stacks_ + (target + 1) * stack_stride_ - stack_bytes_,
+                                   stack_bytes_);
+  else
+    __sanitizer_start_switch_fiber(nullptr, asan_main_bottom_, asan_main_size_);
+#endif
   transfer_t t = bc::jump_fcontext(to, this);
+  asan_arrived();
   // Resumed: save the context of whoever jumped here, so it can be resumed later.
   if (from_ < 0) {
     main_ = t.fctx;
   } else {
     ctx_[from_] = t.fctx;
   }
+}
+
+// After a switch: tells ASan it is done; the first switch away from the worker's own stack
+// reports that stack's extent, needed to switch back to it.
+void FiberScheduler::asan_arrived() {
+#ifdef ALLOY_ASAN
+  const void* bottom = nullptr;
+  size_t size = 0;
+  __sanitizer_finish_switch_fiber(nullptr, &bottom, &size);
+  if (from_ < 0) {
+    asan_main_bottom_ = bottom;
+    asan_main_size_ = size;
+  }
+#endif
 }
 
 int32_t FiberScheduler::next_runnable(uint32_t self) const {

@@ -95,6 +95,14 @@ class FiberScheduler : public GroupRuntime {
   int32_t from_ = -1;          // who jumped last (-1: main), so the target can save its context
   bool failed_ = false;
   std::exception_ptr error_;
+  // ThreadSanitizer's view of the fibers (tsan builds only): one TSan fiber per slot, and the
+  // worker's own, so that TSan follows each context switch (docs/reliability.md).
+  std::unique_ptr<void*[]> tsan_fibers_;
+  void* tsan_main_ = nullptr;
+  // AddressSanitizer's (asan builds only): the worker's own stack, learnt at the first switch.
+  const void* asan_main_bottom_ = nullptr;
+  size_t asan_main_size_ = 0;
+  void asan_arrived();
 };
 
 }  // namespace alloy::cpu

@@ -2,14 +2,18 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <spawn.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -24,8 +28,8 @@
 #include <cpuid.h>
 #endif
 
-#include "core/trace.h"
 #include "core/prelude_files.h"
+#include "core/trace.h"
 
 extern char** environ;
 
@@ -35,6 +39,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kTarget = "cpu";
+// Defaults of ALLOY_COMPILE_MEMORY_MB and ALLOY_COMPILE_TIMEOUT: far above what a kernel needs
+// (a few hundred MB, seconds), far below what a runaway compile takes.
+constexpr uint64_t kDefaultCompileMemoryMB = 8192;
+constexpr uint64_t kDefaultCompileSeconds = 300;
 constexpr const char* kPchTarget = "cpu-pch";
 // -fvisibility=hidden / -fno-semantic-interposition: the kernel a group entry calls is not
 // interposable, so it inlines into the thread loop (an exported function of a -fPIC object is
@@ -90,15 +98,44 @@ std::string find_program(const std::string& name) {
   return "";
 }
 
+// Limits on one run of the host compiler (docs/reliability.md): a header of nested macros can
+// drive it to tens of GB or for hours. 0: none.
+struct ProcessLimits {
+  uint64_t memory_bytes = 0;  // RLIMIT_AS of the compiler and its children
+  uint64_t seconds = 0;       // wall clock; the process group is killed after it
+};
+
+// $name as a positive integer (in `unit`s), else `fallback`; throws for a malformed value.
+uint64_t env_limit(const char* name, uint64_t fallback, uint64_t unit) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback * unit;
+  std::string_view s(env);
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size())
+    throw std::invalid_argument(std::string(name) + " must be a non-negative integer, got '" + env +
+                                "'");
+  return v * unit;
+}
+
+ProcessLimits compile_limits() {
+  return {env_limit("ALLOY_COMPILE_MEMORY_MB", kDefaultCompileMemoryMB, 1ull << 20),
+          env_limit("ALLOY_COMPILE_TIMEOUT", kDefaultCompileSeconds, 1)};
+}
+
 // Runs argv[0] (a path) with stdout+stderr captured; returns the exit status (-1 if it could not
-// start, 128+signal if killed). posix_spawn, not system(): no shell, no quoting issues.
+// start, 128+signal if killed). fork + execve, not system(): no shell, no quoting issues; not
+// posix_spawn, which cannot set the child's resource limits. The child leads its own process
+// group so that a timeout kills the compiler's own children too. Between fork and execve the
+// child makes only system calls (everything it needs is prepared before the fork).
 // LC_ALL=C keeps diagnostics in plain ASCII for the caller that parses them.
-// `started` (optional) runs with the child's pid, which is then the id of a process group of its
-// own (so that the compiler and the programs it runs can be killed together); when it returns
-// false the group is killed at once.
+// `started` (optional) runs with the child's pid (the id of its process group) once it runs;
+// when it returns false the group is killed at once.
 int run_process(const std::vector<std::string>& args, std::string* output,
+                const ProcessLimits& limits = {}, bool* timed_out = nullptr,
                 const std::function<bool(pid_t)>& started = nullptr) {
   output->clear();
+  if (timed_out) *timed_out = false;
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -114,30 +151,74 @@ int run_process(const std::vector<std::string>& args, std::string* output,
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return -1;  // CLOEXEC: concurrent spawns must not inherit it
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  if (started) {
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-  }
-  pid_t pid;
-  int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  ::close(fds[1]);
-  if (rc != 0) {
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  struct rlimit as_limit {};
+  as_limit.rlim_cur = as_limit.rlim_max = static_cast<rlim_t>(limits.memory_bytes);
+  // Errors from the child, reported through a second pipe (closed by a successful execve).
+  int err_fds[2];
+  if (::pipe2(err_fds, O_CLOEXEC) != 0) {
     ::close(fds[0]);
-    *output = std::string("cannot run ") + args[0] + ": " + std::strerror(rc);
+    ::close(fds[1]);
+    if (devnull >= 0) ::close(devnull);
     return -1;
   }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    if (limits.memory_bytes) ::setrlimit(RLIMIT_AS, &as_limit);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    int e = errno;
+    ssize_t w = ::write(err_fds[1], &e, sizeof e);
+    (void)w;
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  ::close(err_fds[1]);
+  if (devnull >= 0) ::close(devnull);
+  if (pid < 0) {
+    int e = errno;
+    ::close(fds[0]);
+    ::close(err_fds[0]);
+    *output = std::string("cannot run ") + args[0] + ": " + std::strerror(e);
+    return -1;
+  }
+  ::setpgid(pid, pid);  // also from the parent: no window where a kill(-pid) misses
   if (started && !started(pid)) ::kill(-pid, SIGKILL);
+  int exec_errno = 0;
+  ssize_t got = ::read(err_fds[0], &exec_errno, sizeof exec_errno);
+  ::close(err_fds[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    ::close(fds[0]);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    *output = std::string("cannot run ") + args[0] + ": " + std::strerror(exec_errno);
+    return -1;
+  }
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now() + std::chrono::seconds(limits.seconds);
+  bool killed = false;
   char buf[4096];
   for (;;) {
+    int wait_ms = -1;
+    if (limits.seconds && !killed) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+      wait_ms = left > 0 ? static_cast<int>(std::min<long long>(left, 1 << 30)) : 0;
+    }
+    struct pollfd pfd {
+      fds[0], POLLIN, 0
+    };
+    int pr = ::poll(&pfd, 1, wait_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) {  // the time limit: stop the compiler and everything it started
+      ::kill(-pid, SIGKILL);
+      killed = true;
+      if (timed_out) *timed_out = true;
+      continue;
+    }
     ssize_t n = ::read(fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -150,6 +231,14 @@ int run_process(const std::vector<std::string>& args, std::string* output,
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+// Whether a failed compiler run ran out of its address-space limit (GCC: "out of memory
+// allocating", "virtual memory exhausted"; clang: "std::bad_alloc", "Cannot allocate memory").
+bool out_of_memory(const std::string& log) {
+  for (const char* m : {"out of memory", "memory exhausted", "bad_alloc", "Cannot allocate memory"})
+    if (log.find(m) != std::string::npos) return true;
+  return false;
 }
 
 // What -march=native resolves to depends on the CPU: the identity must change when the cache
@@ -293,9 +382,9 @@ Jit::~Jit() {
     }
     if (b->thread->joinable()) b->thread->join();
   }
-  if (own_work_dir_) {
+  if (!private_dir_.empty()) {
     std::error_code ec;
-    fs::remove_all(work_dir_, ec);
+    fs::remove_all(private_dir_, ec);
   }
 }
 
@@ -344,8 +433,8 @@ const Jit::Toolchain& Jit::toolchain() {
           {real.string(), std::to_string(st.st_size), std::to_string(st.st_mtim.tv_sec),
            std::to_string(st.st_mtim.tv_nsec), std::to_string(st.st_ino)});
       id_file = cache_.dir() / "compilers" / (h + ".txt");
-      std::ifstream in(id_file, std::ios::binary);
-      if (in) version.assign(std::istreambuf_iterator<char>(in), {});
+      std::vector<char> bytes;
+      if (cache::read_regular_file(id_file, &bytes)) version.assign(bytes.begin(), bytes.end());
     }
     if (version.empty()) {
       try {
@@ -383,64 +472,129 @@ const std::string& Jit::prelude_hash() {
   return prelude_hash_;
 }
 
+// A per-process folder under $TMPDIR, removed with the Jit: where work files go when the cache
+// folder cannot take them (no disk cache, a read-only or full disk).
+fs::path Jit::private_dir() {
+  std::call_once(private_once_, [&] {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/alloy-XXXXXX";
+    if (::mkdtemp(pattern.data())) private_dir_ = pattern;
+  });
+  if (private_dir_.empty()) {
+    throw std::runtime_error("cannot create a work folder for the CPU JIT (cache: " +
+                             (cache_.has_disk() ? cache_.dir().string() : cache_.disk_error()) +
+                             "; and no private temp folder under $TMPDIR)");
+  }
+  return private_dir_;
+}
+
+namespace {
+bool writable_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(fs::symlink_status(p, ec)) && ::access(p.c_str(), W_OK | X_OK) == 0;
+}
+// Orphans are older than any compile can take (the compile time limit) and than one hour.
+std::chrono::seconds orphan_age() {
+  uint64_t limit = kDefaultCompileSeconds;
+  try {
+    limit = env_limit("ALLOY_COMPILE_TIMEOUT", kDefaultCompileSeconds, 1);
+  } catch (const std::invalid_argument&) {
+  }
+  return std::chrono::seconds(std::max<uint64_t>(3600, 2 * limit));
+}
+}  // namespace
+
 fs::path Jit::work_dir() {
   std::call_once(work_once_, [&] {
     if (cache_.has_disk()) {
-      work_dir_ = cache_.temp_dir();
-      return;
-    }
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/alloy-XXXXXX";
-    if (::mkdtemp(pattern.data())) {
-      work_dir_ = pattern;
-      own_work_dir_ = true;
+      cache_.remove_orphans(orphan_age());
+      fs::path p = cache_.temp_dir();
+      if (writable_dir(p)) {
+        work_dir_ = p;
+        return;
+      }
     }
   });
-  if (work_dir_.empty()) {
-    throw std::runtime_error("cannot create a work folder for the CPU JIT (cache: " +
-                             cache_.disk_error() + "; temp folder not writable)");
-  }
-  return work_dir_;
+  return work_dir_.empty() ? private_dir() : work_dir_;
 }
 
-// The prelude headers, written once under <cache>/prelude-<hash>/ (or the work folder without a
-// disk cache). Written into a temp folder then renamed, so a concurrent process never sees a
-// half-written prelude; a `.complete` marker tells a finished folder from a foreign one.
+namespace {
+// Whether `dir` holds exactly the embedded prelude (regular files with the right bytes): a folder
+// damaged after it was completed (files edited, removed, replaced by FIFOs) must not make every
+// kernel fail with an error that blames the user's code.
+bool prelude_intact(const fs::path& dir) {
+  std::vector<char> bytes;
+  for (const auto& f : prelude::embedded_files()) {
+    if (!cache::read_regular_file(dir / f.path, &bytes) ||
+        std::string_view(bytes.data(), bytes.size()) != f.text)
+      return false;
+  }
+  return true;
+}
+
+// Writes the prelude into a new folder next to `final_dir` and moves it into place (replacing a
+// damaged one). Throws fs::filesystem_error when the folder cannot be written.
+void install_prelude(const fs::path& final_dir, const std::string& hash, const std::string& tag) {
+  std::error_code ec;
+  fs::path tmp = final_dir.string() + ".tmp-" + tag;
+  try {
+    for (const auto& f : prelude::embedded_files()) {
+      fs::path p = tmp / f.path;
+      fs::create_directories(p.parent_path());
+      cache::write_file_atomic(p, f.text);
+    }
+    fs::create_directories(tmp);
+    cache::write_file_atomic(tmp / ".complete", hash);
+  } catch (const fs::filesystem_error&) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (::rename(tmp.c_str(), final_dir.c_str()) == 0) break;
+    // Another process finished first (rename onto a non-empty folder fails): use theirs if it is
+    // intact. Otherwise (debris, a damaged folder) move it aside and try again.
+    if (fs::exists(final_dir / ".complete", ec) && prelude_intact(final_dir)) break;
+    fs::path old = final_dir.string() + ".old-" + tag;
+    if (::rename(final_dir.c_str(), old.c_str()) == 0)
+      fs::remove_all(old, ec);
+    else
+      fs::remove_all(final_dir, ec);
+  }
+  fs::remove_all(tmp, ec);  // no-op when the rename succeeded
+}
+}  // namespace
+
+// The prelude headers, written once under <cache>/prelude-<hash>/ (or a private folder without a
+// usable disk cache). Written into a temp folder then renamed, so a concurrent process never sees
+// a half-written prelude; a `.complete` marker tells a finished folder from a foreign one, and the
+// contents are checked once per process (a damaged folder is rebuilt).
 const fs::path& Jit::prelude_dir() {
   const std::string& hash = prelude_hash();
   std::call_once(prelude_dir_once_, [&] {
-    fs::path root = cache_.has_disk() ? cache_.dir() : work_dir();
-    fs::path final_dir = root / ("prelude-" + hash);
-    std::error_code ec;
-    if (fs::exists(final_dir / ".complete", ec)) {
-      prelude_dir_ = final_dir;
-      return;
-    }
-    fs::path tmp = root / ("prelude-" + hash + ".tmp-" + unique_suffix());
+    std::vector<fs::path> roots;
+    if (cache_.has_disk()) roots.push_back(cache_.dir());
     try {
-      for (const auto& f : prelude::embedded_files()) {
-        fs::path p = tmp / f.path;
-        fs::create_directories(p.parent_path());
-        cache::write_file_atomic(p, f.text);
+      roots.push_back(private_dir());
+    } catch (const std::runtime_error& e) {
+      prelude_error_ = e.what();
+    }
+    for (const fs::path& root : roots) {
+      fs::path final_dir = root / ("prelude-" + hash);
+      std::error_code ec;
+      if (fs::exists(final_dir / ".complete", ec) && prelude_intact(final_dir)) {
+        prelude_dir_ = final_dir;
+        return;
       }
-      fs::create_directories(tmp);
-      cache::write_file_atomic(tmp / ".complete", hash);
-    } catch (const fs::filesystem_error& e) {
-      fs::remove_all(tmp, ec);
-      prelude_error_ = std::string("cannot write the prelude headers: ") + e.what();
-      return;
-    }
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      if (::rename(tmp.c_str(), final_dir.c_str()) == 0) break;
-      // Another process finished first (rename onto a non-empty folder fails): use theirs. A
-      // folder without the marker is debris (e.g. edited by hand): replace it once.
-      if (fs::exists(final_dir / ".complete", ec)) break;
-      fs::remove_all(final_dir, ec);
-    }
-    fs::remove_all(tmp, ec);  // no-op when the rename succeeded
-    if (fs::exists(final_dir / ".complete", ec)) {
-      prelude_dir_ = final_dir;
-    } else {
+      try {
+        install_prelude(final_dir, hash, unique_suffix());
+      } catch (const fs::filesystem_error& e) {
+        prelude_error_ = std::string("cannot write the prelude headers: ") + e.what();
+        continue;  // a full or read-only cache: the private folder
+      }
+      if (fs::exists(final_dir / ".complete", ec) && prelude_intact(final_dir)) {
+        prelude_dir_ = final_dir;
+        return;
+      }
       prelude_error_ = "cannot create the prelude folder " + final_dir.string();
     }
   });
@@ -571,7 +725,7 @@ void Jit::build_pch(const std::shared_ptr<PchBuild>& b, std::vector<std::string>
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"-I", prelude_dir().string(), "-x", "c++-header", "-o", out.string(),
                              src.string()});
-    int rc = run_process(args, &log, [&](pid_t pid) {
+    int rc = run_process(args, &log, compile_limits(), nullptr, [&](pid_t pid) {
       std::lock_guard<std::mutex> lock(b->mu);
       if (b->cancelled) return false;
       b->pid = pid;
@@ -644,15 +798,29 @@ std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const Jit
 
   const Toolchain& tc = toolchain();
   const fs::path& include = prelude_dir();
+  // Work files have per-process names: processes compiling the same kernel must not share (and
+  // rename away) each other's source. A cache folder that cannot take them (full, read-only)
+  // falls back to the private folder.
   fs::path work = work_dir();
-  fs::path src = work / (key + ".cpp");
-  fs::path out = work / (key + "-" + unique_suffix() + ".so");
+  std::string stem = key + "-" + unique_suffix();
+  fs::path src = work / (stem + ".cpp");
   try {
     cache::write_file_atomic(src, source);
   } catch (const fs::filesystem_error& e) {
-    throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
-                             e.what());
+    fs::path fallback = private_dir();
+    if (work == fallback)
+      throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
+                               e.what());
+    work = fallback;
+    src = work / (stem + ".cpp");
+    try {
+      cache::write_file_atomic(src, source);
+    } catch (const fs::filesystem_error& e2) {
+      throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
+                               e2.what());
+    }
   }
+  fs::path out = work / (stem + ".so");
 
   std::vector<std::string> flags = compile_flags(options);
   // The precompiled prelude holds every part of the prelude; a source that defines its own
@@ -675,9 +843,44 @@ std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const Jit
   args.push_back(out.string());
   args.push_back(src.string());
   std::string log;
-  int rc = run_process(args, &log);
+  ProcessLimits limits = compile_limits();
+  bool timed_out = false;
+  auto run_compiler = [&] {
+    std::vector<std::string> run_args = args;
+    run_args.end()[-2] = out.string();  // the fallback below moves the work files
+    run_args.end()[-1] = src.string();
+    return run_process(run_args, &log, limits, &timed_out);
+  };
+  int rc = run_compiler();
+  if (rc != 0 && log.find("No space left on device") != std::string::npos &&
+      work != private_dir()) {
+    // The cache's disk filled up under the compiler: once more in the private folder.
+    ::unlink(out.c_str());
+    ::unlink(src.c_str());
+    work = private_dir();
+    src = work / (stem + ".cpp");
+    out = work / (stem + ".so");
+    try {
+      cache::write_file_atomic(src, source);
+    } catch (const fs::filesystem_error& e) {
+      throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
+                               e.what());
+    }
+    rc = run_compiler();
+  }
   if (rc != 0 || !fs::exists(out)) {
     ::unlink(out.c_str());
+    // Say which limit stopped the compiler, first: the caller shows the raw log when no line of
+    // the user's source is to blame.
+    if (timed_out)
+      log = "alloy: the host compiler was stopped after " + std::to_string(limits.seconds) +
+            " s, the compile time limit (set ALLOY_COMPILE_TIMEOUT, in seconds, to raise it; 0 "
+            "removes it)\n" +
+            log;
+    else if (limits.memory_bytes && out_of_memory(log))
+      log = "alloy: the host compiler ran out of memory under the compile memory limit of " +
+            std::to_string(limits.memory_bytes >> 20) +
+            " MB (set ALLOY_COMPILE_MEMORY_MB to raise it; 0 removes it)\n" + log;
     throw CompileFailure(tc.path, log, src);
   }
 

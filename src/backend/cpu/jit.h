@@ -138,19 +138,20 @@ class Jit {
   std::shared_ptr<Library> load_or_build(const std::string& source, const JitOptions& options,
                                          const std::string& key);
   std::filesystem::path work_dir();
+  std::filesystem::path private_dir();
 
   std::string requested_compiler_;
   cache::CompileCache cache_;
   cache::CompileCache pch_cache_;  // the same folder; its own statistics
-  std::once_flag toolchain_once_, prelude_once_, prelude_dir_once_, work_once_;
+  std::once_flag toolchain_once_, prelude_once_, prelude_dir_once_, work_once_, private_once_;
   std::optional<Toolchain> toolchain_;
   std::string toolchain_error_;
   std::string prelude_hash_;
   std::filesystem::path prelude_dir_;
   std::string prelude_error_;
-  std::filesystem::path work_dir_;  // where sources and objects are compiled
-  bool own_work_dir_ = false;       // per-process temp folder, removed in the destructor
-  int pch_setting_ = -1;            // -1: not read yet; ALLOY_CPU_PCH
+  std::filesystem::path work_dir_;     // <cache>/tmp when usable: sources and objects
+  std::filesystem::path private_dir_;  // per-process temp folder, removed in the destructor
+  int pch_setting_ = -1;               // -1: not read yet; ALLOY_CPU_PCH
   std::mutex pch_mu_;
   std::unordered_map<std::string, std::shared_ptr<PchBuild>> pch_;  // by precompiled-header key
   Counters counters_;                                               // guarded by pch_mu_
