@@ -13,6 +13,7 @@
 
 #include "alloy/device.h"
 #include "alloy/dtype.h"
+#include "alloy/stream.h"
 
 namespace alloy {
 
@@ -130,9 +131,14 @@ class Array {
   std::shared_ptr<ArrayNode> node_;
 };
 
-/// Evaluates several arrays together.
+/// Evaluates several arrays together; returns when their data can be read (GPU work may still
+/// be running: reading data waits for it). Rethrows the error of a primitive that failed.
 void eval(const std::vector<Array>& arrays);
-/// Waits until the work enqueued on `device` has finished (no-op for the CPU).
+/// Hands the work below `arrays` to its streams and returns at once (CPU streams run it on their
+/// worker threads); reading the arrays, eval() or synchronize() waits for it.
+void async_eval(const std::vector<Array>& arrays);
+/// Waits until the work on every stream of `device` has finished (the default device when
+/// omitted); rethrows the first error of queued work.
 void synchronize(std::optional<Device> device = std::nullopt);
 
 // Creation helpers (row-major, materialized on `device`, default device when omitted).

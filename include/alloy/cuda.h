@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <string>
 
+#include "alloy/stream.h"
+
 namespace alloy::cuda {
 
 /// True when the CUDA driver (libcuda.so.1) loaded and a device was found. Alloy uses device 0 of
@@ -31,5 +33,13 @@ MemoryStats memory_stats();
 void empty_cache();
 /// Waits for pending GPU work; throws alloy::Error (naming the kernel) when it failed.
 void synchronize();
+
+/// The Alloy stream that enqueues on an existing CUDA stream (a `CUstream`, e.g. PyTorch's
+/// `torch.cuda.current_stream().cuda_stream`), so work interleaves with the owner's in order.
+/// The owner keeps the stream alive while Alloy work on it is pending. nullptr gives the default
+/// stream. std::invalid_argument when there is no GPU.
+Stream stream_from_handle(void* cu_stream);
+/// The CUstream behind a GPU stream (Alloy's default stream's handle for the default stream).
+void* stream_handle(Stream s);
 
 }  // namespace alloy::cuda

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "alloy/array.h"
+#include "alloy/stream.h"
 
 namespace alloy {
 
@@ -90,6 +91,7 @@ struct KernelCall {
   std::optional<double> init_value;  // outputs are filled with it before the kernel runs
   bool verbose = false;              // print the generated Metal source
   std::optional<Device> device;      // default device when omitted
+  std::optional<Stream> stream;      // runs on this stream (its device); the device's default
   /// Geometry as expressions of the input shapes; when set they replace grid / threadgroup /
   /// output_shapes (which may then be left empty).
   std::optional<DimsExpr> grid_expr;

@@ -30,6 +30,7 @@
 #include "alloy/array.h"
 #include "alloy/errors.h"
 #include "alloy/kernel.h"
+#include "alloy/stream.h"
 
 namespace alloy {
 
@@ -87,6 +88,8 @@ struct LibraryCall {
   std::map<int, size_t> threadgroup_memory;
   /// Where the kernel runs; the default device when omitted. Arrays are moved there.
   std::optional<Device> device;
+  /// The stream it runs on (its device); the device's default stream when omitted.
+  std::optional<Stream> stream;
   /// Check mode: run the kernel and its reference and compare (default: the library's setting,
   /// else the ALLOY_CHECK environment variable).
   std::optional<bool> check;

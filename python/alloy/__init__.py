@@ -19,6 +19,7 @@ from ._core import (
     array,
     from_dlpack,
     eval,
+    async_eval,
     zeros,
     full,
     arange,
@@ -47,6 +48,8 @@ from ._core import (
     default_device,
     set_default_device,
     default_stream,
+    new_stream,
+    set_default_stream,
     is_available,
     synchronize,
     # kernels
@@ -69,11 +72,11 @@ from . import cuda, fast
 __version__ = "0.1.0"
 
 __all__ = [
-    "array", "from_dlpack", "eval", "zeros", "full", "arange",
+    "array", "from_dlpack", "eval", "async_eval", "zeros", "full", "arange",
     "Dtype", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64", "complex64",
     "Device", "DeviceType", "Stream", "cpu", "gpu", "default_device", "set_default_device",
-    "default_stream", "is_available", "synchronize",
+    "default_stream", "new_stream", "set_default_stream", "is_available", "synchronize",
     "MetalKernel", "metal_kernel", "take_out_of_range_reports", "robust_by_default",
     "KernelError", "CompileError", "NotSupportedError",
     "compile_shader", "Library", "LibraryKernel", "CheckError",

@@ -6,11 +6,14 @@ from ._core import (
     cuda_empty_cache as empty_cache,
     cuda_is_available as is_available,
     cuda_memory_stats as memory_stats,
+    cuda_stream_from_handle as stream_from_handle,
+    cuda_stream_handle as stream_handle,
     cuda_synchronize as synchronize,
     cuda_unavailable_reason as unavailable_reason,
 )
 
 __all__ = [
-    "device_arch", "device_name", "empty_cache", "is_available", "memory_stats", "synchronize",
+    "device_arch", "device_name", "empty_cache", "is_available", "memory_stats", "stream_from_handle",
+    "stream_handle", "synchronize",
     "unavailable_reason",
 ]

@@ -351,6 +351,17 @@ void init_array(nb::module_& m) {
       nb::sig("def eval(*arrays: array | list | tuple | dict) -> None"),
       "Computes the given arrays (and lists, tuples or dicts of them) together.");
   m.def(
+      "async_eval",
+      [](nb::args args) {
+        std::vector<Array> arrays;
+        for (nb::handle h : args) eval_all(h, arrays);
+        nb::gil_scoped_release release;
+        async_eval(arrays);
+      },
+      nb::sig("def async_eval(*arrays: array | list | tuple | dict) -> None"),
+      "Hands the work of the given arrays to their streams and returns at once (CPU streams run "
+      "it on their worker threads); reading the arrays or synchronize() waits for it.");
+  m.def(
       "zeros",
       [](nb::handle shape, nb::handle dtype, nb::handle device) {
         return zeros(to_shape_arg(shape), optional_dtype(dtype).value_or(Dtype::float32),

@@ -26,13 +26,9 @@ void init_kernel(nb::module_& m);
 void init_cuda(nb::module_& m);
 void bind_library(nb::module_& m);  // library.cpp: compile_shader, Library, CheckError
 
-/// MLX's `stream` argument. Alloy runs everything on one stream per device, so a stream is only
-/// the device it belongs to; it exists so that code written for MLX (`stream=mx.gpu`,
-/// `stream=s`) keeps working.
-struct Stream {
-  Device device;
-  int index = 0;
-};
+/// MLX's `stream` argument: None, an alloy.Stream, an alloy.Device or alloy.cpu / alloy.gpu
+/// (their default streams). nullopt for None.
+std::optional<Stream> to_stream(nb::handle h, const char* what = "stream");
 
 /// str(h) as a C++ string.
 inline std::string py_str(nb::handle h) {

@@ -45,6 +45,17 @@ void init_cuda(nb::module_& m) {
         cuda::synchronize();
       },
       "Waits for pending GPU work; raises alloy.KernelError naming the kernel when it failed.");
+  m.def(
+      "cuda_stream_from_handle",
+      [](uintptr_t handle) { return cuda::stream_from_handle(reinterpret_cast<void*>(handle)); },
+      nb::arg("handle"),
+      "The alloy.Stream that enqueues on an existing CUDA stream, given its CUstream as an "
+      "integer (e.g. torch.cuda.current_stream().cuda_stream, cupy's Stream.ptr): Alloy's work "
+      "runs in order with the owner's. 0 gives the default stream.");
+  m.def(
+      "cuda_stream_handle",
+      [](const Stream& s) { return reinterpret_cast<uintptr_t>(cuda::stream_handle(s)); },
+      nb::arg("stream"), "The CUstream behind a GPU stream, as an integer.");
 }
 
 }  // namespace alloy::python

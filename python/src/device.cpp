@@ -20,7 +20,7 @@ std::optional<Device> to_device(nb::handle h, const char* what) {
   if (h.ptr() == g_cpu) return Device::cpu();
   if (h.ptr() == g_gpu) return Device::gpu();
   if (nb::isinstance<Device>(h)) return nb::cast<Device>(h);
-  if (nb::isinstance<Stream>(h)) return nb::cast<const Stream&>(h).device;
+  if (nb::isinstance<Stream>(h)) return nb::cast<Stream>(h).device;
   Device::Type t;
   if (nb::try_cast<Device::Type>(h, t, /*convert=*/false)) return Device(t);
   throw nb::type_error((std::string("expected `") + what +
@@ -28,6 +28,13 @@ std::optional<Device> to_device(nb::handle h, const char* what) {
                         "got " +
                         nb::inst_name(h).c_str())
                            .c_str());
+}
+
+std::optional<Stream> to_stream(nb::handle h, const char* what) {
+  if (nb::isinstance<Stream>(h)) return nb::cast<Stream>(h);
+  std::optional<Device> d = to_device(h, what);
+  if (!d) return std::nullopt;
+  return default_stream(*d);
 }
 
 namespace {
@@ -61,24 +68,27 @@ void init_device(nb::module_& m) {
   nb::implicitly_convertible<Device::Type, Device>();
 
   nb::class_<Stream>(m, "Stream",
-                     "A stream of work on a device. Alloy runs all work of a device in order on "
-                     "one stream, so a stream stands for its device (MLX code passing "
-                     "`stream=` keeps working).")
+                     "A queue of work on a device (MLX's Stream). Work on one stream runs in "
+                     "order; streams overlap, ordered by the arrays they share. CPU streams run "
+                     "work handed to them by async_eval() on their own worker thread; GPU streams "
+                     "are CUDA streams.")
       .def(
           "__init__",
-          [](Stream* s, nb::handle device) { new (s) Stream{*to_device(device, "device")}; },
+          [](Stream* s, nb::handle device) {
+            new (s) Stream(default_stream(*to_device(device, "device")));
+          },
           nb::arg("device"), nb::sig("def __init__(self, device: Device | DeviceType) -> None"),
-          "The stream of `device`.")
+          "The default stream of `device` (alloy.new_stream(device) makes a new one).")
       .def_ro("device", &Stream::device, "The device the stream runs on.")
-      .def_ro("index", &Stream::index, "Index of the stream on its device (always 0).")
+      .def_ro("index", &Stream::index, "Index of the stream (unique in the process).")
       .def("__repr__",
            [](const Stream& s) {
              return "Stream(Device(" + type_name(s.device.type) + ", " +
                     std::to_string(s.device.index) + "), " + std::to_string(s.index) + ")";
            })
-      .def("__eq__", [](const Stream& a,
-                        const Stream& b) { return a.device == b.device && a.index == b.index; })
-      .def("__eq__", [](const Stream&, nb::handle) { return false; });
+      .def("__eq__", [](const Stream& a, const Stream& b) { return a == b; })
+      .def("__eq__", [](const Stream&, nb::handle) { return false; })
+      .def("__hash__", [](const Stream& s) { return s.index; });
 
   m.def("default_device", &default_device,
         "The default device: the GPU when a CUDA driver and GPU were found, else the CPU, unless "
@@ -89,9 +99,15 @@ void init_device(nb::module_& m) {
       "Sets the default device (alloy.cpu, alloy.gpu or an alloy.Device). Raises ValueError for a "
       "GPU when none is available.");
   m.def(
-      "default_stream", [](nb::handle d) { return Stream{*to_device(d, "device")}; },
+      "default_stream", [](nb::handle d) { return default_stream(*to_device(d, "device")); },
       nb::arg("device"), nb::sig("def default_stream(device: Device | DeviceType) -> Stream"),
-      "The stream of `device` (Alloy has one per device).");
+      "The default stream of `device`.");
+  m.def(
+      "new_stream", [](nb::handle d) { return new_stream(*to_device(d, "device")); },
+      nb::arg("device"), nb::sig("def new_stream(device: Device | DeviceType) -> Stream"),
+      "A new stream on `device`.");
+  m.def("set_default_stream", &set_default_stream, nb::arg("stream"),
+        "Makes `stream` the default stream of its device.");
   m.def(
       "is_available",
       [](nb::handle d) {
@@ -104,14 +120,21 @@ void init_device(nb::module_& m) {
   m.def(
       "synchronize",
       [](nb::handle d) {
+        if (nb::isinstance<Stream>(d)) {
+          Stream s = nb::cast<Stream>(d);
+          nb::gil_scoped_release release;
+          synchronize(s);
+          return;
+        }
         std::optional<Device> dev = to_device(d);
         nb::gil_scoped_release release;
         synchronize(dev);
       },
       nb::arg("stream") = nb::none(),
       nb::sig("def synchronize(stream: Stream | Device | DeviceType | None = None) -> None"),
-      "Waits until the work enqueued on the device (default: the default device) has finished. "
-      "Raises alloy.KernelError when a kernel failed.");
+      "Waits until the work on `stream` (a Stream), or on every stream of a device (default: the "
+      "default device), has finished. Raises the error of queued work that failed (e.g. "
+      "alloy.KernelError), once.");
 }
 
 }  // namespace alloy::python

@@ -139,7 +139,7 @@ KernelCall to_call(nb::handle output_shapes, nb::handle output_dtypes, nb::handl
     call.init_value = nb::cast<double>(init_value);
   }
   call.verbose = verbose;
-  call.device = to_device(stream);
+  call.stream = to_stream(stream);
   return call;
 }
 

@@ -195,7 +195,9 @@ nb::object call(const LibraryKernel& k, nb::args args, nb::kwargs kwargs) {
                                     .c_str());
         c.threadgroup_memory[static_cast<int>(idx)] = static_cast<size_t>(size);
       }
-    } else if (key == "stream" || key == "device") {
+    } else if (key == "stream") {
+      c.stream = to_stream(value, key.c_str());
+    } else if (key == "device") {
       c.device = to_device(value, key.c_str());
     } else if (key == "check") {
       if (!value.is_none()) c.check = nb::cast<bool>(value);

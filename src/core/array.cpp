@@ -18,6 +18,7 @@
 #include "core/half_convert.h"
 #include "core/host_allocator.h"
 #include "core/primitives.h"
+#include "core/scheduler.h"
 
 namespace alloy {
 
@@ -114,10 +115,19 @@ Array make_empty(const Shape& shape, Dtype dtype, Device device) {
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
                                 const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
                                 Device device) {
+  return make_pending(std::move(primitive), std::move(inputs), shapes, dtypes,
+                      default_stream(device));
+}
+
+std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
+                                const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
+                                Stream stream) {
+  Device device = stream.device;
   auto op = std::make_shared<PendingOp>();
   op->primitive = std::move(primitive);
   op->inputs = std::move(inputs);
   op->device = device;
+  op->stream = stream;
   op->shapes = shapes;
   op->dtypes = dtypes;
   std::vector<Array> outs;
@@ -141,6 +151,11 @@ Array make_pending_view(std::shared_ptr<Primitive> primitive, const Array& input
   op->primitive = std::move(primitive);
   op->inputs = {input};
   op->device = input.device();
+  // A view runs where its input is produced (it only takes the input's buffer).
+  {
+    auto p = scheduler::pending_of(*node_of(input));
+    op->stream = p ? p->stream : default_stream(op->device);
+  }
   op->shapes = {layout.shape};
   op->dtypes = {input.dtype()};
   auto n = std::make_shared<ArrayNode>();
@@ -162,120 +177,6 @@ void allocate_output(Array& out) {
 
 void set_view(Array& out, const Array& in) {
   node_of(out)->buffer = node_of(in)->buffer;
-}
-
-// ---- evaluation ------------------------------------------------------------------------------
-
-namespace {
-// Failures that a second read must not retry: the kernel's own (compile, launch) and interrupts.
-// Foreign exceptions (e.g. Python's, from a reference function) are not kept: their bindings may
-// consume them when they are raised.
-bool fails_for_good(const std::exception_ptr& p) {
-  try {
-    std::rethrow_exception(p);
-  } catch (const Error&) {
-    return true;
-  } catch (const Interrupted&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-void run_pending(const std::shared_ptr<PendingOp>& op) {
-  // A failed evaluation fails once: reading its outputs again reports the same error.
-  if (op->error) std::rethrow_exception(op->error);
-  std::vector<Array> outputs;
-  std::vector<std::shared_ptr<ArrayNode>> live;
-  outputs.reserve(op->outputs.size());
-  live.reserve(op->outputs.size());
-  for (auto& w : op->outputs) live.push_back(w.lock());
-  for (size_t i = 0; i < live.size(); ++i) {
-    if (live[i]) {
-      outputs.push_back(array_of(live[i]));
-    } else {
-      // A dropped output still needs a node for the primitive to fill.
-      auto n = std::make_shared<ArrayNode>();
-      n->dtype = op->dtypes[i];
-      n->shape = op->shapes[i];
-      n->strides = row_major_strides(op->shapes[i]);
-      n->device = op->device;
-      outputs.push_back(array_of(n));
-    }
-  }
-  try {
-    if (op->device.type == Device::Type::gpu)
-      op->primitive->eval_gpu(op->inputs, outputs);
-    else
-      op->primitive->eval_cpu(op->inputs, outputs);
-    for (auto& o : outputs)
-      if (!node_of(o)->buffer)
-        throw Error(op->primitive->label(),
-                    op->primitive->label() + " did not produce all of its outputs");
-  } catch (...) {
-    // Leave the outputs pending (not half-materialized) so state stays consistent, and remember
-    // the error: reading these outputs again reports it without running the primitive again.
-    for (auto& n : live)
-      if (n) n->buffer.reset();
-    if (fails_for_good(std::current_exception())) {
-      op->error = std::current_exception();
-      op->inputs.clear();
-    }
-    throw;
-  }
-  for (auto& n : live)
-    if (n) n->pending.reset();
-  op->inputs.clear();
-}
-}  // namespace
-
-void eval(const std::vector<Array>& arrays) {
-  // The common case of one array whose op reads only materialized inputs (a kernel call on
-  // arrays that exist): run it without building an order.
-  if (arrays.size() == 1 && arrays[0].valid()) {
-    const auto& p = node_of(arrays[0])->pending;
-    if (!p) return;
-    bool leaf = true;
-    for (auto& in : p->inputs) leaf &= in.valid() && !node_of(in)->pending;
-    if (leaf) {
-      std::shared_ptr<PendingOp> op = p;  // run_pending resets the node's reference
-      run_pending(op);
-      return;
-    }
-  }
-  // Iterative post-order DFS over pending ops (graphs can be deep).
-  std::vector<std::shared_ptr<PendingOp>> order;
-  std::unordered_set<PendingOp*> seen;
-  struct Frame {
-    std::shared_ptr<PendingOp> op;
-    size_t next = 0;
-  };
-  std::vector<Frame> stack;
-  auto push = [&](const Array& a) {
-    if (!a.valid()) throw std::invalid_argument("eval: invalid (empty) array");
-    auto& p = node_of(a)->pending;
-    if (p && seen.insert(p.get()).second) stack.push_back({p, 0});
-  };
-  for (auto& a : arrays) {
-    push(a);
-    while (!stack.empty()) {
-      auto& f = stack.back();
-      if (f.next < f.op->inputs.size()) {
-        push(f.op->inputs[f.next++]);
-        continue;
-      }
-      order.push_back(f.op);
-      stack.pop_back();
-    }
-  }
-  for (auto& op : order)
-    if (!op->inputs.empty() || !op->outputs.empty()) run_pending(op);
-}
-
-void synchronize(std::optional<Device> device) {
-  Device d = device.value_or(default_device());
-  if (d.type == Device::Type::gpu)
-    if (auto* gpu = gpu_backend()) gpu->synchronize();
 }
 
 // ---- Array -----------------------------------------------------------------------------------
@@ -460,7 +361,7 @@ size_t Array::nbytes() const {
   return static_cast<size_t>(size()) * size_of(dtype());
 }
 bool Array::is_evaluated() const {
-  return node_->buffer != nullptr;
+  return scheduler::is_ready(*node_);
 }
 void Array::eval() const {
   alloy::eval({*this});

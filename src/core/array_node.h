@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "alloy/array.h"
+#include "alloy/stream.h"
 #include "core/buffer.h"
 #include "core/primitive.h"
 
 namespace alloy {
+struct OpDone;
 
 /// A primitive application whose outputs are not computed yet. Shared by all its outputs.
 struct PendingOp {
@@ -18,10 +20,13 @@ struct PendingOp {
   std::vector<Shape> shapes;  // of every output, also those whose handles were dropped
   std::vector<Dtype> dtypes;
   Device device;
+  Stream stream;      // where it runs (a stream of `device`)
   bool view = false;  // the output is a view of inputs[0] (its layout is fixed)
   /// Set when evaluating the op failed for good (alloy::Error, alloy::Interrupted): every later
   /// read rethrows it instead of running (and compiling) the op again (docs/reliability.md).
   std::exception_ptr error;
+  /// Set once the op was handed to its stream (scheduler.h); guarded by the scheduler's mutex.
+  std::shared_ptr<OpDone> done;
 };
 
 struct ArrayNode {
@@ -60,6 +65,10 @@ int64_t checked_numel(const Shape& shape);
 /// A new materialized, row-major node with a fresh buffer on `device` (contents undefined).
 Array make_empty(const Shape& shape, Dtype dtype, Device device);
 /// Outputs of `primitive` applied to `inputs` (pending, row-major).
+std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
+                                const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
+                                Stream stream);
+/// The same on the default stream of `device`.
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
                                 const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
                                 Device device);

@@ -28,8 +28,25 @@ class GpuBackend {
                             Dtype src_dtype, void* dst, Dtype dst_dtype) = 0;
   /// Fills nbytes with a repeated 8/16/32-bit pattern (enqueued).
   virtual void fill(void* dst, size_t nbytes, uint32_t pattern, int pattern_bytes) = 0;
-  /// Waits for the stream; rethrows errors of asynchronous work, naming the kernel.
+  /// Waits for every stream; rethrows errors of asynchronous work, naming the kernel.
   virtual void synchronize() = 0;
+
+  // Streams and events. A stream handle is the backend's own (a CUstream); nullptr stands for
+  // the backend's default stream. Enqueue calls above go to the calling thread's current stream.
+  /// A new stream, owned by the backend for the rest of the process.
+  virtual void* create_stream() = 0;
+  /// Makes an external stream (e.g. PyTorch's) usable as a stream of Alloy's.
+  virtual void register_stream(void* stream) = 0;
+  /// The stream enqueue calls of the calling thread go to (nullptr: the default stream).
+  virtual void set_current_stream(void* stream) = 0;
+  /// Waits for the work enqueued on `stream`; rethrows its errors as synchronize() does.
+  virtual void synchronize_stream(void* stream) = 0;
+  /// An event that completes when the work enqueued on `stream` so far has completed.
+  virtual std::shared_ptr<void> record_event(void* stream) = 0;
+  /// Makes later work on `stream` wait for `event` (on the device; the host does not block).
+  virtual void stream_wait(void* stream, const std::shared_ptr<void>& event) = 0;
+  /// Blocks the host until `event` completed.
+  virtual void event_synchronize(const std::shared_ptr<void>& event) = 0;
 };
 
 /// The registered GPU backend, or nullptr when there is none (no driver / no GPU).

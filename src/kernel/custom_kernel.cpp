@@ -758,7 +758,11 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     throw std::invalid_argument(
         fmt::format("[metal_kernel] Expected `output_dtypes` to have size {} but got size {}.\n",
                     spec.output_names.size(), call.output_dtypes.size()));
-  Device dev = call.device.value_or(default_device());
+  Device dev = call.stream ? call.stream->device : call.device.value_or(default_device());
+  if (call.stream && call.device && *call.device != call.stream->device)
+    throw std::invalid_argument(
+        fmt::format("[metal_kernel] `device` ({}) and `stream` ({}) disagree: give one of them",
+                    call.device->str(), call.stream->str()));
   if (dev.type == Device::Type::gpu && !gpu_available())
     throw std::invalid_argument("[metal_kernel] no GPU is available (no CUDA driver or device)");
   for (auto& a : inputs) {
@@ -808,7 +812,8 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     std::fwrite(listing.data(), 1, listing.size(), stdout);
     std::fflush(stdout);
   }
-  return make_pending(prim, std::move(in), out_shapes, call.output_dtypes, dev);
+  return make_pending(prim, std::move(in), out_shapes, call.output_dtypes,
+                      call.stream ? *call.stream : default_stream(dev));
 }
 
 std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,

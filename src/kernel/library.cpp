@@ -1066,7 +1066,11 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
     throw std::invalid_argument(fmt::format(
         "[library] kernel '{}' takes {} argument(s), {} given.\n  {} takes:{}\n  signature: {}",
         info.name, data.size(), args.size(), info.name, expected_list(info), info.signature()));
-  Device dev = call.device.value_or(default_device());
+  Device dev = call.stream ? call.stream->device : call.device.value_or(default_device());
+  if (call.stream && call.device && *call.device != call.stream->device)
+    throw std::invalid_argument(
+        fmt::format("[library] `device` ({}) and `stream` ({}) disagree: give one of them",
+                    call.device->str(), call.stream->str()));
   if (dev.type == Device::Type::gpu && !gpu_available())
     throw std::invalid_argument("[library] no GPU is available (no CUDA driver or device)");
 
@@ -1330,7 +1334,8 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
   auto prim = std::make_shared<LibraryKernelOp>(std::move(st));
   for (auto& a : inputs)
     if (!a.is_row_contiguous()) a = a.contiguous();
-  std::vector<Array> result = make_pending(prim, std::move(inputs), shapes, dtypes, dev);
+  std::vector<Array> result = make_pending(prim, std::move(inputs), shapes, dtypes,
+                                           call.stream ? *call.stream : default_stream(dev));
   if (check && !result.empty()) {
     eval(result);
     auto& ref = run_reference();

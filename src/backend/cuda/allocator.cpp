@@ -8,8 +8,42 @@
 
 namespace alloy::cuda {
 
-Allocator::Allocator(const Driver& driver, CUstream stream, std::function<void()> synchronize)
-    : driver_(driver), stream_(stream), synchronize_(std::move(synchronize)) {}
+Allocator::Allocator(const Driver& driver, std::function<void()> synchronize,
+                     std::function<std::vector<CUstream>()> streams,
+                     std::function<CUstream()> current)
+    : driver_(driver),
+      synchronize_(std::move(synchronize)),
+      streams_(std::move(streams)),
+      current_(std::move(current)) {}
+
+Allocator::Fence::~Fence() {
+  for (CUevent e : events) driver->cuEventDestroy(e);
+}
+
+std::shared_ptr<Allocator::Fence> Allocator::make_fence() {
+  std::vector<CUstream> streams = streams_();
+  if (streams.size() < 2) return nullptr;
+  auto fence = std::make_shared<Fence>();
+  fence->driver = &driver_;
+  for (CUstream s : streams) {
+    CUevent e = nullptr;
+    constexpr unsigned kDisableTiming = 0x2;
+    if (driver_.cuEventCreate(&e, kDisableTiming) != CUDA_SUCCESS) {
+      // No event: order conservatively by waiting for every stream here (rare: out of resources).
+      synchronize_();
+      return nullptr;
+    }
+    driver_.cuEventRecord(e, s);
+    fence->events.push_back(e);
+  }
+  return fence;
+}
+
+void Allocator::wait_fence(const std::shared_ptr<Fence>& fence) {
+  if (!fence) return;
+  CUstream s = current_();
+  for (CUevent e : fence->events) driver_.cuStreamWaitEvent(s, e, 0);
+}
 
 size_t Allocator::round_size(size_t nbytes) {
   if (nbytes <= kMinBlock) return kMinBlock;
@@ -22,10 +56,12 @@ void* Allocator::allocate(size_t nbytes) {
   std::unique_lock lock(mu_);
   CUdeviceptr ptr = 0;
   size_t block = size;
+  std::shared_ptr<Fence> fence;
   if (size <= kSmallLimit) {
     auto it = small_.find(size);
     if (it != small_.end() && !it->second.empty()) {
-      ptr = it->second.back();
+      ptr = it->second.back().ptr;
+      fence = std::move(it->second.back().fence);
       it->second.pop_back();
     }
   } else {
@@ -33,11 +69,13 @@ void* Allocator::allocate(size_t nbytes) {
     auto it = large_.lower_bound(size);
     if (it != large_.end() && it->first <= size + size / 8) {
       block = it->first;
-      ptr = it->second;
+      ptr = it->second.ptr;
+      fence = std::move(it->second.fence);
       large_.erase(it);
     }
   }
   if (ptr) {
+    wait_fence(fence);
     stats_.cached_bytes -= block;
     stats_.num_cache_hits++;
   } else {
@@ -66,15 +104,16 @@ void* Allocator::allocate(size_t nbytes) {
 void Allocator::free(void* p) {
   if (!p) return;
   auto ptr = reinterpret_cast<CUdeviceptr>(p);
+  std::shared_ptr<Fence> fence = make_fence();
   std::lock_guard lock(mu_);
   auto it = live_.find(ptr);
   if (it == live_.end()) return;  // not ours; never reached through Buffer
   size_t block = it->second;
   live_.erase(it);
   if (block <= kSmallLimit) {
-    small_[block].push_back(ptr);
+    small_[block].push_back({ptr, std::move(fence)});
   } else {
-    large_.emplace(block, ptr);
+    large_.emplace(block, Cached{ptr, std::move(fence)});
   }
   stats_.active_bytes -= block;
   stats_.cached_bytes += block;
@@ -94,13 +133,13 @@ void Allocator::empty_cache() {
 
 void Allocator::release_cached_locked() {
   for (auto& [size, blocks] : small_) {
-    for (CUdeviceptr p : blocks) {
-      driver_.cuMemFree(p);
+    for (Cached& c : blocks) {
+      driver_.cuMemFree(c.ptr);
       stats_.num_frees++;
     }
   }
-  for (auto& [size, p] : large_) {
-    driver_.cuMemFree(p);
+  for (auto& [size, c] : large_) {
+    driver_.cuMemFree(c.ptr);
     stats_.num_frees++;
   }
   small_.clear();

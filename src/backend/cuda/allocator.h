@@ -1,9 +1,11 @@
 // Caching allocator for device memory. cuMemAlloc/cuMemFree are slow (and cuMemFree waits for the
 // device), so freed blocks are kept in size buckets and handed to later allocations.
 //
-// Frees are stream-ordered: every kernel and copy runs on the allocator's one stream, so a block
-// freed on the host while the GPU still uses it can go to the next allocation at once: the work
-// that uses it next is enqueued after the work that used it before.
+// Frees are stream-ordered: with one stream, a block freed on the host while the GPU still uses it
+// can go to the next allocation at once: the work that uses it next is enqueued after the work
+// that used it before. With several streams (alloy::new_stream, wrapped external streams), a freed
+// block keeps a fence: an event recorded on every stream at the free; the stream that reuses the
+// block waits for those events first (on the GPU: the host does not block).
 //
 // Sizes: up to 1 MiB round up to a power of two (at least 512 bytes); above, to a multiple of
 // 2 MiB, and a cached block up to 1/8 larger than the request is reused. The rounding leaves slack
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -25,8 +28,10 @@ namespace alloy::cuda {
 
 class Allocator {
  public:
-  /// `synchronize` waits for `stream` (used before memory goes back to the driver).
-  Allocator(const Driver& driver, CUstream stream, std::function<void()> synchronize);
+  /// `synchronize` waits for every stream (used before memory goes back to the driver);
+  /// `streams` lists them (the default one first), `current` is the calling thread's stream.
+  Allocator(const Driver& driver, std::function<void()> synchronize,
+            std::function<std::vector<CUstream>()> streams, std::function<CUstream()> current);
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
@@ -50,14 +55,28 @@ class Allocator {
 
   void release_cached_locked();  // cuMemFree of every cached block; the stream must be idle
 
+  // Events recorded on every stream when a block was freed (several streams only).
+  struct Fence {
+    const Driver* driver;
+    std::vector<CUevent> events;
+    ~Fence();
+  };
+  struct Cached {
+    CUdeviceptr ptr;
+    std::shared_ptr<Fence> fence;  // null: one stream, nothing to wait for
+  };
+  std::shared_ptr<Fence> make_fence();                   // null when there is one stream
+  void wait_fence(const std::shared_ptr<Fence>& fence);  // on the calling thread's stream
+
   const Driver& driver_;
-  CUstream stream_;
   std::function<void()> synchronize_;
+  std::function<std::vector<CUstream>()> streams_;
+  std::function<CUstream()> current_;
 
   mutable std::mutex mu_;
-  std::unordered_map<CUdeviceptr, size_t> live_;      // block -> its size
-  std::map<size_t, std::vector<CUdeviceptr>> small_;  // exact power-of-two buckets
-  std::multimap<size_t, CUdeviceptr> large_;          // best fit
+  std::unordered_map<CUdeviceptr, size_t> live_;  // block -> its size
+  std::map<size_t, std::vector<Cached>> small_;   // exact power-of-two buckets
+  std::multimap<size_t, Cached> large_;           // best fit
   MemoryStats stats_{};
 };
 

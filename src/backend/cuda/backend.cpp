@@ -7,6 +7,7 @@
 #include "alloy/errors.h"
 #include "backend/cuda/device.h"
 #include "core/gpu_backend.h"
+#include "core/scheduler.h"
 
 namespace alloy {
 namespace cuda {
@@ -49,8 +50,10 @@ class CudaBackend final : public GpuBackend {
   void copy_to_host(void* dst, const void* src, size_t nbytes) override {
     if (nbytes == 0) return;
     enter();
+    // The data may come from work on any stream: with several, wait for all of them first.
+    if (ctx_.has_several_streams()) ctx_.synchronize();
     ctx_.check(drv_.cuMemcpyDtoHAsync(dst, dptr(src), nbytes, ctx_.stream()), "cuMemcpyDtoHAsync");
-    ctx_.synchronize();
+    ctx_.synchronize_stream(ctx_.stream());
   }
 
   void copy_device(void* dst, const void* src, size_t nbytes) override {
@@ -94,7 +97,42 @@ class CudaBackend final : public GpuBackend {
 
   void synchronize() override { ctx_.synchronize(); }
 
+  void* create_stream() override { return ctx_.create_stream(); }
+  void register_stream(void* stream) override { ctx_.register_stream(cu(stream)); }
+  void set_current_stream(void* stream) override { Context::set_current_stream(cu(stream)); }
+  void synchronize_stream(void* stream) override { ctx_.synchronize_stream(cu(stream)); }
+
+  std::shared_ptr<void> record_event(void* stream) override {
+    enter();
+    CUevent e = nullptr;
+    constexpr unsigned kDisableTiming = 0x2;
+    ctx_.check(drv_.cuEventCreate(&e, kDisableTiming), "cuEventCreate");
+    std::shared_ptr<void> event(
+        e, [d = &drv_](void* p) { d->cuEventDestroy(static_cast<CUevent>(p)); });
+    ctx_.check(drv_.cuEventRecord(e, cu(stream)), "cuEventRecord");
+    return event;
+  }
+
+  void stream_wait(void* stream, const std::shared_ptr<void>& event) override {
+    enter();
+    ctx_.check(drv_.cuStreamWaitEvent(cu(stream), static_cast<CUevent>(event.get()), 0),
+               "cuStreamWaitEvent");
+  }
+
+  void event_synchronize(const std::shared_ptr<void>& event) override {
+    enter();
+    CUresult r = drv_.cuEventSynchronize(static_cast<CUevent>(event.get()));
+    // An error of the work before the event: report it as a stream synchronize would.
+    if (r != CUDA_SUCCESS) {
+      ctx_.synchronize();
+      ctx_.check(r, "cuEventSynchronize");
+    }
+  }
+
  private:
+  CUstream cu(void* stream) const {
+    return stream ? static_cast<CUstream>(stream) : ctx_.default_stream();
+  }
   void enter() {
     ctx_.check_usable();
     ctx_.make_current();
@@ -142,6 +180,19 @@ void empty_cache() {
 
 void synchronize() {
   if (Context* c = Context::get()) c->synchronize();
+}
+
+Stream stream_from_handle(void* cu_stream) {
+  return scheduler::wrap_gpu_stream(cu_stream);
+}
+
+void* stream_handle(Stream s) {
+  if (s.device.type != Device::Type::gpu)
+    throw std::invalid_argument("cuda::stream_handle: " + s.str() + " is not a GPU stream");
+  void* h = scheduler::gpu_handle(s);
+  if (h) return h;
+  Context* c = Context::get();
+  return c ? c->default_stream() : nullptr;
 }
 
 }  // namespace cuda

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -15,7 +16,13 @@ std::string arch_name(int cc_major, int cc_minor) {
 
 Context::Context(const Driver& drv, CUdevice dev, CUcontext ctx, CUstream stream, DeviceInfo info)
     : drv_(drv), dev_(dev), ctx_(ctx), stream_(stream), info_(std::move(info)) {
-  allocator_ = std::make_unique<Allocator>(drv_, stream_, [this] { synchronize(); });
+  allocator_ = std::make_unique<Allocator>(
+      drv_, [this] { synchronize(); },
+      [this] {
+        make_current();  // the allocator records events (a free can happen on any thread)
+        return streams();
+      },
+      [this] { return this->stream(); });
 }
 
 Context* Context::create(std::string* reason) {
@@ -174,10 +181,38 @@ void Context::throw_sticky() const {
               "the CUDA context is unusable after an earlier error: " + sticky_message_);
 }
 
-void Context::synchronize() {
+thread_local CUstream Context::current_stream_ = nullptr;
+
+CUstream Context::create_stream() {
   check_usable();
   make_current();
-  CUresult r = drv_.cuStreamSynchronize(stream_);
+  CUstream s = nullptr;
+  check(drv_.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  register_stream(s);
+  return s;
+}
+
+void Context::register_stream(CUstream s) {
+  std::lock_guard lock(streams_mu_);
+  if (s != stream_ && std::find(streams_.begin(), streams_.end(), s) == streams_.end())
+    streams_.push_back(s);
+}
+
+std::vector<CUstream> Context::streams() const {
+  std::lock_guard lock(streams_mu_);
+  std::vector<CUstream> all{stream_};
+  all.insert(all.end(), streams_.begin(), streams_.end());
+  return all;
+}
+
+void Context::synchronize() {
+  for (CUstream s : streams()) synchronize_stream(s);
+}
+
+void Context::synchronize_stream(CUstream s) {
+  check_usable();
+  make_current();
+  CUresult r = drv_.cuStreamSynchronize(s);
   if (r != CUDA_SUCCESS) {
     if (is_sticky_error(r)) fail(r, "cuStreamSynchronize", nullptr);
     // A non-sticky error from asynchronous work: name the kernels, then start afresh.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/driver.h"
@@ -45,7 +46,24 @@ class Context {
 
   const Driver& driver() const { return drv_; }
   const DeviceInfo& info() const { return info_; }
-  CUstream stream() const { return stream_; }
+  /// The stream the calling thread enqueues on: the one set_current_stream() chose, else the
+  /// default stream.
+  CUstream stream() const { return current_stream_ ? current_stream_ : stream_; }
+  CUstream default_stream() const { return stream_; }
+  /// Makes the calling thread enqueue on `s` (nullptr: the default stream).
+  static void set_current_stream(CUstream s) { current_stream_ = s; }
+  /// A new non-blocking stream, owned by the context.
+  CUstream create_stream();
+  /// Makes an external stream known (its work is fenced by the allocator like Alloy's own).
+  void register_stream(CUstream s);
+  /// Every stream Alloy enqueues on (the default one first).
+  std::vector<CUstream> streams() const;
+  bool has_several_streams() const {
+    std::lock_guard lock(streams_mu_);
+    return !streams_.empty();
+  }
+  /// Waits for the work enqueued on `s`; like synchronize() for one stream.
+  void synchronize_stream(CUstream s);
   Allocator& allocator() { return *allocator_; }
 
   /// Makes the context current on the calling thread (driver calls need it). Cheap when it
@@ -72,8 +90,8 @@ class Context {
   /// Like check(), for the launch of `kernel`.
   [[noreturn]] void fail(CUresult result, const char* call, const char* kernel);
 
-  /// Waits for every enqueued copy and kernel; throws alloy::Error naming the kernels launched
-  /// since the last synchronization when one of them failed.
+  /// Waits for every enqueued copy and kernel (all streams); throws alloy::Error naming the
+  /// kernels launched since the last synchronization when one of them failed.
   void synchronize();
 
  private:
@@ -87,6 +105,9 @@ class Context {
   CUdevice dev_;
   CUcontext ctx_;
   CUstream stream_;
+  static thread_local CUstream current_stream_;
+  mutable std::mutex streams_mu_;
+  std::vector<CUstream> streams_;  // besides stream_: created (owned) and registered ones
   DeviceInfo info_;
   std::unique_ptr<Allocator> allocator_;
 

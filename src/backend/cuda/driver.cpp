@@ -79,6 +79,9 @@ std::unique_ptr<Driver> load_driver(const std::string& library_name, std::string
   ok &= bind(lib, d->cuStreamCreate, "cuStreamCreate", nullptr, &missing);
   ok &= bind(lib, d->cuStreamSynchronize, "cuStreamSynchronize", nullptr, &missing);
   ok &= bind(lib, d->cuStreamQuery, "cuStreamQuery", nullptr, &missing);
+  ok &= bind(lib, d->cuStreamDestroy, "cuStreamDestroy_v2", nullptr, &missing);
+  ok &= bind(lib, d->cuStreamWaitEvent, "cuStreamWaitEvent", nullptr, &missing);
+  ok &= bind(lib, d->cuCtxSynchronize, "cuCtxSynchronize", nullptr, &missing);
   ok &= bind(lib, d->cuMemAlloc, "cuMemAlloc_v2", nullptr, &missing);
   ok &= bind(lib, d->cuMemFree, "cuMemFree_v2", nullptr, &missing);
   ok &= bind(lib, d->cuMemGetInfo, "cuMemGetInfo_v2", nullptr, &missing);

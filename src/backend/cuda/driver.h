@@ -72,6 +72,9 @@ struct Driver {
   CUresult (*cuStreamCreate)(CUstream* stream, unsigned flags) = nullptr;
   CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
   CUresult (*cuStreamQuery)(CUstream) = nullptr;
+  CUresult (*cuStreamDestroy)(CUstream) = nullptr;  // _v2
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned flags) = nullptr;
+  CUresult (*cuCtxSynchronize)() = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr* ptr, size_t bytes) = nullptr;  // _v2
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;                      // _v2
   CUresult (*cuMemGetInfo)(size_t* free, size_t* total) = nullptr;   // _v2

@@ -1,0 +1,92 @@
+"""Streams as MLX has them: new_stream / default_stream / synchronize(stream) / stream= on calls,
+async_eval handing CPU work to a stream's worker, cross-stream dependencies, errors of queued
+work surfacing at synchronize, and external CUDA streams (PyTorch's current stream)."""
+
+import numpy as np
+import pytest
+
+import alloy
+
+AXPB = """
+    uint i = thread_position_in_grid.x;
+    out[i] = a[i] * 2.0f + b[i];
+"""
+
+
+def axpb(a, b, stream):
+    k = alloy.metal_kernel(name="axpb", input_names=["a", "b"], output_names=["out"], source=AXPB)
+    return k(inputs=[a, b], grid=(a.size, 1, 1), threadgroup=(256, 1, 1),
+             output_shapes=[a.shape], output_dtypes=[alloy.float32], stream=stream)[0]
+
+
+def test_streams_are_mlx_like():
+    d = alloy.default_stream(alloy.cpu)
+    assert d.device == alloy.cpu and alloy.default_stream(alloy.cpu) == d
+    s = alloy.new_stream(alloy.cpu)
+    assert s != d and s.device == alloy.cpu and hash(s) != hash(d)
+    assert isinstance(alloy.Stream(alloy.cpu), alloy.Stream)
+    assert "Stream(" in repr(s)
+
+
+def test_two_cpu_streams_with_cross_dependencies(rng):
+    a, b, c = (rng.uniform(-2, 2, size=(1 << 15,)).astype(np.float32) for _ in range(3))
+    s1, s2 = alloy.new_stream(alloy.cpu), alloy.new_stream(alloy.cpu)
+    x = axpb(alloy.array(a), alloy.array(b), s1)
+    y = axpb(alloy.array(c), x, s2)
+    z = axpb(y, x, s1)
+    alloy.async_eval(z)
+    rx = a.astype(np.float64) * 2 + b
+    ry = c.astype(np.float64) * 2 + rx
+    np.testing.assert_allclose(np.asarray(z), ry * 2 + rx, rtol=1e-5, atol=1e-5)
+    alloy.synchronize(s1)
+    alloy.synchronize(s2)
+
+
+def test_failing_kernel_surfaces_at_synchronize_and_stream_stays_usable(rng):
+    bad = alloy.metal_kernel(name="broken_on_stream", input_names=["a"], output_names=["out"],
+                             source="uint i = thread_position_in_grid.x; out[i] = a[i] + nope;")
+    s = alloy.new_stream(alloy.cpu)
+    a = rng.uniform(-1, 1, size=(64,)).astype(np.float32)
+    out = bad(inputs=[a], grid=(64, 1, 1), threadgroup=(64, 1, 1), output_shapes=[(64,)],
+              output_dtypes=[alloy.float32], stream=s)[0]
+    alloy.async_eval(out)
+    with pytest.raises(alloy.CompileError, match="broken_on_stream"):
+        alloy.synchronize(s)
+    alloy.synchronize(s)  # reported once
+    with pytest.raises(alloy.CompileError):
+        np.asarray(out)
+    good = axpb(alloy.array(a), alloy.array(a), s)
+    alloy.async_eval(good)
+    alloy.synchronize(s)
+    np.testing.assert_allclose(np.asarray(good), a.astype(np.float64) * 3, rtol=1e-6)
+
+
+@pytest.mark.skipif(not alloy.is_available(alloy.gpu), reason="no CUDA GPU")
+def test_gpu_and_cpu_streams_with_cross_dependencies(rng):
+    a, b = (rng.uniform(-2, 2, size=(1 << 15,)).astype(np.float32) for _ in range(2))
+    g = alloy.new_stream(alloy.gpu)
+    c = alloy.new_stream(alloy.cpu)
+    x = axpb(alloy.array(a, device=alloy.gpu), alloy.array(b, device=alloy.gpu), g)
+    xc = x.to(alloy.cpu)
+    y = axpb(xc, xc, c)
+    w = axpb(y.to(alloy.gpu), x, None)
+    alloy.async_eval(w)
+    rx = a.astype(np.float64) * 2 + b
+    np.testing.assert_allclose(np.asarray(w), (rx * 3) * 2 + rx, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not alloy.is_available(alloy.gpu), reason="no CUDA GPU")
+def test_external_torch_stream(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    ts = torch.cuda.Stream()
+    s = alloy.cuda.stream_from_handle(ts.cuda_stream)
+    assert alloy.cuda.stream_handle(s) == ts.cuda_stream
+    a = rng.uniform(-1, 1, size=(4096,)).astype(np.float32)
+    with torch.cuda.stream(ts):
+        t = torch.from_numpy(a).cuda() * 3  # torch's work on ts
+        out = axpb(alloy.from_dlpack(t), alloy.from_dlpack(t), s)  # Alloy's, after it on ts
+        alloy.eval(out)
+    ts.synchronize()
+    np.testing.assert_allclose(np.asarray(out), a.astype(np.float64) * 9, rtol=1e-5)

@@ -1,0 +1,486 @@
+#include "core/scheduler.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "alloy/array.h"
+#include "alloy/errors.h"
+#include "alloy/interrupt.h"
+#include "core/array_node.h"
+#include "core/gpu_backend.h"
+
+namespace alloy {
+
+void OpDone::finish(std::exception_ptr e) {
+  {
+    std::lock_guard lock(mu);
+    error = std::move(e);
+    finished = true;
+  }
+  cv.notify_all();
+}
+
+std::exception_ptr OpDone::wait() {
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return finished; });
+  return error;
+}
+
+std::string Stream::str() const {
+  return fmt::format("Stream({}, {})", device.str(), index);
+}
+
+namespace {
+
+// The graph's `pending` links and ops' `inputs` change under this mutex (see scheduler.h).
+std::mutex& graph_mu() {
+  static std::mutex m;
+  return m;
+}
+
+// One stream: a CPU worker (started on first hand-off) or a GPU stream handle.
+struct StreamState {
+  Stream stream;
+  void* gpu = nullptr;  // GPU: the backend's handle (nullptr: its default stream)
+
+  std::mutex mu;
+  std::condition_variable cv;  // work was queued, or the worker went idle
+  std::deque<std::function<void()>> queue;
+  bool busy = false;         // the worker runs a task
+  pid_t worker_pid = 0;      // the process whose worker thread serves the queue
+  std::exception_ptr error;  // first failure of queued work since the last synchronize
+
+  bool idle() {
+    std::lock_guard lock(mu);
+    return queue.empty() && !busy;
+  }
+
+  void submit(std::function<void()> task) {
+    std::lock_guard lock(mu);
+    // Threads do not survive fork: a child starts its own worker.
+    if (worker_pid != ::getpid()) {
+      worker_pid = ::getpid();
+      queue.clear();
+      busy = false;
+      std::thread([this] { work(); }).detach();
+    }
+    queue.push_back(std::move(task));
+    cv.notify_all();
+  }
+
+  void work() {
+    std::unique_lock lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return !queue.empty(); });
+      auto task = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+      lock.unlock();
+      task();  // never throws: failures are recorded by the task
+      lock.lock();
+      busy = false;
+      cv.notify_all();
+    }
+  }
+
+  /// Waits until nothing is queued or running; returns and clears the first error.
+  std::exception_ptr drain() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return queue.empty() && !busy; });
+    return std::exchange(error, nullptr);
+  }
+
+  void record_error(std::exception_ptr e) {
+    std::lock_guard lock(mu);
+    if (!error) error = std::move(e);
+  }
+};
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::unique_ptr<StreamState>> streams;  // by index
+  std::atomic<int> default_index[2] = {-1, -1};       // cpu, gpu
+};
+
+// Leaked on purpose: detached workers may still wait on their queues at exit.
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+int slot(Device d) {
+  return d.type == Device::Type::cpu ? 0 : 1;
+}
+
+void check_device(Device d, const char* api) {
+  if (d.type == Device::Type::gpu) {
+    if (!gpu_backend())
+      throw std::invalid_argument(
+          fmt::format("{}: no GPU is available (no CUDA driver or device)", api));
+    if (d.index != 0)
+      throw std::invalid_argument(fmt::format(
+          "{}: not supported: GPU index {} (Alloy uses GPU 0 of those CUDA shows; select another "
+          "one with CUDA_VISIBLE_DEVICES)",
+          api, d.index));
+  } else if (d.index != 0) {
+    throw std::invalid_argument(
+        fmt::format("{}: there is one CPU device (index 0), got {}", api, d.index));
+  }
+}
+
+Stream add_stream(Device d, void* gpu) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto st = std::make_unique<StreamState>();
+  st->stream = Stream(static_cast<int>(r.streams.size()), d);
+  st->gpu = gpu;
+  r.streams.push_back(std::move(st));
+  return r.streams.back()->stream;
+}
+
+StreamState& state_of(const Stream& s) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  if (s.index < 0 || s.index >= static_cast<int>(r.streams.size()) ||
+      r.streams[s.index]->stream.device != s.device)
+    throw std::invalid_argument("unknown stream " + s.str() +
+                                " (streams come from new_stream / default_stream)");
+  return *r.streams[s.index];
+}
+
+// Failures that a second read must not retry: the kernel's own (compile, launch) and interrupts.
+// Foreign exceptions (e.g. Python's, from a reference function) are not kept: their bindings may
+// consume them when they are raised.
+bool fails_for_good(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const Error&) {
+    return true;
+  } catch (const Interrupted&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// Runs one op on the calling thread: its inputs are ready.
+void run_pending(const std::shared_ptr<PendingOp>& op) {
+  // A failed evaluation fails once: reading its outputs again reports the same error.
+  if (op->error) std::rethrow_exception(op->error);
+  std::vector<Array> outputs;
+  std::vector<std::shared_ptr<ArrayNode>> live;
+  outputs.reserve(op->outputs.size());
+  live.reserve(op->outputs.size());
+  for (auto& w : op->outputs) live.push_back(w.lock());
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (live[i]) {
+      outputs.push_back(array_of(live[i]));
+    } else {
+      // A dropped output still needs a node for the primitive to fill.
+      auto n = std::make_shared<ArrayNode>();
+      n->dtype = op->dtypes[i];
+      n->shape = op->shapes[i];
+      n->strides = row_major_strides(op->shapes[i]);
+      n->device = op->device;
+      outputs.push_back(array_of(n));
+    }
+  }
+  try {
+    if (op->device.type == Device::Type::gpu)
+      op->primitive->eval_gpu(op->inputs, outputs);
+    else
+      op->primitive->eval_cpu(op->inputs, outputs);
+    for (auto& o : outputs)
+      if (!node_of(o)->buffer)
+        throw Error(op->primitive->label(),
+                    op->primitive->label() + " did not produce all of its outputs");
+  } catch (...) {
+    // Leave the outputs pending (not half-materialized) so state stays consistent, and remember
+    // the error: reading these outputs again reports it without running the primitive again.
+    for (auto& n : live)
+      if (n) n->buffer.reset();
+    if (fails_for_good(std::current_exception())) {
+      op->error = std::current_exception();
+      std::lock_guard lock(graph_mu());
+      op->inputs.clear();
+    }
+    throw;
+  }
+  std::lock_guard lock(graph_mu());
+  for (auto& n : live)
+    if (n) n->pending.reset();
+  op->inputs.clear();
+}
+
+// Runs a GPU op with the backend's current stream set to the op's stream.
+void run_on_gpu_stream(const std::shared_ptr<PendingOp>& op, void* stream) {
+  if (!stream) return run_pending(op);
+  GpuBackend* gpu = gpu_backend();
+  gpu->set_current_stream(stream);
+  try {
+    run_pending(op);
+  } catch (...) {
+    gpu->set_current_stream(nullptr);
+    throw;
+  }
+  gpu->set_current_stream(nullptr);
+}
+
+struct Scheduled {
+  std::shared_ptr<PendingOp> op;
+  std::vector<std::shared_ptr<OpDone>> deps;  // of inputs produced by handed-off ops
+};
+
+// Ops below `arrays` not handed to a stream yet, in dependency order, each given its OpDone.
+std::vector<Scheduled> collect(const std::vector<Array>& arrays) {
+  std::vector<Scheduled> order;
+  std::unordered_set<PendingOp*> seen;
+  struct Frame {
+    std::shared_ptr<PendingOp> op;
+    size_t next = 0;
+  };
+  std::vector<Frame> stack;
+  std::lock_guard lock(graph_mu());
+  auto push = [&](const Array& a) {
+    if (!a.valid()) throw std::invalid_argument("eval: invalid (empty) array");
+    auto& p = node_of(a)->pending;
+    if (p && !p->done && seen.insert(p.get()).second) stack.push_back({p, 0});
+  };
+  for (auto& a : arrays) {
+    push(a);
+    while (!stack.empty()) {
+      auto& f = stack.back();
+      if (f.next < f.op->inputs.size()) {
+        push(f.op->inputs[f.next++]);
+        continue;
+      }
+      order.push_back({f.op, {}});
+      stack.pop_back();
+    }
+  }
+  for (auto& s : order) {
+    for (auto& in : s.op->inputs) {
+      auto& p = node_of(in)->pending;
+      if (p && p->done) s.deps.push_back(p->done);
+    }
+    s.op->done = std::make_shared<OpDone>();
+  }
+  return order;
+}
+
+// An op that ran (or failed) on the calling thread: no one needs to wait for it any more; a
+// failure leaves it to be reported (op->error) or retried by the next evaluation.
+void finish_inline(const std::shared_ptr<PendingOp>& op, std::exception_ptr e) {
+  std::shared_ptr<OpDone> done;
+  {
+    std::lock_guard lock(graph_mu());
+    done = std::exchange(op->done, nullptr);
+  }
+  if (done) done->finish(std::move(e));
+}
+
+void dispatch(std::vector<Scheduled>& order, bool waiting) {
+  GpuBackend* gpu = gpu_backend();
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto& [op, deps] = order[i];
+    StreamState& st = state_of(op->stream);
+    // Events on the GPU streams of this op's GPU inputs (enqueued already: a GPU op is done
+    // once enqueued), for the op run here.
+    std::vector<std::shared_ptr<void>> gpu_events;
+    try {
+      if (op->device.type == Device::Type::gpu) {
+        for (auto& d : deps) {
+          if (auto e = d->wait()) std::rethrow_exception(e);  // CPU inputs: on the host
+          if (d->gpu && d->gpu_stream != st.gpu)
+            gpu->stream_wait(st.gpu, gpu->record_event(d->gpu_stream));
+        }
+        run_on_gpu_stream(op, st.gpu);
+        op->done->gpu = true;
+        op->done->gpu_stream = st.gpu;
+        op->done->finish(nullptr);
+        continue;
+      }
+      bool deps_done = true;
+      for (auto& d : deps) {
+        std::unique_lock lock(d->mu);
+        if (d->finished && d->gpu) {
+          lock.unlock();
+          if (d->error) std::rethrow_exception(d->error);
+          gpu_events.push_back(gpu->record_event(d->gpu_stream));
+          continue;
+        }
+        deps_done &= d->finished && !d->error;
+      }
+      if (waiting && deps_done && st.idle()) {
+        for (auto& ev : gpu_events) gpu->event_synchronize(ev);
+        run_pending(op);
+        finish_inline(op, nullptr);
+        continue;
+      }
+    } catch (...) {
+      auto e = std::current_exception();
+      finish_inline(op, e);
+      for (size_t j = i + 1; j < order.size(); ++j) finish_inline(order[j].op, e);
+      throw;
+    }
+    // Hand the op to the stream's worker: it waits for the inputs, then runs it.
+    st.submit([op = op, deps = deps, &st] {
+      std::exception_ptr e;
+      try {
+        for (auto& d : deps) {
+          if (auto de = d->wait()) std::rethrow_exception(de);
+          // A GPU input: wait for its stream's work so far (at least the producer).
+          if (d->gpu) gpu_backend()->event_synchronize(gpu_backend()->record_event(d->gpu_stream));
+        }
+        run_pending(op);
+      } catch (...) {
+        e = std::current_exception();
+        st.record_error(e);
+      }
+      // Keep the OpDone (and its error) on the op: later reads of its outputs report the error.
+      op->done->finish(e);
+    });
+  }
+}
+
+}  // namespace
+
+namespace scheduler {
+
+bool is_ready(const ArrayNode& node) {
+  std::lock_guard lock(graph_mu());
+  return !node.pending && node.buffer;
+}
+
+std::shared_ptr<PendingOp> pending_of(const ArrayNode& node) {
+  std::lock_guard lock(graph_mu());
+  return node.pending;
+}
+
+void* gpu_handle(const Stream& s) {
+  return state_of(s).gpu;
+}
+
+Stream wrap_gpu_stream(void* handle) {
+  check_device(Device::gpu(), "cuda::stream_from_handle");
+  if (!handle) return default_stream(Device::gpu());
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mu);
+    for (auto& st : r.streams)
+      if (st->gpu == handle) return st->stream;
+  }
+  gpu_backend()->register_stream(handle);
+  return add_stream(Device::gpu(), handle);
+}
+
+}  // namespace scheduler
+
+Stream default_stream(Device device) {
+  Registry& r = registry();
+  int i = r.default_index[slot(device)].load(std::memory_order_acquire);
+  if (i >= 0 && device.index == 0) return Stream(i, Device(device.type, 0));
+  check_device(device, "default_stream");
+  std::lock_guard lock(r.mu);
+  i = r.default_index[slot(device)].load();
+  if (i >= 0) return Stream(i, device);
+  auto st = std::make_unique<StreamState>();
+  st->stream = Stream(static_cast<int>(r.streams.size()), device);
+  r.streams.push_back(std::move(st));
+  r.default_index[slot(device)].store(r.streams.back()->stream.index, std::memory_order_release);
+  return r.streams.back()->stream;
+}
+
+void set_default_stream(Stream s) {
+  state_of(s);  // known
+  registry().default_index[slot(s.device)].store(s.index, std::memory_order_release);
+}
+
+Stream new_stream(Device device) {
+  check_device(device, "new_stream");
+  void* gpu = device.type == Device::Type::gpu ? gpu_backend()->create_stream() : nullptr;
+  return add_stream(device, gpu);
+}
+
+Stream to_stream(const StreamOrDevice& s) {
+  if (auto* st = std::get_if<Stream>(&s)) return *st;
+  if (auto* d = std::get_if<Device>(&s)) return default_stream(*d);
+  return default_stream(default_device());
+}
+
+void synchronize(Stream s) {
+  StreamState& st = state_of(s);
+  std::exception_ptr e = st.drain();
+  if (s.device.type == Device::Type::gpu) gpu_backend()->synchronize_stream(st.gpu);
+  if (e) std::rethrow_exception(e);
+}
+
+void synchronize(std::optional<Device> device) {
+  Device d = device.value_or(default_device());
+  std::vector<StreamState*> states;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mu);
+    for (auto& st : r.streams)
+      if (st->stream.device.type == d.type) states.push_back(st.get());
+  }
+  std::exception_ptr first;
+  for (auto* st : states)
+    if (auto e = st->drain(); e && !first) first = e;
+  if (d.type == Device::Type::gpu)
+    if (auto* gpu = gpu_backend()) gpu->synchronize();
+  if (first) std::rethrow_exception(first);
+}
+
+void eval(const std::vector<Array>& arrays) {
+  // The common case of one array whose op reads only materialized inputs on a stream with
+  // nothing queued (a kernel call on arrays that exist): run it without building an order.
+  if (arrays.size() == 1 && arrays[0].valid()) {
+    std::shared_ptr<PendingOp> op;
+    bool leaf = true;
+    {
+      std::lock_guard lock(graph_mu());
+      op = node_of(arrays[0])->pending;
+      if (!op) return;
+      leaf = !op->done;
+      for (auto& in : op->inputs) leaf &= in.valid() && !node_of(in)->pending;
+    }
+    if (leaf) {
+      StreamState& st = state_of(op->stream);
+      if (op->device.type == Device::Type::gpu) return run_on_gpu_stream(op, st.gpu);
+      if (st.idle()) return run_pending(op);
+    }
+  }
+  auto order = collect(arrays);
+  dispatch(order, /*waiting=*/true);
+  for (auto& a : arrays) {
+    std::shared_ptr<OpDone> done;
+    {
+      std::lock_guard lock(graph_mu());
+      auto& p = node_of(a)->pending;
+      if (!p) continue;
+      if (!p->done) {
+        // Not handed off: it failed on this thread earlier in this call (already thrown) or
+        // is a retry candidate; run the usual path for its error.
+        if (p->error) std::rethrow_exception(p->error);
+        continue;
+      }
+      done = p->done;
+    }
+    if (auto e = done->wait()) std::rethrow_exception(e);
+  }
+}
+
+void async_eval(const std::vector<Array>& arrays) {
+  auto order = collect(arrays);
+  dispatch(order, /*waiting=*/false);
+}
+
+}  // namespace alloy
