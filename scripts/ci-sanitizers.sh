@@ -28,7 +28,7 @@ cmake --build build-asan -j "$JOBS"
 stamp "ASan+UBSan build"
 # Boost.Context switches stacks without telling ASan: its stack-use-after-return check would see
 # fiber stacks as foreign, so that one check is off. allocator_may_return_null: the tests ask for
-# 4 TiB on purpose and expect alloy::OutOfMemory, not an abort. detect_leaks=0: LeakSanitizer's
+# 4 EiB on purpose and expect alloy::OutOfMemory, not an abort. detect_leaks=0: LeakSanitizer's
 # tracer crashes at exit in this process (fiber stacks, forked compilers); leaks are not checked.
 export ASAN_OPTIONS=detect_stack_use_after_return=0:detect_leaks=0:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -131,10 +131,10 @@ std::vector<BadCall> catalogue() {
                [] { metal(kCopy, cpu_call({-3})); },
                K::invalid_argument,
                {"negative dimension", "(-3,)"}});
-  c.push_back({"4 TiB output",
-               [] { metal(kCopy, cpu_call({int64_t{1} << 40})); },
+  c.push_back({"4 EiB output",
+               [] { metal(kCopy, cpu_call({int64_t{1} << 60})); },
                K::out_of_memory,
-               {"cannot allocate", "4398046511104 bytes", "GiB"}});
+               {"cannot allocate", "4611686018427387904 bytes", "GiB"}});
   c.push_back({"unknown compile option",
                [] {
                  metal_kernel("k", {"x"}, {"y"}, kCopy, "", true, false, {{"fast", "1"}});

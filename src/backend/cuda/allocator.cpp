@@ -86,6 +86,12 @@ void* Allocator::allocate(size_t nbytes) {
       lock.lock();
       r = driver_.cuMemAlloc(&ptr, size);
     }
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+      throw OutOfMemory(fmt::format(
+          "cannot allocate {} bytes ({:.1f} GiB) for an array on the GPU ({} bytes in use by "
+          "Alloy, {} cached)",
+          nbytes, static_cast<double>(nbytes) / (1ull << 30), stats_.active_bytes,
+          stats_.cached_bytes));
     if (r != CUDA_SUCCESS) {
       throw Error("", fmt::format("cannot allocate {} bytes of GPU memory ({} bytes in use by "
                                   "Alloy, {} cached): {}",
