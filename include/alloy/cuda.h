@@ -39,6 +39,8 @@ void synchronize();
 /// The owner keeps the stream alive while Alloy work on it is pending. nullptr gives the default
 /// stream. std::invalid_argument when there is no GPU.
 Stream stream_from_handle(void* cu_stream);
+/// True when no work enqueued by Alloy on any GPU stream is still pending (true without a GPU).
+bool is_idle();
 /// The CUstream behind a GPU stream (Alloy's default stream's handle for the default stream).
 void* stream_handle(Stream s);
 

@@ -52,4 +52,11 @@ bool is_floating(Dtype t);
 bool is_integral(Dtype t);  // includes bool
 bool is_signed(Dtype t);
 
+/// The value of float16 / bfloat16 bits, and float rounded (to nearest even) to those bits: the
+/// conversions Alloy's kernels use, for code that reads or writes such elements itself.
+float float16_to_float(uint16_t bits);
+uint16_t float_to_float16(float value);
+float bfloat16_to_float(uint16_t bits);
+uint16_t float_to_bfloat16(float value);
+
 }  // namespace alloy

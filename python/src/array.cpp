@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "bindings.h"
-#include "core/half_convert.h"
 #include "interop.h"
 
 namespace alloy::python {
@@ -53,9 +52,9 @@ nb::object element(const uint8_t* p, Dtype t) {
     case Dtype::uint64:
       return nb::int_(*reinterpret_cast<const uint64_t*>(p));
     case Dtype::float16:
-      return nb::float_(detail::f16_to_f32(*reinterpret_cast<const uint16_t*>(p)));
+      return nb::float_(float16_to_float(*reinterpret_cast<const uint16_t*>(p)));
     case Dtype::bfloat16:
-      return nb::float_(detail::bf16_to_f32(*reinterpret_cast<const uint16_t*>(p)));
+      return nb::float_(bfloat16_to_float(*reinterpret_cast<const uint16_t*>(p)));
     case Dtype::float32:
       return nb::float_(*reinterpret_cast<const float*>(p));
     case Dtype::float64:

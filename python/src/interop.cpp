@@ -20,9 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/device.h"
-#include "core/array_node.h"
-
 namespace alloy::python {
 namespace {
 
@@ -145,20 +142,18 @@ Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as) {
   auto holder = std::make_shared<ImportedArray>(nd);
   bool gpu = dev.type == Device::Type::gpu;
   void* first = const_cast<void*>(static_cast<const void*>(nd.data()));
-  return Array::from_external(
-      first, std::move(shape), std::move(strides), dt, dev, [holder, gpu]() {
-        // Alloy's kernels may still read the memory, and the producer may reuse it once released:
-        // wait for Alloy's stream unless it is idle (the common case: outputs read, or never run).
-        if (gpu) {
-          try {
-            cuda::Context* ctx = cuda::Context::get();
-            ctx->make_current();
-            if (ctx->driver().cuStreamQuery(ctx->stream()) != cuda::CUDA_SUCCESS)
-              synchronize(Device::gpu());
-          } catch (...) {
-          }
-        }
-      });
+  return Array::from_external(first, std::move(shape), std::move(strides), dt, dev,
+                              [holder, gpu]() {
+                                // Alloy's kernels may still read the memory, and the producer may
+                                // reuse it once released: wait for Alloy's stream unless it is idle
+                                // (the common case: outputs read, or never run).
+                                if (gpu) {
+                                  try {
+                                    if (!cuda::is_idle()) synchronize(Device::gpu());
+                                  } catch (...) {
+                                  }
+                                }
+                              });
 }
 
 bool is_numpy_bfloat16(nb::handle obj) {
@@ -245,8 +240,7 @@ struct BufferShape {
 
 uintptr_t cuda_work_stream() {
   if (!gpu_available()) return 0;
-  cuda::Context* ctx = cuda::Context::get();
-  return ctx ? reinterpret_cast<uintptr_t>(ctx->stream()) : 0;
+  return reinterpret_cast<uintptr_t>(cuda::stream_handle(default_stream(Device::gpu())));
 }
 
 Array import_external(nb::handle obj) {

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/half_convert.h"
+
 namespace alloy {
 namespace {
 struct DtypeInfo {
@@ -82,6 +84,19 @@ bool is_signed(Dtype t) {
     default:
       return true;
   }
+}
+
+float float16_to_float(uint16_t bits) {
+  return detail::f16_to_f32(bits);
+}
+uint16_t float_to_float16(float value) {
+  return detail::f32_to_f16(value);
+}
+float bfloat16_to_float(uint16_t bits) {
+  return detail::bf16_to_f32(bits);
+}
+uint16_t float_to_bfloat16(float value) {
+  return detail::f32_to_bf16(value);
 }
 
 }  // namespace alloy

@@ -31,6 +31,11 @@ namespace detail {
 // What a metal_kernel object computes once: its spec's content key.
 struct KernelVariants {
   std::string spec_key;
+  // The variant of the last call (a model calls one kernel object with the same dtypes again and
+  // again): found without building the cache key or taking the cache's lock.
+  std::mutex mu;
+  std::string last_key;  // variant_key() of the last call
+  std::shared_ptr<kernel::KernelVariant> last;
 };
 }  // namespace detail
 
@@ -230,14 +235,15 @@ std::string spec_content_key(const KernelSpec& spec) {
   return fmt::format("{:016x}", h);
 }
 
-std::shared_ptr<KernelVariant> variant_for(const std::shared_ptr<const KernelSpec>& spec,
-                                           const std::string& spec_key,
-                                           const std::vector<Array>& inputs,
-                                           const std::vector<Dtype>& output_dtypes,
-                                           const TemplateArgs& template_args) {
+namespace {
+std::shared_ptr<KernelVariant> variant_for_key(const std::shared_ptr<const KernelSpec>& spec,
+                                               const std::string& spec_key, const std::string& vkey,
+                                               const std::vector<Array>& inputs,
+                                               const std::vector<Dtype>& output_dtypes,
+                                               const TemplateArgs& template_args) {
   std::string key = spec_key;
   key += '#';
-  key += variant_key(inputs, output_dtypes, template_args);
+  key += vkey;
   auto& cache = variant_cache();
   {
     std::lock_guard lock(cache.mu);
@@ -253,11 +259,22 @@ std::shared_ptr<KernelVariant> variant_for(const std::shared_ptr<const KernelSpe
   std::lock_guard lock(cache.mu);
   return cache.map.emplace(key, variant).first->second;
 }
+}  // namespace
+
+std::shared_ptr<KernelVariant> variant_for(const std::shared_ptr<const KernelSpec>& spec,
+                                           const std::string& spec_key,
+                                           const std::vector<Array>& inputs,
+                                           const std::vector<Dtype>& output_dtypes,
+                                           const TemplateArgs& template_args) {
+  return variant_for_key(spec, spec_key, variant_key(inputs, output_dtypes, template_args), inputs,
+                         output_dtypes, template_args);
+}
 
 CustomKernel::CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<Dtype> output_dtypes,
                            TemplateArgs template_args, DimsExpr grid, DimsExpr threadgroup,
                            std::vector<std::vector<ShapeExpr>> output_shapes,
-                           std::optional<double> init_value, std::string spec_key)
+                           std::optional<double> init_value, std::string spec_key,
+                           std::shared_ptr<KernelVariant> variant_hint, std::string hint_key)
     : spec_(std::move(spec)),
       spec_key_(spec_key.empty() ? spec_content_key(*spec_) : std::move(spec_key)),
       output_dtypes_(std::move(output_dtypes)),
@@ -266,7 +283,9 @@ CustomKernel::CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<D
       threadgroup_(std::move(threadgroup)),
       output_shapes_(std::move(output_shapes)),
       init_value_(init_value),
-      robust_(spec_->robust || robust_by_default()) {}
+      robust_(spec_->robust || robust_by_default()),
+      hint_(std::move(variant_hint)),
+      hint_key_(std::move(hint_key)) {}
 
 std::vector<Shape> CustomKernel::output_shapes(const std::vector<Array>& inputs) const {
   std::vector<Shape> out;
@@ -296,7 +315,9 @@ std::pair<Dims, Dims> CustomKernel::geometry(const std::vector<Array>& inputs) c
 }
 
 std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
-  return variant_for(spec_, spec_key_, inputs, output_dtypes_, template_args_);
+  std::string vkey = variant_key(inputs, output_dtypes_, template_args_);
+  if (hint_ && vkey == hint_key_) return hint_;  // the inputs of the call that built it
+  return variant_for_key(spec_, spec_key_, vkey, inputs, output_dtypes_, template_args_);
 }
 
 namespace {
@@ -797,16 +818,27 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     if (spec.ensure_row_contiguous && !x.is_row_contiguous()) x = x.contiguous();
     in.push_back(std::move(x));
   }
+  // The generated source for these inputs (cached by content): argument errors (input count,
+  // name clashes, template arguments) surface at the call.
+  std::string vkey = kernel::variant_key(in, call.output_dtypes, call.template_args);
+  std::shared_ptr<kernel::KernelVariant> variant;
+  {
+    std::lock_guard lock(variants_->mu);
+    if (variants_->last && variants_->last_key == vkey) variant = variants_->last;
+  }
+  if (!variant) {
+    variant = kernel::variant_for_key(spec_, variants_->spec_key, vkey, in, call.output_dtypes,
+                                      call.template_args);
+    std::lock_guard lock(variants_->mu);
+    variants_->last_key = vkey;
+    variants_->last = variant;
+  }
   auto prim = std::make_shared<kernel::CustomKernel>(spec_, call.output_dtypes, call.template_args,
                                                      grid, tg, std::move(shapes), call.init_value,
-                                                     variants_->spec_key);
+                                                     variants_->spec_key, variant, vkey);
   // Validates the geometry and computes the output shapes now: errors at the call, not later.
   prim->geometry(in);
   auto out_shapes = prim->output_shapes(in);
-  // The generated source for these inputs (cached by content): argument errors (input count,
-  // name clashes, template arguments) surface at the call.
-  auto variant =
-      kernel::variant_for(spec_, variants_->spec_key, in, call.output_dtypes, call.template_args);
   if (call.verbose) {
     std::string listing = msl::verbose_listing(spec.name, variant->generated.source);
     std::fwrite(listing.data(), 1, listing.size(), stdout);

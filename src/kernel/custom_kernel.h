@@ -56,7 +56,8 @@ class CustomKernel : public Primitive {
   CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<Dtype> output_dtypes,
                TemplateArgs template_args, DimsExpr grid, DimsExpr threadgroup,
                std::vector<std::vector<ShapeExpr>> output_shapes, std::optional<double> init_value,
-               std::string spec_key = "");
+               std::string spec_key = "", std::shared_ptr<KernelVariant> variant_hint = nullptr,
+               std::string hint_key = "");
   const char* name() const override { return "CustomKernel"; }
   std::string label() const override { return "CustomKernel(" + spec_->name + ")"; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
@@ -80,6 +81,10 @@ class CustomKernel : public Primitive {
   std::vector<std::vector<ShapeExpr>> output_shapes_;
   std::optional<double> init_value_;
   bool robust_;
+  // Not state: the variant the call that built this primitive looked up, and its variant key
+  // (evaluation on inputs of the same kinds skips the process-wide cache).
+  std::shared_ptr<KernelVariant> hint_;
+  std::string hint_key_;
 };
 
 /// Content hash of everything in a spec that changes the generated text or its compilation.

@@ -186,6 +186,15 @@ Stream stream_from_handle(void* cu_stream) {
   return scheduler::wrap_gpu_stream(cu_stream);
 }
 
+bool is_idle() {
+  Context* c = Context::get();
+  if (!c) return true;
+  c->make_current();
+  for (CUstream s : c->streams())
+    if (c->driver().cuStreamQuery(s) != CUDA_SUCCESS) return false;
+  return true;
+}
+
 void* stream_handle(Stream s) {
   if (s.device.type != Device::Type::gpu)
     throw std::invalid_argument("cuda::stream_handle: " + s.str() + " is not a GPU stream");
