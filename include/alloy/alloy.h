@@ -8,3 +8,4 @@
 #include "alloy/kernel.h"
 #include "alloy/library.h"
 #include "alloy/stream.h"
+#include "alloy/translate.h"

@@ -9,12 +9,8 @@
 #include <sstream>
 
 #include "alloy/alloy.h"
+#include "alloy/translate.h"
 #include "demo.h"
-#include "kernel/custom_kernel.h"
-#include "kernel/gpu_program.h"
-#include "kernel/program.h"
-#include "msl/function_constants.h"
-#include "msl/includes.h"
 
 namespace {
 
@@ -60,21 +56,31 @@ struct TranslateArgs {
 
 int run_translate(const TranslateArgs& a) {
   using namespace alloy;
-  if (a.target != "metal" && a.target != "cpu" && a.target != "cuda" && a.target != "ptx")
+  TranslateOptions o;
+  if (a.target == "metal")
+    o.target = TranslateTarget::metal;
+  else if (a.target == "cpu")
+    o.target = TranslateTarget::cpu;
+  else if (a.target == "cuda")
+    o.target = TranslateTarget::cuda;
+  else if (a.target == "ptx")
+    o.target = TranslateTarget::ptx;
+  else
     throw std::invalid_argument("--target must be metal, cpu, cuda or ptx");
-  kernel::SourceMap map;
-  kernel::BindOptions bind;
-  bind.robust = a.robust;
+  o.robust = a.robust;
+  o.math_mode = a.math_mode;
+  o.arch = a.arch;
   if (!a.library.empty()) {
-    map.label = a.library;
     // As compile_library reads it: headers from the include folders, then function constants.
-    msl::FunctionConstants constants;
+    LibraryOptions lib;
+    lib.name = a.library;
+    lib.include_dirs = a.include_dirs;
     for (auto& c : a.function_constants) {
       auto eq = c.find('=');
       if (eq == std::string::npos)
         throw std::invalid_argument("--function-constant takes INDEX=VALUE or NAME=VALUE");
       std::string key = c.substr(0, eq), v = c.substr(eq + 1);
-      msl::FunctionConstantValue value;
+      FunctionConstant value;
       if (v == "true" || v == "false")
         value = v == "true";
       else if (v.find_first_of(".eE") != std::string::npos)
@@ -82,47 +88,32 @@ int run_translate(const TranslateArgs& a) {
       else
         value = static_cast<int64_t>(std::stoll(v));
       if (!key.empty() && std::isdigit(static_cast<unsigned char>(key[0])))
-        constants.by_index[std::stoi(key)] = value;
+        lib.function_constants[std::stoi(key)] = value;
       else
-        constants.by_name[key] = value;
+        lib.named_function_constants[key] = value;
     }
-    map.msl = msl::apply_function_constants(
-        msl::expand_includes(read_file(a.library), {{}, a.include_dirs, a.library}), constants,
-        a.library);
-    map.user_text = true;
-  } else {
-    if (a.source.empty()) throw std::invalid_argument("give --source BODY_FILE or --library FILE");
-    if (a.input_dtypes.size() != a.inputs.size() || a.input_shapes.size() != a.inputs.size())
-      throw std::invalid_argument("give one --input-dtype and one --input-shape per --input");
-    std::vector<Array> inputs;
-    for (size_t i = 0; i < a.inputs.size(); ++i) {
-      Shape shape = parse_shape(a.input_shapes[i]);
-      inputs.push_back(zeros(shape, dtype_from_name(a.input_dtypes[i]), Device::cpu()));
-    }
-    KernelCall call;
-    for (auto& d : a.output_dtypes) call.output_dtypes.push_back(dtype_from_name(d));
-    for (auto& t : a.templates) {
-      auto eq = t.find('=');
-      if (eq == std::string::npos) throw std::invalid_argument("--template takes NAME=VALUE");
-      call.template_args.push_back({t.substr(0, eq), parse_template_value(t.substr(eq + 1))});
-    }
-    auto k = metal_kernel(a.name, a.inputs, a.outputs, read_file(a.source),
-                          a.header.empty() ? "" : read_file(a.header), a.ensure_row_contiguous,
-                          a.atomic_outputs);
-    auto gen = kernel::call_generated_source(k, inputs, call);
-    map = kernel::call_source_map(k.spec(), gen.source);
-    bind = kernel::call_bind_options(gen, a.robust);
+    std::cout << translate_library(read_file(a.library), lib, o);
+    return 0;
   }
-  if (a.target == "metal") {
-    std::cout << map.msl;
-  } else if (a.target == "ptx") {
-    // What NVRTC makes of the CUDA translation (no GPU needed).
-    auto tr = msl::translate(map.msl, kernel::translate_options(map, msl::Target::cuda, bind));
-    std::cout << kernel::compile_ptx(tr, a.math_mode, map, "kernel.metal", a.arch);
-  } else {
-    std::cout << kernel::translate_only(
-        map, a.target == "cuda" ? msl::Target::cuda : msl::Target::cpu, bind);
+  if (a.source.empty()) throw std::invalid_argument("give --source BODY_FILE or --library FILE");
+  if (a.input_dtypes.size() != a.inputs.size() || a.input_shapes.size() != a.inputs.size())
+    throw std::invalid_argument("give one --input-dtype and one --input-shape per --input");
+  std::vector<Array> inputs;
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    Shape shape = parse_shape(a.input_shapes[i]);
+    inputs.push_back(zeros(shape, dtype_from_name(a.input_dtypes[i]), Device::cpu()));
   }
+  KernelCall call;
+  for (auto& d : a.output_dtypes) call.output_dtypes.push_back(dtype_from_name(d));
+  for (auto& t : a.templates) {
+    auto eq = t.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("--template takes NAME=VALUE");
+    call.template_args.push_back({t.substr(0, eq), parse_template_value(t.substr(eq + 1))});
+  }
+  auto k = metal_kernel(a.name, a.inputs, a.outputs, read_file(a.source),
+                        a.header.empty() ? "" : read_file(a.header), a.ensure_row_contiguous,
+                        a.atomic_outputs);
+  std::cout << translate(k, inputs, call, o);
   return 0;
 }
 
