@@ -25,6 +25,7 @@ void init_array(nb::module_& m);
 void init_kernel(nb::module_& m);
 void init_cuda(nb::module_& m);
 void bind_library(nb::module_& m);  // library.cpp: compile_shader, Library, CheckError
+void init_export(nb::module_& m);   // export.cpp: export_function, import_function, exporter
 
 /// MLX's `stream` argument. Alloy runs everything on one stream per device, so a stream is only
 /// the device it belongs to; it exists so that code written for MLX (`stream=mx.gpu`,
