@@ -237,6 +237,31 @@ TEST(Export, ShapelessKernelFollowsThreeSizes) {
   }
 }
 
+TEST(Export, ShapelessConstantGridKernelRefusesOtherShapes) {
+  Array scale = Array::from_doubles({1.0}, {1}, float32, Device::cpu());
+  Array x = Array::from_doubles(random_values(16, 16), {16}, float32, Device::cpu());
+  auto fn = [&](const Args& a) {
+    return Args{exp_scale_kernel()({a[0], scale}, {a[0].shape()}, {float32}, {16, 1, 1}, {16, 1, 1},
+                                   {{"T", float32}}, std::nullopt, false, Device::cpu())[0]};
+  };
+  std::string path = temp_path("constant_grid.alloy");
+  export_function(path, fn, {x}, /*shapeless=*/true);
+  ImportOptions opts;
+  opts.trust_kernels = true;
+  opts.device = Device::cpu();
+  auto f = import_function(path, opts);
+  auto xv = random_values(16, 17);
+  auto same = f({Array::from_doubles(xv, {16}, float32, Device::cpu())})[0].to_doubles();
+  for (size_t i = 0; i < 16; ++i) EXPECT_NEAR(same[i], std::exp(xv[i]), 1e-5 * std::exp(xv[i]));
+  try {
+    f({Array::from_doubles(random_values(32, 18), {32}, float32, Device::cpu())});
+    FAIL() << "expected NotSupported";
+  } catch (const NotSupported& e) {
+    EXPECT_EQ(e.kernel(), "exp_scale");
+    EXPECT_NE(std::string(e.what()).find("constant grid"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Export, SeveralTracesAndKeywordArguments) {
   std::string path = temp_path("kwargs.alloy");
   auto ex = exporter(path, [](const Args& a, const Kwargs& kw) {

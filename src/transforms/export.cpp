@@ -466,15 +466,6 @@ std::vector<Array> ImportedFunction::operator()(const Args& args, const Kwargs& 
               (impl_->shapeless || flat[i].shape() == t.input_shapes[i]);
     }
     if (!match) continue;
-    if (!e.fixed_geometry_kernel.empty())
-      for (size_t i = 0; i < flat.size(); ++i)
-        if (flat[i].shape() != t.input_shapes[i])
-          throw NotSupported(e.fixed_geometry_kernel,
-                             fmt::format("not supported: {} was exported by MLX with a fixed grid "
-                                         "and output shapes for input {} of shape {}; a shapeless "
-                                         "call with shape {} would compute the wrong thing",
-                                         e.fixed_geometry_kernel, i, shape_str(t.input_shapes[i]),
-                                         shape_str(flat[i].shape())));
     return transforms::replay(t, flat, impl_->device);
   }
   std::string msg = "import_function: no exported trace matches the arguments. The file holds:\n";

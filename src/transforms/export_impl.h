@@ -13,9 +13,6 @@ struct ImportedFunction::Impl {
   struct Entry {
     transforms::Trace trace;
     std::vector<std::string> kwarg_names;  // sorted; the last inputs of the trace
-    /// A kernel whose grid and output shapes are frozen at the traced shapes (MLX files): a
-    /// shapeless call with other shapes raises NotSupported naming it instead of running it.
-    std::string fixed_geometry_kernel;
   };
   std::string format;    // "alloy" | "mlxfn"
   std::string producer;  // "alloy 0.1.0", "mlx 0.32.4"

@@ -53,7 +53,27 @@ std::vector<std::string> dims_text(const Ints& row) {
   }
   return out;
 }
+bool dims_constant(const Ints& row) {
+  if (row.empty()) return true;
+  size_t i = 1;
+  for (int64_t k = 0; k < row[0] && i < row.size(); ++k) {
+    int64_t len = row[i++];
+    if (len < 0 || static_cast<uint64_t>(len) > row.size() - i) return true;
+    if (!ShapeExpr::from_code(Ints(row.begin() + i, row.begin() + i + len)).is_constant())
+      return false;
+    i += len;
+  }
+  return true;
+}
 }  // namespace
+
+bool kernel_geometry_is_constant(const PrimitiveState& s) {
+  if (!dims_constant(s.get_as<Ints>("grid")) || !dims_constant(s.get_as<Ints>("threadgroup")))
+    return false;
+  for (auto& row : s.get_as<std::vector<Ints>>("output_shapes"))
+    if (!dims_constant(row)) return false;
+  return true;
+}
 
 KernelCallInfo kernel_call_info(const PrimitiveState& s) {
   using Strings = std::vector<std::string>;

@@ -24,6 +24,10 @@ struct KernelCallInfo {
 /// Reads the call part of a CustomKernel's state. Throws std::invalid_argument for bad state.
 KernelCallInfo kernel_call_info(const PrimitiveState& state);
 
+/// True when a CustomKernel's grid, threadgroup and output shapes are all numbers (not
+/// expressions of its input shapes): then they cannot follow inputs of other shapes.
+bool kernel_geometry_is_constant(const PrimitiveState& state);
+
 /// What MLX's generated text says about a kernel call.
 struct RecoveredKernel {
   KernelSpec spec;

@@ -348,8 +348,6 @@ std::shared_ptr<ImportedFunction::Impl> load_mlxfn_file(const uint8_t* data, siz
                               name));
           }
           op.primitive = make(OpTypes{in_shapes, in_dtypes, op.shapes, op.dtypes});
-          if (name == "CustomKernel" && e.fixed_geometry_kernel.empty())
-            e.fixed_geometry_kernel = op.primitive->label();
           op.device = Device::cpu();
           uint32_t index = static_cast<uint32_t>(t.ops.size());
           for (uint32_t o = 0; o < out_ids.size(); ++o)

@@ -9,6 +9,7 @@
 #include "core/array_node.h"
 #include "core/primitives.h"
 #include "kernel/custom_kernel.h"
+#include "transforms/kernel_spec.h"
 
 namespace alloy::transforms {
 
@@ -177,8 +178,20 @@ void validate(const Trace& t) {
 }
 
 namespace {
+const Shape& traced_shape(const Trace& t, const ValueRef& r) {
+  switch (r.kind) {
+    case ValueRef::Kind::input:
+      return t.input_shapes.at(r.index);
+    case ValueRef::Kind::constant:
+      return t.constants.at(r.index).shape;
+    default:
+      return t.ops.at(r.index).shapes.at(r.output);
+  }
+}
+
 // One op applied again to new inputs.
-std::vector<Array> apply(const TapeOp& op, std::vector<Array> in, std::optional<Device> device) {
+std::vector<Array> apply(const Trace& t, const TapeOp& op, std::vector<Array> in,
+                         std::optional<Device> device) {
   Primitive& p = *op.primitive;
   if (auto* move = dynamic_cast<ToDevice*>(&p)) {
     (void)move;
@@ -195,6 +208,20 @@ std::vector<Array> apply(const TapeOp& op, std::vector<Array> in, std::optional<
     if (k->spec().ensure_row_contiguous)
       for (auto& a : in)
         if (!a.is_row_contiguous()) a = a.contiguous();
+    // A grid and output shapes given as numbers were right for the traced shapes only: for
+    // other input shapes the kernel would silently compute something else (MLX's shapeless
+    // bug); refuse, naming the kernel.
+    for (size_t i = 0; i < in.size() && i < op.inputs.size(); ++i) {
+      const Shape& traced = traced_shape(t, op.inputs[i]);
+      if (in[i].shape() != traced && kernel_geometry_is_constant(p.state()))
+        throw NotSupported(
+            k->spec().name,
+            fmt::format("not supported: kernel '{}' was traced with a constant grid and output "
+                        "shapes for input {} of shape {}; it cannot run on shape {}. Give the "
+                        "call's grid/threadgroup/output shapes as expressions of the input shapes "
+                        "(KernelCall::grid_expr...) for shapeless use",
+                        k->spec().name, i, shape_str(traced), shape_str(in[i].shape())));
+    }
     k->geometry(in);  // geometry errors at the call, as a direct call reports them
   }
   Device dev = device.value_or(op.device);
@@ -241,7 +268,7 @@ std::vector<Array> replay(const Trace& t, const std::vector<Array>& inputs,
   for (auto& op : t.ops) {
     std::vector<Array> args;
     for (auto& r : op.inputs) args.push_back(get(r));
-    values.push_back(apply(op, std::move(args), device));
+    values.push_back(apply(t, op, std::move(args), device));
   }
   std::vector<Array> out;
   for (auto& r : t.outputs) out.push_back(get(r));
