@@ -257,9 +257,10 @@ void init_array(nb::module_& m) {
           "Computes the array now (it is otherwise computed when read). GPU work is enqueued, "
           "not waited for.")
       .def(
-          "astype", [](const Array& a, nb::handle dtype) { return astype(a, to_dtype(dtype)); },
+          "astype", [](const Array& a, nb::handle dtype) { return a.astype(to_dtype(dtype)); },
           nb::arg("dtype"), nb::sig("def astype(self, dtype: Dtype) -> array"),
-          "A copy converted to `dtype` (through float64: integers beyond 2**53 round).")
+          "The array converted to `dtype` (lazy; C casts as numpy's astype; the array itself "
+          "when it has that dtype already).")
       .def(
           "to", [](const Array& a, nb::handle d) { return a.to(*to_device(d, "device")); },
           nb::arg("device"), nb::sig("def to(self, device: Device | DeviceType) -> array"),
