@@ -130,6 +130,29 @@ Array index(const Array& a, nb::handle key) {
   if (specified > a.ndim())
     throw nb::index_error(
         ("too many indices for an array of " + std::to_string(a.ndim()) + " dimensions").c_str());
+  // Only slices (and an ellipsis): a Slice view, whose open ends follow the input's shape when
+  // a traced function is replayed on other shapes (export, compile).
+  bool only_slices = true;
+  for (nb::handle h : items) only_slices &= PySlice_Check(h.ptr()) || h.ptr() == Py_Ellipsis;
+  if (only_slices) {
+    auto bound = [](PyObject* v) -> std::optional<int64_t> {
+      if (v == Py_None) return std::nullopt;
+      Py_ssize_t x = PyNumber_AsSsize_t(v, nullptr);  // clipped to the Py_ssize_t range
+      if (x == -1 && PyErr_Occurred()) throw nb::python_error();
+      return static_cast<int64_t>(x);
+    };
+    std::vector<Slice> slices;
+    for (nb::handle h : items) {
+      if (h.ptr() == Py_Ellipsis) {
+        for (int k = 0; k < a.ndim() - specified; ++k) slices.push_back(Slice{});
+        continue;
+      }
+      Slice s{bound(h.attr("start").ptr()), bound(h.attr("stop").ptr()), 1};
+      if (auto step = bound(h.attr("step").ptr())) s.step = *step;
+      slices.push_back(s);
+    }
+    return a.slice(slices);
+  }
   // A lazy view (as_strided relative to element 0): nothing is evaluated.
   struct {
     const Shape& shape;

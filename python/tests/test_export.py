@@ -242,3 +242,47 @@ def test_bad_files(tmp_path):
             alloy.import_function(str(bad))
     with pytest.raises(ValueError, match="cannot read"):
         alloy.import_function(str(tmp_path / "missing.alloy"))
+
+
+# ---- the CLI -----------------------------------------------------------------------------------
+
+
+def _cli():
+    import pathlib
+    import shutil
+
+    exe = os.environ.get("ALLOY_CLI") or str(pathlib.Path(__file__).resolve().parents[2] / "build" / "alloy")
+    if not os.path.exists(exe):
+        exe = shutil.which("alloy")
+    if not exe:
+        pytest.skip("the alloy CLI is not built (build/alloy): `make build` builds it")
+    return exe
+
+
+def test_cli_inspect_and_run(tmp_path):
+    import subprocess
+
+    exe = _cli()
+    mk = mlx_metal_kernel()
+    k = mk(name="twice", input_names=["inp"], output_names=["out"], source="""
+        uint i = thread_position_in_grid.x;
+        out[i] = inp[i] * 2;
+    """)
+
+    def f(x):
+        return [k(inputs=[x.T], grid=(x.size, 1, 1), threadgroup=(32, 1, 1),
+                  output_shapes=[(x.shape[1], x.shape[0])], output_dtypes=[mx.float32])[0]]
+
+    path = str(tmp_path / "twice.mlxfn")
+    mx.export_function(path, f, mx.array(rand(3, 4)))
+    listing = subprocess.run([exe, "inspect", path], capture_output=True, text=True, check=True)
+    assert "twice  sha256 " in listing.stdout and "(3, 4) float32" in listing.stdout
+    x = rand(3, 4)
+    np.save(tmp_path / "x.npy", x)
+    out = str(tmp_path / "out.npy")
+    refused = subprocess.run([exe, "run", path, "--input", str(tmp_path / "x.npy"),
+                              "--output", out], capture_output=True, text=True)
+    assert refused.returncode != 0 and "sha256" in refused.stderr
+    subprocess.run([exe, "run", path, "--trust", "--device", "cpu", "--input",
+                    str(tmp_path / "x.npy"), "--output", out], check=True)
+    np.testing.assert_array_equal(np.load(out), x.T.astype(np.float64) * 2)

@@ -92,6 +92,7 @@ std::vector<uint8_t> write_file(const std::vector<Recorded>& traces, bool shapel
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   std::map<std::string, int> kernel_index;  // by state bytes
   std::vector<flatbuffers::Offset<fb::Trace>> fb_traces;
+  const std::vector<std::string> registered = registered_primitives();  // sorted
   for (auto& rec : traces) {
     const transforms::Trace& t = rec.trace;
     std::vector<flatbuffers::Offset<fb::Dims>> in_shapes;
@@ -107,6 +108,11 @@ std::vector<uint8_t> write_file(const std::vector<Recorded>& traces, bool shapel
                                              b.CreateVector(c.bytes)));
     std::vector<flatbuffers::Offset<fb::Op>> ops;
     for (auto& op : t.ops) {
+      if (!std::binary_search(registered.begin(), registered.end(), op.primitive->name()))
+        throw NotSupported(op.primitive->label(),
+                           fmt::format("not supported: {} cannot be exported (no factory "
+                                       "rebuilds it from its state)",
+                                       op.primitive->label()));
       PrimitiveState state = op.primitive->state();
       std::vector<uint8_t> bytes = state.to_bytes();
       int kidx = -1;

@@ -159,8 +159,8 @@ const std::map<std::string, StateReader>& mlx_table() {
        }},
       {"Reshape",
        [](Reader& r) -> Maker {
-         auto shape = r.shape("Reshape shape");
-         return [=](const OpTypes&) { return std::make_shared<Reshape>(shape); };
+         r.ints("Reshape shape");  // as given (may hold -1): the traced output shape is exact
+         return reshape_to_output();
        }},
       {"Broadcast",
        [](Reader& r) -> Maker {
