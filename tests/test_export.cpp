@@ -15,6 +15,8 @@
 #include "alloy/export.h"
 #include "core/array_node.h"
 #include "core/primitive.h"
+#include "example_kernels.h"
+#include "example_references.h"
 #include "transforms/export_impl.h"
 #include "transforms/kernel_spec.h"
 #include "transforms/trace.h"
@@ -342,6 +344,76 @@ TEST(Export, RunsOnTheGpuWhenImportedThere) {
   auto out = f({Array::from_doubles(xv, {5, 8}, float32, Device::cpu())});
   EXPECT_EQ(out[0].device().type, Device::Type::gpu);
   expect_close(out[0].to_doubles(), reference(xv, 5, 8, 1.5)[0], 1e-5, "GPU output");
+}
+
+// grid_sample forward and backward (atomic outputs, init_value) inside one exported function,
+// geometry as expressions of the input shapes; run where it is imported: the CPU here, and the
+// GPU too when there is one (scripts/device-test.sh runs this on CUDA).
+Args grid_sample_fwd_bwd(const Args& a) {
+  const Array &x = a[0], &grid = a[1], &cot = a[2];
+  auto fwd = metal_kernel("grid_sample", {"x", "grid"}, {"out"}, examples::kGridSampleSource);
+  auto bwd = metal_kernel("grid_sample_grad", {"x", "grid", "cotangent"}, {"x_grad", "grid_grad"},
+                          examples::kGridSampleGradSource, "", true, /*atomic_outputs=*/true);
+  KernelCall f;
+  f.output_dtypes = {float32};
+  f.template_args = {{"T", float32}};
+  f.grid_expr = DimsExpr{E::size(1) / 2 * E::dim(0, 3), 1, 1};
+  f.threadgroup_expr = DimsExpr{256, 1, 1};
+  f.output_shape_exprs = {{E::dim(1, 0), E::dim(1, 1), E::dim(1, 2), E::dim(0, 3)}};
+  f.device = x.device();
+  KernelCall b;
+  b.output_dtypes = {float32, float32};
+  b.grid_expr = DimsExpr{E::size(2), 1, 1};
+  b.threadgroup_expr = DimsExpr{256, 1, 1};
+  b.output_shape_exprs = {{E::dim(0, 0), E::dim(0, 1), E::dim(0, 2), E::dim(0, 3)},
+                          {E::dim(1, 0), E::dim(1, 1), E::dim(1, 2), E::dim(1, 3)}};
+  b.init_value = 0.0;
+  b.device = x.device();
+  Array out = fwd({x, grid}, f)[0];
+  auto grads = bwd({x, grid, cot}, b);
+  return {out, grads[0], grads[1]};
+}
+
+TEST(Export, GridSampleForwardAndBackwardShapeless) {
+  using examples::GridSampleDims;
+  auto make = [](GridSampleDims d, uint64_t seed) {
+    auto xs = random_values(d.B * d.H * d.W * d.C, seed);
+    auto gs = random_values(d.B * d.gH * d.gW * 2, seed + 1);
+    for (auto& g : gs) g *= 0.55;  // in [-1.1, 1.1]: some taps fall outside the image
+    auto cs = random_values(d.B * d.gH * d.gW * d.C, seed + 2);
+    return std::tuple{xs, gs, cs};
+  };
+  auto arrays = [](GridSampleDims d, const std::vector<double>& xs, const std::vector<double>& gs,
+                   const std::vector<double>& cs, Device dev) {
+    return Args{Array::from_doubles(xs, {d.B, d.H, d.W, d.C}, float32, dev),
+                Array::from_doubles(gs, {d.B, d.gH, d.gW, 2}, float32, dev),
+                Array::from_doubles(cs, {d.B, d.gH, d.gW, d.C}, float32, dev)};
+  };
+  GridSampleDims traced{2, 5, 6, 32, 3, 4};
+  auto [xs, gs, cs] = make(traced, 40);
+  std::string path = temp_path("grid_sample.alloy");
+  export_function(path, grid_sample_fwd_bwd, arrays(traced, xs, gs, cs, Device::cpu()),
+                  /*shapeless=*/true);
+  std::vector<Device> devices{Device::cpu()};
+  if (gpu_available()) devices.push_back(Device::gpu());
+  for (Device dev : devices) {
+    ImportOptions opts;
+    opts.trust_kernels = true;
+    opts.device = dev;
+    auto f = import_function(path, opts);
+    ASSERT_EQ(f.kernels().size(), 2u);
+    for (GridSampleDims d : {traced, GridSampleDims{1, 7, 4, 64, 5, 2}}) {
+      auto [x, g, c] = make(d, 50 + d.H);
+      auto out = f(arrays(d, x, g, c, Device::cpu()));
+      ASSERT_EQ(out.size(), 3u);
+      EXPECT_EQ(out[0].device().type, dev.type);
+      std::vector<double> wx, wg;
+      examples::grid_sample_grad_ref(x, g, c, d, wx, wg);
+      expect_close(out[0].to_doubles(), examples::grid_sample_ref(x, g, d), 1e-5, "forward");
+      expect_close(out[1].to_doubles(), wx, 1e-4, "x_grad");
+      expect_close(out[2].to_doubles(), wg, 1e-3, "grid_grad");
+    }
+  }
 }
 
 // ---- bad files ---------------------------------------------------------------------------------
