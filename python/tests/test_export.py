@@ -188,9 +188,12 @@ def test_mlxfn_views_match_mlx(tmp_path):
         a = x[1:, ::-2].T
         b = mx.broadcast_to(y, (3, 4))
         c = mx.reshape(x[:, :4], (-1,))
-        return a.astype(mx.float16), b, mx.expand_dims(c, 0), mx.stop_gradient(c)
+        return (a.astype(mx.float16), b, mx.expand_dims(c, 0), mx.stop_gradient(c),
+                mx.as_strided(x, (3, 2), (1, 4), 2), mx.flatten(x, 0, 1),
+                mx.squeeze(mx.expand_dims(x, 1), 1), mx.unflatten(x, 1, (2, 3)),
+                x[::-1, 2:5:2], mx.swapaxes(x, 0, 1), x.astype(mx.int32))
 
-    x, y = rand(5, 6), rand(4)
+    x, y = rand(5, 6) * 10, rand(4)
     path = str(tmp_path / "views.mlxfn")
     mx.export_function(path, f, mx.array(x), mx.array(y))
     g = alloy.import_function(path)
