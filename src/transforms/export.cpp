@@ -472,7 +472,7 @@ std::vector<Array> ImportedFunction::operator()(const Args& args, const Kwargs& 
               (impl_->shapeless || flat[i].shape() == t.input_shapes[i]);
     }
     if (!match) continue;
-    return transforms::replay(t, flat, impl_->device);
+    return transforms::replay(t, flat, impl_->device, &e.constants);
   }
   std::string msg = "import_function: no exported trace matches the arguments. The file holds:\n";
   for (size_t i = 0; i < impl_->entries.size(); ++i)
@@ -536,6 +536,7 @@ ImportedFunction import_function(const std::string& path, const ImportOptions& o
     throw UntrustedKernels(msg);
   }
   impl->device = options.device.value_or(default_device());
+  for (auto& e : impl->entries) e.constants = transforms::make_constants(e.trace, impl->device);
   ImportedFunction f;
   f.impl_ = std::move(impl);
   return f;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "alloy/array.h"
 #include "alloy/export.h"
 #include "transforms/trace.h"
 
@@ -13,6 +14,7 @@ struct ImportedFunction::Impl {
   struct Entry {
     transforms::Trace trace;
     std::vector<std::string> kwarg_names;  // sorted; the last inputs of the trace
+    std::vector<Array> constants;          // on `device`, made at import
   };
   std::string format;    // "alloy" | "mlxfn"
   std::string producer;  // "alloy 0.1.0", "mlx 0.32.4"

@@ -71,7 +71,6 @@ Trace trace(const TraceFn& fn, const std::vector<Array>& example_inputs) {
 
   std::unordered_map<const PendingOp*, uint32_t> op_index;
   std::unordered_map<const ArrayNode*, uint32_t> constant_index;
-  std::vector<Array> keep;  // keeps every node seen alive while the tape is built
 
   // The reference of an array whose producer (if any) is already on the tape.
   auto ref_of = [&](const Array& a) -> ValueRef {
@@ -87,7 +86,6 @@ Trace trace(const TraceFn& fn, const std::vector<Array>& example_inputs) {
         c.bytes = a.to_bytes();
         c.device = a.device();
         t.constants.push_back(std::move(c));
-        keep.push_back(a);
       }
       return {ValueRef::Kind::constant, it->second, 0};
     }
@@ -193,10 +191,7 @@ const Shape& traced_shape(const Trace& t, const ValueRef& r) {
 std::vector<Array> apply(const Trace& t, const TapeOp& op, std::vector<Array> in,
                          std::optional<Device> device) {
   Primitive& p = *op.primitive;
-  if (auto* move = dynamic_cast<ToDevice*>(&p)) {
-    (void)move;
-    return {in.at(0).to(device.value_or(op.device))};
-  }
+  if (dynamic_cast<ToDevice*>(&p)) return {in.at(0).to(device.value_or(op.device))};
   if (auto* view = dynamic_cast<ViewPrimitive*>(&p)) {
     if (in.size() != 1)
       throw std::invalid_argument(p.label() + ": a view takes one input, the tape gives " +
@@ -233,8 +228,16 @@ std::vector<Array> apply(const Trace& t, const TapeOp& op, std::vector<Array> in
 }
 }  // namespace
 
+std::vector<Array> make_constants(const Trace& t, std::optional<Device> device) {
+  std::vector<Array> constants;
+  for (auto& c : t.constants)
+    constants.push_back(
+        Array::from_bytes(c.bytes.data(), c.shape, c.dtype, device.value_or(c.device)));
+  return constants;
+}
+
 std::vector<Array> replay(const Trace& t, const std::vector<Array>& inputs,
-                          std::optional<Device> device) {
+                          std::optional<Device> device, const std::vector<Array>* made) {
   if (inputs.size() != t.input_shapes.size())
     throw std::invalid_argument(fmt::format("the function takes {} inputs, {} were given",
                                             t.input_shapes.size(), inputs.size()));

@@ -69,12 +69,18 @@ using TraceFn = std::function<std::vector<Array>(const std::vector<Array>& input
 /// std::invalid_argument when it returns no arrays or invalid ones.
 Trace trace(const TraceFn& fn, const std::vector<Array>& example_inputs);
 
-/// The trace's outputs computed from `inputs` (lazy). `device`: where every op runs (inputs and
+/// The trace's outputs computed from `inputs` (lazy); `constants` from make_constants, or made
+/// for this call when null. `device`: where every op runs (inputs and
 /// constants are moved there); std::nullopt keeps each op's recorded device. Throws
 /// std::invalid_argument when the inputs do not match the trace in number, dtype or rank, or a
 /// primitive rejects the new shapes.
 std::vector<Array> replay(const Trace& trace, const std::vector<Array>& inputs,
-                          std::optional<Device> device = std::nullopt);
+                          std::optional<Device> device = std::nullopt,
+                          const std::vector<Array>* constants = nullptr);
+
+/// The trace's constants as arrays on `device` (or where they were traced): made once, they can
+/// be given to every replay (arrays are immutable).
+std::vector<Array> make_constants(const Trace& trace, std::optional<Device> device);
 
 /// Checks a trace read from a file: references point backwards and within range, op output
 /// counts match their shapes/dtypes. Throws std::invalid_argument naming the first problem.
