@@ -289,3 +289,62 @@ def test_cli_inspect_and_run(tmp_path):
     subprocess.run([exe, "run", path, "--trust", "--device", "cpu", "--input",
                     str(tmp_path / "x.npy"), "--output", out], check=True)
     np.testing.assert_array_equal(np.load(out), x.T.astype(np.float64) * 2)
+
+
+def _examples():
+    import importlib.util
+    import pathlib
+
+    folder = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
+    sys.path.insert(0, str(folder))
+    try:
+        mods = {}
+        for name in ("kernels", "grid_sample", "grid_sample_grad"):
+            spec = importlib.util.spec_from_file_location(f"_export_{name}", folder / f"{name}.py")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            mods[name] = mod
+        return mods
+    finally:
+        sys.path.remove(str(folder))
+
+
+def test_mlxfn_grid_sample_forward_and_backward(tmp_path):
+    """The MLX docs' grid_sample forward and its atomic backward (init_value=0, shape arrays),
+    exported by MLX on Linux, run by Alloy (on the GPU too when there is one)."""
+    ex = _examples()
+    mk = mlx_metal_kernel()
+    fwd = mk(name="grid_sample", input_names=["x", "grid"], output_names=["out"],
+             source=ex["kernels"].GRID_SAMPLE)
+    bwd = mk(name="grid_sample_grad", input_names=["x", "grid", "cotangent"],
+             output_names=["x_grad", "grid_grad"], source=ex["kernels"].GRID_SAMPLE_GRAD,
+             atomic_outputs=True)
+    B, H, W, C, gH, gW = 2, 5, 6, 32, 3, 4
+
+    def f(x, grid, cot):
+        n = B * gH * gW * C
+        out = fwd(inputs=[x, grid], template=[("T", mx.float32)], grid=(n, 1, 1),
+                  threadgroup=(256, 1, 1), output_shapes=[(B, gH, gW, C)],
+                  output_dtypes=[mx.float32])[0]
+        gx, gg = bwd(inputs=[x, grid, cot], grid=(n, 1, 1), threadgroup=(256, 1, 1),
+                     output_shapes=[x.shape, grid.shape], output_dtypes=[mx.float32] * 2,
+                     init_value=0)
+        return out, gx, gg
+
+    x = rand(B, H, W, C)
+    grid = rand(B, gH, gW, 2) * 0.55
+    cot = rand(B, gH, gW, C)
+    path = str(tmp_path / "grid_sample.mlxfn")
+    mx.export_function(path, f, mx.array(x), mx.array(grid), mx.array(cot))
+    devices = [alloy.cpu] + ([alloy.gpu] if alloy.is_available(alloy.gpu) else [])
+    for device in devices:
+        g = alloy.import_function(path, trust_kernels=True, device=device)
+        assert sorted(k["name"] for k in g.kernels) == ["grid_sample", "grid_sample_grad"]
+        x2, grid2, cot2 = rand(B, H, W, C), rand(B, gH, gW, 2) * 0.55, rand(B, gH, gW, C)
+        out, gx, gg = g(alloy.array(x2), alloy.array(grid2), alloy.array(cot2))
+        want_x, want_grid = ex["grid_sample_grad"].grid_sample_grad_reference(x2, grid2, cot2)
+        np.testing.assert_allclose(np.asarray(out),
+                                   ex["grid_sample"].grid_sample_reference(x2, grid2),
+                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(gx), want_x, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(np.asarray(gg), want_grid, rtol=1e-3, atol=1e-3)
