@@ -46,7 +46,10 @@ std::vector<uint8_t> PrimitiveState::to_bytes() const {
   b.Map([&] {
     b.Int(kVersionKey, version_);
     b.Vector(kFieldsKey, [&] {
-      for (auto& [key, value] : fields_) {
+      for (auto& field : fields_) {
+        // Not a structured binding: clang 14 (the sanitizer build) cannot capture one.
+        const std::string& key = field.first;
+        const Value& value = field.second;
         b.Vector([&] {
           b.String(key);
           b.Int(static_cast<int64_t>(value.index()));
