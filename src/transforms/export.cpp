@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -282,10 +283,19 @@ const T& need(const T* p, const char* what) {
   return *p;
 }
 
-Shape read_dims(const fb::Dims* d) {
+// A [long] vector's elements. Read bytewise: the verifier checks the alignment of a vector's
+// length, not of 8-byte elements, so a hostile file can misalign them.
+Shape read_longs(const flatbuffers::Vector<int64_t>* v) {
   Shape s;
-  if (d && d->dims())
-    for (auto x : *d->dims()) s.push_back(x);
+  if (!v) return s;
+  const uint8_t* p = v->Data();
+  s.resize(v->size());
+  for (size_t i = 0; i < s.size(); ++i) std::memcpy(&s[i], p + 8 * i, 8);  // little-endian file
+  return s;
+}
+
+Shape read_dims(const fb::Dims* d) {
+  Shape s = d ? read_longs(d->dims()) : Shape{};
   checked_numel(s);  // negative or overflowing dimensions are errors
   return s;
 }
@@ -345,7 +355,7 @@ std::shared_ptr<ImportedFunction::Impl> load_alloy_file(const uint8_t* data, siz
       for (const fb::Constant* c : *ft->constants()) {
         TapeConstant tc;
         if (!c->shape()) bad("a constant has no shape");
-        for (auto x : *c->shape()) tc.shape.push_back(x);
+        tc.shape = read_longs(c->shape());
         tc.dtype = read_dtype(c->dtype());
         int64_t n = checked_numel(tc.shape), bytes = 0;
         if (__builtin_mul_overflow(n, static_cast<int64_t>(size_of(tc.dtype)), &bytes) ||
