@@ -347,6 +347,7 @@ std::shared_ptr<ImportedFunction::Impl> load_mlxfn_file(const uint8_t* data, siz
               bad(fmt::format("primitive {}: sibling ids, shapes and dtypes differ in number",
                               name));
           }
+          if (op.shapes.empty()) bad(fmt::format("primitive {} has no outputs", name));
           op.primitive = make(OpTypes{in_shapes, in_dtypes, op.shapes, op.dtypes});
           op.device = Device::cpu();
           uint32_t index = static_cast<uint32_t>(t.ops.size());
