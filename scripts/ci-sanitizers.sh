@@ -2,7 +2,7 @@
 # Sanitizer and fuzzing runs of CI (docs/reliability.md), after `make test`:
 #   1. an ASan+UBSan build (clang) running the C++ tests;
 #   2. the libFuzzer targets (fuzz/) of that build, FUZZ_SECONDS (60) each, seeded from the
-#      conformance kernels (fuzz/make_corpus.py);
+#      conformance kernels (fuzz/make_corpus.py) and, for the importer, exported files;
 #   3. a ThreadSanitizer build running the load test: 8 threads x 1,000 launches of loop- and
 #      fiber-mode kernels while new kernels compile.
 # Needs clang and libclang-rt-14-dev (scripts/install-deps.sh). Build folders: build-asan,
@@ -39,7 +39,10 @@ stamp "C++ tests under ASan+UBSan"
 corpus=build-asan/fuzz-corpus
 rm -rf "$corpus"
 python3 fuzz/make_corpus.py "$corpus"
-for target in translate library signature; do
+# The importer's seeds: files written by Alloy's own exporter and an MLX-layout stream, made by
+# the fuzz binary itself (fuzz/fuzz_export.cpp).
+ALLOY_FUZZ_WRITE_SEEDS="$corpus/export" build-asan/fuzz_export
+for target in translate library signature export; do
   mkdir -p "$corpus/$target-new" "build-asan/fuzz-artifacts/$target"
   build-asan/fuzz_$target -max_total_time="$FUZZ_SECONDS" -max_len=8192 -timeout=10 \
     -rss_limit_mb=4096 -print_final_stats=1 \

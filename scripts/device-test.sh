@@ -19,6 +19,7 @@ if [ -d .dev/debs ] && [ ! -f $DEPS/.done ]; then
 fi
 export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CPATH=$DEPS/usr/include${CPATH:+:$CPATH}
+export PATH=$DEPS/usr/bin:$PATH  # flatc (the export format's schema compiler)
 export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-cache}
 echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true

@@ -3,7 +3,7 @@
 # Idempotent: only missing packages are installed, so `make demo`/`make test` stay quick.
 set -euo pipefail
 DEB_PKGS=(cmake g++ make pkg-config libfmt-dev libxxhash-dev libcli11-dev libboost-context-dev
-          libtbb-dev libflatbuffers-dev flatbuffers-compiler libgtest-dev libgmock-dev libbenchmark-dev
+          libtbb-dev libflatbuffers-dev flatbuffers-compiler libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
           clang-format python3-dev
           clang libclang-rt-14-dev)  # clang + its sanitizer/libFuzzer runtimes: ci-sanitizers.sh
 missing=()

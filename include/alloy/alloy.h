@@ -4,6 +4,7 @@
 #include "alloy/device.h"
 #include "alloy/dtype.h"
 #include "alloy/errors.h"
+#include "alloy/export.h"
 #include "alloy/interrupt.h"
 #include "alloy/kernel.h"
 #include "alloy/library.h"

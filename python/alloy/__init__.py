@@ -66,6 +66,14 @@ from ._core import (
     Library,
     LibraryKernel,
     CheckError,
+    # exported functions (Alloy's format and MLX's .mlxfn)
+    export_function,
+    exporter,
+    import_function,
+    describe_exported_function,
+    FunctionExporter,
+    ImportedFunction,
+    UntrustedKernelsError,
 )
 from . import cuda, fast
 
@@ -80,5 +88,7 @@ __all__ = [
     "MetalKernel", "metal_kernel", "take_out_of_range_reports", "robust_by_default",
     "KernelError", "CompileError", "NotSupportedError",
     "compile_shader", "Library", "LibraryKernel", "CheckError",
+    "export_function", "exporter", "import_function", "describe_exported_function",
+    "FunctionExporter", "ImportedFunction", "UntrustedKernelsError",
     "cuda", "fast",
 ]

@@ -129,6 +129,29 @@ Array index(const Array& a, nb::handle key) {
   if (specified > a.ndim())
     throw nb::index_error(
         ("too many indices for an array of " + std::to_string(a.ndim()) + " dimensions").c_str());
+  // Only slices (and an ellipsis): a Slice view, whose open ends follow the input's shape when
+  // a traced function is replayed on other shapes (export, compile).
+  bool only_slices = true;
+  for (nb::handle h : items) only_slices &= PySlice_Check(h.ptr()) || h.ptr() == Py_Ellipsis;
+  if (only_slices) {
+    auto bound = [](PyObject* v) -> std::optional<int64_t> {
+      if (v == Py_None) return std::nullopt;
+      Py_ssize_t x = PyNumber_AsSsize_t(v, nullptr);  // clipped to the Py_ssize_t range
+      if (x == -1 && PyErr_Occurred()) throw nb::python_error();
+      return static_cast<int64_t>(x);
+    };
+    std::vector<Slice> slices;
+    for (nb::handle h : items) {
+      if (h.ptr() == Py_Ellipsis) {
+        for (int k = 0; k < a.ndim() - specified; ++k) slices.push_back(Slice{});
+        continue;
+      }
+      Slice s{bound(h.attr("start").ptr()), bound(h.attr("stop").ptr()), 1};
+      if (auto step = bound(h.attr("step").ptr())) s.step = *step;
+      slices.push_back(s);
+    }
+    return a.slice(slices);
+  }
   // A lazy view (as_strided relative to element 0): nothing is evaluated.
   struct {
     const Shape& shape;
@@ -256,9 +279,10 @@ void init_array(nb::module_& m) {
           "Computes the array now (it is otherwise computed when read). GPU work is enqueued, "
           "not waited for.")
       .def(
-          "astype", [](const Array& a, nb::handle dtype) { return astype(a, to_dtype(dtype)); },
+          "astype", [](const Array& a, nb::handle dtype) { return a.astype(to_dtype(dtype)); },
           nb::arg("dtype"), nb::sig("def astype(self, dtype: Dtype) -> array"),
-          "A copy converted to `dtype` (through float64: integers beyond 2**53 round).")
+          "The array converted to `dtype` (lazy; C casts as numpy's astype; the array itself "
+          "when it has that dtype already).")
       .def(
           "to", [](const Array& a, nb::handle d) { return a.to(*to_device(d, "device")); },
           nb::arg("device"), nb::sig("def to(self, device: Device | DeviceType) -> array"),

@@ -13,4 +13,5 @@ NB_MODULE(_core, m) {
   init_kernel(m);
   init_cuda(m);
   bind_library(m);
+  init_export(m);
 }

@@ -43,12 +43,15 @@ std::shared_ptr<SliceView> SliceView::from_slices(const Shape& shape,
       int64_t x = *v < 0 ? *v + dim : *v;
       return std::clamp(x, lo, hi);
     };
+    // An open end ("to the end") is stored as kOpenEnd, which layout() clamps to the input's
+    // extent: a traced slice x[:, ::2] then follows inputs of other shapes (shapeless replay).
+    constexpr int64_t kOpenEnd = INT64_MAX;
     int64_t start, stop;
     if (s.step > 0) {
       start = norm(s.start, 0, 0, dim);
-      stop = std::max(start, norm(s.stop, dim, 0, dim));
+      stop = s.stop ? std::max(start, norm(s.stop, dim, 0, dim)) : kOpenEnd;
     } else {
-      start = norm(s.start, dim - 1, -1, dim - 1);
+      start = s.start ? norm(s.start, dim - 1, -1, dim - 1) : kOpenEnd;
       stop = norm(s.stop, -1, -1, dim - 1);
       if (s.stop && *s.stop < -dim) stop = -1;
       stop = std::min(start, stop);

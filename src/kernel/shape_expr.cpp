@@ -105,6 +105,10 @@ ShapeExpr ShapeExpr::from_code(std::vector<int64_t> code) {
   walk(
       code, [](Op, int64_t, int64_t) {}, [](Op) {});
   ShapeExpr e;
+  if (code.size() == 2 && code[0] == kConst) {
+    e.value_ = code[1];  // a constant reads back as one (is_constant, the fast path of eval)
+    return e;
+  }
   e.code_ = std::move(code);
   return e;
 }

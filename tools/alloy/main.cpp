@@ -1,6 +1,8 @@
 // The `alloy` command line: demo (example kernels on the best device, checked against
-// references) and translate (the Metal text of a metal_kernel call, or its CPU/CUDA translation).
+// references), translate (the Metal text of a metal_kernel call, or its CPU/CUDA translation),
+// inspect and run (exported functions, either format; docs/export.md).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <cctype>
@@ -11,6 +13,7 @@
 #include "alloy/alloy.h"
 #include "alloy/translate.h"
 #include "demo.h"
+#include "npy.h"
 
 namespace {
 
@@ -117,6 +120,50 @@ int run_translate(const TranslateArgs& a) {
   return 0;
 }
 
+struct RunArgs {
+  std::string file;
+  std::vector<std::string> inputs, kw_inputs, outputs;
+  bool trust = false;
+  std::vector<std::string> allow;
+  std::string device = "best";
+};
+
+// `alloy run FILE --input x.npy ... [--kw-input name=y.npy] --output out.npy ...`
+int run_exported(const RunArgs& a) {
+  using namespace alloy;
+  ImportOptions o;
+  o.trust_kernels = a.trust;
+  o.allowed_kernels = {a.allow.begin(), a.allow.end()};
+  if (a.device == "cpu")
+    o.device = Device::cpu();
+  else if (a.device == "gpu")
+    o.device = Device::gpu();
+  else if (a.device != "best")
+    throw std::invalid_argument("--device must be best, cpu or gpu");
+  auto f = import_function(a.file, o);
+  Args args;
+  for (auto& p : a.inputs) args.push_back(tools::read_npy(p));
+  Kwargs kwargs;
+  for (auto& kv : a.kw_inputs) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("--kw-input takes NAME=FILE.npy");
+    kwargs.emplace(kv.substr(0, eq), tools::read_npy(kv.substr(eq + 1)));
+  }
+  auto outs = f(args, kwargs);
+  if (!a.outputs.empty() && a.outputs.size() != outs.size())
+    throw std::invalid_argument(fmt::format("the function returns {} arrays; {} --output given",
+                                            outs.size(), a.outputs.size()));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (i < a.outputs.size()) {
+      tools::write_npy(a.outputs[i], outs[i]);
+    } else {
+      std::cout << fmt::format("output {}: shape ({}) {}\n", i, fmt::join(outs[i].shape(), ", "),
+                               dtype_name(outs[i].dtype()));
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,10 +201,32 @@ int main(int argc, char** argv) {
   tr->add_flag("!--no-ensure-row-contiguous", ta.ensure_row_contiguous,
                "pass strided inputs as they are");
 
+  std::string inspect_file;
+  auto* inspect = app.add_subcommand(
+      "inspect",
+      "List an exported function (Alloy's format or MLX's .mlxfn): inputs, outputs, "
+      "ops, kernels with their trust hashes");
+  inspect->add_option("file", inspect_file, "the exported file")->required();
+
+  RunArgs ra;
+  auto* run = app.add_subcommand("run", "Run an exported function on .npy inputs");
+  run->add_option("file", ra.file, "the exported file")->required();
+  run->add_option("--input", ra.inputs, "positional input, a .npy file (repeat, in order)");
+  run->add_option("--kw-input", ra.kw_inputs, "keyword input NAME=FILE.npy (repeat)");
+  run->add_option("--output", ra.outputs, ".npy file for each output (repeat, in order)");
+  run->add_flag("--trust", ra.trust, "compile and run the file's kernels (native code)");
+  run->add_option("--allow-kernel", ra.allow, "SHA-256 of a kernel allowed to run (repeat)");
+  run->add_option("--device", ra.device, "best | cpu | gpu")->default_val("best");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (demo->parsed()) return alloy::tools::run_demo(device);
     if (tr->parsed()) return run_translate(ta);
+    if (inspect->parsed()) {
+      std::cout << alloy::describe_exported_function(inspect_file);
+      return 0;
+    }
+    if (run->parsed()) return run_exported(ra);
   } catch (const std::exception& e) {
     std::cerr << "alloy: " << e.what() << "\n";
     return 1;
