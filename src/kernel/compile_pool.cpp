@@ -1,0 +1,74 @@
+#include "kernel/compile_pool.h"
+
+#include <tbb/task_arena.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+
+#include "backend/cpu/jit.h"
+#include "cache/compile_cache.h"
+
+namespace alloy::kernel {
+namespace {
+
+struct Pool {
+  tbb::task_arena arena{tbb::this_task_arena::max_concurrency()};
+  std::mutex mu;
+  std::condition_variable idle;
+  int running = 0;  // jobs enqueued and not finished
+  std::atomic<bool> stopping{false};
+};
+
+void wait_at_exit();
+
+Pool& pool() {
+  // Leaked: jobs may still run while static objects are destroyed. The objects a compile uses
+  // are made first, so that exit destroys them only after wait_at_exit (atexit handlers and
+  // static destructors run in the reverse order of their registration).
+  static Pool* p = [] {
+    cache::CompileCache::global();
+    cpu::Jit::global();
+    auto* p = new Pool();
+    std::atexit(wait_at_exit);
+    return p;
+  }();
+  return *p;
+}
+
+void wait_at_exit() {
+  Pool& p = pool();
+  p.stopping = true;
+  std::unique_lock lock(p.mu);
+  p.idle.wait(lock, [&] { return p.running == 0; });
+}
+
+}  // namespace
+
+void compile_async(std::function<void()> fn) {
+  Pool& p = pool();
+  {
+    std::lock_guard lock(p.mu);
+    ++p.running;
+  }
+  p.arena.enqueue([&p, fn = std::move(fn)] {
+    if (!p.stopping.load()) {
+      try {
+        fn();
+      } catch (...) {  // a job keeps its errors for whoever needs its result
+      }
+    }
+    std::lock_guard lock(p.mu);
+    if (--p.running == 0) p.idle.notify_all();
+  });
+}
+
+int compile_concurrency() {
+  return pool().arena.max_concurrency();
+}
+
+bool compile_pool_stopping() {
+  return pool().stopping.load();
+}
+
+}  // namespace alloy::kernel
