@@ -12,8 +12,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -25,6 +28,7 @@
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
 #include "core/primitive.h"
+#include "core/trace.h"
 #include "kernel/compile_pool.h"
 #include "kernel/gpu_program.h"
 #include "kernel/limits.h"
@@ -542,8 +546,14 @@ struct LibraryVariant {
 };
 
 struct LibraryKernelSlot {
-  KernelInfo info;
+  std::string name;      // host name
   std::string function;  // base function name (a KernelRegion's name)
+  size_t index = 0;      // in LibraryState::kernels
+  msl::KernelEntry entry;
+  // The reflection (KernelInfo) is made at its first use: a library of thousands of kernels is
+  // read without making thousands of parameter lists that no call asks for.
+  mutable std::once_flag once;
+  mutable KernelInfo info_;
 };
 
 struct LibraryState : std::enable_shared_from_this<LibraryState> {
@@ -552,7 +562,14 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
   std::vector<msl::Token> toks;
   std::vector<kernel::KernelRegion> regions;
   std::map<std::string, std::exception_ptr> unsupported;  // set aside for every target
-  std::vector<LibraryKernelSlot> kernels;
+  std::deque<LibraryKernelSlot> kernels;                  // (slots do not move)
+  std::unordered_map<std::string, size_t> index;          // host name -> kernels[i]
+
+  const KernelInfo& info(const LibraryKernelSlot& k) const {
+    std::call_once(k.once,
+                   [&] { k.info_ = kernel::make_info(k.entry, regions, options.template_dtypes); });
+    return k.info_;
+  }
 
   std::mutex mu;  // references, variants
   std::map<std::string, ReferenceFn> references;
@@ -568,13 +585,12 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
   }
 
   const LibraryKernelSlot* find(std::string_view name) const {
-    for (auto& k : kernels)
-      if (k.info.name == name) return &k;
-    return nullptr;
+    auto it = index.find(std::string(name));
+    return it == index.end() ? nullptr : &kernels[it->second];
   }
   [[noreturn]] void unknown(std::string_view name) const {
     std::string names;
-    for (auto& k : kernels) names += (names.empty() ? "" : ", ") + k.info.name;
+    for (auto& k : kernels) names += (names.empty() ? "" : ", ") + k.name;
     throw std::invalid_argument(
         fmt::format("[library] '{}' has no kernel named '{}'; its kernels "
                     "are: {}",
@@ -644,6 +660,8 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
       try {
         msl::TranslateOptions topt;
         topt.label = options.name;
+        topt.reflect_only = true;
+        topt.expand_macros = false;  // render() is of the expanded source
         return msl::translate(render({}, stubbed), topt);
       } catch (const NotSupported& e) {
         auto lines = kernel::error_lines(e.what());
@@ -708,8 +726,12 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
     for (size_t attempt = 0;; ++attempt) {
       kernel::SourceMap map;
       map.label = options.name;
+      auto t0 = std::chrono::steady_clock::now();
       map.msl = render(v.types, stubbed, &hosts);
       map.user_text = true;
+      if (trace::build())
+        std::fprintf(stderr, "alloy: library %s: unit of %zu kernel(s) rendered in %.3f ms\n",
+                     options.name.c_str(), hosts.size(), trace::ms_since(t0));
       try {
         b->program = kernel::Program::build(map, v.target, options.math_mode, bind_options());
         break;
@@ -1166,7 +1188,7 @@ namespace {
 std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
                                const detail::LibraryKernelSlot& slot,
                                const std::vector<KernelArg>& args, const LibraryCall& call) {
-  const KernelInfo& info = slot.info;
+  const KernelInfo& info = s->info(slot);
   const std::string label =
       s->options.name == "library" ? info.name : s->options.name + ":" + info.name;
   std::vector<const KernelParamInfo*> data;
@@ -1429,7 +1451,7 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
   st.host = info.name;
   st.function = slot.function;
   st.unit = s->unit_for(s->variant(target, types), info.name, /*start=*/true);
-  st.kernel_index = static_cast<size_t>(&slot - s->kernels.data());
+  st.kernel_index = slot.index;
   st.target = target;
   st.reference = reference;
   st.fallback = fallback;
@@ -1468,10 +1490,20 @@ std::string compile_library_cubin(const Library& lib, const std::string& arch,
     if (!s->find(k)) s->unknown(k);
     keep.insert(k);
   }
+  auto t0 = std::chrono::steady_clock::now();
   map.msl = s->render(types, stubbed, kernels.empty() ? nullptr : &keep);
   map.user_text = true;
-  auto tr = msl::translate(map.msl, translate_options(map, msl::Target::cuda, {}));
+  auto topt = translate_options(map, msl::Target::cuda, {});
+  topt.expand_macros = false;  // render() is of the expanded source
+  auto tr = msl::translate(map.msl, topt);
+  double translate_ms = trace::ms_since(t0);
+  auto t1 = std::chrono::steady_clock::now();
   compile_cubin(tr, s->options.math_mode, map, "kernel.metal", arch);
+  if (trace::build())
+    std::fprintf(stderr,
+                 "alloy: library %s: cubin of %zu kernel(s): render+translate %.3f ms, "
+                 "NVRTC %.3f ms\n",
+                 s->options.name.c_str(), tr.kernels.size(), translate_ms, trace::ms_since(t1));
   return "";
 }
 
@@ -1491,6 +1523,7 @@ Library compile_library(const std::string& source, const LibraryOptions& options
   s->options = options;
   s->references = std::move(s->options.references);
   s->options.references.clear();
+  auto t0 = std::chrono::steady_clock::now();
   // Headers, then function constants (both before anything reads the source), then macros.
   std::string included =
       msl::expand_includes(source, {options.headers, options.include_dirs, options.name});
@@ -1499,28 +1532,40 @@ Library compile_library(const std::string& source, const LibraryOptions& options
       {options.named_function_constants.begin(), options.named_function_constants.end()}};
   std::string expanded =
       msl::expand_kernel_macros(msl::apply_function_constants(included, constants, options.name));
+  double expand_ms = trace::ms_since(t0);
+  auto t1 = std::chrono::steady_clock::now();
   s->toks = msl::lex(expanded);
   s->regions = kernel::find_kernel_regions(s->toks);
+  double lex_ms = trace::ms_since(t1);
+  auto t2 = std::chrono::steady_clock::now();
   msl::Translation tr = s->reflect();
+  double reflect_ms = trace::ms_since(t2);
+  auto t3 = std::chrono::steady_clock::now();
   if (tr.kernels.empty())
     throw std::invalid_argument("[library] no kernel function found in the source of '" +
                                 options.name + "'");
   for (auto& e : tr.kernels) {
-    for (auto& k : s->kernels)
-      if (k.info.name == e.host_name)
-        throw std::invalid_argument(
-            fmt::format("[library] two kernels of '{}' are named '{}'", options.name, e.host_name));
-    detail::LibraryKernelSlot slot;
-    slot.info = kernel::make_info(e, s->regions, options.template_dtypes);
+    if (!s->index.emplace(e.host_name, s->kernels.size()).second)
+      throw std::invalid_argument(
+          fmt::format("[library] two kernels of '{}' are named '{}'", options.name, e.host_name));
+    auto& slot = s->kernels.emplace_back();
+    slot.name = e.host_name;
     slot.function = e.base_name;
-    s->kernels.push_back(std::move(slot));
+    slot.index = s->kernels.size() - 1;
+    slot.entry = std::move(e);
   }
+  if (trace::build())
+    std::fprintf(stderr,
+                 "alloy: library %s read: %zu kernels; includes/constants/macros %.3f ms, lex "
+                 "%.3f ms, reflection %.3f ms, parameters %.3f ms\n",
+                 options.name.c_str(), s->kernels.size(), expand_ms, lex_ms, reflect_ms,
+                 trace::ms_since(t3));
   for (auto& [name, fn] : s->references)
     if (!s->find(name)) s->unknown(name);
   for (auto& [input, ph] : options.template_dtypes) {
     bool used = false;
     for (auto& k : s->kernels)
-      for (auto& p : k.info.params) used |= p.takes_argument() && p.name == input;
+      for (auto& p : s->info(k).params) used |= p.takes_argument() && p.name == input;
     if (!used)
       throw std::invalid_argument(fmt::format(
           "[library] template_dtypes: no kernel of '{}' has an argument named '{}' (it sets "
@@ -1533,13 +1578,13 @@ Library compile_library(const std::string& source, const LibraryOptions& options
   bool fallback = s->fallback();
   for (auto& k : s->kernels)
     if (auto it = s->unsupported.find(k.function); it != s->unsupported.end())
-      if (!(fallback && s->references.count(k.info.name))) std::rethrow_exception(it->second);
+      if (!(fallback && s->references.count(k.name))) std::rethrow_exception(it->second);
   return Library(s);
 }
 
 std::vector<std::string> Library::kernel_names() const {
   std::vector<std::string> names;
-  for (auto& k : state_->kernels) names.push_back(k.info.name);
+  for (auto& k : state_->kernels) names.push_back(k.name);
   return names;
 }
 
@@ -1550,7 +1595,7 @@ bool Library::has_kernel(std::string_view name) const {
 const KernelInfo& Library::kernel_info(std::string_view name) const {
   auto* k = state_->find(name);
   if (!k) state_->unknown(name);
-  return k->info;
+  return state_->info(*k);
 }
 
 LibraryKernel Library::kernel(std::string_view name) const {
@@ -1594,8 +1639,7 @@ void Library::precompile(const PrecompileOptions& options) const {
   {
     std::lock_guard lock(v->mu);
     for (auto& k : s->kernels)
-      if (!s->unsupported.count(k.function) && !v->unit_of.count(k.info.name))
-        todo.push_back(k.info.name);
+      if (!s->unsupported.count(k.function) && !v->unit_of.count(k.name)) todo.push_back(k.name);
     size_t shards = std::min<size_t>(todo.size(), std::max(1, kernel::compile_concurrency()));
     for (size_t i = 0; i < shards; ++i) {
       std::set<std::string> hosts(
@@ -1625,11 +1669,11 @@ void Library::precompile(const PrecompileOptions& options) const {
       std::shared_ptr<detail::LibraryJob> unit;
       {
         std::lock_guard lock(v->mu);
-        unit = v->unit_of.at(k.info.name);
+        unit = v->unit_of.at(k.name);
       }
       failure = detail::LibraryState::failure_of(*unit->get(), k.function);
     }
-    if (failure && !(fallback && s->reference(k.info.name))) std::rethrow_exception(failure);
+    if (failure && !(fallback && s->reference(k.name))) std::rethrow_exception(failure);
   }
 }
 
@@ -1638,7 +1682,7 @@ const std::string& Library::source() const {
 }
 
 const KernelInfo& LibraryKernel::info() const {
-  return state_->find(name_)->info;
+  return state_->info(*state_->find(name_));
 }
 
 std::vector<Array> LibraryKernel::operator()(const std::vector<KernelArg>& args,
