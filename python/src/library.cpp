@@ -240,6 +240,11 @@ constexpr const char* kCompileShaderDoc = R"(Compile a whole Metal library (as
 structs, templates instantiated with ``[[host_name("...")]]`` (also through MLX-style
 ``instantiate_kernel`` macros). Kernels are attributes of the returned library.
 
+The source is read at once (kernel names, parameters, argument checks); each kernel compiles
+alone at its first call on a device, so a library of thousands of kernels costs the caller of one
+about what that kernel alone costs. Compile errors show when the kernel's outputs are evaluated;
+``lib.precompile()`` compiles everything up front (in parallel) and raises them there.
+
 Args:
   source (str): The Metal source.
   template_dtypes (dict[str, str], optional): Dtype placeholders, e.g. ``{"A": "TYPE"}``: the
