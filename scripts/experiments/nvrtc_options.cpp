@@ -101,11 +101,10 @@ int main(int argc, char** argv) {
       "  if (i < n) y[i] = expf(sinf(x[i]));\n}\n";
   // The same entry without thread coarsening (the body once, not 4 + 1 times).
   std::string single = alloy;
-  if (auto p = single.find("if (::alloy_entry::cuda_groups_whole(L, 4))");
-      p != std::string::npos)
+  if (auto p = single.find("if (::alloy_entry::cuda_groups_whole(L, 4))"); p != std::string::npos)
     single.insert(p + 4, "false && ");
   std::vector<std::string> base = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device",
-                                   "-DALLOY_MATH_SAFE", "-minimal", inc};
+                                   "-DALLOY_MATH_SAFE",        "-minimal",    inc};
   auto with = [&](std::vector<std::string> extra, std::vector<std::string> o) {
     o.insert(o.end(), extra.begin(), extra.end());
     return o;
@@ -124,14 +123,17 @@ int main(int argc, char** argv) {
       {"hand-written CUDA, --gpu-architecture=sm_90 (CuPy RawKernel's options)",
        [&] { return compile(hand, {"--gpu-architecture=sm_90"}); }},
       {"hand-written CUDA + Alloy's options",
-       [&] { return compile(hand, {"--gpu-architecture=sm_90", "--std=c++17", "-default-device",
-                                   "-minimal"}); }},
+       [&] {
+         return compile(hand,
+                        {"--gpu-architecture=sm_90", "--std=c++17", "-default-device", "-minimal"});
+       }},
       {"Alloy translated (today's options)", [&] { return compile(alloy, base); }},
       {"Alloy translated, no coarsened path", [&] { return compile(single, base); }},
       {"Alloy, without -minimal", [&] { return compile(alloy, without("-minimal")); }},
       {"Alloy, --pch (automatic precompiled headers)",
        [&] { return compile(alloy, with({"--pch"}, base)); }},
-      {"Alloy, -dlto + nvJitLink", [&] {
+      {"Alloy, -dlto + nvJitLink",
+       [&] {
          auto o = base;
          o[0] = "--gpu-architecture=sm_90";
          o.push_back("-dlto");

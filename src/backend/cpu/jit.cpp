@@ -877,8 +877,10 @@ std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const Jit
         if (auto lib = from_disk()) return lib;
       }
     }
-    // Holding the lock (or given up waiting): the entry may have appeared meanwhile.
-    if (waited)
+    // Holding the lock (or given up waiting): the entry may have appeared meanwhile (also when
+    // its builder finished between the miss above and the lock).
+    std::error_code ec;
+    if (waited || fs::exists(cache_.entry_path(kTarget, key, ".meta"), ec))
       if (auto lib = from_disk()) return lib;
   }
 
