@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
 
 #include "backend/cpu/jit.h"
@@ -16,7 +17,8 @@ struct Pool {
   tbb::task_arena arena{tbb::this_task_arena::max_concurrency()};
   std::mutex mu;
   std::condition_variable idle;
-  int running = 0;  // jobs enqueued and not finished
+  std::deque<std::function<void()>> queued;  // jobs no thread has taken yet
+  int running = 0;                           // jobs queued or running
   std::atomic<bool> stopping{false};
 };
 
@@ -40,7 +42,30 @@ void wait_at_exit() {
   Pool& p = pool();
   p.stopping = true;
   std::unique_lock lock(p.mu);
+  p.running -= static_cast<int>(p.queued.size());  // never started: dropped
+  p.queued.clear();
   p.idle.wait(lock, [&] { return p.running == 0; });
+}
+
+// Takes the oldest queued job and runs it on this thread; false when none is queued. Jobs are
+// taken from one queue by the pool's workers and by threads waiting for a compile (helpers).
+bool run_one(Pool& p) {
+  std::function<void()> fn;
+  {
+    std::lock_guard lock(p.mu);
+    if (p.queued.empty()) return false;
+    fn = std::move(p.queued.front());
+    p.queued.pop_front();
+  }
+  if (!p.stopping.load()) {
+    try {
+      fn();
+    } catch (...) {  // a job keeps its errors for whoever needs its result
+    }
+  }
+  std::lock_guard lock(p.mu);
+  if (--p.running == 0) p.idle.notify_all();
+  return true;
 }
 
 }  // namespace
@@ -49,18 +74,14 @@ void compile_async(std::function<void()> fn) {
   Pool& p = pool();
   {
     std::lock_guard lock(p.mu);
+    p.queued.push_back(std::move(fn));
     ++p.running;
   }
-  p.arena.enqueue([&p, fn = std::move(fn)] {
-    if (!p.stopping.load()) {
-      try {
-        fn();
-      } catch (...) {  // a job keeps its errors for whoever needs its result
-      }
-    }
-    std::lock_guard lock(p.mu);
-    if (--p.running == 0) p.idle.notify_all();
-  });
+  p.arena.enqueue([&p] { run_one(p); });  // one task per job (a helper may have taken it)
+}
+
+bool compile_help() {
+  return run_one(pool());
 }
 
 int compile_concurrency() {

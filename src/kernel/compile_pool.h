@@ -2,15 +2,21 @@
 // graph, Library::precompile(background)) compile on oneTBB's workers while the caller goes on.
 //
 // A job that a caller needs before a worker took it runs on the caller's thread instead (see
-// CompileJob), so nothing ever waits for a busy or starved pool; a job runs exactly once.
+// CompileJob), so nothing ever waits for a busy or starved pool; a job runs exactly once. A
+// thread waiting for a job that another thread runs takes queued jobs meanwhile, so every
+// waiting thread adds a compile thread (oneTBB gives the pool cores - 1 workers).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <future>
 #include <memory>
 
 namespace alloy::kernel {
+
+/// Runs one queued compile_async job on this thread, if any; false when none is queued.
+bool compile_help();
 
 /// One compilation, run once by whichever comes first: a pool worker or a caller that needs it.
 template <class T>
@@ -20,9 +26,12 @@ class CompileJob {
       : work_(std::move(work)), future_(promise_.get_future().share()) {}
 
   /// Runs the job on this thread unless it ran or runs already; then waits for its result
-  /// (rethrowing its exception).
+  /// (rethrowing its exception), running queued compile jobs meanwhile (so that a thread waiting
+  /// for one compile adds a compile thread: the pool alone may have a single worker).
   const T& get() {
     run();
+    while (!ready())
+      if (!compile_help()) break;
     return future_.get();
   }
   /// Runs it here if nobody did yet (no wait for a run in progress elsewhere).
