@@ -528,6 +528,7 @@ namespace detail {
 /// One compilation of some of the library's kernels (a unit) for one target.
 struct LibraryBuild {
   std::shared_ptr<kernel::Program> program;
+  std::unordered_map<std::string, size_t> index;     // host name -> program->kernels()[i]
   std::exception_ptr whole;                          // the unit as a whole failed
   std::map<std::string, std::exception_ptr> failed;  // set-aside kernels, by function name
 };
@@ -766,6 +767,9 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
         if (!left) break;
       }
     }
+    if (b->program)
+      for (size_t i = 0; i < b->program->kernels().size(); ++i)
+        b->index.emplace(b->program->kernels()[i].entry.host_name, i);
     units_built++;
     kernels_built += hosts.size();
     return b;
@@ -959,7 +963,8 @@ class LibraryKernelOp : public Primitive {
       compile_failed_ = true;
       std::rethrow_exception(f);
     }
-    const CompiledKernel* k = b->program ? b->program->find(s_.host) : nullptr;
+    auto it = b->index.find(s_.host);
+    const CompiledKernel* k = it == b->index.end() ? nullptr : &b->program->kernels()[it->second];
     if (!k)
       throw Error(s_.label,
                   fmt::format("[library] internal: kernel '{}' missing from the build", s_.label));
