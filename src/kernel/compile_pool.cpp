@@ -80,6 +80,18 @@ void compile_async(std::function<void()> fn) {
   p.arena.enqueue([&p] { run_one(p); });  // one task per job (a helper may have taken it)
 }
 
+void compile_soon(std::function<void()> fn) {
+  Pool& p = pool();
+  size_t queued;
+  {
+    std::lock_guard lock(p.mu);
+    p.queued.push_back(std::move(fn));
+    ++p.running;
+    queued = p.queued.size();
+  }
+  if (queued >= 2) p.arena.enqueue([&p] { run_one(p); });
+}
+
 bool compile_help() {
   return run_one(pool());
 }

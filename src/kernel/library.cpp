@@ -711,7 +711,7 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
       if (u) return u;
       u = job = make_unit(v, {host});
     }
-    if (start) kernel::compile_async([job] { job->run(); });
+    if (start) kernel::compile_soon([job] { job->run(); });
     return job;
   }
 
