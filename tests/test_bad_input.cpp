@@ -262,7 +262,10 @@ std::vector<BadCall> catalogue() {
                K::invalid_argument,
                {"two kernels", "'k'"}});
   c.push_back({"compile error in a library",
-               [] { library("kernel void k(device float* y [[buffer(0)]]) { y[0] = zzz; }"); },
+               [] {  // compiles at the kernel's first evaluation (lazy)
+                 library("kernel void k(device float* y [[buffer(0)]]) { y[0] = zzz; }", "k",
+                         {KernelArg::output({4}, float32)});
+               },
                K::compile_error,
                {"zzz", "line 1"}});
   c.push_back({"bad library math_mode",

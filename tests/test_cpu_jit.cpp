@@ -2,6 +2,7 @@
 // corrupt entries, ALLOY_CXX / ALLOY_CACHE_DIR. Kernel libraries are written by hand against
 // prelude/cpu/abi.h only (the translator and the prelude are tested elsewhere).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -530,6 +531,63 @@ TEST_F(CpuJitTest, PrecompiledPreludeCanBeTurnedOffAndTheKeySaysWhich) {
   if (jit.compiler_identity().find("clang") == std::string::npos) {
     EXPECT_NE(jit.key(kPreludeExpSource), with_key);
   }
+}
+
+}  // namespace
+}  // namespace alloy::cpu
+
+namespace alloy::cpu {
+namespace {
+
+// Processes sharing a disk cache that miss the same kernel at the same time compile it once: the
+// first takes <key>.lock, the others wait for its entry (issue "First-call latency", item 4).
+TEST_F(CpuJitTest, ProcessesSharingACacheCompileAKernelOnce) {
+  ScopedEnv no_pch("ALLOY_CPU_PCH", "0");
+  const int kProcesses = 3;
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  std::vector<pid_t> kids;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(go[1]);
+      char c;
+      ssize_t r = ::read(go[0], &c, 1);  // all start together
+      (void)r;
+      int code = 99;
+      try {
+        Jit jit(config());
+        auto lib = jit.compile(kExpSource);
+        auto in = random_floats(1000, 3);
+        auto out = run_exp(*lib, in);
+        bool good = true;
+        for (size_t i = 0; i < in.size(); ++i)
+          good &= std::fabs(out[i] - std::exp(double(in[i]))) <= 1e-6 * std::exp(double(in[i]));
+        auto n = jit.counters();
+        code = good ? 10 + static_cast<int>(n.with_pch + n.without_pch) : 98;
+      } catch (...) {
+      }
+      ::_exit(code);
+    }
+    kids.push_back(pid);
+  }
+  ::close(go[0]);
+  ASSERT_EQ(::write(go[1], "xxxxxxxx", kProcesses), kProcesses);
+  ::close(go[1]);
+  int compiles = 0;
+  for (pid_t pid : kids) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    int code = WEXITSTATUS(status);
+    ASSERT_TRUE(code == 10 || code == 11) << "child exit status " << code;
+    compiles += code - 10;
+  }
+  EXPECT_EQ(compiles, 1);
+  // No lock is left behind.
+  for (auto& e : fs::directory_iterator(dir_ / "cpu"))
+    EXPECT_NE(e.path().extension(), ".lock") << e.path();
 }
 
 }  // namespace

@@ -516,6 +516,12 @@ TEST(Library, FallbackRunsTheReferenceOfAnUnsupportedKernel) {
   EXPECT_THROW(compile_library(kLibrarySource), NotSupported);
 }
 
+PrecompileOptions on_cpu() {
+  PrecompileOptions o;
+  o.device = Device::cpu();
+  return o;
+}
+
 constexpr const char* kBrokenSource = R"(
 kernel void good(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
                  uint i [[thread_position_in_grid]]) {
@@ -528,13 +534,28 @@ kernel void broken(device const float* x [[buffer(0)]], device float* y [[buffer
 )";
 
 TEST(Library, FallbackForAKernelThatDoesNotCompile) {
-  // Without a reference the compile error is raised, pointing at the user's line.
+  // Without a reference the compile error is raised, pointing at the user's line: by
+  // precompile(), or by the kernel's first evaluation (compilation is lazy); the library's other
+  // kernel still runs.
+  Library plain = compile_library(kBrokenSource);
   try {
-    compile_library(kBrokenSource);
+    plain.precompile(on_cpu());
     FAIL() << "expected a compile error";
   } catch (const CompileError& e) {
     EXPECT_NE(std::string(e.what()).find("line 8"), std::string::npos) << e.what();
   }
+  for_each_device([&](Device dev) {
+    Array x = from({1, 2, 3, 4}, {4}, float32, dev);
+    LibraryCall c = dispatch({4, 1, 1}, {4, 1, 1}, dev);
+    Array y = plain("broken", {x, nan_like({4}, dev)}, c)[0];
+    try {
+      y.eval();
+      FAIL() << "expected a compile error";
+    } catch (const CompileError& e) {
+      EXPECT_NE(std::string(e.what()).find("line 8"), std::string::npos) << e.what();
+    }
+    expect_equal(plain("good", {x, nan_like({4}, dev)}, c)[0], {2, 3, 4, 5});
+  });
   WarningCapture warnings;
   LibraryOptions o;
   o.name = "broken_library";

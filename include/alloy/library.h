@@ -194,6 +194,17 @@ class CheckError : public Error {
   std::vector<int64_t> first_index_;
 };
 
+/// Options of Library::precompile.
+struct PrecompileOptions {
+  /// The device to compile for; the default device when omitted.
+  std::optional<Device> device;
+  /// Return at once and compile on background threads (oneTBB); a call of a kernel still being
+  /// compiled waits for it. Errors then show at the kernels' calls.
+  bool background = false;
+  /// The dtype of each template_dtypes placeholder (by placeholder name; default float32).
+  std::map<std::string, Dtype> placeholders;
+};
+
 namespace detail {
 struct LibraryState;
 struct LibraryAccess;  // internal (src/kernel/library.cpp)
@@ -237,6 +248,13 @@ class Library {
   std::vector<Array> operator()(std::string_view name, const std::vector<KernelArg>& args,
                                 const LibraryCall& call = {}) const;
 
+  /// Compiles every kernel now (kernels otherwise compile one at a time, at their first call on
+  /// a device), in a few translation units compiled in parallel. Throws, as a call would, the
+  /// error of the first kernel that cannot run and has no reference to fall back to
+  /// (alloy::CompileError with the user's lines, alloy::NotSupported); kernels already compiled
+  /// (or being compiled) for that device are not compiled again.
+  void precompile(const PrecompileOptions& options = {}) const;
+
   void set_reference(std::string_view name, ReferenceFn fn) const;
   /// The source as given.
   const std::string& source() const;
@@ -250,9 +268,13 @@ class Library {
 
 /// Reads a whole Metal source: `[[kernel]]`/`kernel` functions, helpers, structs, templates
 /// instantiated with [[host_name("...")]] (also through MLX-style instantiate_kernel macros).
-/// Without template_dtypes the library is compiled at once for the default device. Throws
-/// std::invalid_argument for sources it cannot read, alloy::CompileError / NotSupported when a
-/// kernel without a reference cannot be compiled.
+/// It is translated at once (reflection: kernel names and parameters, argument checks), but a
+/// kernel is compiled only when it is first called on a device, alone (a library of thousands of
+/// instantiations costs the caller of one kernel about what that kernel alone costs);
+/// Library::precompile compiles everything up front. Throws std::invalid_argument for sources it
+/// cannot read, alloy::NotSupported when a kernel without a reference uses a feature Alloy does
+/// not support. Compile errors (alloy::CompileError) show at the kernel's first evaluation, or in
+/// precompile().
 Library compile_library(const std::string& source, const LibraryOptions& options = {});
 
 /// Where warnings (e.g. "kernel 'k' runs its reference") go; the default prints to stderr.

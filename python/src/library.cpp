@@ -242,6 +242,11 @@ constexpr const char* kCompileShaderDoc = R"(Compile a whole Metal library (as
 structs, templates instantiated with ``[[host_name("...")]]`` (also through MLX-style
 ``instantiate_kernel`` macros). Kernels are attributes of the returned library.
 
+The source is read at once (kernel names, parameters, argument checks); each kernel compiles
+alone at its first call on a device, so a library of thousands of kernels costs the caller of one
+about what that kernel alone costs. Compile errors show when the kernel's outputs are evaluated;
+``lib.precompile()`` compiles everything up front (in parallel) and raises them there.
+
 Args:
   source (str): The Metal source.
   template_dtypes (dict[str, str], optional): Dtype placeholders, e.g. ``{"A": "TYPE"}``: the
@@ -409,7 +414,8 @@ void bind_library(nb::module_& m) {
       .def("__dir__",
            [](const Library& l) {
              auto names = l.kernel_names();
-             for (const char* a : {"kernel_names", "set_reference", "source"}) names.push_back(a);
+             for (const char* a : {"kernel_names", "precompile", "set_reference", "source"})
+               names.push_back(a);
              return names;
            })
       .def(
@@ -420,6 +426,34 @@ void bind_library(nb::module_& m) {
           nb::arg("name"), nb::arg("fn").none(),
           nb::sig("def set_reference(self, name: str, fn: Callable[..., object] | None) -> None"),
           "Attach (or, with None, remove) the reference implementation of kernel `name`.")
+      .def(
+          "precompile",
+          [](const Library& l, nb::handle stream, bool background, nb::handle placeholders) {
+            PrecompileOptions o;
+            o.device = to_device(stream, "stream");
+            o.background = background;
+            if (!placeholders.is_none()) {
+              if (!nb::isinstance<nb::dict>(placeholders))
+                bad("expected `placeholders` to be a dict of placeholder name -> dtype",
+                    placeholders);
+              for (auto [k, v] : nb::cast<nb::dict>(placeholders))
+                o.placeholders[nb::cast<std::string>(k)] = to_dtype(v);
+            }
+            nb::gil_scoped_release release;
+            l.precompile(o);
+          },
+          nb::arg("stream").none() = nb::none(), nb::arg("background") = false,
+          nb::arg("placeholders").none() = nb::none(),
+          nb::sig("def precompile(self, stream: Stream | Device | DeviceType | None = None, "
+                  "background: bool = False, placeholders: dict[str, Dtype] | None = None) -> "
+                  "None"),
+          "Compile every kernel now (kernels otherwise compile one at a time, at their first "
+          "call on a device), in a few units compiled in parallel. Raises, as a call would, the "
+          "error of the first kernel that cannot run and has no reference (CompileError, "
+          "NotSupportedError). With ``background=True`` it returns at once and compiles on "
+          "background threads; a call of a kernel still compiling waits for it. "
+          "``placeholders`` gives the dtype of each template_dtypes placeholder (default "
+          "float32).")
       .def_prop_ro("source", &Library::source, "The Metal source as given.")
       .def("__repr__", [](const Library& l) {
         std::string names;

@@ -115,8 +115,9 @@ CASES = [
     ("kernel returning int", lambda: alloy.compile_shader(
         "kernel int k(device float* y [[buffer(0)]]) { return 0; }"),
      ValueError, ["must return void"]),
-    ("compile error in a library", lambda: alloy.compile_shader(
-        "kernel void k(device float* y [[buffer(0)]]) { y[0] = zzz; }"),
+    ("compile error in a library", lambda: lib_call(  # compiles at evaluation (lazy)
+        "kernel void k(device float* y [[buffer(0)]]) { y[0] = zzz; }", "k",
+        (np.zeros(4, np.float32),)),
      alloy.CompileError, ["zzz"]),
     # ---- library calls
     ("unknown kernel", lambda: lib_call(kernel="axpby", args=(X, X, 2.0)),

@@ -237,14 +237,19 @@ def test_fallback_for_unsupported_kernel(device, rng):
 
 
 def test_fallback_for_kernel_that_does_not_compile(device):
+    # Compilation is lazy: the error shows in precompile() or at the kernel's evaluation.
+    plain = alloy.compile_shader(BROKEN, name="py_broken_plain")
     with pytest.raises(alloy.CompileError, match="line 8"):
-        alloy.compile_shader(BROKEN)
+        plain.precompile(stream=device)
+    with pytest.raises(alloy.CompileError, match="line 8"):
+        np.asarray(run(plain.broken, device, np.arange(4, dtype=np.float32), nan(4)))
     lib = alloy.compile_shader(BROKEN, references={"broken": _double}, name="py_broken")
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(np.asarray(run(lib.good, device, x, nan(4))), x + 1)
+    # The kernel compiles when it is evaluated: the fallback (and its warning) happens there.
     with pytest.warns(RuntimeWarning, match="no_such_function"):
-        y = run(lib.broken, device, x, nan(4))
-    np.testing.assert_array_equal(np.asarray(y), 2 * x)
+        y = np.asarray(run(lib.broken, device, x, nan(4)))
+    np.testing.assert_array_equal(y, 2 * x)
 
 
 def test_check_mode(device, rng, monkeypatch):
@@ -283,3 +288,39 @@ using namespace metal;
     reports = alloy.take_out_of_range_reports()
     assert len(reports) == 2
     assert all(r["buffer"] == "src" for r in reports)
+
+
+# ---- lazy compilation ------------------------------------------------------------------------
+
+
+def _many_kernels(count, tag):
+    lines = [f"constant int tag = {tag};",
+             "template <int N>",
+             "[[kernel]] void add_n(device const float* x [[buffer(0)]],",
+             "                      device float* y [[buffer(1)]],",
+             "                      uint i [[thread_position_in_grid]]) {",
+             "  y[i] = x[i] + float(N) + float(tag - tag);",
+             "}"]
+    lines += [f'template [[host_name("add_{n}")]] [[kernel]] decltype(add_n<{n}>) add_n<{n}>;'
+              for n in range(count)]
+    return "\n".join(lines)
+
+
+def test_precompile_and_lazy_first_call(rng):
+    tag = int(rng.integers(0, 1 << 30))
+    lib = alloy.compile_shader(_many_kernels(300, tag), name="py_lazy")
+    assert len(lib.kernel_names()) == 300
+    assert [p["name"] for p in lib.add_7.params] == ["x", "y", "i"]  # reflection: no compile
+    with pytest.raises(ValueError, match="expected an array of float32"):
+        lib.add_7(np.zeros(4, np.int32), nan(4), stream=alloy.cpu)
+    x = rng.uniform(-1, 1, 50).astype(np.float32)
+    y = np.asarray(lib.add_7(x, nan(50), stream=alloy.cpu))
+    np.testing.assert_allclose(y, x + 7, rtol=1e-6)
+    small = alloy.compile_shader(_many_kernels(4, tag + 1), name="py_precompiled")
+    small.precompile(stream=alloy.cpu)
+    small.precompile(stream=alloy.cpu, background=True)  # nothing left to do
+    for n in range(4):
+        y = np.asarray(getattr(small, f"add_{n}")(x, nan(50), stream=alloy.cpu))
+        np.testing.assert_allclose(y, x + n, rtol=1e-6)
+    with pytest.raises(ValueError, match="not a dtype placeholder"):
+        small.precompile(stream=alloy.cpu, placeholders={"T": alloy.float16})

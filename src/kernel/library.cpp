@@ -12,18 +12,24 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "alloy/errors.h"
 #include "backend/cpu/executor.h"
 #include "core/array_node.h"
 #include "core/gpu_backend.h"
 #include "core/primitive.h"
+#include "core/trace.h"
+#include "kernel/compile_pool.h"
 #include "kernel/gpu_program.h"
 #include "kernel/limits.h"
 #include "kernel/program.h"
@@ -373,7 +379,7 @@ std::string pretty(const std::vector<std::string>& toks) {
   for (size_t i = 0; i < toks.size(); ++i) {
     const std::string& t = toks[i];
     bool glue = s.empty() || t == "*" || t == "&" || t == "," || t == ">" || t == "::" ||
-                t == "<" || s.back() == '<' || s.ends_with("::");
+                t == "<" || s.back() == '<' || s.back() == ' ' || s.ends_with("::");
     if (!glue) s += ' ';
     s += t;
     if (t == ",") s += ' ';
@@ -519,30 +525,57 @@ std::vector<int> error_lines(const std::string& what) {
 
 namespace detail {
 
-/// One compiled variant of the library for one target.
+/// One compilation of some of the library's kernels (a unit) for one target.
 struct LibraryBuild {
   std::shared_ptr<kernel::Program> program;
-  std::exception_ptr whole;                          // the library as a whole failed
+  std::unordered_map<std::string, size_t> index;     // host name -> program->kernels()[i]
+  std::exception_ptr whole;                          // the unit as a whole failed
   std::map<std::string, std::exception_ptr> failed;  // set-aside kernels, by function name
 };
 
-struct LibraryKernelSlot {
-  KernelInfo info;
-  std::string function;  // base function name (a KernelRegion's name)
+using LibraryJob = kernel::CompileJob<std::shared_ptr<LibraryBuild>>;
+
+/// The library for one target and one set of placeholder types: which unit compiles each kernel.
+/// A kernel called before anything compiled it gets a unit of its own (only that kernel is
+/// compiled: lazy compile); precompile() puts the kernels no unit has yet into a few large units
+/// compiled in parallel.
+struct LibraryVariant {
+  msl::Target target = msl::Target::cpu;
+  std::map<std::string, std::string> types;  // placeholder -> Metal type
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<LibraryJob>> unit_of;  // by host name
 };
 
-struct LibraryState {
+struct LibraryKernelSlot {
+  std::string name;      // host name
+  std::string function;  // base function name (a KernelRegion's name)
+  size_t index = 0;      // in LibraryState::kernels
+  msl::KernelEntry entry;
+  // The reflection (KernelInfo) is made at its first use: a library of thousands of kernels is
+  // read without making thousands of parameter lists that no call asks for.
+  mutable std::once_flag once;
+  mutable KernelInfo info_;
+};
+
+struct LibraryState : std::enable_shared_from_this<LibraryState> {
   std::string source;
   LibraryOptions options;  // references moved to `references`
   std::vector<msl::Token> toks;
   std::vector<kernel::KernelRegion> regions;
   std::map<std::string, std::exception_ptr> unsupported;  // set aside for every target
-  std::vector<LibraryKernelSlot> kernels;
+  std::deque<LibraryKernelSlot> kernels;                  // (slots do not move)
+  std::unordered_map<std::string, size_t> index;          // host name -> kernels[i]
 
-  std::mutex mu;  // references, builds
+  const KernelInfo& info(const LibraryKernelSlot& k) const {
+    std::call_once(k.once,
+                   [&] { k.info_ = kernel::make_info(k.entry, regions, options.template_dtypes); });
+    return k.info_;
+  }
+
+  std::mutex mu;  // references, variants
   std::map<std::string, ReferenceFn> references;
-  std::map<std::string, std::shared_ptr<LibraryBuild>> builds;
-  std::mutex build_mu;  // one build at a time
+  std::map<std::string, std::shared_ptr<LibraryVariant>> variants;
+  std::atomic<uint64_t> units_built{0}, kernels_built{0};  // statistics (tests)
 
   bool fallback() const { return options.fallback.value_or(kernel::fallback_from_env()); }
   bool robust() const { return options.robust || robust_by_default(); }
@@ -553,13 +586,12 @@ struct LibraryState {
   }
 
   const LibraryKernelSlot* find(std::string_view name) const {
-    for (auto& k : kernels)
-      if (k.info.name == name) return &k;
-    return nullptr;
+    auto it = index.find(std::string(name));
+    return it == index.end() ? nullptr : &kernels[it->second];
   }
   [[noreturn]] void unknown(std::string_view name) const {
     std::string names;
-    for (auto& k : kernels) names += (names.empty() ? "" : ", ") + k.info.name;
+    for (auto& k : kernels) names += (names.empty() ? "" : ", ") + k.name;
     throw std::invalid_argument(
         fmt::format("[library] '{}' has no kernel named '{}'; its kernels "
                     "are: {}",
@@ -572,12 +604,34 @@ struct LibraryState {
   }
 
   // The source with dtype placeholders replaced and the bodies of `stubbed` kernels blanked.
+  // With `keep`, only the kernels whose host names it lists stay: every other kernel function is
+  // blanked whole, and so are the explicit instantiations of host names it does not list (Metal
+  // code cannot call a kernel, so nothing else depends on them). Blanked text keeps its newlines:
+  // line numbers stay the user's.
   std::string render(const std::map<std::string, std::string>& types,
-                     const std::set<std::string>& stubbed) const {
+                     const std::set<std::string>& stubbed,
+                     const std::set<std::string>* keep = nullptr) const {
     std::vector<char> blank(toks.size(), 0);
-    for (auto& r : regions)
+    auto blank_range = [&](size_t b, size_t e) {  // [b, e]
+      for (size_t i = b; i <= e && i < toks.size(); ++i) blank[i] = 1;
+    };
+    for (auto& r : regions) {
       if (stubbed.count(r.name))
         for (size_t i = r.body_open + 1; i < r.body_close; ++i) blank[i] = 1;
+      if (!keep) continue;
+      bool any = false;
+      if (r.instantiations.empty()) {
+        any = keep->count(r.name) > 0;
+      } else {
+        for (auto& in : r.instantiations) {
+          if (keep->count(in.host_name))
+            any = true;
+          else
+            blank_range(in.begin, in.end);
+        }
+      }
+      if (!any) blank_range(r.begin, r.body_close);
+    }
     std::string out;
     out.reserve(source.size());
     for (size_t i = 0; i < toks.size(); ++i) {
@@ -607,6 +661,8 @@ struct LibraryState {
       try {
         msl::TranslateOptions topt;
         topt.label = options.name;
+        topt.reflect_only = true;
+        topt.expand_macros = false;  // render() is of the expanded source
         return msl::translate(render({}, stubbed), topt);
       } catch (const NotSupported& e) {
         auto lines = kernel::error_lines(e.what());
@@ -618,22 +674,50 @@ struct LibraryState {
     }
   }
 
-  // Compiles the variant for `target` (placeholders -> Metal types), setting aside the kernels
-  // whose bodies fail; a failure outside kernel bodies fails the library as a whole.
-  std::shared_ptr<LibraryBuild> build(msl::Target target,
-                                      const std::map<std::string, std::string>& types) {
+  std::shared_ptr<LibraryVariant> variant(msl::Target target,
+                                          const std::map<std::string, std::string>& types) {
     std::string key = target == msl::Target::cuda ? "cuda" : "cpu";
     if (robust()) key += "|robust";
     for (auto& [ph, t] : types) key += "|" + ph + "=" + t;
-    {
-      std::lock_guard lock(mu);
-      if (auto it = builds.find(key); it != builds.end()) return it->second;
+    std::lock_guard lock(mu);
+    auto& v = variants[key];
+    if (!v) {
+      v = std::make_shared<LibraryVariant>();
+      v->target = target;
+      v->types = types;
     }
-    std::lock_guard build_lock(build_mu);
+    return v;
+  }
+
+  // A new unit compiling `hosts` (not registered anywhere yet).
+  std::shared_ptr<LibraryJob> make_unit(const std::shared_ptr<LibraryVariant>& v,
+                                        std::set<std::string> hosts) {
+    std::weak_ptr<LibraryState> self = weak_from_this();
+    return std::make_shared<LibraryJob>([self, v, hosts = std::move(hosts)] {
+      auto s = self.lock();
+      if (!s) throw Error("", "[library] the library was destroyed before it compiled");
+      return s->build(*v, hosts);
+    });
+  }
+
+  // The unit that compiles kernel `host` in variant `v`: the one registered, else a new unit of
+  // that kernel alone. `start` queues a new unit on the compile pool.
+  std::shared_ptr<LibraryJob> unit_for(const std::shared_ptr<LibraryVariant>& v,
+                                       const std::string& host, bool start) {
+    std::shared_ptr<LibraryJob> job;
     {
-      std::lock_guard lock(mu);
-      if (auto it = builds.find(key); it != builds.end()) return it->second;
+      std::lock_guard lock(v->mu);
+      auto& u = v->unit_of[host];
+      if (u) return u;
+      u = job = make_unit(v, {host});
     }
+    if (start) kernel::compile_soon([job] { job->run(); });
+    return job;
+  }
+
+  // Compiles the kernels `hosts` of variant `v` as one program, setting aside the kernels whose
+  // bodies fail; a failure outside kernel bodies fails the unit as a whole.
+  std::shared_ptr<LibraryBuild> build(const LibraryVariant& v, const std::set<std::string>& hosts) {
     auto b = std::make_shared<LibraryBuild>();
     std::set<std::string> stubbed;
     for (auto& [fn, e] : unsupported) {
@@ -643,10 +727,14 @@ struct LibraryState {
     for (size_t attempt = 0;; ++attempt) {
       kernel::SourceMap map;
       map.label = options.name;
-      map.msl = render(types, stubbed);
+      auto t0 = std::chrono::steady_clock::now();
+      map.msl = render(v.types, stubbed, &hosts);
       map.user_text = true;
+      if (trace::build())
+        std::fprintf(stderr, "alloy: library %s: unit of %zu kernel(s) rendered in %.3f ms\n",
+                     options.name.c_str(), hosts.size(), trace::ms_since(t0));
       try {
-        b->program = kernel::Program::build(map, target, options.math_mode, bind_options());
+        b->program = kernel::Program::build(map, v.target, options.math_mode, bind_options());
         break;
       } catch (const std::exception& e) {
         auto ep = std::current_exception();
@@ -672,11 +760,26 @@ struct LibraryState {
           stubbed.insert(c);
           b->failed[c] = ep;
         }
+        // Nothing left to compile (a unit of one kernel that failed): no second compile.
+        bool left = false;
+        for (auto& h : hosts)
+          if (auto* k = find(h); k && !stubbed.count(k->function)) left = true;
+        if (!left) break;
       }
     }
-    std::lock_guard lock(mu);
-    builds[key] = b;
+    if (b->program)
+      for (size_t i = 0; i < b->program->kernels().size(); ++i)
+        b->index.emplace(b->program->kernels()[i].entry.host_name, i);
+    units_built++;
+    kernels_built += hosts.size();
     return b;
+  }
+
+  // Why kernel `slot` cannot run in build `b` (nullptr: it can).
+  static std::exception_ptr failure_of(const LibraryBuild& b, const std::string& function) {
+    if (b.whole) return b.whole;
+    if (auto it = b.failed.find(function); it != b.failed.end()) return it->second;
+    return nullptr;
   }
 };
 
@@ -729,11 +832,22 @@ struct Binding {
 /// One call of a library kernel in the graph. Inputs: the arrays of the call (read-only buffers,
 /// scalars, and the previous contents of writable buffers that were given); outputs: the new
 /// contents of the writable buffers.
+// The warning of a kernel that runs its reference because it cannot be compiled for `target`.
+std::string fallback_message(const std::string& label, msl::Target target,
+                             const std::exception_ptr& why) {
+  return fmt::format(
+      "kernel '{}' cannot run on the {} ({}); running its reference implementation instead", label,
+      target == msl::Target::cuda ? "GPU" : "CPU", first_line(why));
+}
+
 class LibraryKernelOp : public Primitive {
  public:
   struct State {
     std::string label;  // "library:kernel"
-    std::shared_ptr<Program> program;
+    std::string host;   // the kernel's host name
+    // The compilation that holds the kernel (started at the call; waited for at evaluation).
+    std::shared_ptr<detail::LibraryJob> unit;
+    std::string function;  // base function name (failures are recorded by function)
     size_t kernel_index = 0;
     std::vector<Binding> bindings;
     std::vector<int> output_source;  // output j: input holding its previous contents, or -1
@@ -744,6 +858,7 @@ class LibraryKernelOp : public Primitive {
     ReferenceFn reference;  // for launch-time fallback
     bool fallback = false;
     bool robust = false;
+    msl::Target target = msl::Target::cpu;
 
     std::string buffer_name(uint32_t buffer) const {
       for (auto& b : bindings)
@@ -778,7 +893,7 @@ class LibraryKernelOp : public Primitive {
   }
   bool is_equivalent(const Primitive& other) const override {
     auto* o = dynamic_cast<const LibraryKernelOp*>(&other);
-    return o && o->s_.program == s_.program && state() == other.state();
+    return o && o->s_.unit == s_.unit && o->s_.host == s_.host && state() == other.state();
   }
 
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override {
@@ -790,6 +905,7 @@ class LibraryKernelOp : public Primitive {
 
  private:
   State s_;
+  mutable bool compile_failed_ = false;  // the last compiled() failed to compile (not launch)
 
   template <class F>
   void guarded(const std::vector<Array>& inputs, std::vector<Array>& outputs, F&& launch) {
@@ -802,10 +918,14 @@ class LibraryKernelOp : public Primitive {
     } catch (...) {
       auto e = std::current_exception();
       if (!s_.reference || !s_.fallback || !is_fallback_error(e)) throw;
-      warn_once(s_.label + "|launch",
-                fmt::format("kernel '{}' cannot run ({}); running its reference implementation "
-                            "instead",
-                            s_.label, first_line(e)));
+      if (compile_failed_)
+        warn_once(s_.label + "|" + std::to_string(static_cast<int>(s_.target)),
+                  fallback_message(s_.label, s_.target, e));
+      else
+        warn_once(s_.label + "|launch",
+                  fmt::format("kernel '{}' cannot run ({}); running its reference implementation "
+                              "instead",
+                              s_.label, first_line(e)));
       std::vector<Array> args;
       for (int k : s_.arg_input) args.push_back(k >= 0 ? in[k] : Array());
       auto ref = call_reference(s_.reference, s_.label, args, outputs.size());
@@ -835,8 +955,25 @@ class LibraryKernelOp : public Primitive {
 
   bool empty_grid() const { return s_.threads[0] == 0 || s_.threads[1] == 0 || s_.threads[2] == 0; }
 
+  // The compiled program and kernel (compiles now if the compile pool has not started it);
+  // throws why the kernel cannot run (the caller falls back to the reference).
+  std::pair<const Program*, const CompiledKernel*> compiled() const {
+    const auto& b = s_.unit->get();
+    if (auto f = detail::LibraryState::failure_of(*b, s_.function)) {
+      compile_failed_ = true;
+      std::rethrow_exception(f);
+    }
+    auto it = b->index.find(s_.host);
+    const CompiledKernel* k = it == b->index.end() ? nullptr : &b->program->kernels()[it->second];
+    if (!k)
+      throw Error(s_.label,
+                  fmt::format("[library] internal: kernel '{}' missing from the build", s_.label));
+    return {b->program.get(), k};
+  }
+
   void launch_cpu(const std::vector<Array>& in, std::vector<Array>& outputs) {
-    const CompiledKernel& k = s_.program->kernels()[s_.kernel_index];
+    auto [program, kp] = compiled();
+    const CompiledKernel& k = *kp;
     int nbuf = 0;
     for (auto& b : s_.bindings)
       if (!b.threadgroup) nbuf = std::max(nbuf, b.index + 1);
@@ -866,7 +1003,7 @@ class LibraryKernelOp : public Primitive {
       opts.kernel = s_.label;
       cpu::OobLog oob;
       if (s_.robust) opts.oob = &oob;
-      cpu::run(L, k.cpu_group, k.cpu_thread, s_.program->uses_sync(), opts);
+      cpu::run(L, k.cpu_group, k.cpu_thread, program->uses_sync(), opts);
       if (s_.robust)
         collect_cpu_reports(s_.label, oob, [&](uint32_t b) { return s_.buffer_name(b); });
     } catch (const std::invalid_argument&) {
@@ -879,7 +1016,7 @@ class LibraryKernelOp : public Primitive {
   }
 
   void launch_gpu_(const std::vector<Array>& in, std::vector<Array>& outputs) {
-    const CompiledKernel& k = s_.program->kernels()[s_.kernel_index];
+    const CompiledKernel& k = *compiled().second;
     alloy_cuda_launch L{};
     uint64_t smem = 0;
     for (auto& b : s_.bindings) {
@@ -1056,7 +1193,7 @@ namespace {
 std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
                                const detail::LibraryKernelSlot& slot,
                                const std::vector<KernelArg>& args, const LibraryCall& call) {
-  const KernelInfo& info = slot.info;
+  const KernelInfo& info = s->info(slot);
   const std::string label =
       s->options.name == "library" ? info.name : s->options.name + ":" + info.name;
   std::vector<const KernelParamInfo*> data;
@@ -1305,30 +1442,26 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
     types[ph] = std::string(msl_type_name(it == bound.end() ? Dtype::float32 : it->second));
   }
   msl::Target target = dev.type == Device::Type::gpu ? msl::Target::cuda : msl::Target::cpu;
-  auto build = s->build(target, types);
-  std::exception_ptr failure = build->whole;
-  if (!failure)
-    if (auto it = build->failed.find(slot.function); it != build->failed.end())
-      failure = it->second;
-  const CompiledKernel* compiled = build->program ? build->program->find(info.name) : nullptr;
-  if (!failure && !compiled)
-    throw Error(label,
-                fmt::format("[library] internal: kernel '{}' missing from the build", label));
-  if (failure) {
+  // A kernel set aside at reading (an unsupported feature) cannot run anywhere: known now.
+  if (auto it = s->unsupported.find(slot.function); it != s->unsupported.end()) {
+    std::exception_ptr failure = it->second;
     if (!reference || !fallback || !is_fallback_error(failure)) std::rethrow_exception(failure);
-    warn_once(
-        label + "|" + std::to_string(static_cast<int>(target)),
-        fmt::format("kernel '{}' cannot run on the {} ({}); running its reference "
-                    "implementation instead",
-                    label, dev.type == Device::Type::gpu ? "GPU" : "CPU", first_line(failure)));
+    warn_once(label + "|" + std::to_string(static_cast<int>(target)),
+              fallback_message(label, target, failure));
     std::vector<Array> result;
     auto& ref = run_reference();
     for (size_t j = 0; j < outs.size(); ++j)
       result.push_back(conform(ref[j], shapes[j], dtypes[j], dev, label, outs[j].param->name));
     return result;
   }
-  st.program = build->program;
-  st.kernel_index = static_cast<size_t>(compiled - build->program->kernels().data());
+  // The compilation of this kernel (lazy: of this kernel alone, unless precompile() put it in a
+  // larger unit) starts now on the compile pool, so that kernels called one after another compile
+  // in parallel; evaluation waits for it, and falls back to the reference if it fails.
+  st.host = info.name;
+  st.function = slot.function;
+  st.unit = s->unit_for(s->variant(target, types), info.name, /*start=*/true);
+  st.kernel_index = slot.index;
+  st.target = target;
   st.reference = reference;
   st.fallback = fallback;
   auto prim = std::make_shared<LibraryKernelOp>(std::move(st));
@@ -1348,7 +1481,8 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
 }  // namespace
 
 std::string compile_library_cubin(const Library& lib, const std::string& arch,
-                                  const std::map<std::string, Dtype>& placeholders) {
+                                  const std::map<std::string, Dtype>& placeholders,
+                                  const std::vector<std::string>& kernels) {
   std::string why;
   if (!nvrtc_available(&why)) return why.empty() ? "NVRTC not found" : why;
   const auto& s = detail::LibraryAccess::state(lib);
@@ -1361,11 +1495,31 @@ std::string compile_library_cubin(const Library& lib, const std::string& arch,
   for (auto& [fn, e] : s->unsupported) stubbed.insert(fn);
   SourceMap map;
   map.label = s->options.name;
-  map.msl = s->render(types, stubbed);
+  std::set<std::string> keep;
+  for (auto& k : kernels) {
+    if (!s->find(k)) s->unknown(k);
+    keep.insert(k);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  map.msl = s->render(types, stubbed, kernels.empty() ? nullptr : &keep);
   map.user_text = true;
-  auto tr = msl::translate(map.msl, translate_options(map, msl::Target::cuda, {}));
+  auto topt = translate_options(map, msl::Target::cuda, {});
+  topt.expand_macros = false;  // render() is of the expanded source
+  auto tr = msl::translate(map.msl, topt);
+  double translate_ms = trace::ms_since(t0);
+  auto t1 = std::chrono::steady_clock::now();
   compile_cubin(tr, s->options.math_mode, map, "kernel.metal", arch);
+  if (trace::build())
+    std::fprintf(stderr,
+                 "alloy: library %s: cubin of %zu kernel(s): render+translate %.3f ms, "
+                 "NVRTC %.3f ms\n",
+                 s->options.name.c_str(), tr.kernels.size(), translate_ms, trace::ms_since(t1));
   return "";
+}
+
+LibraryStats library_stats(const Library& lib) {
+  const auto& s = detail::LibraryAccess::state(lib);
+  return {s->units_built.load(), s->kernels_built.load()};
 }
 
 }  // namespace kernel
@@ -1379,6 +1533,7 @@ Library compile_library(const std::string& source, const LibraryOptions& options
   s->options = options;
   s->references = std::move(s->options.references);
   s->options.references.clear();
+  auto t0 = std::chrono::steady_clock::now();
   // Headers, then function constants (both before anything reads the source), then macros.
   std::string included =
       msl::expand_includes(source, {options.headers, options.include_dirs, options.name});
@@ -1387,54 +1542,59 @@ Library compile_library(const std::string& source, const LibraryOptions& options
       {options.named_function_constants.begin(), options.named_function_constants.end()}};
   std::string expanded =
       msl::expand_kernel_macros(msl::apply_function_constants(included, constants, options.name));
+  double expand_ms = trace::ms_since(t0);
+  auto t1 = std::chrono::steady_clock::now();
   s->toks = msl::lex(expanded);
   s->regions = kernel::find_kernel_regions(s->toks);
+  double lex_ms = trace::ms_since(t1);
+  auto t2 = std::chrono::steady_clock::now();
   msl::Translation tr = s->reflect();
+  double reflect_ms = trace::ms_since(t2);
+  auto t3 = std::chrono::steady_clock::now();
   if (tr.kernels.empty())
     throw std::invalid_argument("[library] no kernel function found in the source of '" +
                                 options.name + "'");
   for (auto& e : tr.kernels) {
-    for (auto& k : s->kernels)
-      if (k.info.name == e.host_name)
-        throw std::invalid_argument(
-            fmt::format("[library] two kernels of '{}' are named '{}'", options.name, e.host_name));
-    detail::LibraryKernelSlot slot;
-    slot.info = kernel::make_info(e, s->regions, options.template_dtypes);
+    if (!s->index.emplace(e.host_name, s->kernels.size()).second)
+      throw std::invalid_argument(
+          fmt::format("[library] two kernels of '{}' are named '{}'", options.name, e.host_name));
+    auto& slot = s->kernels.emplace_back();
+    slot.name = e.host_name;
     slot.function = e.base_name;
-    s->kernels.push_back(std::move(slot));
+    slot.index = s->kernels.size() - 1;
+    slot.entry = std::move(e);
   }
+  if (trace::build())
+    std::fprintf(stderr,
+                 "alloy: library %s read: %zu kernels; includes/constants/macros %.3f ms, lex "
+                 "%.3f ms, reflection %.3f ms, parameters %.3f ms\n",
+                 options.name.c_str(), s->kernels.size(), expand_ms, lex_ms, reflect_ms,
+                 trace::ms_since(t3));
   for (auto& [name, fn] : s->references)
     if (!s->find(name)) s->unknown(name);
   for (auto& [input, ph] : options.template_dtypes) {
     bool used = false;
     for (auto& k : s->kernels)
-      for (auto& p : k.info.params) used |= p.takes_argument() && p.name == input;
+      for (auto& p : s->info(k).params) used |= p.takes_argument() && p.name == input;
     if (!used)
       throw std::invalid_argument(fmt::format(
           "[library] template_dtypes: no kernel of '{}' has an argument named '{}' (it sets "
           "placeholder {})",
           options.name, input, ph));
   }
-  // Compile now (errors show at once) unless variants depend on the calls' dtypes.
-  if (options.template_dtypes.empty()) {
-    Device dev = default_device();
-    auto build = s->build(dev.type == Device::Type::gpu ? msl::Target::cuda : msl::Target::cpu, {});
-    bool fallback = s->fallback();
-    for (auto& k : s->kernels) {
-      std::exception_ptr failure = build->whole;
-      if (!failure)
-        if (auto it = build->failed.find(k.function); it != build->failed.end())
-          failure = it->second;
-      if (failure && !(fallback && s->references.count(k.info.name)))
-        std::rethrow_exception(failure);
-    }
-  }
+  // A kernel that reading set aside (an unsupported feature) and that has no reference to fall
+  // back to could never run: known without compiling, so it fails now. Compile errors show at a
+  // kernel's first call (compilation is lazy) or in precompile().
+  bool fallback = s->fallback();
+  for (auto& k : s->kernels)
+    if (auto it = s->unsupported.find(k.function); it != s->unsupported.end())
+      if (!(fallback && s->references.count(k.name))) std::rethrow_exception(it->second);
   return Library(s);
 }
 
 std::vector<std::string> Library::kernel_names() const {
   std::vector<std::string> names;
-  for (auto& k : state_->kernels) names.push_back(k.info.name);
+  for (auto& k : state_->kernels) names.push_back(k.name);
   return names;
 }
 
@@ -1445,7 +1605,7 @@ bool Library::has_kernel(std::string_view name) const {
 const KernelInfo& Library::kernel_info(std::string_view name) const {
   auto* k = state_->find(name);
   if (!k) state_->unknown(name);
-  return k->info;
+  return state_->info(*k);
 }
 
 LibraryKernel Library::kernel(std::string_view name) const {
@@ -1464,12 +1624,75 @@ void Library::set_reference(std::string_view name, ReferenceFn fn) const {
   kernel(name).set_reference(std::move(fn));
 }
 
+void Library::precompile(const PrecompileOptions& options) const {
+  auto& s = state_;
+  Device dev = options.device.value_or(default_device());
+  if (dev.type == Device::Type::gpu && !gpu_available())
+    throw std::invalid_argument("[library] no GPU is available (no CUDA driver or device)");
+  std::map<std::string, std::string> types;
+  for (auto& [input, ph] : s->options.template_dtypes) {
+    auto it = options.placeholders.find(ph);
+    types[ph] =
+        std::string(msl_type_name(it == options.placeholders.end() ? Dtype::float32 : it->second));
+  }
+  for (auto& [ph, dt] : options.placeholders)
+    if (!types.count(ph))
+      throw std::invalid_argument(fmt::format(
+          "[library] precompile: '{}' is not a dtype placeholder of '{}'", ph, s->options.name));
+  msl::Target target = dev.type == Device::Type::gpu ? msl::Target::cuda : msl::Target::cpu;
+  auto v = s->variant(target, types);
+  // The kernels no unit compiles yet, in source order, split into a few units of neighbouring
+  // kernels (one per compile thread, so that they compile in parallel; each unit pays the
+  // compiler's fixed cost once). Kernels set aside at reading are not compiled.
+  std::vector<std::string> todo;
+  std::vector<std::shared_ptr<detail::LibraryJob>> units;
+  {
+    std::lock_guard lock(v->mu);
+    for (auto& k : s->kernels)
+      if (!s->unsupported.count(k.function) && !v->unit_of.count(k.name)) todo.push_back(k.name);
+    size_t shards = std::min<size_t>(todo.size(), std::max(1, kernel::compile_concurrency()));
+    for (size_t i = 0; i < shards; ++i) {
+      std::set<std::string> hosts(
+          todo.begin() + static_cast<ptrdiff_t>(todo.size() * i / shards),
+          todo.begin() + static_cast<ptrdiff_t>(todo.size() * (i + 1) / shards));
+      auto unit = s->make_unit(v, hosts);
+      for (auto& h : hosts) v->unit_of[h] = unit;
+      units.push_back(unit);
+    }
+  }
+  if (options.background) {
+    for (auto& u : units) kernel::compile_async([u] { u->run(); });
+    return;
+  }
+  // All but the first on the pool; the first (and any the pool has not started) on this thread.
+  for (size_t i = 1; i < units.size(); ++i) kernel::compile_async([u = units[i]] { u->run(); });
+  if (!units.empty()) units[0]->run();
+  for (auto& u : units) u->run();
+  // Errors show now, as compile_library showed them before lazy compilation: a kernel that
+  // cannot run and has no reference to fall back to.
+  bool fallback = s->fallback();
+  for (auto& k : s->kernels) {
+    std::exception_ptr failure;
+    if (auto it = s->unsupported.find(k.function); it != s->unsupported.end()) {
+      failure = it->second;
+    } else {
+      std::shared_ptr<detail::LibraryJob> unit;
+      {
+        std::lock_guard lock(v->mu);
+        unit = v->unit_of.at(k.name);
+      }
+      failure = detail::LibraryState::failure_of(*unit->get(), k.function);
+    }
+    if (failure && !(fallback && s->reference(k.name))) std::rethrow_exception(failure);
+  }
+}
+
 const std::string& Library::source() const {
   return state_->source;
 }
 
 const KernelInfo& LibraryKernel::info() const {
-  return state_->find(name_)->info;
+  return state_->info(*state_->find(name_));
 }
 
 std::vector<Array> LibraryKernel::operator()(const std::vector<KernelArg>& args,

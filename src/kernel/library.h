@@ -41,10 +41,20 @@ struct MetalType {
 };
 MetalType parse_metal_type(std::string_view element_type);
 
-/// Compiles every kernel of `lib` with NVRTC for `arch` (e.g. "sm_90"), no GPU needed: the
-/// variant where each dtype placeholder is given by `placeholders` (default float32). Returns ""
-/// when it compiled, or why it could not be tried (NVRTC not found); throws alloy::CompileError.
+/// Compiles the kernels of `lib` with NVRTC for `arch` (e.g. "sm_90"), no GPU needed: the
+/// variant where each dtype placeholder is given by `placeholders` (default float32); only the
+/// kernels named in `kernels` (host names) when it is not empty, as a lazy first call compiles
+/// them. Returns "" when it compiled, or why it could not be tried (NVRTC not found); throws
+/// alloy::CompileError.
 std::string compile_library_cubin(const Library& lib, const std::string& arch,
-                                  const std::map<std::string, Dtype>& placeholders = {});
+                                  const std::map<std::string, Dtype>& placeholders = {},
+                                  const std::vector<std::string>& kernels = {});
+
+/// What a library compiled so far (every target): compilations (units) and the kernels they held.
+struct LibraryStats {
+  uint64_t units = 0;
+  uint64_t kernels = 0;
+};
+LibraryStats library_stats(const Library& lib);
 
 }  // namespace alloy::kernel

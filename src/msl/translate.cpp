@@ -1311,6 +1311,10 @@ class Translator {
   }
 
   Translation finish() {
+    if (opt_.reflect_only) {
+      for (auto& k : out_.kernels) k.fibers = out_.uses_sync;
+      return std::move(out_);
+    }
     std::string body;
     for (auto& t : toks_) body += t.text;
     std::string code = traits_.preamble;
@@ -1343,6 +1347,7 @@ class Translator {
 
 Translation translate(std::string_view msl, const TranslateOptions& options) {
   // MLX-style `instantiate_kernel(...)` macros declare kernels: expand them first (lines kept).
+  if (!options.expand_macros) return Translator(msl, options).run();
   std::string source = expand_kernel_macros(msl);
   return Translator(source, options).run();
 }

@@ -57,6 +57,13 @@ struct TranslateOptions {
   /// [[buffer(n)]] indices always carried in the CUDA launch's parameter block (metal_kernel's
   /// shape/strides/ndim when they fit): read with parameter loads (cuda_block_buffer).
   std::vector<int> block_buffers = {};
+  /// Reflection only (a library's kernel names and parameters): the source is read and checked
+  /// as for a translation, but no entry points or prelude selection are generated
+  /// (Translation::code is empty).
+  bool reflect_only = false;
+  /// False when the caller already expanded the kernel-declaring macros (msl::expand_kernel_macros)
+  /// of the source: translate() then does not expand them again.
+  bool expand_macros = true;
 };
 
 struct Translation {

@@ -785,15 +785,103 @@ std::shared_ptr<Library> open_library(const fs::path& path, const std::string& k
 
 }  // namespace
 
+namespace {
+
+// A build lock of one kernel among the processes sharing a disk cache: <cache>/cpu/<key>.lock,
+// created exclusively, holding "<pid> <boot id>". A lock whose process is gone (same machine) or
+// that is older than the compile time limit is debris and is taken over.
+class BuildLock {
+ public:
+  explicit BuildLock(fs::path path) : path_(std::move(path)) {}
+  ~BuildLock() {
+    if (held_) ::unlink(path_.c_str());
+  }
+  BuildLock(const BuildLock&) = delete;
+  BuildLock& operator=(const BuildLock&) = delete;
+
+  // Takes the lock, or returns false when a live process holds it. True also when no lock can
+  // be made (a full or read-only disk): the caller compiles, as without a disk cache.
+  bool take(uint64_t max_age_s) {
+    std::error_code ec;
+    fs::create_directories(path_.parent_path(), ec);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      int fd = ::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        std::string me = std::to_string(::getpid()) + " " + boot_id() + "\n";
+        ssize_t w = ::write(fd, me.data(), me.size());
+        (void)w;
+        ::close(fd);
+        held_ = true;
+        return true;
+      }
+      if (errno != EEXIST) return true;
+      if (!stale(max_age_s)) return false;
+      ::unlink(path_.c_str());
+    }
+    return false;
+  }
+  bool exists() const { return ::access(path_.c_str(), F_OK) == 0; }
+  bool stale(uint64_t max_age_s) const {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) return false;  // gone: not stale, free
+    if (static_cast<uint64_t>(::time(nullptr) - st.st_mtime) > max_age_s) return true;
+    std::ifstream in(path_);
+    long pid = 0;
+    std::string boot;
+    if (!(in >> pid >> boot)) return false;  // being written
+    return boot == boot_id() && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 &&
+           errno == ESRCH;
+  }
+
+ private:
+  static const std::string& boot_id() {
+    static const std::string id = [] {
+      std::ifstream in("/proc/sys/kernel/random/boot_id");
+      std::string s;
+      in >> s;
+      return s.empty() ? std::string("unknown") : s;
+    }();
+    return id;
+  }
+  fs::path path_;
+  bool held_ = false;
+};
+
+}  // namespace
+
 std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const JitOptions& options,
                                             const std::string& key) {
   std::string error;
+  std::optional<BuildLock> lock;
   if (cache_.has_disk()) {
-    if (auto path = cache_.load_file(kTarget, key)) {
-      if (auto lib = open_library(*path, key, &error)) return lib;
-      // Verified bytes that do not load (e.g. built against another libstdc++): rebuild.
-      cache_.remove(kTarget, key);
+    auto from_disk = [&]() -> std::shared_ptr<Library> {
+      if (auto path = cache_.load_file(kTarget, key)) {
+        if (auto lib = open_library(*path, key, &error)) return lib;
+        // Verified bytes that do not load (e.g. built against another libstdc++): rebuild.
+        cache_.remove(kTarget, key);
+      }
+      return nullptr;
+    };
+    if (auto lib = from_disk()) return lib;
+    // Another process compiling the same kernel (test runs and data loaders start many):
+    // wait for its entry instead of compiling it again; if it fails or dies, compile here.
+    uint64_t limit = std::max<uint64_t>(compile_limits().seconds, 1);
+    lock.emplace(cache_.entry_path(kTarget, key, ".lock"));
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(limit);
+    bool waited = false;
+    while (!lock->take(limit)) {
+      waited = true;
+      if (std::chrono::steady_clock::now() > until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (!lock->exists() || lock->stale(limit)) {
+        if (auto lib = from_disk()) return lib;
+      }
     }
+    // Holding the lock (or given up waiting): the entry may have appeared meanwhile (also when
+    // its builder finished between the miss above and the lock).
+    std::error_code ec;
+    if (waited || fs::exists(cache_.entry_path(kTarget, key, ".meta"), ec))
+      if (auto lib = from_disk()) return lib;
   }
 
   const Toolchain& tc = toolchain();

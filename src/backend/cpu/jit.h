@@ -14,6 +14,11 @@
 // reached through <key>.h.gch next to <key>.h) and kernels are compiled with `-include <key>.h`.
 // The first compile that finds no precompiled header starts building it on a background thread
 // and compiles without it; later compiles use it once it is there.
+//
+// One compile per kernel: threads of a process asking for the same key wait for one build (the
+// cache's memory level); processes sharing a disk cache take <cache>/cpu/<key>.lock before
+// compiling, and one that finds it held waits for the holder's entry (a holder that died or
+// outlived the compile time limit is taken over).
 #pragma once
 #include <filesystem>
 #include <memory>

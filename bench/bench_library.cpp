@@ -1,0 +1,229 @@
+// First-call latency of libraries and parallel compilation (issue "First-call latency", items 3
+// and 4):
+//
+//   BM_LibraryFirstCallCpu     compile_library of a generated library of 2112 kernels (MLX
+//                              copy.metal's shape: kernel templates instantiated through macros)
+//                              + the first call and evaluation of one of its kernels on the CPU,
+//                              vs the same for a library holding only that kernel
+//                              (cost_vs_single_kernel_library; target <= 2).
+//   BM_LibraryFirstCallNvrtc   the same through NVRTC for sm_90 (no GPU needed): reading the
+//                              library + compiling the one kernel, vs the one-kernel library.
+//   BM_LibraryMlxCopyCpu/Nvrtc the same with MLX's copy.metal (~2,500 kernels) when
+//                              $ALLOY_MLX_KERNELS names MLX's mlx/backend/metal/kernels folder
+//                              ($ALLOY_MLX_INCLUDE: the folder holding mlx/, default 4 levels up).
+//   BM_ParallelCompile20       20 distinct library kernels called, then evaluated together: their
+//                              compiles start at the calls on the compile pool (peer: the same 20
+//                              compiled one after another, each evaluated before the next call).
+//                              vs_serial = serial time / parallel time (~ the cores, at most).
+// Every iteration uses sources no cache has seen (a tag in a program-scope constant).
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "alloy/library.h"
+#include "backend/cuda/nvrtc.h"
+#include "bench_common.h"
+#include "kernel/compile_pool.h"
+#include "kernel/library.h"
+
+namespace {
+
+using namespace alloy;
+using namespace alloy::bench;
+namespace fs = std::filesystem;
+
+int64_t unique_tag() {
+  static int64_t base = static_cast<int64_t>(now_s() * 1e3) % 100000000;
+  static int64_t i = 0;
+  return base * 1000 + ++i;
+}
+
+const char* const kTypes[] = {"float", "half", "bfloat", "int", "uint", "short", "ushort", "uchar"};
+
+// `only`: the one (input, output, n) instantiation to keep (the single-kernel peer), else all.
+std::string generated_library(int64_t tag, bool only) {
+  std::ostringstream s;
+  s << "#include <metal_stdlib>\nusing namespace metal;\nconstant int bench_tag = " << tag % 1000000
+    << ";\n"
+    << R"(template <typename T, typename U, int N>
+[[kernel]] void affine(device const T* x [[buffer(0)]], device U* y [[buffer(1)]],
+                       constant float& a [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+  y[i] = static_cast<U>(static_cast<float>(x[i]) * a + float(N) + float(bench_tag - bench_tag));
+}
+template <typename T, typename U>
+[[kernel]] void gather(device const T* x [[buffer(0)]], device U* y [[buffer(1)]],
+                       constant int& stride [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+  y[i] = static_cast<U>(x[i * stride]);
+}
+#define instantiate_kernel(name, func, ...) \
+  template [[host_name(name)]] [[kernel]] decltype(func<__VA_ARGS__>) func<__VA_ARGS__>;
+)";
+  if (only) {
+    s << "instantiate_kernel(\"affine_float_float_5\", affine, float, float, 5)\n";
+    return s.str();
+  }
+  for (auto* in : kTypes)
+    for (auto* out : kTypes) {
+      for (int n = 0; n < 32; ++n)
+        s << "instantiate_kernel(\"affine_" << in << "_" << out << "_" << n << "\", affine, " << in
+          << ", " << out << ", " << n << ")\n";
+      s << "instantiate_kernel(\"gather_" << in << "_" << out << "\", gather, " << in << ", " << out
+        << ")\n";
+    }
+  return s.str();
+}
+
+double first_call_cpu(const std::string& source, const LibraryOptions& o, const std::string& name,
+                      const std::vector<KernelArg>& args, int n) {
+  double t0 = now_s();
+  Library lib = compile_library(source, o);
+  LibraryCall c;
+  c.threads = Dims{n, 1, 1};
+  c.group_size = Dims{256, 1, 1};
+  c.device = Device::cpu();
+  lib(name, args, c)[0].eval();
+  return now_s() - t0;
+}
+
+double first_call_nvrtc(const std::string& source, const LibraryOptions& o,
+                        const std::string& name) {
+  double t0 = now_s();
+  Library lib = compile_library(source, o);
+  kernel::compile_library_cubin(lib, "sm_90", {}, {name});
+  return now_s() - t0;
+}
+
+void BM_LibraryFirstCallCpu(benchmark::State& state) {
+  const int n = 4096;
+  Array x = random_array({n}, -1, 1, 3, Device::cpu());
+  std::vector<KernelArg> args = {x, KernelArg::output({n}, float32), 1.5f};
+  first_call_cpu(generated_library(unique_tag(), true), {}, "affine_float_float_5", args, n);
+  PairTimes t;
+  for (auto _ : state) {
+    double a =
+        first_call_cpu(generated_library(unique_tag(), false), {}, "affine_float_float_5", args, n);
+    t.peer +=
+        first_call_cpu(generated_library(unique_tag(), true), {}, "affine_float_float_5", args, n);
+    t.alloy += a;
+    ++t.n;
+    state.SetIterationTime(a);
+  }
+  t.report(state, "single_kernel_library", /*cost=*/true);
+  state.counters["target_cost"] = 2.0;
+}
+BENCHMARK(BM_LibraryFirstCallCpu)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_LibraryFirstCallNvrtc(benchmark::State& state) {
+  if (!cuda::nvrtc::available()) return state.SkipWithError("NVRTC not found");
+  first_call_nvrtc(generated_library(unique_tag(), true), {}, "affine_float_float_5");
+  PairTimes t;
+  for (auto _ : state) {
+    double a = first_call_nvrtc(generated_library(unique_tag(), false), {}, "affine_float_float_5");
+    t.peer += first_call_nvrtc(generated_library(unique_tag(), true), {}, "affine_float_float_5");
+    t.alloy += a;
+    ++t.n;
+    state.SetIterationTime(a);
+  }
+  t.report(state, "single_kernel_library", /*cost=*/true);
+  state.counters["target_cost"] = 2.0;
+}
+BENCHMARK(BM_LibraryFirstCallNvrtc)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// MLX's copy.metal, and the same includes with only the called kernel instantiated.
+struct MlxCopy {
+  std::string source, single;
+  LibraryOptions options;
+  std::string why;
+  MlxCopy() {
+    const char* dir = std::getenv("ALLOY_MLX_KERNELS");
+    if (!dir || !*dir) {
+      why = "set ALLOY_MLX_KERNELS to MLX's mlx/backend/metal/kernels folder";
+      return;
+    }
+    std::ifstream in(fs::path(dir) / "copy.metal");
+    if (!in) {
+      why = std::string("no copy.metal in ") + dir;
+      return;
+    }
+    source.assign(std::istreambuf_iterator<char>(in), {});
+    const char* inc = std::getenv("ALLOY_MLX_INCLUDE");
+    options.include_dirs = {
+        inc && *inc
+            ? std::string(inc)
+            : fs::path(dir).parent_path().parent_path().parent_path().parent_path().string()};
+    options.name = "mlx_copy";
+    single =
+        "#include \"mlx/backend/metal/kernels/utils.h\"\n"
+        "#include \"mlx/backend/metal/kernels/copy.h\"\n"
+        "instantiate_kernel(\"v_copyfloat32float16\", copy_v, float, half, 1)\n";
+  }
+  std::string tagged(const std::string& s) const {
+    return s + "constant int bench_tag_" + std::to_string(unique_tag()) + " = 1;\n";
+  }
+};
+
+void BM_LibraryMlxCopy(benchmark::State& state, bool nvrtc) {
+  static const MlxCopy m;
+  if (!m.why.empty()) return state.SkipWithError(m.why.c_str());
+  if (nvrtc && !cuda::nvrtc::available()) return state.SkipWithError("NVRTC not found");
+  const int n = 4096;
+  Array x = random_array({n}, -1, 1, 3, Device::cpu());
+  std::vector<KernelArg> args = {x, KernelArg::output({n}, float16), static_cast<uint32_t>(n)};
+  auto once = [&](const std::string& src) {
+    return nvrtc ? first_call_nvrtc(m.tagged(src), m.options, "v_copyfloat32float16")
+                 : first_call_cpu(m.tagged(src), m.options, "v_copyfloat32float16", args, n);
+  };
+  once(m.single);
+  PairTimes t;
+  for (auto _ : state) {
+    double a = once(m.source);
+    t.peer += once(m.single);
+    t.alloy += a;
+    ++t.n;
+    state.SetIterationTime(a);
+  }
+  t.report(state, "single_kernel_library", /*cost=*/true);
+  state.counters["target_cost"] = 2.0;
+}
+BENCHMARK_CAPTURE(BM_LibraryMlxCopy, Cpu, false)
+    ->UseManualTime()
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LibraryMlxCopy, Nvrtc, true)
+    ->UseManualTime()
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond);
+
+// 20 library kernels: called, then evaluated together (compiles start at the calls, in
+// parallel), vs called and evaluated one at a time (each compile waits for the previous one).
+void BM_ParallelCompile20(benchmark::State& state) {
+  const int n = 4096, kernels = 20;
+  Array x = random_array({n}, -1, 1, 3, Device::cpu());
+  std::vector<KernelArg> args = {x, KernelArg::output({n}, float32), 1.5f};
+  LibraryCall c;
+  c.threads = Dims{n, 1, 1};
+  c.device = Device::cpu();
+  auto names = [&](int i) { return "affine_float_float_" + std::to_string(i); };
+  PairTimes t;
+  for (auto _ : state) {
+    Library lib = compile_library(generated_library(unique_tag(), false));
+    double t0 = now_s();
+    std::vector<Array> outs;
+    for (int i = 0; i < kernels; ++i) outs.push_back(lib(names(i), args, c)[0]);
+    eval(outs);
+    double a = now_s() - t0;
+    Library serial = compile_library(generated_library(unique_tag(), false));
+    t0 = now_s();
+    for (int i = 0; i < kernels; ++i) serial(names(i), args, c)[0].eval();
+    t.peer += now_s() - t0;
+    t.alloy += a;
+    ++t.n;
+    state.SetIterationTime(a);
+  }
+  t.report(state, "serial");
+  state.counters["compile_threads"] = kernel::compile_concurrency();
+}
+BENCHMARK(BM_ParallelCompile20)->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,122 @@
+"""First call of a new small kernel on the GPU: Alloy's metal_kernel against CuPy's RawKernel.
+
+Issue "First-call latency", item 1: a new small kernel (exp of sin of the input) compiled and run
+once, in a warm process (both runtimes initialised, one kernel of each already run), with empty
+caches for both: every sample's source is new (a comment with a counter), and both disk caches
+point at empty temporary folders. Timed: from building the kernel object to the end of its
+first execution (synchronized):
+
+  alloy   metal_kernel(...) + call + eval + synchronize: signature, translation, NVRTC with the
+          Metal prelude, cache store, module load, launch
+  cupy    RawKernel(...) + launch + synchronize: NVRTC on the hand-written CUDA, module load,
+          launch
+
+Samples alternate (alloy, cupy, alloy, ...); medians are printed with the ratio
+alloy / cupy (target <= 1.0). With --trace, Alloy prints where each first call's time went
+(ALLOY_TRACE_BUILD). Skips (exit status 0) without CuPy or a GPU.
+
+    python python/bench/bench_first_call.py [--samples N] [--n ELEMENTS] [--trace]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+_cache = tempfile.mkdtemp(prefix="alloy-first-call-")
+os.environ["ALLOY_CACHE_DIR"] = os.path.join(_cache, "alloy")
+os.environ["CUPY_CACHE_DIR"] = os.path.join(_cache, "cupy")
+os.environ.setdefault("CUPY_CACHE_IN_MEMORY", "1")  # CuPy: no disk cache at all
+if "--trace" in sys.argv:
+    os.environ["ALLOY_TRACE_BUILD"] = "1"
+
+import numpy as np  # noqa: E402
+
+import alloy  # noqa: E402
+
+METAL_BODY = """
+    uint i = thread_position_in_grid.x;
+    out[i] = exp(sin(inp[i]));  // sample {tag}
+"""
+
+CUDA_SOURCE = r"""
+extern "C" __global__ void expsin(const float* inp, float* out, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = expf(sinf(inp[i]));  // sample {tag}
+}
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--samples", type=int, default=15)
+    ap.add_argument("--n", type=int, default=1 << 20, help="elements")
+    ap.add_argument("--trace", action="store_true", help="ALLOY_TRACE_BUILD=1")
+    args = ap.parse_args()
+    try:
+        import cupy
+    except ImportError:
+        print("skipped: CuPy is not installed")
+        return 0
+    if not alloy.is_available(alloy.gpu) or cupy.cuda.runtime.getDeviceCount() == 0:
+        print("skipped: no CUDA GPU")
+        return 0
+
+    n = args.n
+    x = np.random.default_rng(0).uniform(-3, 3, n).astype(np.float32)
+    want = np.exp(np.sin(x.astype(np.float64)))
+    xa = alloy.array(x, device=alloy.gpu)
+    xc = cupy.asarray(x)
+    yc = cupy.empty_like(xc)
+    alloy.synchronize(alloy.gpu)
+    cupy.cuda.Device().synchronize()
+    block = 256
+    counter = [0]
+
+    def run_alloy():
+        counter[0] += 1
+        t0 = time.perf_counter()
+        k = alloy.metal_kernel(name="expsin", input_names=["inp"], output_names=["out"],
+                               source=METAL_BODY.format(tag=f"a{counter[0]}"))
+        out = k(inputs=[xa], grid=(n, 1, 1), threadgroup=(block, 1, 1), output_shapes=[(n,)],
+                output_dtypes=[alloy.float32], stream=alloy.gpu)[0]
+        out.eval()
+        alloy.synchronize(alloy.gpu)
+        dt = time.perf_counter() - t0
+        return dt, out
+
+    def run_cupy():
+        counter[0] += 1
+        t0 = time.perf_counter()
+        k = cupy.RawKernel(CUDA_SOURCE.format(tag=f"c{counter[0]}"), "expsin")
+        k(((n + block - 1) // block,), (block,), (xc, yc, np.uint32(n)))
+        cupy.cuda.Device().synchronize()
+        return time.perf_counter() - t0, yc
+
+    # Warm both processes' runtimes (NVRTC loaded, contexts made, first module loaded).
+    _, out = run_alloy()
+    np.testing.assert_allclose(np.asarray(out.to(alloy.cpu)), want, rtol=2e-6, atol=1e-6)
+    _, out = run_cupy()
+    np.testing.assert_allclose(cupy.asnumpy(out), want, rtol=2e-6, atol=1e-6)
+
+    ta, tc = [], []
+    for _ in range(args.samples):
+        ta.append(run_alloy()[0])
+        tc.append(run_cupy()[0])
+    ma, mc = statistics.median(ta), statistics.median(tc)
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    print(f"device: {name}; cupy {cupy.__version__}; {args.samples} samples each, "
+          f"n = {n}")
+    print(f"alloy metal_kernel first call: median {1e3 * ma:.1f} ms "
+          f"(min {1e3 * min(ta):.1f}, max {1e3 * max(ta):.1f})")
+    print(f"cupy RawKernel first call:     median {1e3 * mc:.1f} ms "
+          f"(min {1e3 * min(tc):.1f}, max {1e3 * max(tc):.1f})")
+    print(f"cost_vs_cupy = {ma / mc:.2f} (target <= 1.0)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+#include "kernel/compile_pool.h"
+
+#include <tbb/task_arena.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+
+#include "backend/cpu/jit.h"
+#include "cache/compile_cache.h"
+
+namespace alloy::kernel {
+namespace {
+
+struct Pool {
+  tbb::task_arena arena{tbb::this_task_arena::max_concurrency()};
+  std::mutex mu;
+  std::condition_variable idle;
+  std::deque<std::function<void()>> queued;  // jobs no thread has taken yet
+  int running = 0;                           // jobs queued or running
+  std::atomic<bool> stopping{false};
+};
+
+void wait_at_exit();
+
+Pool& pool() {
+  // Leaked: jobs may still run while static objects are destroyed. The objects a compile uses
+  // are made first, so that exit destroys them only after wait_at_exit (atexit handlers and
+  // static destructors run in the reverse order of their registration).
+  static Pool* p = [] {
+    cache::CompileCache::global();
+    cpu::Jit::global();
+    auto* p = new Pool();
+    std::atexit(wait_at_exit);
+    return p;
+  }();
+  return *p;
+}
+
+void wait_at_exit() {
+  Pool& p = pool();
+  p.stopping = true;
+  std::unique_lock lock(p.mu);
+  p.running -= static_cast<int>(p.queued.size());  // never started: dropped
+  p.queued.clear();
+  p.idle.wait(lock, [&] { return p.running == 0; });
+}
+
+// Takes the oldest queued job and runs it on this thread; false when none is queued. Jobs are
+// taken from one queue by the pool's workers and by threads waiting for a compile (helpers).
+bool run_one(Pool& p) {
+  std::function<void()> fn;
+  {
+    std::lock_guard lock(p.mu);
+    if (p.queued.empty()) return false;
+    fn = std::move(p.queued.front());
+    p.queued.pop_front();
+  }
+  if (!p.stopping.load()) {
+    try {
+      fn();
+    } catch (...) {  // a job keeps its errors for whoever needs its result
+    }
+  }
+  std::lock_guard lock(p.mu);
+  if (--p.running == 0) p.idle.notify_all();
+  return true;
+}
+
+}  // namespace
+
+void compile_async(std::function<void()> fn) {
+  Pool& p = pool();
+  {
+    std::lock_guard lock(p.mu);
+    p.queued.push_back(std::move(fn));
+    ++p.running;
+  }
+  p.arena.enqueue([&p] { run_one(p); });  // one task per job (a helper may have taken it)
+}
+
+void compile_soon(std::function<void()> fn) {
+  Pool& p = pool();
+  size_t queued;
+  {
+    std::lock_guard lock(p.mu);
+    p.queued.push_back(std::move(fn));
+    ++p.running;
+    queued = p.queued.size();
+  }
+  if (queued >= 2) p.arena.enqueue([&p] { run_one(p); });
+}
+
+bool compile_help() {
+  return run_one(pool());
+}
+
+int compile_concurrency() {
+  return pool().arena.max_concurrency();
+}
+
+bool compile_pool_stopping() {
+  return pool().stopping.load();
+}
+
+}  // namespace alloy::kernel
