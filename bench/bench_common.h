@@ -216,7 +216,7 @@ struct CpuDispatch {
     cpu::ExecOptions opts;
     opts.parallel = parallel;
     opts.kernel = dk.gen.kernel_name;
-    cpu::run(L, k.cpu_group, k.cpu_thread, dk.program->uses_sync(), opts);
+    cpu::run(L, k.cpu_group, k.cpu_thread, k.entry.fibers, opts);
   }
 };
 
