@@ -137,6 +137,9 @@ class Splitter {
     size_t last = 0;  // last token index covered
     bool has_return = false;
     std::set<std::string> idents;
+    // Typed per-thread values the region stores for a reduction after it: (slot, type
+    // expression for the probe).
+    std::vector<std::pair<int, std::string>> extra;
   } rg_;
 
   [[noreturn]] void cannot(const std::string& why) const { throw Cannot{why}; }
@@ -596,7 +599,7 @@ class Splitter {
       if (used_after(n, r.last)) hoist.push_back({n, slot_++});
     std::set<std::string> used = r.idents;
     auto scope = in_scope();
-    if (!hoist.empty()) {
+    if (!hoist.empty() || !r.extra.empty()) {
       std::string rebind, tags;
       std::set<std::string> hoisted_names;
       for (auto& h : scope) {
@@ -605,6 +608,8 @@ class Splitter {
       }
       for (size_t k = 0; k < hoist.size(); ++k)
         tags += fmt::format("{}decltype({})", k ? ", " : "", hoist[k].first);
+      for (size_t k = 0; k < r.extra.size(); ++k)
+        tags += fmt::format("{}{}", hoist.empty() && k == 0 ? "" : ", ", r.extra[k].second);
       std::string decls;
       for (auto& d : r.decls) decls += d + " ";
       code += fmt::format(
@@ -618,6 +623,11 @@ class Splitter {
             "alloy_S.storage<alloy_T{0}>({0});",
             s, id, k);
       }
+      for (size_t k = 0; k < r.extra.size(); ++k)
+        code += fmt::format(
+            "using alloy_T{0} = ::alloy_split::elem_t<alloy_P{1}, {2}>; alloy_T{0}* alloy_h{0} = "
+            "alloy_S.storage<alloy_T{0}>({0});",
+            r.extra[k].first, id, hoist.size() + k);
     }
     std::string attrs;
     for (auto& p : params_)
@@ -673,9 +683,79 @@ class Splitter {
 
   // The simd calls of [s, e) published at the end of the current region, a simd round, and a
   // new region whose head consumes them into alloy_r<id>_<k>. Returns the id.
+  // simd_sum(x)-like calls (one operand, a fold over the active lanes): the region stores the
+  // operand in a typed per-thread array, the group folds each simdgroup once, the next region
+  // reads the result - plain loads and stores the host compiler can vectorise.
+  static const char* fold_op(std::string_view name) {
+    if (name == "simd_sum") return "op_sum";
+    if (name == "simd_product") return "op_product";
+    if (name == "simd_min") return "op_min";
+    if (name == "simd_max") return "op_max";
+    if (name == "simd_and") return "op_and";
+    if (name == "simd_or") return "op_or";
+    if (name == "simd_xor") return "op_xor";
+    return nullptr;
+  }
+  // The called name and the operand range of a one-operand call, or nullptr.
+  const char* fold_call(const std::pair<size_t, size_t>& c, size_t& ab, size_t& ae) const {
+    size_t i = c.first;
+    if (toks_[i].is("metal")) i = next(next(i + 1, c.second) + 1, c.second);
+    const char* op = fold_op(toks_[i].text);
+    if (!op) return nullptr;
+    size_t po = next(i + 1, c.second);
+    for (size_t j = po + 1; j < c.second; ++j) {
+      if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
+        j = match(j, c.second);
+        continue;
+      }
+      if (toks_[j].is(",")) return nullptr;
+    }
+    ab = po + 1;
+    ae = c.second;
+    return op;
+  }
+
   int simd_exchange(const std::vector<std::pair<size_t, size_t>>& calls, size_t s,
                     const std::string& mask) {
     int id = simd_id_++;
+    bool folds = true;
+    for (auto& c : calls) {
+      size_t ab, ae;
+      if (!fold_call(c, ab, ae)) folds = false;
+    }
+    if (folds) {
+      open_region(mask);
+      std::vector<int> lanes, results;
+      std::vector<const char*> ops;
+      for (auto& c : calls) {
+        size_t ab, ae;
+        ops.push_back(fold_call(c, ab, ae));
+        int sl = slot_++;
+        lanes.push_back(sl);
+        results.push_back(slot_++);
+        std::string call = flat(c.first, c.second + 1), arg = flat(ab, ae);
+        rg_.extra.push_back({sl, "decltype(" + call + ")"});
+        rg_.tail += fmt::format("alloy_h{0}[alloy_t.lid] = alloy_T{0}({1});", sl, arg);
+        idents(c.first, c.second + 1, rg_.idents);
+      }
+      rg_.last = std::max(rg_.last, s);
+      close_region();
+      for (size_t k = 0; k < calls.size(); ++k)
+        out_ += fmt::format(
+            "alloy_T{0}* alloy_h{1} = alloy_S.storage<alloy_T{0}>({1}); "
+            "alloy_S.fold(alloy_h{0}, alloy_h{1}, ::metal::alloy_detail::{2}{{}}, {3});",
+            lanes[k], results[k], ops[k], mask);
+      open_region(mask);
+      std::string head, probe;
+      for (size_t k = 0; k < calls.size(); ++k) {
+        head += fmt::format("auto alloy_r{}_{} = alloy_h{}[alloy_t.lid >> 5]; ", id, k, results[k]);
+        probe += fmt::format("auto alloy_r{}_{} = alloy_h{}[0]; ", id, k, results[k]);
+      }
+      rg_.head = head;
+      rg_.probe = probe;
+      for (auto& c : calls) idents(c.first, c.second + 1, rg_.idents);
+      return id;
+    }
     open_region(mask);
     std::string pub = "alloy_S.publish(alloy_t.lid); ";
     for (auto& c : calls) pub += "(void)(" + flat(c.first, c.second + 1) + "); ";

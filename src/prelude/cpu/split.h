@@ -125,6 +125,23 @@ struct state {
     return alive[t] && (!m || m[t]);
   }
 
+  /// simd_sum-like functions: out[sg] = the fold of in[] over the simdgroup's lanes that are
+  /// alive and in mask m, in lane order (as the fiber path folds them).
+  template <class T, class Op>
+  ALLOY_FN void fold(const T* in, T* out, Op op, const unsigned char* m) {
+    for (uint32_t base = 0; base < n; base += 32) {
+      uint32_t end = n - base < 32 ? n : base + 32;
+      bool first = true;
+      T acc = in[base];
+      for (uint32_t t = base; t < end; ++t) {
+        if (!active(t, m)) continue;
+        acc = first ? in[t] : op(acc, in[t]);
+        first = false;
+      }
+      out[base >> 5] = acc;
+    }
+  }
+
   // ---- simd statements ----
   ALLOY_FN void publish(uint32_t t) {
     mode = 1;
