@@ -1375,7 +1375,10 @@ class Translator {
         continue;
       }
       split_[d.name] = {true, sync ? "split into work-item loops" : "split (no barrier in body)"};
-      blank_range(d.body_open + 1, d.body_close);
+      for (size_t i = d.body_open + 1; i < d.body_close; ++i) {  // r.body keeps the newlines
+        toks_[i].text.clear();
+        toks_[i].kind = TokKind::space;
+      }
       toks_[d.body_open + 1].text = r.body;
       toks_[d.body_open + 1].kind = TokKind::ident;
       size_t pc = d.params_close;
