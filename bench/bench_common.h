@@ -72,7 +72,8 @@ struct PairTimes {
 
 /// Row sum, one 256-thread threadgroup per row of a row-contiguous (rows, cols) input: a strided
 /// loop over the row, simd_sum, the simdgroups' partials through threadgroup memory and a
-/// threadgroup_barrier, then simdgroup 0 sums the partials. The CPU runs it in fiber mode.
+/// threadgroup_barrier, then simdgroup 0 sums the partials. The CPU runs it as work-item loops
+/// (split at the barrier and the simd_sums; ALLOY_CPU_SYNC=fibers: as fibers).
 inline constexpr const char* kRowSumSource = R"(
     uint row = threadgroup_position_in_grid.x;
     uint lid = thread_position_in_threadgroup.x;
