@@ -472,10 +472,10 @@ class Splitter {
             toks_[n].is("{") || toks_[n].is("(")))
         return later ? d : Decl{};
       d.names.push_back(toks_[j].text);
+      if (toks_[n].is("[")) d.array = true;
       // skip to the next top-level ',' or ';'
       size_t k = n;
       for (; k < e; ++k) {
-        if (toks_[k].is("[")) d.array = true;
         if (toks_[k].is("=") || toks_[k].is("{") || toks_[k].is("(")) d.init = true;
         if (toks_[k].is("(") || toks_[k].is("[") || toks_[k].is("{")) {
           k = match(k, e);
