@@ -72,7 +72,8 @@ struct PairTimes {
 
 /// Row sum, one 256-thread threadgroup per row of a row-contiguous (rows, cols) input: a strided
 /// loop over the row, simd_sum, the simdgroups' partials through threadgroup memory and a
-/// threadgroup_barrier, then simdgroup 0 sums the partials. The CPU runs it in fiber mode.
+/// threadgroup_barrier, then simdgroup 0 sums the partials. The CPU runs it as work-item loops
+/// (split at the barrier and the simd_sums; ALLOY_CPU_SYNC=fibers: as fibers).
 inline constexpr const char* kRowSumSource = R"(
     uint row = threadgroup_position_in_grid.x;
     uint lid = thread_position_in_threadgroup.x;
@@ -216,7 +217,7 @@ struct CpuDispatch {
     cpu::ExecOptions opts;
     opts.parallel = parallel;
     opts.kernel = dk.gen.kernel_name;
-    cpu::run(L, k.cpu_group, k.cpu_thread, dk.program->uses_sync(), opts);
+    cpu::run(L, k.cpu_group, k.cpu_thread, k.entry.fibers, opts);
   }
 };
 

@@ -8,6 +8,16 @@ Cases (ratio = numpy time / Alloy time: > 1 means Alloy is faster):
   mixed f16    out = half(float(x) * 1.5f + float(y)) over 2^24 float16 (float lanes, one
                rounding) vs np.multiply(x, 1.5, out=o); np.add(o, y, out=o)
   tiny call    host cost of a cached call on 32 float32 elements (call + eval) vs x * 2 + 0.5
+  row sum      4096x4096 float32, one 256-thread group per row: strided loop, simd_sum, partials
+               through threadgroup memory and a barrier, simd_sum again (bench/bench_common.h's
+               kernel) vs x.sum(1)
+  softmax      64x32768 float32, one 1024-thread group per row (simd_max/simd_sum, threadgroup
+               memory, barriers) vs a numpy softmax into preallocated buffers
+  gated delta  one decode step of the gated delta rule, 32 heads, Dk = Dv = 128, float32 state,
+               32-lane groups over Dk with simd_sum (the layout mlx-lm's kernel uses) vs numpy
+               (matmul over the heads)
+  matmul       a .metal library (compile_shader) with 16x16 threadgroup tiles and barriers,
+               512^3 float32, vs a @ b (BLAS)
 Alloy's calls are metal_kernel call + eval() with the output allocated by the call (as a user's
 loop does); numpy's write into a preallocated `out=`. Alloy runs threadgroups on every core this
 process may use (its affinity mask: run under `taskset -c 0` for one core); numpy's ufuncs use one.
@@ -45,8 +55,108 @@ TINY = """
     uint elem = thread_position_in_grid.x;
     out[elem] = inp[elem] * 2.0f + 0.5f;
 """
+ROWSUM = """
+    uint row = threadgroup_position_in_grid.x;
+    uint lid = thread_position_in_threadgroup.x;
+    uint tpg = threads_per_threadgroup.x;
+    uint cols = inp_shape[1];
+    const device float* p = inp + row * cols;
+    float acc = 0.0f;
+    for (uint i = lid; i < cols; i += tpg) acc += p[i];
+    acc = simd_sum(acc);
+    threadgroup float partial[32];
+    uint sg = simdgroup_index_in_threadgroup;
+    uint lane = thread_index_in_simdgroup;
+    if (lane == 0) partial[sg] = acc;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (sg == 0) {
+      float v = lane < simdgroups_per_threadgroup ? partial[lane] : 0.0f;
+      v = simd_sum(v);
+      if (lane == 0) out[row] = v;
+    }
+"""
+SOFTMAX = """
+    uint row = threadgroup_position_in_grid.y;
+    uint lid = thread_position_in_threadgroup.x;
+    uint tpg = threads_per_threadgroup.x;
+    uint n = x_shape[1];
+    const device float* xr = x + row * n;
+    device float* orow = out + row * n;
+    threadgroup float red[32];
+    uint sg = simdgroup_index_in_threadgroup;
+    uint lane = thread_index_in_simdgroup;
+    uint nsg = simdgroups_per_threadgroup;
+    float m = -INFINITY;
+    for (uint i = lid; i < n; i += tpg) m = max(m, xr[i]);
+    m = simd_max(m);
+    if (lane == 0) red[sg] = m;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    m = lane < nsg ? red[lane] : -INFINITY;
+    m = simd_max(m);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float s = 0.0f;
+    for (uint i = lid; i < n; i += tpg) s += exp(xr[i] - m);
+    s = simd_sum(s);
+    if (lane == 0) red[sg] = s;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    s = lane < nsg ? red[lane] : 0.0f;
+    s = simd_sum(s);
+    float inv = 1.0f / s;
+    for (uint i = lid; i < n; i += tpg) orow[i] = exp(xr[i] - m) * inv;
+"""
+# One decode step of the gated delta rule: S <- g S; kv = S k; delta = beta (v - kv);
+# S <- S + delta k^T; y = S q. Thread (x, y, z): lanes x over Dk (Dk / 32 each), row dv = y,
+# head z.
+GATED_DELTA = """
+    uint h = thread_position_in_grid.z;
+    uint dv = thread_position_in_grid.y;
+    uint lane = thread_position_in_threadgroup.x;
+    constexpr int per = Dk / 32;
+    const device float* qh = q + h * Dk;
+    const device float* kh = k + h * Dk;
+    const device float* srow = state_in + (h * Dv + dv) * Dk;
+    device float* orow = state_out + (h * Dv + dv) * Dk;
+    float st[per];
+    float kv = 0.0f;
+    for (int i = 0; i < per; ++i) {
+      st[i] = srow[lane * per + i] * g[h];
+      kv += st[i] * kh[lane * per + i];
+    }
+    kv = simd_sum(kv);
+    float delta = (v[h * Dv + dv] - kv) * beta[h];
+    float acc = 0.0f;
+    for (int i = 0; i < per; ++i) {
+      st[i] += kh[lane * per + i] * delta;
+      acc += st[i] * qh[lane * per + i];
+      orow[lane * per + i] = st[i];
+    }
+    acc = simd_sum(acc);
+    if (lane == 0) y[h * Dv + dv] = acc;
+"""
+MATMUL_LIBRARY = """
+#include <metal_stdlib>
+using namespace metal;
+kernel void matmul16(device const float* a [[buffer(0)]], device const float* b [[buffer(1)]],
+                     device float* c [[buffer(2)]], constant uint& n [[buffer(3)]],
+                     constant uint& kdim [[buffer(4)]],
+                     uint2 gid [[thread_position_in_grid]],
+                     uint2 lid [[thread_position_in_threadgroup]]) {
+  threadgroup float as[16][16];
+  threadgroup float bs[16][16];
+  float acc = 0.0f;
+  for (uint t = 0; t < kdim; t += 16) {
+    as[lid.y][lid.x] = a[gid.y * kdim + t + lid.x];
+    bs[lid.y][lid.x] = b[(t + lid.y) * n + gid.x];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint j = 0; j < 16; ++j) acc += as[lid.y][j] * bs[j][lid.x];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  c[gid.y * n + gid.x] = acc;
+}
+"""
 TINY_N = 32
-TARGETS = {"exp_f32": 1.0, "exp_f16": 1.0, "copy_f32": 1.0, "mixed_f16": 1.0, "tiny_call": 1.0}
+TARGETS = {"exp_f32": 1.0, "exp_f16": 1.0, "copy_f32": 1.0, "mixed_f16": 1.0, "tiny_call": 1.0,
+           "row_sum": 0.8, "softmax": 1.0, "gated_delta": 1.0, "matmul": 0.25}
 
 
 def alternate(alloy_fn, numpy_fn, repeats, inner=1):
@@ -129,6 +239,103 @@ def case_tiny(rng):
     return call, lambda: x * 2 + 0.5
 
 
+def case_row_sum(rng, rows=4096, cols=4096):
+    x = rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
+    k = alloy.metal_kernel(name="row_sum", input_names=["inp"], output_names=["out"],
+                           source=ROWSUM)
+    a = alloy.array(x, device=alloy.cpu)
+
+    def call():
+        o = k(inputs=[a], grid=(rows * 256, 1, 1), threadgroup=(256, 1, 1),
+              output_shapes=[(rows,)], output_dtypes=[alloy.float32], stream=alloy.cpu)[0]
+        o.eval()
+        return o
+    np.testing.assert_allclose(np.asarray(call()), x.astype(np.float64).sum(1), rtol=1e-4,
+                               atol=1e-3)
+    o = np.empty(rows, np.float32)
+    return call, lambda: np.sum(x, axis=1, out=o)
+
+
+def case_softmax(rng, rows=64, cols=32768):
+    x = rng.uniform(-4, 4, (rows, cols)).astype(np.float32)
+    k = alloy.metal_kernel(name="softmax", input_names=["x"], output_names=["out"],
+                           source=SOFTMAX)
+    a = alloy.array(x, device=alloy.cpu)
+
+    def call():
+        o = k(inputs=[a], grid=(1024, rows, 1), threadgroup=(1024, 1, 1),
+              output_shapes=[(rows, cols)], output_dtypes=[alloy.float32], stream=alloy.cpu)[0]
+        o.eval()
+        return o
+    x64 = x.astype(np.float64)
+    ref = np.exp(x64 - x64.max(1, keepdims=True))
+    ref /= ref.sum(1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(call()), ref, rtol=1e-5, atol=1e-9)
+    t = np.empty_like(x)
+    m = np.empty((rows, 1), np.float32)
+    s = np.empty((rows, 1), np.float32)
+
+    def peer():
+        np.max(x, axis=1, keepdims=True, out=m)
+        np.subtract(x, m, out=t)
+        np.exp(t, out=t)
+        np.sum(t, axis=1, keepdims=True, out=s)
+        np.divide(t, s, out=t)
+    return call, peer
+
+
+def case_gated_delta(rng, heads=32, dk=128, dv=128):
+    q = rng.normal(0, 0.2, (heads, dk)).astype(np.float32)
+    kk = rng.normal(0, 0.2, (heads, dk)).astype(np.float32)
+    v = rng.normal(0, 1, (heads, dv)).astype(np.float32)
+    g = rng.uniform(0.5, 1, heads).astype(np.float32)
+    beta = rng.uniform(0, 1, heads).astype(np.float32)
+    state = rng.normal(0, 0.1, (heads, dv, dk)).astype(np.float32)
+    kern = alloy.metal_kernel(name="gated_delta_step",
+                              input_names=["q", "k", "v", "g", "beta", "state_in"],
+                              output_names=["y", "state_out"], source=GATED_DELTA)
+    ins = [alloy.array(t, device=alloy.cpu) for t in (q, kk, v, g, beta, state)]
+
+    def call():
+        y, s = kern(inputs=ins, template=[("Dk", dk), ("Dv", dv)], grid=(32, dv, heads),
+                    threadgroup=(32, 4, 1), output_shapes=[(heads, dv), state.shape],
+                    output_dtypes=[alloy.float32, alloy.float32], stream=alloy.cpu)
+        alloy.eval(y, s) if hasattr(alloy, "eval") else (y.eval(), s.eval())
+        return y, s
+    s_ref = state.astype(np.float64) * g[:, None, None]
+    kv = np.einsum("hvk,hk->hv", s_ref, kk)
+    s_ref += ((v - kv) * beta[:, None])[:, :, None] * kk[:, None, :]
+    y_ref = np.einsum("hvk,hk->hv", s_ref, q)
+    y, s = call()
+    np.testing.assert_allclose(np.asarray(y), y_ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(s), s_ref, rtol=1e-4, atol=1e-5)
+    st = np.empty_like(state)
+    y_out = np.empty((heads, dv, 1), np.float32)
+
+    def peer():
+        np.multiply(state, g[:, None, None], out=st)
+        kv = np.matmul(st, kk[:, :, None])[:, :, 0]
+        np.add(st, ((v - kv) * beta[:, None])[:, :, None] * kk[:, None, :], out=st)
+        np.matmul(st, q[:, :, None], out=y_out)
+    return call, peer
+
+
+def case_matmul(rng, n=512):
+    a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    lib = alloy.compile_shader(MATMUL_LIBRARY, name="bench_matmul16")
+    aa, bb = alloy.array(a, device=alloy.cpu), alloy.array(b, device=alloy.cpu)
+    c0 = np.zeros((n, n), np.float32)
+
+    def call():
+        c = lib.matmul16(aa, bb, c0, n, n, threads=(n, n), group_size=(16, 16), stream=alloy.cpu)
+        np.asarray(c)
+        return c
+    np.testing.assert_allclose(np.asarray(call()), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    o = np.empty((n, n), np.float32)
+    return call, lambda: np.matmul(a, b, out=o)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
@@ -140,6 +347,7 @@ def main():
     cores = len(os.sched_getaffinity(0))
     print(f"alloy {alloy.__version__}, numpy {np.__version__}; {cores} core(s) allowed; "
           f"load average {os.getloadavg()[0]:.1f}; medians of {args.repeats} alternate samples")
+    print(f"CPU sync path: ALLOY_CPU_SYNC={os.environ.get('ALLOY_CPU_SYNC', 'auto')}")
     print(f"{'case':<10} {'alloy':>10} {'numpy':>10} {'ratio':>7} {'target':>7}")
     for name in cases:
         if name == "exp_f32":
@@ -152,6 +360,14 @@ def main():
             fns, unit, inner = case_mixed(args.n, rng), "ms", 1
         elif name == "tiny_call":
             fns, unit, inner = case_tiny(rng), "us", 2000
+        elif name == "row_sum":
+            fns, unit, inner = case_row_sum(rng), "ms", 1
+        elif name == "softmax":
+            fns, unit, inner = case_softmax(rng), "ms", 1
+        elif name == "gated_delta":
+            fns, unit, inner = case_gated_delta(rng), "ms", 4
+        elif name == "matmul":
+            fns, unit, inner = case_matmul(rng), "ms", 1
         else:
             raise SystemExit(f"unknown case {name}")
         for _ in range(2):  # warm up: compile, allocator caches, page faults
@@ -159,7 +375,7 @@ def main():
             fns[1]()
         ta, tb = alternate(fns[0], fns[1], args.repeats, inner)
         scale = 1e3 if unit == "ms" else 1e6
-        print(f"{name:<10} {ta * scale:8.3f}{unit} {tb * scale:8.3f}{unit} {tb / ta:7.2f} "
+        print(f"{name:<11} {ta * scale:8.3f}{unit} {tb * scale:8.3f}{unit} {tb / ta:7.2f} "
               f"{TARGETS[name]:>6.1f}x", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 

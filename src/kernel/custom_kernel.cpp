@@ -626,7 +626,7 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
     opts.kernel = spec_->name;
     cpu::OobLog oob;
     if (robust_) opts.oob = &oob;
-    cpu::run(L, k.cpu_group, k.cpu_thread, program->uses_sync(), opts);
+    cpu::run(L, k.cpu_group, k.cpu_thread, k.entry.fibers, opts);
     if (robust_)
       collect_cpu_reports(spec_->name, oob,
                           [&](uint32_t b) { return buffer_name(*spec_, bindings, b); });

@@ -1003,7 +1003,7 @@ class LibraryKernelOp : public Primitive {
       opts.kernel = s_.label;
       cpu::OobLog oob;
       if (s_.robust) opts.oob = &oob;
-      cpu::run(L, k.cpu_group, k.cpu_thread, program->uses_sync(), opts);
+      cpu::run(L, k.cpu_group, k.cpu_thread, k.entry.fibers, opts);
       if (s_.robust)
         collect_cpu_reports(s_.label, oob, [&](uint32_t b) { return s_.buffer_name(b); });
     } catch (const std::invalid_argument&) {

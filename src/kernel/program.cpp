@@ -145,6 +145,11 @@ std::shared_ptr<Program> Program::build(const SourceMap& source, msl::Target tar
                    trace::ms_since(t1));
     }
   } trace_guard{source.label, target, translate_ms, t1};
+  if (trace::build() && target == msl::Target::cpu)
+    for (auto& k : tr.kernels)
+      if (!k.sync_path.empty())
+        std::fprintf(stderr, "alloy: build %s for cpu: kernel '%s' with barriers/simd: %s\n",
+                     source.label.c_str(), k.host_name.c_str(), k.sync_path.c_str());
   auto p = std::make_shared<Program>();
   p->target_ = target;
   p->uses_sync_ = tr.uses_sync;

@@ -97,6 +97,26 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
       "  {1}({2});\n"
       "}}\n",
       i, k.function, thread_args);
+  if (k.split) {
+    // Split mode (msl/regions.h): the kernel itself loops over the group's threads region by
+    // region; it is called once per group with thread 0's attribute values (its uniform ones
+    // are the group's) and the launch and group.
+    std::string split_args = args;
+    split_args += std::string(args.empty() ? "" : ", ") + "L, g";
+    return fmt::format(
+        "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_group_{0}(const "
+        "alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
+        "  ::alloy_target::set_group(g);\n"
+        "{3}"
+        "  const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, 0u);\n"
+        "  {1}({2});\n"
+        "}}\n"
+        "extern \"C\" ALLOY_CPU_EXPORT void alloy_thread_{0}(const alloy_cpu_launch*, "
+        "alloy_cpu_group*, unsigned) {{\n"
+        "  ALLOY_THROW_LOGIC_ERROR(\"alloy: internal: thread entry of a split kernel\");\n"
+        "}}\n",
+        i, k.function, split_args, bind);
+  }
   if (k.fibers) {
     // The executor runs every group of this translation as fibers: no loop to compile.
     return fmt::format(

@@ -13,6 +13,7 @@
 #include "msl/lexer.h"
 #include "msl/macros.h"
 #include "msl/prelude_select.h"
+#include "msl/regions.h"
 #include "msl/target.h"
 
 namespace alloy::msl {
@@ -141,6 +142,7 @@ class Translator {
     std::string host_name;
     std::vector<KernelParam> params;
     int max_threads = 0;
+    size_t params_close = 0, body_open = 0, body_close = 0;  // token indices
   };
   std::vector<KernelDecl> decls_;
   int tg_slot_ = 0;
@@ -838,6 +840,16 @@ class Translator {
       size_t pc = match(po, "(", ")");
       if (pc == std::string::npos) bad("unbalanced parentheses in kernel '" + k.name + "'", t.line);
       k.params = parse_params(po + 1, pc, k.name);
+      k.params_close = pc;
+      {
+        size_t bo = next(pc + 1);
+        while (bo < toks_.size() && is_attr_open(bo)) bo = next(attr_close_checked(bo) + 1);
+        if (bo < toks_.size() && toks_[bo].is("{")) {
+          k.body_open = bo;
+          k.body_close = match(bo, "{", "}");
+          if (k.body_close == std::string::npos) k.body_open = 0;
+        }
+      }
       // Is it a template? Look back from the kernel marker for `template <...>`.
       size_t b = prev(i);
       while (b != std::string::npos && toks_[b].kind == TokKind::space) b = prev(b);
@@ -1310,11 +1322,79 @@ class Translator {
     return out;
   }
 
+  // kernel base name -> (split, why) for CPU kernels with barriers/simd functions.
+  std::map<std::string, std::pair<bool, std::string>> split_;
+
+  // CPU: cut the bodies of barrier/simd kernels into work-item loops where possible
+  // (msl/regions.h); the rest run as fibers. Runs on the translated tokens, before the text is
+  // joined; a split body replaces the original in place (same lines).
+  void plan_cpu_split() {
+    if (opt_.target != Target::cpu || !out_.uses_sync) return;
+    CpuSyncMode mode =
+        opt_.cpu_sync < 0 ? cpu_sync_mode() : static_cast<CpuSyncMode>(opt_.cpu_sync);
+    // Barriers/simd functions outside kernel bodies (helpers): the splitter sees only bodies.
+    std::vector<bool> in_body(toks_.size(), false);
+    for (auto& d : decls_)
+      if (d.body_open)
+        for (size_t i = d.body_open; i <= d.body_close; ++i) in_body[i] = true;
+    bool outside = false;
+    for (size_t i = 0; i < toks_.size(); ++i)
+      if (!in_body[i] && toks_[i].kind == TokKind::ident && is_sync_ident(toks_[i].text) &&
+          toks_[i].text != "simd_vote" && toks_[i].text != "quad_vote")
+        outside = true;
+    std::set<std::string> names;
+    for (auto& d : decls_) {
+      if (!d.body_open) continue;
+      bool sync = false;
+      for (size_t i = d.body_open; i <= d.body_close; ++i)
+        if (toks_[i].kind == TokKind::ident && is_sync_ident(toks_[i].text)) sync = true;
+      if (!names.insert(d.name).second) {
+        split_[d.name] = {false, "fibers: several kernels share the name"};
+        continue;
+      }
+      if (mode == CpuSyncMode::fibers) {
+        split_[d.name] = {false, "fibers: ALLOY_CPU_SYNC=fibers"};
+        continue;
+      }
+      if (opt_.robust) {
+        split_[d.name] = {false, "fibers: robust mode"};
+        continue;
+      }
+      if (outside) {
+        split_[d.name] = {false,
+                          "fibers: a function other than the kernel uses barriers/simd "
+                          "functions"};
+        continue;
+      }
+      if (d.body_open + 1 >= d.body_close) continue;
+      std::string body;
+      for (size_t i = d.body_open + 1; i < d.body_close; ++i) body += toks_[i].text;
+      SplitBody r = split_kernel_body(body, d.params);
+      if (!r.ok) {
+        split_[d.name] = {false, "fibers: " + r.reason};
+        continue;
+      }
+      split_[d.name] = {true, sync ? "split into work-item loops" : "split (no barrier in body)"};
+      for (size_t i = d.body_open + 1; i < d.body_close; ++i) {  // r.body keeps the newlines
+        toks_[i].text.clear();
+        toks_[i].kind = TokKind::space;
+      }
+      toks_[d.body_open + 1].text = r.body;
+      toks_[d.body_open + 1].kind = TokKind::ident;
+      size_t pc = d.params_close;
+      size_t po = prev(pc);
+      bool empty = po != std::string::npos && toks_[po].is("(");
+      toks_[pc].text = std::string(empty ? "" : ", ") +
+                       "const alloy_cpu_launch* alloy_L, alloy_cpu_group* alloy_g)";
+    }
+  }
+
   Translation finish() {
     if (opt_.reflect_only) {
       for (auto& k : out_.kernels) k.fibers = out_.uses_sync;
       return std::move(out_);
     }
+    plan_cpu_split();
     std::string body;
     for (auto& t : toks_) body += t.text;
     std::string code = traits_.preamble;
@@ -1333,6 +1413,12 @@ class Translator {
     for (size_t k = 0; k < out_.kernels.size(); ++k) {
       plan_cuda_entry(out_.kernels[k]);
       out_.kernels[k].fibers = out_.uses_sync;
+      auto d = split_.find(out_.kernels[k].base_name);
+      if (d != split_.end()) {
+        out_.kernels[k].split = d->second.first;
+        out_.kernels[k].fibers = out_.uses_sync && !d->second.first;
+        out_.kernels[k].sync_path = d->second.second;
+      }
       code += traits_.entry(out_.kernels[k], k, opt_);
     }
     code += "}  // namespace metal\n";

@@ -38,6 +38,11 @@ struct KernelEntry {
   // CPU: the translation uses barriers or simd functions, so its groups run as fibers
   // (alloy_thread_<i>) and alloy_group_<i> is a stub that is never called.
   bool fibers = false;
+  // CPU: the kernel's body was cut at its barriers/simd functions into work-item loops
+  // (msl/regions.h); alloy_group_<i> runs a group without fibers. `sync_path` says which path a
+  // kernel with barriers/simd functions took and why (ALLOY_TRACE_BUILD prints it).
+  bool split = false;
+  std::string sync_path = {};
 };
 
 struct TranslateOptions {
@@ -51,6 +56,9 @@ struct TranslateOptions {
   /// take device buffers as `__restrict__` parameters, and kernels whose threads share nothing
   /// (no barriers, simd functions or threadgroup memory) run several threadgroups per block.
   bool distinct_buffers = false;
+  /// CPU kernels with barriers/simd functions: split them into work-item loops where the
+  /// splitter can (automatic/split), or always run them as fibers. Default: ALLOY_CPU_SYNC.
+  int cpu_sync = -1;  // -1: from the environment; else a msl::CpuSyncMode value
   /// [[buffer(n)]] indices of a few bytes each (small metal_kernel inputs) that a CUDA launch may
   /// carry in its parameter block or pass in device memory (cuda_small_buffer in prelude/entry.h).
   std::vector<int> small_buffers = {};

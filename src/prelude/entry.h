@@ -199,6 +199,20 @@ ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_gro
     }
   }
 }
+
+/// Split mode: one region of a kernel cut at barriers, f(ids) for every thread of the group that
+/// is alive and in mask m (null: every live thread). While no thread has returned and no mask
+/// applies it is the plain loop of loop mode, for the host compiler to vectorise.
+template <class F>
+ALLOY_FN void cpu_region(alloy_split::state& s, const unsigned char* m, F&& f) {
+  if (!m && !s.any_dead) {
+    cpu_for_each_thread(s.L, s.g, f);
+    return;
+  }
+  cpu_for_each_thread(s.L, s.g, [&](const thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {
+    if (s.active(t.lid, m)) f(t);
+  });
+}
 #endif
 
 #if defined(ALLOY_TARGET_CUDA)

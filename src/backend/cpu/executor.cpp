@@ -76,10 +76,15 @@ struct Worker {
   alloy_cpu_group g{};
   unsigned char* memory = nullptr;  // [[threadgroup(n)]] parameters, then the arena
   uint64_t memory_bytes = 0;
+  unsigned char* split_arena = nullptr;
+  static constexpr uint64_t kSplitBytes = 8 << 20;
   GroupRuntime loop_runtime;
   FiberScheduler fibers;
 
-  ~Worker() { std::free(memory); }
+  ~Worker() {
+    std::free(memory);
+    std::free(split_arena);
+  }
 
   void prepare(const alloy_cpu_launch& L, const ExecOptions& opts, bool fiber_mode) {
     uint64_t params = 0;
@@ -98,6 +103,15 @@ struct Worker {
     }
     g.tg_arena = memory + off;
     g.tg_capacity = arena;
+    if (!fiber_mode && !split_arena) {
+      // Split-mode scratch (prelude/cpu/split.h): alive flags, simd exchanges, values live
+      // across barriers. Pages are touched only as a kernel uses them.
+      split_arena = static_cast<unsigned char*>(std::aligned_alloc(kAlign, kSplitBytes));
+      if (!split_arena) throw std::bad_alloc();
+    }
+    g.split_arena = split_arena;
+    g.split_capacity = split_arena ? kSplitBytes : 0;
+    g.split = nullptr;
     loop_runtime.launch = &L;
     loop_runtime.options = &opts;
     g.sync = fiber_mode ? &FiberScheduler::kSync : &kLoopSync;

@@ -62,6 +62,12 @@ struct alloy_cpu_group {
   uint64_t tg_used;
   void* tg_slots[ALLOY_CPU_MAX_TG_SLOTS];
   void* tg_params[8];  // [[threadgroup(n)]] parameters, allocated by the runtime per group
+  // Split mode (kernels cut at barriers into work-item loops, cpu/split.h): scratch for values
+  // that live across regions and for simd exchanges, owned by the runtime (reused per group),
+  // and the split state of the running group (null outside split mode).
+  unsigned char* split_arena;
+  uint64_t split_capacity;
+  void* split;
 };
 
 typedef void (*alloy_cpu_group_fn)(const alloy_cpu_launch*, alloy_cpu_group*);

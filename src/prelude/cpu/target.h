@@ -321,10 +321,18 @@ ALLOY_FN uint32_t lane_id() {
   return alloy_cpu_current_group->current & 31u;
 }
 
+}  // namespace alloy_target
+#include "split.h"
+namespace alloy_target {
+
 // Every live lane's `v` into all[0..31] (lane-major); sets g->simd_live. Values larger than one
 // exchange slot go through several exchanges.
 template <class T>
 ALLOY_FN void gather(const T& v, T* all) {
+  if (alloy_split::state* s = alloy_split::active()) {
+    s->gather(v, all);
+    return;
+  }
   alloy_cpu_group* g = sync_group("a simdgroup function");
   constexpr uint32_t kSlot = ALLOY_CPU_SIMD_SLOT_BYTES;
   if constexpr (sizeof(T) <= kSlot) {
@@ -350,6 +358,7 @@ ALLOY_FN uint32_t live_mask() {
 
 template <class T>
 ALLOY_FN T shuffle(T v, uint32_t src) {
+  if (alloy_split::state* s = alloy_split::active()) return s->shuffle(v, src);
   T all[32];
   gather(v, all);
   uint32_t live = alloy_cpu_current_group->simd_live;
@@ -358,6 +367,7 @@ ALLOY_FN T shuffle(T v, uint32_t src) {
 
 template <class T, class Op>
 ALLOY_FN T reduce(T v, Op op) {
+  if (alloy_split::state* s = alloy_split::active()) return s->reduce(v, op);
   T all[32];
   gather(v, all);
   uint32_t live = alloy_cpu_current_group->simd_live;

@@ -189,6 +189,21 @@ namespace alloy_detail {
 // Exclusive scan = the inclusive result of the previous live lane (identity on the first).
 template <class V, class Op>
 ALLOY_FN V exclusive_scan(const V& v, Op op, V identity) {
+#if defined(ALLOY_TARGET_CPU)
+  // One exchange (the CPU's split mode publishes a statement's exchanges before it runs, so
+  // every exchange must carry a value known then): fold the live lanes below this one.
+  V all[32];
+  alloy_target::gather(v, all);
+  uint32_t live = alloy_cpu_current_group->simd_live, me = alloy_target::lane_id();
+  V acc = identity;
+  bool have = false;
+  for (uint32_t l = 0; l < me; ++l) {
+    if (!((live >> l) & 1u)) continue;
+    acc = have ? op(acc, all[l]) : all[l];
+    have = true;
+  }
+  return acc;
+#else
   uint32_t live = alloy_target::live_mask();
   V incl = alloy_target::inclusive_scan(v, op);
   uint32_t lane = alloy_target::lane_id();
@@ -196,6 +211,7 @@ ALLOY_FN V exclusive_scan(const V& v, Op op, V identity) {
   uint32_t prev = below ? 31u - alloy_target::clz32(below) : lane;
   V r = alloy_target::shuffle(incl, prev);
   return below ? r : identity;
+#endif
 }
 }  // namespace alloy_detail
 template <class T>

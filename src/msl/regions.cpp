@@ -1,0 +1,1035 @@
+#include "msl/regions.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <stdexcept>
+
+#include "msl/lexer.h"
+
+namespace alloy::msl {
+
+CpuSyncMode cpu_sync_mode() {
+  const char* v = std::getenv("ALLOY_CPU_SYNC");
+  if (!v || !*v || std::strcmp(v, "auto") == 0) return CpuSyncMode::automatic;
+  if (std::strcmp(v, "fibers") == 0) return CpuSyncMode::fibers;
+  if (std::strcmp(v, "split") == 0) return CpuSyncMode::split;
+  throw std::invalid_argument(std::string("ALLOY_CPU_SYNC must be auto, fibers or split, not '") +
+                              v + "'");
+}
+
+namespace {
+
+constexpr size_t npos = std::string::npos;
+
+struct Cannot {
+  std::string why;
+};
+
+bool is_barrier_name(std::string_view s) {
+  return s == "threadgroup_barrier" || s == "simdgroup_barrier";
+}
+bool is_sync_name(std::string_view s) {
+  return is_barrier_name(s) || s.starts_with("simd_") || s.starts_with("quad_") ||
+         (s.starts_with("simdgroup_") && s != "simdgroup_index_in_threadgroup" &&
+          s != "simdgroups_per_threadgroup");
+}
+bool is_simd_type(std::string_view s) {
+  return s == "simd_vote" || s == "quad_vote";
+}
+
+// Attributes whose value is the same for every thread of a group.
+bool uniform_attribute(std::string_view a) {
+  return a == "threadgroup_position_in_grid" || a == "threads_per_threadgroup" ||
+         a == "threads_per_grid" || a == "grid_size" || a == "grid_origin" ||
+         a == "dispatch_threads_per_threadgroup" || a == "threadgroups_per_grid" ||
+         a == "simdgroups_per_threadgroup" || a == "dispatch_simdgroups_per_threadgroup" ||
+         a == "threads_per_simdgroup" || a == "thread_execution_width" ||
+         a == "quadgroups_per_threadgroup" || a == "dispatch_quadgroups_per_threadgroup";
+}
+
+const std::set<std::string, std::less<>>& keywords() {
+  static const std::set<std::string, std::less<>> k = {
+      "return",   "if",       "else",      "for",      "while",         "do",
+      "switch",   "case",     "default",   "break",    "continue",      "goto",
+      "sizeof",   "const",    "constexpr", "static",   "static_cast",   "reinterpret_cast",
+      "true",     "false",    "typedef",   "using",    "static_assert", "template",
+      "typename", "decltype", "auto",      "volatile", "const_cast",    "nullptr",
+      "struct",   "class",    "new",       "delete",   "throw",         "alignof"};
+  return k;
+}
+
+bool assign_op(std::string_view s) {
+  return s == "=" || s == "+=" || s == "-=" || s == "*=" || s == "/=" || s == "%=" || s == "&=" ||
+         s == "|=" || s == "^=" || s == "<<=" || s == ">>=" || s == "++" || s == "--";
+}
+
+struct Item {
+  enum Kind { plain, preproc, barrier, simd, if_, for_, block, empty } kind = plain;
+  size_t b = 0, s = 0, e = 0;  // range [b, e); s = first significant token
+  bool sync = false, has_barrier = false;
+  // if_: condition [cb, ce); for_: header [cb, ce) (inside the parentheses)
+  size_t cb = 0, ce = 0;
+  size_t body_b = 0;  // for_/if_: first token of the controlled statement
+  std::vector<Item> then_, else_;
+  size_t else_tok = npos;
+};
+
+class Splitter {
+ public:
+  Splitter(std::string_view body, const std::vector<KernelParam>& params)
+      : toks_(lex(body)), params_(params) {}
+
+  SplitBody run() {
+    SplitBody r;
+    try {
+      prepare();
+      auto items = parse_seq(0, toks_.size());
+      out_ += "::alloy_split::state alloy_S(alloy_L, alloy_g);";
+      scopes_.push_back({});
+      for (auto& p : params_) {
+        if (!assigned_params_.count(p.name)) continue;
+        int slot = slot_++;
+        out_ += fmt::format(
+            "using alloy_T{0} = ::alloy_split::remove_cv<decltype({1})>::type; alloy_T{0}* "
+            "alloy_h{0} = alloy_S.storage<alloy_T{0}>({0}); alloy_S.fill(alloy_h{0}, {1});",
+            slot, p.name);
+        scopes_.back().push_back({p.name, slot});
+      }
+      emit_seq(items, "nullptr", false);
+      close_region();
+      r.ok = true;
+      r.body = out_;
+    } catch (const Cannot& c) {
+      r.ok = false;
+      r.reason = c.why;
+    }
+    return r;
+  }
+
+ private:
+  std::vector<Token> toks_;
+  const std::vector<KernelParam>& params_;
+  std::set<std::string, std::less<>> varying_attrs_, assigned_params_, const_buffers_, locals_,
+      uniform_;
+  struct Hoisted {
+    std::string name;
+    int slot;
+  };
+  std::vector<std::vector<Hoisted>> scopes_;
+  std::string out_;
+  int slot_ = 0, region_id_ = 0, pred_id_ = 0, simd_id_ = 0;
+
+  // The open region.
+  struct Region {
+    bool open = false;
+    std::string mask = "nullptr";
+    std::string pre;    // group-level code placed before the region
+    std::string head;   // consume code
+    std::string probe;  // head's declarations, for the probe
+    std::string stmts;
+    std::string tail;                // publish / predicate code
+    std::vector<std::string> decls;  // declaration statements (probe)
+    std::vector<std::string> declared;
+    size_t last = 0;  // last token index covered
+    bool has_return = false;
+    std::set<std::string> idents;
+    // Typed per-thread values the region stores for a reduction after it: (slot, type
+    // expression for the probe).
+    std::vector<std::pair<int, std::string>> extra;
+  } rg_;
+
+  [[noreturn]] void cannot(const std::string& why) const { throw Cannot{why}; }
+
+  size_t next(size_t i, size_t e) const {
+    while (i < e && toks_[i].trivia()) ++i;
+    return i;
+  }
+  size_t prev(size_t i) const {
+    while (i > 0) {
+      --i;
+      if (!toks_[i].trivia()) return i;
+    }
+    return npos;
+  }
+  size_t match(size_t i, size_t e) const {
+    std::string_view open = toks_[i].text;
+    std::string_view close = open == "(" ? ")" : open == "[" ? "]" : "}";
+    int depth = 0;
+    for (size_t j = i; j < e; ++j) {
+      if (toks_[j].kind != TokKind::punct) continue;
+      if (toks_[j].text == open)
+        ++depth;
+      else if (toks_[j].text == close && --depth == 0)
+        return j;
+    }
+    cannot("unbalanced brackets");
+  }
+  std::string text(size_t b, size_t e) const {
+    std::string s;
+    for (size_t i = b; i < e; ++i) s += toks_[i].text;
+    return s;
+  }
+  // Text on one line (copies placed elsewhere keep the original's newlines where they were).
+  std::string flat(size_t b, size_t e) const {
+    std::string s;
+    for (size_t i = b; i < e; ++i) {
+      if (toks_[i].kind == TokKind::preproc) cannot("a preprocessor line inside a statement");
+      if (toks_[i].kind == TokKind::comment) {
+        s += ' ';
+        continue;
+      }
+      for (char c : toks_[i].text) s += c == '\n' ? ' ' : c;
+    }
+    return s;
+  }
+  static std::string newlines(const std::string& s) {
+    std::string n;
+    for (char c : s)
+      if (c == '\n') n += '\n';
+    return n;
+  }
+
+  void prepare() {
+    for (auto& p : params_) {
+      if (p.kind == ParamKind::attribute && !uniform_attribute(p.attribute))
+        varying_attrs_.insert(p.name);
+      if (p.kind == ParamKind::buffer && p.is_const) const_buffers_.insert(p.name);
+    }
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      const auto& t = toks_[i];
+      if (t.kind == TokKind::preproc && t.text.find("define") != npos)
+        cannot("a #define inside the kernel body");
+      if (t.kind != TokKind::ident) continue;
+      if (t.text == "goto") cannot("goto");
+      if (t.text.starts_with("simdgroup_") && !is_barrier_name(t.text) && is_sync_name(t.text))
+        cannot("simdgroup matrix functions");
+      size_t p = prev(i);
+      size_t n = next(i + 1, toks_.size());
+      // Declared names (a superset: `X name` where X ends a type).
+      if (p != npos && n < toks_.size() &&
+          (toks_[p].kind == TokKind::ident || toks_[p].is(">") || toks_[p].is("*") ||
+           toks_[p].is("&")) &&
+          !keywords().count(toks_[p].text) &&
+          (toks_[n].is("=") || toks_[n].is(";") || toks_[n].is(",") || toks_[n].is("[") ||
+           toks_[n].is("(") || toks_[n].is("{") || toks_[n].is(":") || toks_[n].is(")")))
+        locals_.insert(t.text);
+      if (toks_[p == npos ? 0 : p].is("auto") || (p != npos && toks_[p].is("auto")))
+        locals_.insert(t.text);
+    }
+    for (auto& prm : params_) {
+      if (assign_count(prm.name) == 0) continue;
+      if (prm.kind == ParamKind::attribute) cannot("an attribute parameter is assigned");
+      assigned_params_.insert(prm.name);
+    }
+  }
+
+  // Occurrences of `name` that may modify it.
+  int assign_count(const std::string& name) const {
+    int c = 0;
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (toks_[i].kind != TokKind::ident || toks_[i].text != name) continue;
+      size_t p = prev(i);
+      if (p != npos && (toks_[p].is(".") || toks_[p].is("->") || toks_[p].is("::"))) continue;
+      size_t n = next(i + 1, toks_.size());
+      while (n < toks_.size() && toks_[n].is(".")) {  // a member: v.x = ...
+        size_t m = next(n + 1, toks_.size());
+        n = m < toks_.size() ? next(m + 1, toks_.size()) : m;
+      }
+      bool mod = (n < toks_.size() && assign_op(toks_[n].text)) ||
+                 (p != npos && (toks_[p].is("++") || toks_[p].is("--") || toks_[p].is("&")));
+      if (mod) ++c;
+    }
+    return c;
+  }
+
+  bool is_uniform_name(const std::string& s) const {
+    if (uniform_.count(s)) return true;
+    if (locals_.count(s) || varying_attrs_.count(s) || assigned_params_.count(s)) return false;
+    if (is_sync_name(s) || s.starts_with("atomic_") || s.starts_with("alloy_")) return false;
+    return true;
+  }
+
+  // A threadgroup-uniform expression: no thread-dependent name, no memory read except through a
+  // const buffer parameter, no side effect.
+  bool uniform(size_t b, size_t e) const {
+    for (size_t i = b; i < e; ++i) {
+      const auto& t = toks_[i];
+      if (t.trivia()) continue;
+      if (t.kind == TokKind::preproc) return false;
+      if (t.kind == TokKind::ident) {
+        size_t p = prev(i);
+        if (p != npos && p >= b && (toks_[p].is(".") || toks_[p].is("->"))) continue;
+        if (keywords().count(t.text) && t.text != "auto") continue;
+        if (!is_uniform_name(t.text)) return false;
+        continue;
+      }
+      if (t.kind != TokKind::punct) continue;
+      if (assign_op(t.text) || t.is("->")) return false;
+      if (t.is("[")) {
+        size_t p = prev(i);
+        if (p == npos || p < b || !const_buffers_.count(toks_[p].text)) return false;
+      }
+      if (t.is("*")) {
+        size_t p = prev(i);
+        if (p == npos || p < b ||
+            !(toks_[p].kind == TokKind::ident || toks_[p].kind == TokKind::number ||
+              toks_[p].is(")") || toks_[p].is("]")))
+          return false;  // a dereference
+      }
+    }
+    return true;
+  }
+
+  bool has_sync(size_t b, size_t e, bool* barrier = nullptr) const {
+    bool any = false;
+    for (size_t i = b; i < e; ++i)
+      if (toks_[i].kind == TokKind::ident && is_sync_name(toks_[i].text) &&
+          !is_simd_type(toks_[i].text)) {
+        any = true;
+        if (barrier && toks_[i].text == "threadgroup_barrier") *barrier = true;
+      }
+    return any;
+  }
+
+  // ---- parsing ----
+  std::vector<Item> parse_seq(size_t b, size_t e) {
+    std::vector<Item> v;
+    size_t i = b;
+    while (i < e) {
+      size_t s = next(i, e);
+      if (s >= e) {
+        Item it;
+        it.kind = Item::empty;
+        it.b = i;
+        it.s = it.e = e;
+        v.push_back(it);
+        break;
+      }
+      v.push_back(parse_stmt(i, e));
+      i = v.back().e;
+    }
+    return v;
+  }
+
+  size_t stmt_end(size_t s, size_t e) {  // index after the ';' ending a simple statement
+    for (size_t j = s; j < e; ++j) {
+      if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
+        j = match(j, e);
+        continue;
+      }
+      if (toks_[j].is(";")) return j + 1;
+    }
+    cannot("a statement without ';'");
+  }
+
+  Item parse_stmt(size_t b, size_t e) {
+    Item it;
+    it.b = b;
+    size_t s = next(b, e);
+    it.s = s;
+    const Token& t = toks_[s];
+    if (t.kind == TokKind::preproc) {
+      it.kind = Item::preproc;
+      it.e = s + 1;
+    } else if (t.is("{")) {
+      size_t m = match(s, e);
+      it.kind = Item::block;
+      it.then_ = parse_seq(s + 1, m);
+      it.e = m + 1;
+    } else if (t.is("if") || t.is("for") || t.is("while") || t.is("switch")) {
+      size_t po = next(s + 1, e);
+      if (po >= e || !toks_[po].is("(")) cannot("cannot read a control statement");
+      size_t pc = match(po, e);
+      it.cb = po + 1;
+      it.ce = pc;
+      it.body_b = pc + 1;
+      Item body = parse_stmt(pc + 1, e);
+      it.e = body.e;
+      it.then_ = body.kind == Item::block ? body.then_ : std::vector<Item>{body};
+      if (t.is("if")) {
+        it.kind = Item::if_;
+        size_t el = next(it.e, e);
+        if (el < e && toks_[el].is("else")) {
+          it.else_tok = el;
+          Item eb = parse_stmt(el + 1, e);
+          it.else_ = eb.kind == Item::block ? eb.then_ : std::vector<Item>{eb};
+          it.e = eb.e;
+        }
+      } else if (t.is("for")) {
+        it.kind = Item::for_;
+      } else {
+        it.kind = Item::plain;  // while / switch: never split inside
+      }
+    } else if (t.is("do")) {
+      Item body = parse_stmt(s + 1, e);
+      size_t w = next(body.e, e);
+      if (w >= e || !toks_[w].is("while")) cannot("cannot read a do-while loop");
+      it.kind = Item::plain;
+      it.e = stmt_end(w, e);
+    } else if (t.is(";")) {
+      it.kind = Item::empty;
+      it.e = s + 1;
+    } else {
+      it.kind = Item::plain;
+      it.e = stmt_end(s, e);
+    }
+    it.sync = has_sync(it.s, it.e, &it.has_barrier);
+    if (it.kind == Item::plain && it.sync) {
+      size_t f = it.s;
+      if (toks_[f].is("metal")) f = next(next(f + 1, it.e) + 1, it.e);
+      if (toks_[f].kind == TokKind::ident && is_barrier_name(toks_[f].text)) {
+        size_t po = next(f + 1, it.e);
+        if (po < it.e && toks_[po].is("(")) {
+          size_t pc = match(po, it.e);
+          size_t sc = next(pc + 1, it.e);
+          if (sc < it.e && toks_[sc].is(";") && !has_sync(po, pc)) it.kind = Item::barrier;
+        }
+      }
+      if (it.kind == Item::plain && !it.has_barrier && !toks_[it.s].is("while") &&
+          !toks_[it.s].is("switch") && !toks_[it.s].is("do"))
+        it.kind = Item::simd;
+    }
+    return it;
+  }
+
+  // ---- declarations ----
+  struct Decl {
+    std::vector<std::string> names;
+    bool reference = false, init = false, array = false, group = false;
+  };
+  // Reads a simple declaration statement [s, e) (e after ';'); names empty if it is not one.
+  Decl read_decl(size_t s, size_t e) const {
+    Decl d;
+    size_t i = s;
+    const Token& f = toks_[i];
+    if (f.kind != TokKind::ident) return d;
+    if (f.is("typedef") || f.is("using") || f.is("static_assert") || f.is("constexpr") ||
+        f.text.starts_with("alloy_tg_t")) {
+      d.group = true;
+      return d;
+    }
+    if (keywords().count(f.text) && !f.is("const") && !f.is("auto")) return d;
+    // type: [const] ident(::ident)* [<...>] {* & const}
+    bool saw_type = false;
+    while (i < e) {
+      i = next(i, e);
+      const Token& t = toks_[i];
+      if (t.is("const") || t.is("volatile")) {
+        ++i;
+        continue;
+      }
+      if (t.is("constexpr") || t.is("static")) {
+        d.group = t.is("constexpr");
+        if (d.group) return d;
+        return Decl{};
+      }
+      if (!saw_type) {
+        if (t.kind != TokKind::ident) return Decl{};
+        saw_type = true;
+        ++i;
+        size_t n = next(i, e);
+        while (n < e && (toks_[n].is("::") || toks_[n].is("<"))) {
+          if (toks_[n].is("::")) {
+            i = next(n + 1, e) + 1;
+          } else {
+            int depth = 0;
+            size_t j = n;
+            for (; j < e; ++j) {
+              if (toks_[j].is("<")) ++depth;
+              if (toks_[j].is(">")) --depth;
+              if (toks_[j].is(">>")) depth -= 2;
+              if (toks_[j].is(";") || toks_[j].is("{")) return Decl{};
+              if (depth <= 0) break;
+            }
+            i = j + 1;
+          }
+          n = next(i, e);
+        }
+        continue;
+      }
+      if (t.is("*") || t.is("&") || t.is("&&")) {
+        if (!t.is("*")) d.reference = true;
+        ++i;
+        continue;
+      }
+      break;
+    }
+    // declarators
+    size_t j = next(i, e);
+    while (j < e) {
+      // A later "declarator" that does not read as one: the comma was inside the initialiser
+      // (template arguments), so the names so far are all.
+      bool later = !d.names.empty();
+      if (toks_[j].kind != TokKind::ident || keywords().count(toks_[j].text))
+        return later ? d : Decl{};
+      size_t n = next(j + 1, e);
+      if (n >= e) return later ? d : Decl{};
+      if (!(toks_[n].is("=") || toks_[n].is(";") || toks_[n].is(",") || toks_[n].is("[") ||
+            toks_[n].is("{") || toks_[n].is("(")))
+        return later ? d : Decl{};
+      d.names.push_back(toks_[j].text);
+      if (toks_[n].is("[")) d.array = true;
+      // skip to the next top-level ',' or ';'
+      size_t k = n;
+      for (; k < e; ++k) {
+        if (toks_[k].is("=") || toks_[k].is("{") || toks_[k].is("(")) d.init = true;
+        if (toks_[k].is("(") || toks_[k].is("[") || toks_[k].is("{")) {
+          k = match(k, e);
+          continue;
+        }
+        if (toks_[k].is(",") || toks_[k].is(";")) break;
+      }
+      if (k >= e || toks_[k].is(";")) break;
+      j = next(k + 1, e);
+      // `*`/`&` of a later declarator
+      while (j < e && (toks_[j].is("*") || toks_[j].is("&"))) {
+        if (toks_[j].is("&")) d.reference = true;
+        j = next(j + 1, e);
+      }
+    }
+    return d;
+  }
+
+  // ---- emission ----
+  std::vector<Hoisted> in_scope() const {
+    std::vector<Hoisted> v;
+    for (auto& s : scopes_) v.insert(v.end(), s.begin(), s.end());
+    return v;
+  }
+  bool used_after(const std::string& name, size_t from) const {
+    for (size_t i = from; i < toks_.size(); ++i)
+      if (toks_[i].kind == TokKind::ident && toks_[i].text == name) return true;
+    return false;
+  }
+  void idents(size_t b, size_t e, std::set<std::string>& out) const {
+    for (size_t i = b; i < e; ++i)
+      if (toks_[i].kind == TokKind::ident) out.insert(toks_[i].text);
+  }
+
+  void open_region(const std::string& mask) {
+    if (rg_.open) return;
+    rg_ = Region{};
+    rg_.open = true;
+    rg_.mask = mask;
+  }
+
+  // `return;` -> the thread ends (split regions skip it from then on).
+  std::string region_text(size_t b, size_t e, int id) {
+    std::string s;
+    for (size_t i = b; i < e; ++i) {
+      if (toks_[i].kind == TokKind::ident && toks_[i].text == "return") {
+        size_t n = next(i + 1, e);
+        if (n >= e || !toks_[n].is(";")) cannot("return with a value");
+        s += fmt::format("{{ alloy_S.kill(alloy_t.lid); goto alloy_dead{}; }}", id);
+        rg_.has_return = true;
+        s += newlines(text(i + 1, n + 1));
+        i = n;
+        continue;
+      }
+      s += toks_[i].text;
+    }
+    return s;
+  }
+
+  void check_jumps(size_t b, size_t e) const {
+    // break/continue not inside a loop or switch of the same region would leave the region.
+    std::vector<int> depth_stack;
+    int loops = 0;
+    std::vector<std::pair<size_t, int>> ends;  // (token index where a loop body ends, loops)
+    for (size_t i = b; i < e; ++i) {
+      while (!ends.empty() && i >= ends.back().first) {
+        --loops;
+        ends.pop_back();
+      }
+      const Token& t = toks_[i];
+      if (t.is("for") || t.is("while") || t.is("switch") || t.is("do")) {
+        // body extent: conservatively the rest of the enclosing statement
+        size_t end = e;
+        size_t po = next(i + 1, e);
+        if (!t.is("do") && po < e && toks_[po].is("(")) {
+          size_t pc = match(po, e);
+          size_t bb = next(pc + 1, e);
+          if (bb < e && toks_[bb].is("{")) end = match(bb, e) + 1;
+          if (t.is("while")) {
+            size_t pp = prev(i);
+            if (pp != npos && toks_[pp].is("}")) end = i;  // the `while` of a do-while
+          }
+        } else if (t.is("do")) {
+          size_t bb = next(i + 1, e);
+          if (bb < e && toks_[bb].is("{")) end = match(bb, e) + 1;
+        }
+        ++loops;
+        ends.push_back({end, loops});
+      }
+      if ((t.is("break") || t.is("continue")) && loops == 0)
+        cannot("break/continue across a barrier or simd function");
+    }
+  }
+
+  void add_stmt(const Item& it, const std::string& mask) {
+    open_region(mask);
+    check_jumps(it.s, it.e);
+    Decl d = read_decl(it.s, it.e);
+    if (!d.names.empty()) {
+      if (d.reference) {
+        for (auto& n : d.names)
+          if (used_after(n, it.e)) cannot("a reference variable used across a barrier");
+      }
+      rg_.decls.push_back(flat(it.s, it.e));
+      for (auto& n : d.names) rg_.declared.push_back(n);
+    }
+    rg_.stmts += region_text(it.b, it.e, region_id_);
+    idents(it.b, it.e, rg_.idents);
+    rg_.last = it.e;
+  }
+
+  void close_region() {
+    if (!rg_.open) return;
+    Region r = std::move(rg_);
+    rg_ = Region{};
+    int id = region_id_++;
+    std::string code = r.pre;
+    // Hoist what this region declares and later code reads.
+    std::vector<std::pair<std::string, int>> hoist;
+    for (auto& n : r.declared)
+      if (used_after(n, r.last)) hoist.push_back({n, slot_++});
+    std::set<std::string> used = r.idents;
+    auto scope = in_scope();
+    if (!hoist.empty() || !r.extra.empty()) {
+      std::string rebind, tags;
+      std::set<std::string> hoisted_names;
+      for (auto& h : scope) {
+        if (hoisted_names.insert(h.name).second)
+          rebind += fmt::format("auto& {} = alloy_h{}[0]; ", h.name, h.slot);
+      }
+      for (size_t k = 0; k < hoist.size(); ++k)
+        tags += fmt::format("{}decltype({})", k ? ", " : "", hoist[k].first);
+      for (size_t k = 0; k < r.extra.size(); ++k)
+        tags += fmt::format("{}{}", hoist.empty() && k == 0 ? "" : ", ", r.extra[k].second);
+      std::string decls;
+      for (auto& d : r.decls) decls += d + " ";
+      code += fmt::format(
+          "using alloy_P{} = decltype([&] {{ {} {{ {} {} return ::alloy_split::types<{}>{{}}; }} "
+          "}}());",
+          id, rebind, r.probe, decls, tags);
+      for (size_t k = 0; k < hoist.size(); ++k) {
+        int s = hoist[k].second;
+        code += fmt::format(
+            "using alloy_T{0} = ::alloy_split::elem_t<alloy_P{1}, {2}>; alloy_T{0}* alloy_h{0} = "
+            "alloy_S.storage<alloy_T{0}>({0});",
+            s, id, k);
+      }
+      for (size_t k = 0; k < r.extra.size(); ++k)
+        code += fmt::format(
+            "using alloy_T{0} = ::alloy_split::elem_t<alloy_P{1}, {2}>; alloy_T{0}* alloy_h{0} = "
+            "alloy_S.storage<alloy_T{0}>({0});",
+            r.extra[k].first, id, hoist.size() + k);
+    }
+    std::string attrs;
+    for (auto& p : params_)
+      if (p.kind == ParamKind::attribute && varying_attrs_.count(p.name) && used.count(p.name))
+        attrs +=
+            fmt::format("{}{} {} = alloy_t.{}();", p.type.find("const") == npos ? "const " : "",
+                        p.type, p.name, p.attribute);
+    std::string in, out;
+    for (auto& h : scope) {
+      if (!used.count(h.name)) continue;
+      in += fmt::format("alloy_T{0} {1}; ::alloy_split::copy({1}, alloy_h{0}[alloy_t.lid]);",
+                        h.slot, h.name);
+      out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.lid], {1});", h.slot, h.name);
+    }
+    for (auto& h : hoist)
+      out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.lid], {1});", h.second, h.first);
+    code += fmt::format(
+        "::alloy_entry::cpu_region(alloy_S, {}, [&](const ::alloy_entry::thread_ids& alloy_t) "
+        "ALLOY_CPU_INLINE_LAMBDA {{ {}{} {{ {}",
+        r.mask, attrs, in, r.head);
+    // The statements keep their newlines; everything generated stays on their lines.
+    std::string tail = fmt::format("{}{} }}", r.tail, out);
+    if (r.has_return) tail += fmt::format(" return; alloy_dead{}:; ", id);
+    tail += "});";
+    out_ += code + r.stmts + tail;
+    for (auto& h : hoist) scopes_.back().push_back({h.first, h.second});
+  }
+
+  // The simd calls of statement [s, e): (name begin, close paren) pairs, top level only.
+  std::vector<std::pair<size_t, size_t>> simd_calls(size_t s, size_t e) {
+    std::vector<std::pair<size_t, size_t>> calls;
+    for (size_t i = s; i < e; ++i) {
+      const Token& t = toks_[i];
+      if (t.is("?") || t.is("&&") || t.is("||"))
+        cannot("a simd function in a conditionally evaluated expression");
+      if (t.is("++") || t.is("--")) cannot("side effects in a statement with simd functions");
+      if (t.kind != TokKind::ident || !is_sync_name(t.text) || is_simd_type(t.text)) continue;
+      size_t b = i;
+      size_t p = prev(i);
+      if (p != npos && p >= s && toks_[p].is("::")) {
+        size_t q = prev(p);
+        if (q != npos && q >= s && toks_[q].is("metal")) b = q;
+      }
+      size_t po = next(i + 1, e);
+      if (po >= e || !toks_[po].is("(")) cannot("a simd function used other than by a call");
+      size_t pc = match(po, e);
+      if (has_sync(po, pc)) cannot("nested simd functions");
+      calls.push_back({b, pc});
+      i = pc;
+    }
+    return calls;
+  }
+
+  // The simd calls of [s, e) published at the end of the current region, a simd round, and a
+  // new region whose head consumes them into alloy_r<id>_<k>. Returns the id.
+  // simd_sum(x)-like calls (one operand, a fold over the active lanes): the region stores the
+  // operand in a typed per-thread array, the group folds each simdgroup once, the next region
+  // reads the result - plain loads and stores the host compiler can vectorise.
+  static const char* fold_op(std::string_view name) {
+    if (name == "simd_sum") return "op_sum";
+    if (name == "simd_product") return "op_product";
+    if (name == "simd_min") return "op_min";
+    if (name == "simd_max") return "op_max";
+    if (name == "simd_and") return "op_and";
+    if (name == "simd_or") return "op_or";
+    if (name == "simd_xor") return "op_xor";
+    return nullptr;
+  }
+  // The called name and the operand range of a one-operand call, or nullptr.
+  const char* fold_call(const std::pair<size_t, size_t>& c, size_t& ab, size_t& ae) const {
+    size_t i = c.first;
+    if (toks_[i].is("metal")) i = next(next(i + 1, c.second) + 1, c.second);
+    const char* op = fold_op(toks_[i].text);
+    if (!op) return nullptr;
+    size_t po = next(i + 1, c.second);
+    for (size_t j = po + 1; j < c.second; ++j) {
+      if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
+        j = match(j, c.second);
+        continue;
+      }
+      if (toks_[j].is(",")) return nullptr;
+    }
+    ab = po + 1;
+    ae = c.second;
+    return op;
+  }
+
+  int simd_exchange(const std::vector<std::pair<size_t, size_t>>& calls, size_t s,
+                    const std::string& mask) {
+    int id = simd_id_++;
+    bool folds = true;
+    for (auto& c : calls) {
+      size_t ab, ae;
+      if (!fold_call(c, ab, ae)) folds = false;
+    }
+    if (folds) {
+      open_region(mask);
+      std::vector<int> lanes, results;
+      std::vector<const char*> ops;
+      for (auto& c : calls) {
+        size_t ab, ae;
+        ops.push_back(fold_call(c, ab, ae));
+        int sl = slot_++;
+        lanes.push_back(sl);
+        results.push_back(slot_++);
+        std::string call = flat(c.first, c.second + 1), arg = flat(ab, ae);
+        rg_.extra.push_back({sl, "decltype(" + call + ")"});
+        rg_.tail += fmt::format("alloy_h{0}[alloy_t.lid] = alloy_T{0}({1});", sl, arg);
+        idents(c.first, c.second + 1, rg_.idents);
+      }
+      rg_.last = std::max(rg_.last, s);
+      close_region();
+      for (size_t k = 0; k < calls.size(); ++k)
+        out_ += fmt::format(
+            "alloy_T{0}* alloy_h{1} = alloy_S.storage<alloy_T{0}>({1}); "
+            "alloy_S.fold(alloy_h{0}, alloy_h{1}, ::metal::alloy_detail::{2}{{}}, {3});",
+            lanes[k], results[k], ops[k], mask);
+      open_region(mask);
+      std::string head, probe;
+      for (size_t k = 0; k < calls.size(); ++k) {
+        head += fmt::format("auto alloy_r{}_{} = alloy_h{}[alloy_t.lid >> 5]; ", id, k, results[k]);
+        probe += fmt::format("auto alloy_r{}_{} = alloy_h{}[0]; ", id, k, results[k]);
+      }
+      rg_.head = head;
+      rg_.probe = probe;
+      for (auto& c : calls) idents(c.first, c.second + 1, rg_.idents);
+      return id;
+    }
+    open_region(mask);
+    std::string pub = "alloy_S.publish(alloy_t.lid); ";
+    for (auto& c : calls) pub += "(void)(" + flat(c.first, c.second + 1) + "); ";
+    pub += "alloy_S.lane_done(); ";
+    rg_.tail += pub;
+    for (auto& c : calls) idents(c.first, c.second + 1, rg_.idents);
+    rg_.last = std::max(rg_.last, s);  // the consume pass reads the arguments again
+    close_region();
+    out_ += fmt::format("alloy_S.simd_round({});", mask);
+    open_region(mask);
+    std::string head = "alloy_S.consume(alloy_t.lid); ", probe;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      std::string decl =
+          fmt::format("auto alloy_r{}_{} = {}; ", id, k, flat(calls[k].first, calls[k].second + 1));
+      head += decl;
+      probe += decl;
+    }
+    head += "alloy_S.lane_done(); ";
+    rg_.head = head;
+    rg_.probe = probe;
+    for (auto& c : calls) idents(c.first, c.second + 1, rg_.idents);
+    return id;
+  }
+  // [b, e) on one line with each simd call replaced by its consumed result.
+  std::string replaced_flat(size_t b, size_t e, const std::vector<std::pair<size_t, size_t>>& calls,
+                            int id) const {
+    std::string dt;
+    size_t j = b;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      dt += flat(j, calls[k].first) + fmt::format("alloy_r{}_{}", id, k);
+      j = calls[k].second + 1;
+    }
+    return dt + flat(j, e);
+  }
+
+  void add_simd(const Item& it, const std::string& mask) {
+    auto calls = simd_calls(it.s, it.e);
+    if (calls.empty()) cannot("a simd function the splitter cannot place");
+    int id = simd_exchange(calls, it.s, mask);
+    // The statement with each call replaced by its result (the calls' newlines stay).
+    std::string s = text(it.b, it.s);
+    size_t i = it.s;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      s += region_text(i, calls[k].first, region_id_);
+      s += fmt::format("alloy_r{}_{}", id, k) + newlines(text(calls[k].first, calls[k].second + 1));
+      i = calls[k].second + 1;
+    }
+    s += region_text(i, it.e, region_id_);
+    check_jumps(it.s, it.e);
+    Decl d = read_decl(it.s, it.e);
+    if (!d.names.empty()) {
+      if (d.reference) cannot("a reference initialised by a simd function");
+      rg_.decls.push_back(replaced_flat(it.s, it.e, calls, id));
+      for (auto& n : d.names) rg_.declared.push_back(n);
+    }
+    rg_.stmts += s;
+    idents(it.b, it.e, rg_.idents);
+    rg_.last = it.e;
+  }
+
+  bool group_decl(const Item& it) {
+    Decl d = read_decl(it.s, it.e);
+    if (d.group) return true;
+    if (d.names.empty() || d.reference || d.array || !d.init) return false;
+    for (auto& n : d.names)
+      if (assign_count(n) > 1) return false;
+    // initialisers: everything after the first declarator name
+    size_t i = it.s;
+    while (i < it.e && !(toks_[i].kind == TokKind::ident && toks_[i].text == d.names[0])) ++i;
+    i = next(i + 1, it.e);
+    if (i >= it.e || !toks_[i].is("=")) return false;
+    if (!uniform(i + 1, it.e - 1)) return false;
+    return true;
+  }
+
+  void emit_seq(const std::vector<Item>& items, const std::string& mask, bool pred) {
+    for (const Item& it : items) {
+      switch (it.kind) {
+        case Item::empty:
+        case Item::preproc:
+          if (rg_.open) {
+            rg_.stmts += text(it.b, it.e);
+          } else {
+            out_ += text(it.b, it.e);
+          }
+          break;
+        case Item::plain:
+          if (!it.sync && group_decl(it)) {
+            std::string t = text(it.b, it.e);
+            if (rg_.open) {
+              rg_.pre += flat(it.b, it.e);
+              rg_.stmts += newlines(t);
+            } else {
+              out_ += t;
+            }
+            Decl d = read_decl(it.s, it.e);
+            for (auto& n : d.names) uniform_.insert(n);
+            break;
+          }
+          if (it.sync) cannot("a barrier or simd function inside a loop or switch it cannot split");
+          add_stmt(it, mask);
+          break;
+        case Item::barrier:
+          if (pred && toks_[next(it.s, it.e)].text.find("threadgroup_barrier") != npos)
+            cannot("threadgroup_barrier under thread-dependent control flow");
+          close_region();
+          out_ += newlines(text(it.b, it.e));
+          break;
+        case Item::simd:
+          add_simd(it, mask);
+          break;
+        case Item::block:
+          if (!it.sync) {
+            add_stmt(it, mask);
+            break;
+          }
+          close_region();
+          out_ += text(it.b, it.s) + "{";
+          scopes_.push_back({});
+          emit_seq(it.then_, mask, pred);
+          close_region();
+          scopes_.pop_back();
+          out_ += "}";
+          break;
+        case Item::for_: {
+          if (!it.sync) {
+            add_stmt(it, mask);
+            break;
+          }
+          // for (init; cond; inc) with a threadgroup-uniform header and loop variable.
+          std::vector<size_t> semis;
+          for (size_t j = it.cb; j < it.ce; ++j) {
+            if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
+              j = match(j, it.ce);
+              continue;
+            }
+            if (toks_[j].is(";")) semis.push_back(j);
+          }
+          if (semis.size() != 2) cannot("a range-for loop around a barrier or simd function");
+          std::vector<std::string> vars;
+          size_t ib = next(it.cb, semis[0]);
+          if (ib < semis[0]) {
+            Decl d = read_decl(ib, semis[0] + 1);
+            if (d.names.empty() || d.reference)
+              cannot(
+                  "a loop around a barrier/simd function "
+                  "whose initialisation is not a declaration");
+            vars = d.names;
+            size_t i = ib;
+            while (i < semis[0] && toks_[i].text != d.names[0]) ++i;
+            i = next(i + 1, semis[0]);
+            if (i < semis[0] && toks_[i].is("=")) ++i;
+            if (!uniform(i, semis[0]))
+              cannot(
+                  "a loop around a barrier/simd function whose "
+                  "start is not threadgroup-uniform");
+          }
+          for (auto& v : vars) uniform_.insert(v);
+          bool ok = uniform(semis[0] + 1, semis[1]);
+          // increment: assignments to the loop variables with uniform right-hand sides
+          for (size_t j = semis[1] + 1; j < it.ce && ok; ++j) {
+            const Token& t = toks_[j];
+            if (t.trivia() || t.is(",")) continue;
+            if (t.kind == TokKind::ident &&
+                std::find(vars.begin(), vars.end(), t.text) != vars.end())
+              continue;
+            if (t.is("++") || t.is("--")) continue;
+            if (assign_op(t.text)) {
+              size_t k = j + 1;
+              while (k < it.ce && !toks_[k].is(",")) ++k;
+              ok = uniform(j + 1, k);
+              j = k - 1;
+              continue;
+            }
+            ok = false;
+          }
+          if (ok)
+            for (auto& v : vars) {
+              // modified only in the header
+              int c = 0;
+              for (size_t j = it.body_b; j < it.e; ++j)
+                if (toks_[j].kind == TokKind::ident && toks_[j].text == v) {
+                  size_t n = next(j + 1, it.e), p = prev(j);
+                  if ((n < it.e && assign_op(toks_[n].text)) ||
+                      (p != npos && (toks_[p].is("++") || toks_[p].is("--") || toks_[p].is("&"))))
+                    ++c;
+                }
+              if (c) ok = false;
+            }
+          if (!ok) {
+            for (auto& v : vars) uniform_.erase(v);
+            cannot(
+                "a barrier or simd function inside a loop whose bounds are not "
+                "threadgroup-uniform");
+          }
+          close_region();
+          out_ += text(it.b, it.body_b) + "{";
+          scopes_.push_back({});
+          emit_seq(it.then_, mask, pred);
+          close_region();
+          scopes_.pop_back();
+          out_ += "}";
+          break;
+        }
+        case Item::if_: {
+          if (!it.sync) {
+            add_stmt(it, mask);
+            break;
+          }
+          if (!pred && uniform(it.cb, it.ce)) {
+            close_region();
+            out_ += text(it.b, it.body_b) + "{";
+            scopes_.push_back({});
+            emit_seq(it.then_, mask, pred);
+            close_region();
+            scopes_.pop_back();
+            out_ += "}";
+            if (it.else_tok != npos) {
+              out_ += " else {";
+              scopes_.push_back({});
+              emit_seq(it.else_, mask, pred);
+              close_region();
+              scopes_.pop_back();
+              out_ += "}";
+            }
+            break;
+          }
+          bool tb = false;
+          has_sync(it.s, it.e, &tb);
+          if (tb) cannot("threadgroup_barrier under thread-dependent control flow");
+          // Predicated: the condition goes to per-thread flags, each branch runs masked.
+          int p = pred_id_++;
+          int s1 = slot_++, s2 = slot_++;
+          std::string cond = flat(it.cb, it.ce);
+          if (has_sync(it.cb, it.ce)) {  // `if (simd_is_first())`: exchange first
+            auto calls = simd_calls(it.cb, it.ce);
+            int id = simd_exchange(calls, it.s, mask);
+            cond = replaced_flat(it.cb, it.ce, calls, id);
+          }
+          open_region(mask);
+          rg_.pre += fmt::format(
+              "unsigned char* alloy_p{0} = alloy_S.flags({1}); unsigned char* alloy_q{0} = "
+              "alloy_S.flags({2});",
+              p, s1, s2);
+          rg_.tail += fmt::format(
+              "{{ const bool alloy_c = ({1}); alloy_p{0}[alloy_t.lid] = alloy_c; "
+              "alloy_q{0}[alloy_t.lid] = !alloy_c; }}",
+              p, cond);
+          rg_.stmts += newlines(text(it.b, it.body_b));
+          idents(it.cb, it.ce, rg_.idents);
+          rg_.last = std::max(rg_.last, it.ce);
+          close_region();
+          scopes_.push_back({});
+          emit_seq(it.then_, fmt::format("alloy_p{}", p), true);
+          close_region();
+          scopes_.pop_back();
+          if (it.else_tok != npos) {
+            scopes_.push_back({});
+            out_ += newlines(text(it.else_tok, it.else_tok + 1));
+            emit_seq(it.else_, fmt::format("alloy_q{}", p), true);
+            close_region();
+            scopes_.pop_back();
+          }
+          break;
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+SplitBody split_kernel_body(std::string_view body, const std::vector<KernelParam>& params) {
+  return Splitter(body, params).run();
+}
+
+}  // namespace alloy::msl

@@ -1,0 +1,245 @@
+// Split mode of the CPU target (msl/regions.cpp): a barrier/simd kernel cut into regions, each a
+// loop over the group's threads (POCL's work-item loops). This is the per-group state the
+// generated code uses: which threads are alive (a `return` ends a thread), per-thread storage for
+// values that live across regions, and simd exchanges. A statement with simd functions runs in
+// two passes: every active lane publishes the functions' arguments (mode publish), then every
+// lane evaluates the statement reading its simdgroup's published values (mode consume); a
+// reduction is computed once per simdgroup and cached for the other lanes.
+#pragma once
+
+namespace alloy_split {
+
+constexpr uint32_t kSlot = 64;         // bytes one lane publishes per exchange
+constexpr uint32_t kMaxExchanges = 8;  // exchanges per simd statement (quad folds use 5)
+constexpr uint32_t kMaxSlots = 64;     // per-thread storage slots per kernel
+constexpr uint32_t kMaxThreads = 1024;
+
+template <class T>
+struct remove_cv {
+  typedef T type;
+};
+template <class T>
+struct remove_cv<const T> {
+  typedef T type;
+};
+template <class T>
+struct remove_cv<volatile T> {
+  typedef T type;
+};
+template <class T>
+struct remove_cv<const volatile T> {
+  typedef T type;
+};
+template <class... T>
+struct types {};
+template <int I, class L>
+struct nth;
+template <class H, class... R>
+struct nth<0, types<H, R...>> {
+  typedef H type;
+};
+template <int I, class H, class... R>
+struct nth<I, types<H, R...>> {
+  typedef typename nth<I - 1, types<R...>>::type type;
+};
+/// The I-th hoisted variable's storage type (declared type without const/volatile).
+template <class L, int I>
+using elem_t = typename remove_cv<typename nth<I, L>::type>::type;
+
+template <class T>
+ALLOY_FN void copy(T& d, const T& s) {
+  d = s;
+}
+template <class T, unsigned long N>
+ALLOY_FN void copy(T (&d)[N], const T (&s)[N]) {
+  for (unsigned long i = 0; i < N; ++i) copy(d[i], s[i]);
+}
+
+struct state {
+  const alloy_cpu_launch* L;
+  alloy_cpu_group* g;
+  uint32_t n;
+  uint32_t mode = 0;  // 0: none, 1: publish, 2: consume
+  uint32_t lid = 0, ex_index = 0, round = 1;
+  bool any_dead = false;
+  unsigned char* alive;
+  // [2 banks][kMaxExchanges][kMaxThreads][kSlot]: a region may consume one statement's values
+  // and publish the next one's, so the two use different banks (swapped by simd_round).
+  unsigned char* ex;
+  uint32_t pub_bank = 0, con_bank = 1;
+  unsigned char* cache;  // [kMaxExchanges][32 simdgroups][kSlot]
+  uint64_t used;
+  uint32_t live[32];
+  uint32_t cache_round[kMaxExchanges][32];
+  void* slots[kMaxSlots];
+
+  ALLOY_FN state(const alloy_cpu_launch* launch, alloy_cpu_group* group) : L(launch), g(group) {
+    n = g->nthreads;
+    if (!g->split_arena || g->split_capacity < kMaxThreads * (1 + 2 * kMaxExchanges * kSlot) +
+                                                   kMaxExchanges * 32 * kSlot)
+      ALLOY_THROW_LOGIC_ERROR("alloy: internal: split-mode kernel run without its scratch memory");
+    alive = g->split_arena;
+    ex = alive + kMaxThreads;
+    cache = ex + 2 * kMaxExchanges * kMaxThreads * kSlot;
+    used = kMaxThreads + 2 * kMaxExchanges * kMaxThreads * kSlot + kMaxExchanges * 32 * kSlot;
+    for (uint32_t i = 0; i < n; ++i) alive[i] = 1;
+    memset(cache_round, 0, sizeof cache_round);
+    memset(slots, 0, sizeof slots);
+    g->split = this;
+  }
+  ALLOY_FN ~state() { g->split = nullptr; }
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
+
+  /// Per-thread storage for slot `slot` (n values of T), allocated once per group.
+  template <class T>
+  ALLOY_FN T* storage(uint32_t slot) {
+    if (slot >= kMaxSlots)
+      ALLOY_THROW_RUNTIME_ERROR("alloy: too many values live across barriers in one kernel");
+    if (void* p = slots[slot]) return static_cast<T*>(p);
+    uint64_t start = (used + 63) & ~uint64_t(63);
+    uint64_t bytes = uint64_t(n) * sizeof(T);
+    if (start + bytes > g->split_capacity)
+      ALLOY_THROW_RUNTIME_ERROR(
+          "alloy: values live across barriers exceed the CPU's per-group scratch memory "
+          "(run with ALLOY_CPU_SYNC=fibers)");
+    used = start + bytes;
+    slots[slot] = g->split_arena + start;
+    return static_cast<T*>(slots[slot]);
+  }
+  /// Per-thread flags for a thread-dependent `if` (cleared each time it is evaluated).
+  ALLOY_FN unsigned char* flags(uint32_t slot) {
+    unsigned char* f = storage<unsigned char>(slot);
+    memset(f, 0, n);
+    return f;
+  }
+  template <class T>
+  ALLOY_FN void fill(T* h, const T& v) {
+    for (uint32_t i = 0; i < n; ++i) h[i] = v;
+  }
+  ALLOY_FN void kill(uint32_t t) {
+    alive[t] = 0;
+    any_dead = true;
+  }
+  ALLOY_FN bool active(uint32_t t, const unsigned char* m) const {
+    return alive[t] && (!m || m[t]);
+  }
+
+  /// simd_sum-like functions: out[sg] = the fold of in[] over the simdgroup's lanes that are
+  /// alive and in mask m, in lane order (as the fiber path folds them).
+  template <class T, class Op>
+  ALLOY_FN void fold(const T* in, T* out, Op op, const unsigned char* m) {
+    for (uint32_t base = 0; base < n; base += 32) {
+      uint32_t end = n - base < 32 ? n : base + 32;
+      bool first = true;
+      T acc = in[base];
+      for (uint32_t t = base; t < end; ++t) {
+        if (!active(t, m)) continue;
+        acc = first ? in[t] : op(acc, in[t]);
+        first = false;
+      }
+      out[base >> 5] = acc;
+    }
+  }
+
+  // ---- simd statements ----
+  ALLOY_FN void publish(uint32_t t) {
+    mode = 1;
+    lid = t;
+    ex_index = 0;
+    g->current = t;
+  }
+  /// Between publish and consume: the lanes that take part (alive and in mask m).
+  ALLOY_FN void simd_round(const unsigned char* m) {
+    ++round;
+    con_bank = pub_bank;
+    pub_bank ^= 1u;
+    for (uint32_t s = 0; s < 32; ++s) live[s] = 0;
+    for (uint32_t t = 0; t < n; ++t)
+      if (active(t, m)) live[t >> 5] |= 1u << (t & 31u);
+  }
+  ALLOY_FN void consume(uint32_t t) {
+    mode = 2;
+    lid = t;
+    ex_index = 0;
+    g->current = t;
+    g->simd_live = live[t >> 5];
+  }
+  ALLOY_FN void lane_done() { mode = 0; }
+
+  ALLOY_FN unsigned char* slot_of(uint32_t j, uint32_t t) const {
+    uint32_t bank = mode == 1 ? pub_bank : con_bank;
+    return ex + ((uint64_t(bank) * kMaxExchanges + j) * kMaxThreads + t) * kSlot;
+  }
+  template <class T>
+  ALLOY_FN uint32_t next_exchange() {
+    static_assert(sizeof(T) <= kSlot, "simd value too large for split mode");
+    if (ex_index >= kMaxExchanges)
+      ALLOY_THROW_RUNTIME_ERROR("alloy: too many simd exchanges in one statement");
+    return ex_index++;
+  }
+  template <class T>
+  ALLOY_FN void gather(const T& v, T* all) {
+    uint32_t j = next_exchange<T>();
+    if (mode == 1) {
+      memcpy(slot_of(j, lid), &v, sizeof(T));
+      for (uint32_t l = 0; l < 32; ++l) all[l] = v;
+      return;
+    }
+    uint32_t base = lid & ~31u;
+    for (uint32_t l = 0; l < 32; ++l)
+      memcpy(static_cast<void*>(&all[l]), slot_of(j, base + l), sizeof(T));
+  }
+  template <class T>
+  ALLOY_FN T shuffle(const T& v, uint32_t src) {
+    uint32_t j = next_exchange<T>();
+    if (mode == 1) {
+      memcpy(slot_of(j, lid), &v, sizeof(T));
+      return v;
+    }
+    uint32_t lv = live[lid >> 5];
+    if (src >= 32 || !((lv >> src) & 1u)) return v;
+    T r;
+    memcpy(static_cast<void*>(&r), slot_of(j, (lid & ~31u) + src), sizeof(T));
+    return r;
+  }
+  /// One fold per simdgroup (live lanes in lane order, as the fiber path), cached for the rest.
+  template <class T, class Op>
+  ALLOY_FN T reduce(const T& v, Op op) {
+    uint32_t j = next_exchange<T>();
+    if (mode == 1) {
+      memcpy(slot_of(j, lid), &v, sizeof(T));
+      return v;
+    }
+    uint32_t sg = lid >> 5;
+    unsigned char* c = cache + (uint64_t(j) * 32 + sg) * kSlot;
+    T acc;
+    if (cache_round[j][sg] == round) {
+      memcpy(static_cast<void*>(&acc), c, sizeof(T));
+      return acc;
+    }
+    uint32_t lv = live[sg];
+    acc = v;
+    bool first = true;
+    for (uint32_t l = 0; l < 32; ++l) {
+      if (!((lv >> l) & 1u)) continue;
+      T x;
+      memcpy(static_cast<void*>(&x), slot_of(j, sg * 32 + l), sizeof(T));
+      acc = first ? x : op(acc, x);
+      first = false;
+    }
+    memcpy(c, &acc, sizeof(T));
+    cache_round[j][sg] = round;
+    return acc;
+  }
+};
+
+/// The split state of the running group while a lane publishes or consumes simd values.
+ALLOY_FN state* active() {
+  alloy_cpu_group* g = alloy_cpu_current_group;
+  if (!g || !g->split) return nullptr;
+  state* s = static_cast<state*>(g->split);
+  return s->mode ? s : nullptr;
+}
+
+}  // namespace alloy_split

@@ -1,0 +1,159 @@
+// CPU barrier/simd kernels as work-item loops (msl/regions.h): which kernels the splitter takes
+// and why it leaves others to fibers, and Metal's semantics on the split path (early returns,
+// partial groups and simdgroups, thread-dependent branches around simd functions, values of any
+// declared type across barriers). The conformance suite runs on both paths: by default (split
+// where possible) and again under ALLOY_CPU_SYNC=fibers (the ctest entry
+// alloy_conformance_fibers).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "conformance/harness.h"
+#include "msl/regions.h"
+#include "msl/translate.h"
+
+namespace {
+
+using namespace conformance;
+
+const alloy::msl::KernelEntry& translated(const std::string& src, alloy::msl::CpuSyncMode mode,
+                                          alloy::msl::Translation& keep) {
+  alloy::msl::TranslateOptions opt;
+  opt.target = alloy::msl::Target::cpu;
+  opt.cpu_sync = static_cast<int>(mode);
+  keep = alloy::msl::translate(src, opt);
+  return keep.kernels.at(0);
+}
+
+constexpr const char* kLib = R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+kernel void k(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
+              uint lid [[thread_position_in_threadgroup]],
+              uint gid [[thread_position_in_grid]], uint n [[threads_per_threadgroup]]) {
+  threadgroup float t[256];
+  t[lid] = x[gid];
+  BODY
+  y[gid] = t[(lid + 1) % n];
+}
+)MSL";
+
+std::string lib(const std::string& body) {
+  std::string s = kLib;
+  s.replace(s.find("BODY"), 4, body);
+  return s;
+}
+
+TEST(CpuSplit, PathAndReason) {
+  using alloy::msl::CpuSyncMode;
+  alloy::msl::Translation tr;
+  auto& a = translated(lib("threadgroup_barrier(mem_flags::mem_threadgroup);"),
+                       CpuSyncMode::automatic, tr);
+  EXPECT_TRUE(a.split);
+  EXPECT_FALSE(a.fibers);
+  EXPECT_EQ(a.sync_path, "split into work-item loops");
+
+  auto& f =
+      translated(lib("threadgroup_barrier(mem_flags::mem_threadgroup);"), CpuSyncMode::fibers, tr);
+  EXPECT_FALSE(f.split);
+  EXPECT_TRUE(f.fibers);
+  EXPECT_NE(f.sync_path.find("ALLOY_CPU_SYNC=fibers"), std::string::npos);
+
+  // A barrier under a thread-dependent condition cannot be split.
+  auto& d = translated(lib("if (lid < 3) threadgroup_barrier(mem_flags::mem_threadgroup);"),
+                       CpuSyncMode::split, tr);
+  EXPECT_FALSE(d.split);
+  EXPECT_NE(d.sync_path.find("thread-dependent"), std::string::npos) << d.sync_path;
+
+  // ... nor one in a loop whose bound depends on the thread.
+  auto& l = translated(
+      lib("for (uint i = 0; i < lid; ++i) threadgroup_barrier(mem_flags::mem_threadgroup);"),
+      CpuSyncMode::split, tr);
+  EXPECT_FALSE(l.split);
+  EXPECT_NE(l.sync_path.find("not threadgroup-uniform"), std::string::npos) << l.sync_path;
+
+  // A uniform loop (kernel scalar / threadgroup size) around barriers is split.
+  auto& u = translated(
+      lib("for (uint s = n / 2; s > 0; s /= 2) { threadgroup_barrier(mem_flags::mem_threadgroup);"
+          " if (lid < s) t[lid] += t[lid + s]; }"),
+      CpuSyncMode::split, tr);
+  EXPECT_TRUE(u.split) << u.sync_path;
+
+  // A simd function in a conditionally evaluated operand.
+  auto& c = translated(lib("float v = lid > 2 ? simd_sum(t[lid]) : 0.0f; t[lid] = v;"),
+                       CpuSyncMode::split, tr);
+  EXPECT_FALSE(c.split);
+  EXPECT_NE(c.sync_path.find("conditionally evaluated"), std::string::npos) << c.sync_path;
+}
+
+// Early returns, partial groups (100 threads: simdgroups of 32, 32, 32, 4) and values of
+// several declared types (auto, arrays, vectors) live across barriers.
+TEST(CpuSplit, EarlyReturnPartialGroupsAndLiveValues) {
+  auto k = metal_kernel("split_live", {"x"}, {"out"}, R"MSL(
+    uint lid = thread_position_in_threadgroup.x;
+    uint gid = thread_position_in_grid.x;
+    auto scale = 2.0f;
+    float pair[2] = {x[gid], x[gid] * scale};
+    float2 v2 = float2(pair[0], pair[1]);
+    threadgroup float sh[128];
+    sh[lid] = v2.y;
+    if (lid % 7 == 3) { out[gid] = -5.0f; return; }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total = simd_sum(v2.x);
+    uint lane = thread_index_in_simdgroup;
+    if (lane % 2 == 0) {
+      float odd_sum = simd_sum(pair[1]);
+      total += odd_sum;
+    }
+    out[gid] = total + sh[lid];
+  )MSL");
+  constexpr int64_t n = 250, tg = 100;
+  auto x = random_array({n}, float32, -1, 1, 9101, Device::cpu());
+  auto xv = x.to_doubles();
+  std::vector<double> ref(n);
+  for (int64_t base = 0; base < n; base += tg) {
+    int64_t size = std::min(tg, n - base);
+    for (int64_t l = 0; l < size; ++l) {
+      int64_t g = base + l;
+      if (l % 7 == 3) {
+        ref[g] = -5;
+        continue;
+      }
+      int64_t sg = l / 32;
+      double all = 0, even = 0;
+      for (int64_t m = sg * 32; m < std::min(size, sg * 32 + 32); ++m) {
+        if (m % 7 == 3) continue;  // returned: not an active lane
+        all += xv[base + m];
+        if ((m % 32) % 2 == 0) even += 2 * xv[base + m];
+      }
+      ref[g] = all + (l % 2 == 0 ? even : 0) + 2 * xv[g];
+    }
+  }
+  run_kernel(k, {x}, make_call({{n}}, {float32}, {n, 1, 1}, {tg, 1, 1}),
+             [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-5); });
+}
+
+// A threadgroup tree reduction in a uniform loop; the loop variable and the group size are
+// group values, the partial sums live in threadgroup memory.
+TEST(CpuSplit, UniformLoopOfBarriers) {
+  auto k = metal_kernel("split_tree", {"x"}, {"out"}, R"MSL(
+    uint lid = thread_position_in_threadgroup.x;
+    uint n = threads_per_threadgroup.x;
+    threadgroup float part[256];
+    part[lid] = x[thread_position_in_grid.x];
+    for (uint s = 128; s > 0; s /= 2) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      if (lid < s && lid + s < n) part[lid] += part[lid + s];
+    }
+    if (lid == 0) out[threadgroup_position_in_grid.x] = part[0];
+  )MSL");
+  constexpr int64_t n = 1000, tg = 256, groups = (n + tg - 1) / tg;
+  auto x = random_array({n}, float32, -1, 1, 9102, Device::cpu());
+  auto xv = x.to_doubles();
+  std::vector<double> ref(groups, 0.0);
+  for (int64_t g = 0; g < n; ++g) ref[g / tg] += xv[g];
+  run_kernel(k, {x}, make_call({{groups}}, {float32}, {n, 1, 1}, {tg, 1, 1}),
+             [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-5); });
+}
+
+}  // namespace
