@@ -7,3 +7,4 @@
 #include "alloy/interrupt.h"
 #include "alloy/kernel.h"
 #include "alloy/library.h"
+#include "alloy/ops.h"
