@@ -184,7 +184,7 @@ std::string repr(nb::handle self, const Array& a) {
   nb::object np = nb::module_::import_("numpy");
   // bfloat16 prints through float32 (NumPy has no bfloat16 without ml_dtypes).
   nb::object x = a.dtype() == Dtype::bfloat16
-                     ? array_to_numpy(nb::none(), astype(a, Dtype::float32, Device::cpu()),
+                     ? array_to_numpy(nb::none(), python::astype(a, Dtype::float32, Device::cpu()),
                                       nb::none(), nb::none())
                      : array_to_numpy(self, a, nb::none(), nb::none());
   nb::object body =
@@ -257,7 +257,7 @@ void init_array(nb::module_& m) {
           "Computes the array now (it is otherwise computed when read). GPU work is enqueued, "
           "not waited for.")
       .def(
-          "astype", [](const Array& a, nb::handle dtype) { return astype(a, to_dtype(dtype)); },
+          "astype", [](const Array& a, nb::handle dtype) { return python::astype(a, to_dtype(dtype)); },
           nb::arg("dtype"), nb::sig("def astype(self, dtype: Dtype) -> array"),
           "A copy converted to `dtype` (through float64: integers beyond 2**53 round).")
       .def(
