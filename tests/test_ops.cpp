@@ -563,3 +563,23 @@ TEST(OpsReduce, DtypesFollowMlx) {
   EXPECT_THROW(sum(Array::from_doubles({1, 2}, {2}, Dtype::float32), std::vector<int>{0, -1}),
                std::invalid_argument);
 }
+
+TEST(OpsReduce, LeadingAxesInPassesOverRowBlocks) {
+  // Leading axes of row-contiguous inputs reduce in passes of 16 rows (37 -> 3 -> 1 rows, and
+  // 37 * 9 = 333 -> 21 -> 2 -> 1), in the accumulator's dtype between passes.
+  for (Dtype t : {Dtype::float32, Dtype::float16, Dtype::int32}) {
+    auto v = random_values(37 * 9 * 5, -3, 3, 77, !is_floating(t));
+    v = rounded(v, t);
+    Shape shape{37, 9, 5};
+    Array a = Array::from_doubles(v, shape, t);
+    for (auto axes : std::vector<std::vector<int>>{{0}, {0, 1}}) {
+      std::string what = fmt::format("{} axes {}", dtype_name(t), fmt::join(axes, ","));
+      auto want = ref_reduce(v, shape, axes, 0, [](double p, double q) { return p + q; });
+      double rt = is_floating(t) ? tol(t) * 16 : 0;
+      expect_close(sum(a, axes, true), want, rt, rt * 8, "sum " + what);
+      auto mx =
+          ref_reduce(v, shape, axes, -INFINITY, [](double p, double q) { return std::max(p, q); });
+      expect_close(max(a, axes), mx, 0, 0, "max " + what);
+    }
+  }
+}

@@ -357,5 +357,14 @@ TEST(OpsKernels, GeneratedKernelsCompileWithNvrtcForSm90) {
       ++compiled;
     }
   }
+  {
+    Array x = Array::from_doubles(randoms(320, 1, 2, 4), {40, 8}, Dtype::float16);
+    auto k = ops::column_pass_kernel("sum", Dtype::float16, Dtype::float32, Dtype::float32);
+    EXPECT_EQ(
+        kernel::compile_call_cubin(MetalKernel(k.spec), {x},
+                                   ops::kernel_call({3, 8}, Dtype::float32, 8, true, 3), "sm_90"),
+        "");
+    ++compiled;
+  }
   EXPECT_GT(compiled, 50);
 }

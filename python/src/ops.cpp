@@ -74,8 +74,7 @@ Array with_axes(F f, const Array& a, nb::handle axis, bool keepdims, StreamOrDev
 
 using Reduction = Array (*)(const Array&, const std::vector<int>&, bool, StreamOrDevice);
 
-Array arg_reduction(bool is_max, const Array& a, nb::handle axis, bool keepdims,
-                    StreamOrDevice s) {
+Array arg_reduction(bool is_max, const Array& a, nb::handle axis, bool keepdims, StreamOrDevice s) {
   if (axis.is_none()) return is_max ? argmax(a, keepdims, s) : argmin(a, keepdims, s);
   int ax = nb::cast<int>(axis);
   return is_max ? argmax(a, ax, keepdims, s) : argmin(a, ax, keepdims, s);
@@ -129,9 +128,7 @@ void init_ops(nb::module_& m) {
     Unary f = u.f;
     m.def(
         u.name,
-        [f](nb::handle a, nb::handle stream) {
-          return f(operand(a, nullptr), to_device(stream));
-        },
+        [f](nb::handle a, nb::handle stream) { return f(operand(a, nullptr), to_device(stream)); },
         nb::arg("a"), nb::kw_only(), nb::arg("stream") = nb::none(),
         nb::sig((std::string("def ") + u.name +
                  "(a: array | float | int | bool, /, *, stream: Device | DeviceType | Stream | "
@@ -218,7 +215,8 @@ void init_ops(nb::module_& m) {
       nb::arg("a"), nb::arg("a_min"), nb::arg("a_max"), nb::kw_only(),
       nb::arg("stream") = nb::none(), "Values limited to [a_min, a_max] (either may be None).");
   m.def(
-      "promote_types", [](nb::handle a, nb::handle b) { return promote_types(to_dtype(a), to_dtype(b)); },
+      "promote_types",
+      [](nb::handle a, nb::handle b) { return promote_types(to_dtype(a), to_dtype(b)); },
       nb::arg("a"), nb::arg("b"), "MLX's type promotion of two dtypes.");
 
   // ---- reductions --------------------------------------------------------------------------
@@ -298,10 +296,12 @@ void init_ops(nb::module_& m) {
       "The same elements in a new shape (a view when possible; one dimension may be -1).");
   cls.attr("reshape") = nb::cpp_function(
       [](const Array& a, nb::args shape) {
-        if (shape.size() == 1 && !PyLong_Check(shape[0].ptr())) return reshape(a, shape_arg(shape[0]));
+        if (shape.size() == 1 && !PyLong_Check(shape[0].ptr()))
+          return reshape(a, shape_arg(shape[0]));
         return reshape(a, nb::cast<Shape>(shape));
       },
-      nb::is_method(), "The same elements in a new shape (`a.reshape(2, 3)` or `a.reshape((2, 3))`).");
+      nb::is_method(),
+      "The same elements in a new shape (`a.reshape(2, 3)` or `a.reshape((2, 3))`).");
   m.def(
       "transpose",
       [](nb::handle a, std::optional<std::vector<int>> axes, nb::handle stream) {
@@ -398,11 +398,11 @@ void init_ops(nb::module_& m) {
   }
   // Arrays compare elementwise, so they cannot be dict keys (as numpy and MLX arrays).
   cls.attr("__hash__") = nb::none();
-  cls.attr("__neg__") = nb::cpp_function([](const Array& a) { return negative(a); },
-                                         nb::is_method());
+  cls.attr("__neg__") =
+      nb::cpp_function([](const Array& a) { return negative(a); }, nb::is_method());
   cls.attr("__abs__") = nb::cpp_function([](const Array& a) { return abs(a); }, nb::is_method());
-  cls.attr("__invert__") = nb::cpp_function([](const Array& a) { return bitwise_invert(a); },
-                                            nb::is_method());
+  cls.attr("__invert__") =
+      nb::cpp_function([](const Array& a) { return bitwise_invert(a); }, nb::is_method());
   for (const auto& u : unary) {
     std::string n = u.name;
     if (n == "abs" || n == "exp" || n == "log" || n == "log1p" || n == "sqrt" || n == "rsqrt" ||

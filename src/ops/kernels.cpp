@@ -262,8 +262,36 @@ OpKernel reduce_kernel(const ReduceKernel& k, const Array& x) {
   });
 }
 
-KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads, bool gpu) {
-  if (threads > std::numeric_limits<int32_t>::max())
+OpKernel column_pass_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out) {
+  std::string key = fmt::format("col|{}|{}|{}|{}|{}", op, dtype_name(in), dtype_name(acc),
+                                dtype_name(out), kColumnPassRows);
+  return cached_spec(key, [&] {
+    KernelSpec spec;
+    spec.name = "alloy_" + op + "_columns";
+    spec.input_names = {"x"};
+    spec.output_names = {"out"};
+    std::string f = reduce_functor(op), F = f + "_functor()", a = type_name(acc);
+    spec.header = header_for({f});
+    spec.source = fmt::format(
+        "  int64_t c = thread_position_in_grid.x, p = thread_position_in_grid.y;\n"
+        "  int64_t R = x_shape[0], C = x_shape[1], r0 = p * {0};\n"
+        "  {1} a = {2};\n"
+        // Branch-free over a constant count (rows past the end re-read the last row and are
+        // not accumulated), so the thread loop vectorises.
+        "  for (int k = 0; k < {0}; ++k) {{\n"
+        "    int64_t r = r0 + k;\n"
+        "    {1} v = static_cast<{1}>(x[(r < R ? r : R - 1) * C + c]);\n"
+        "    a = r < R ? {3}(a, v) : a;\n"
+        "  }}\n"
+        "  out[p * C + c] = static_cast<{4}>(a);\n",
+        kColumnPassRows, a, reduce_init(op, acc), F, type_name(out));
+    return spec;
+  });
+}
+
+KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads, bool gpu,
+                       int64_t rows) {
+  if (threads > std::numeric_limits<int32_t>::max() || rows > std::numeric_limits<int32_t>::max())
     throw NotSupported("alloy ops",
                        fmt::format("not supported: an op over {} elements (at most 2^31 - 1 "
                                    "threads per op for now)",
@@ -271,7 +299,7 @@ KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads,
   KernelCall call;
   call.output_shapes = {out_shape};
   call.output_dtypes = {out_dtype};
-  call.grid = {static_cast<int>(threads), 1, 1};
+  call.grid = {static_cast<int>(threads), static_cast<int>(rows), 1};
   // CPU: a threadgroup is one vectorised loop; 1024 threads amortize its setup. CUDA: 256.
   call.threadgroup = {gpu ? 256 : 1024, 1, 1};
   if (g_poison)
@@ -280,8 +308,8 @@ KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads,
 }
 
 void run_kernel(const OpKernel& k, const std::vector<Array>& inputs, std::vector<Array>& outputs,
-                int64_t threads, bool gpu) {
-  KernelCall call = kernel_call(outputs.at(0).shape(), outputs[0].dtype(), threads, gpu);
+                int64_t threads, bool gpu, int64_t rows) {
+  KernelCall call = kernel_call(outputs.at(0).shape(), outputs[0].dtype(), threads, gpu, rows);
   std::vector<Dtype> dtypes;
   std::vector<std::vector<ShapeExpr>> shapes;
   for (auto& o : outputs) {
@@ -289,7 +317,7 @@ void run_kernel(const OpKernel& k, const std::vector<Array>& inputs, std::vector
     shapes.emplace_back(o.shape().begin(), o.shape().end());
   }
   kernel::CustomKernel ck(k.spec, std::move(dtypes), {},
-                          DimsExpr{ShapeExpr(call.grid[0]), ShapeExpr(1), ShapeExpr(1)},
+                          DimsExpr{ShapeExpr(call.grid[0]), ShapeExpr(call.grid[1]), ShapeExpr(1)},
                           DimsExpr{ShapeExpr(call.threadgroup[0]), ShapeExpr(1), ShapeExpr(1)},
                           std::move(shapes), call.init_value, k.key);
   if (gpu)

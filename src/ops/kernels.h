@@ -51,13 +51,22 @@ struct ReduceKernel {
 };
 OpKernel reduce_kernel(const ReduceKernel& k, const Array& input);
 
+/// One pass of a reduction over the rows of a row-major [R, C] input (reducing leading axes):
+/// thread (c, p) of a (C, ceil(R / K)) grid reduces rows [K p, K p + K) of column c into out[p, c].
+/// Adjacent threads read adjacent elements, so the CPU's thread loop vectorises and CUDA's loads
+/// coalesce; passes repeat until one row is left.
+constexpr int kColumnPassRows = 16;
+OpKernel column_pass_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out);
+
 /// Evaluates a generated kernel with one thread per element of the first output (the grid), on
 /// the CPU or the GPU: outputs arrive unallocated, as a primitive's do.
+/// `rows` > 1: a (threads, rows) grid.
 void run_kernel(const OpKernel& k, const std::vector<Array>& inputs, std::vector<Array>& outputs,
-                int64_t threads, bool gpu);
+                int64_t threads, bool gpu, int64_t rows = 1);
 
 /// The metal_kernel call run_kernel would make (tests compile it with NVRTC for sm_90).
-KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads, bool gpu);
+KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads, bool gpu,
+                       int64_t rows = 1);
 
 /// Test hook: poison outputs (NaN for floats, 0xFF.. patterns otherwise) before each op kernel
 /// runs, so that elements a kernel fails to write are caught.

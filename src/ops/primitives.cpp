@@ -279,11 +279,52 @@ PrimitiveState Reduce::state() const {
   return s;
 }
 
+namespace {
+// A materialized row-major array over `x`'s buffer (a row-contiguous x) in another shape.
+Array row_major_alias(const Array& x, const Shape& shape) {
+  auto n = std::make_shared<ArrayNode>(*node_of(x));
+  n->pending = nullptr;
+  n->shape = shape;
+  n->strides = row_major_strides(shape);
+  return array_of(std::move(n));
+}
+// An unallocated row-major output for an intermediate pass (the kernel allocates it).
+Array scratch(const Shape& shape, Dtype dtype, Device device) {
+  auto n = std::make_shared<ArrayNode>();
+  n->dtype = dtype;
+  n->shape = shape;
+  n->strides = row_major_strides(shape);
+  n->device = device;
+  return array_of(std::move(n));
+}
+}  // namespace
+
 void Reduce::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) {
   const Array& x = inputs.at(0);
   auto [acc, out] = reduce_dtypes(op_, x.dtype());
   if (out != outputs.at(0).dtype())
     throw std::invalid_argument(label() + ": the output dtype does not match the input's");
+  // Leading axes of a row-contiguous input ("column" reductions): a thread per output would walk
+  // a column with a large stride; instead passes over blocks of rows, adjacent threads reading
+  // adjacent elements, until one row is left.
+  int nred = static_cast<int>(axes_.size());
+  bool leading = x.is_row_contiguous() && nred < x.ndim() && x.size() > 0;
+  for (int j = 0; j < nred; ++j) leading &= axes_[j] == j;
+  int64_t rows = 1;
+  for (int j = 0; j < nred && leading; ++j) rows *= x.shape()[j];
+  if (leading && rows > kColumnPassRows) {
+    int64_t cols = x.size() / rows;
+    Array cur = row_major_alias(x, {rows, cols});
+    while (rows > kColumnPassRows) {
+      int64_t parts = (rows + kColumnPassRows - 1) / kColumnPassRows;
+      std::vector<Array> partial{scratch({parts, cols}, acc, x.device())};
+      run_kernel(column_pass_kernel(op_, cur.dtype(), acc, acc), {cur}, partial, cols, gpu, parts);
+      cur = partial[0];
+      rows = parts;
+    }
+    run_kernel(column_pass_kernel(op_, cur.dtype(), acc, out), {cur}, outputs, cols, gpu);
+    return;
+  }
   OpKernel k = reduce_kernel({op_, axes_, acc, out}, x);
   run_kernel(k, inputs, outputs, outputs[0].size(), gpu);
 }
