@@ -366,5 +366,48 @@ TEST(OpsKernels, GeneratedKernelsCompileWithNvrtcForSm90) {
         "");
     ++compiled;
   }
+  {
+    Array x = Array::from_doubles(randoms(32, 1, 2, 5), shape, Dtype::bfloat16);
+    auto k = ops::concatenate_kernel(3, Dtype::bfloat16, 1, 2);
+    EXPECT_EQ(
+        kernel::compile_call_cubin(MetalKernel(k.spec), {x, x.transpose().transpose(), x},
+                                   ops::kernel_call({4, 24}, Dtype::bfloat16, 96, true), "sm_90"),
+        "");
+    ++compiled;
+  }
   EXPECT_GT(compiled, 50);
+}
+
+TEST(OpsShapes, ConcatenateAndStack) {
+  auto av = randoms(6, -1, 1, 70), bv = randoms(12, -1, 1, 71);
+  Array a = Array::from_doubles(av, {2, 3}, Dtype::float32);
+  Array b = Array::from_doubles(bv, {3, 4}, Dtype::int32).transpose();  // (4, 3), strided
+  Array c = concatenate({a, b, a}, 0);
+  EXPECT_EQ(c.shape(), (Shape{8, 3}));
+  EXPECT_EQ(c.dtype(), Dtype::float32);
+  std::vector<double> want = a.to_doubles(), bt = b.contiguous().to_doubles();
+  want.insert(want.end(), bt.begin(), bt.end());
+  auto ad = a.to_doubles();
+  want.insert(want.end(), ad.begin(), ad.end());
+  EXPECT_EQ(c.to_doubles(), want);
+  Array d = concatenate({a, a.slice({{}, {std::nullopt, std::nullopt, -1}})}, -1);
+  EXPECT_EQ(d.shape(), (Shape{2, 6}));
+  EXPECT_EQ(d.to_doubles(), (std::vector<double>{ad[0], ad[1], ad[2], ad[2], ad[1], ad[0], ad[3],
+                                                 ad[4], ad[5], ad[5], ad[4], ad[3]}));
+  Array s = stack({a, a}, 1);
+  EXPECT_EQ(s.shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(s.to_doubles(), (std::vector<double>{ad[0], ad[1], ad[2], ad[0], ad[1], ad[2], ad[3],
+                                                 ad[4], ad[5], ad[3], ad[4], ad[5]}));
+  EXPECT_THROW(concatenate({a, Array::from_doubles({1, 2}, {1, 2}, Dtype::float32)}, 0),
+               std::invalid_argument);
+  EXPECT_EQ(concatenate({Array::from_doubles({}, {0, 3}, Dtype::float32), a}, 0).shape(),
+            (Shape{2, 3}));
+  // Its gradient slices the cotangent back.
+  Array cat = concatenate({a, a * 2.0f}, 1);
+  auto p = node_of(cat)->pending;
+  auto g = p->primitive->vjp(p->inputs, {ones({2, 6})}, {0, 1}, {cat});
+  EXPECT_EQ(g[1].shape(), (Shape{2, 3}));
+  auto bytes = p->primitive->state().to_bytes();
+  EXPECT_TRUE(make_primitive("Concatenate", PrimitiveState::from_bytes(bytes.data(), bytes.size()))
+                  ->is_equivalent(*p->primitive));
 }

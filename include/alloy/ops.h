@@ -193,6 +193,11 @@ Array squeeze(const Array& a, StreamOrDevice s = {});
 Array slice(const Array& a, const Shape& start, const Shape& stop, const Shape& strides = {},
             StreamOrDevice s = {});
 
+/// Joined along an existing axis (dtypes promoted; one array is returned as it is).
+Array concatenate(const std::vector<Array>& arrays, int axis = 0, StreamOrDevice s = {});
+/// Joined along a new axis.
+Array stack(const std::vector<Array>& arrays, int axis = 0, StreamOrDevice s = {});
+
 // ---- operators -------------------------------------------------------------------------------
 
 Array operator-(const Array& a);

@@ -341,6 +341,25 @@ void init_ops(nb::module_& m) {
   cls.attr("squeeze") = nb::cpp_function(
       [squeeze_fn](nb::handle a, nb::handle axis) { return squeeze_fn(a, axis, nb::none()); },
       nb::is_method(), nb::arg("axis") = nb::none());
+  auto arrays_arg = [](nb::handle seq) {
+    std::vector<Array> v;
+    for (nb::handle h : seq) v.push_back(operand(h, nullptr));
+    return v;
+  };
+  m.def(
+      "concatenate",
+      [arrays_arg](nb::handle arrays, int axis, nb::handle stream) {
+        return concatenate(arrays_arg(arrays), axis, to_device(stream));
+      },
+      nb::arg("arrays"), nb::arg("axis") = 0, nb::kw_only(), nb::arg("stream") = nb::none(),
+      "The arrays joined along an existing axis (dtypes promoted).");
+  m.def(
+      "stack",
+      [arrays_arg](nb::handle arrays, int axis, nb::handle stream) {
+        return stack(arrays_arg(arrays), axis, to_device(stream));
+      },
+      nb::arg("arrays"), nb::arg("axis") = 0, nb::kw_only(), nb::arg("stream") = nb::none(),
+      "The arrays joined along a new axis.");
   m.def(
       "ones",
       [](nb::handle shape, nb::handle dtype, nb::handle stream) {

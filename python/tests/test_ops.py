@@ -247,6 +247,11 @@ def test_shape_ops():
     np.testing.assert_array_equal(np.asarray(alloy.broadcast_to(arr(x[0, 0]), (3, 4))),
                                   np.broadcast_to(x[0, 0], (3, 4)))
     np.testing.assert_array_equal(np.asarray(alloy.swapaxes(a, 0, 2)), np.swapaxes(x, 0, 2))
+    y = np.arange(6, dtype=np.int32).reshape(2, 3, 1)
+    np.testing.assert_array_equal(np.asarray(alloy.concatenate([a, y, a.T.T], axis=2)),
+                                  np.concatenate([x, y, x], axis=2))
+    np.testing.assert_array_equal(np.asarray(alloy.stack([a, a], axis=-1)),
+                                  np.stack([x, x], axis=-1))
 
 
 def test_custom_kernel_outputs_feed_ops_and_back():

@@ -289,6 +289,38 @@ OpKernel column_pass_kernel(const std::string& op, Dtype in, Dtype acc, Dtype ou
   });
 }
 
+OpKernel concatenate_kernel(int n, Dtype t, int axis, int ndim) {
+  std::string key = fmt::format("cat|{}|{}|{}|{}", n, dtype_name(t), axis, ndim);
+  return cached_spec(key, [&] {
+    KernelSpec spec;
+    spec.name = "alloy_concatenate";
+    for (int j = 0; j < n; ++j) spec.input_names.push_back(fmt::format("a{}", j));
+    spec.output_names = {"out"};
+    spec.header = header_for({});
+    std::string s = fmt::format(
+        "  uint i = thread_position_in_grid.x;\n"
+        "  int64_t inner = 1;\n"
+        "  for (int d = {0} + 1; d < {1}; ++d) inner *= a0_shape[d];\n",
+        axis, ndim);
+    s += "  int64_t total = 0";
+    for (int j = 0; j < n; ++j) s += fmt::format(" + a{}_shape[{}]", j, axis);
+    s += ";\n";
+    s += "  int64_t rest = int64_t(i) % inner, pos = (int64_t(i) / inner) % total, outer = "
+         "int64_t(i) / inner / total;\n";
+    for (int j = 0; j < n; ++j)
+      s += fmt::format(
+          "  if (pos < a{0}_shape[{1}]) {{\n"
+          "    out[i] = a{0}[elem_to_loc((outer * a{0}_shape[{1}] + pos) * inner + rest, "
+          "a{0}_shape, a{0}_strides, a{0}_ndim)];\n"
+          "    return;\n"
+          "  }}\n"
+          "  pos -= a{0}_shape[{1}];\n",
+          j, axis);
+    spec.source = s;
+    return spec;
+  });
+}
+
 KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads, bool gpu,
                        int64_t rows) {
   if (threads > std::numeric_limits<int32_t>::max() || rows > std::numeric_limits<int32_t>::max())

@@ -65,6 +65,10 @@ void run_kernel(const OpKernel& k, const std::vector<Array>& inputs, std::vector
                 int64_t threads, bool gpu, int64_t rows = 1);
 
 /// The metal_kernel call run_kernel would make (tests compile it with NVRTC for sm_90).
+/// Concatenation of `n` inputs of dtype `t` along `axis` (row-major output; inputs read through
+/// their strides).
+OpKernel concatenate_kernel(int n, Dtype t, int axis, int ndim);
+
 KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads, bool gpu,
                        int64_t rows = 1);
 

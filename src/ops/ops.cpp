@@ -544,6 +544,37 @@ Array slice(const Array& a, const Shape& start, const Shape& stop, const Shape& 
   return on_device(a, op_device({a}, s)).slice(sl);
 }
 
+Array concatenate(const std::vector<Array>& arrays, int axis, StreamOrDevice s) {
+  if (arrays.empty()) throw std::invalid_argument("[concatenate] no arrays given");
+  for (auto& a : arrays) check_valid(a, "concatenate");
+  if (arrays[0].ndim() == 0)
+    throw std::invalid_argument("[concatenate] 0-d arrays cannot be concatenated");
+  axis = normalize_axes(arrays[0], {axis}, "concatenate")[0];
+  Dtype t = arrays[0].dtype();
+  for (auto& a : arrays) t = promote_types(t, a.dtype());
+  Device d = op_device(arrays, s);
+  check_device_dtype(d, t, "concatenate");
+  std::vector<Array> in;
+  for (auto& a : arrays) in.push_back(on_device(a, d).astype(t));
+  if (in.size() == 1) return in[0];
+  auto prim = std::make_shared<ops::Concatenate>(axis);
+  Shape shape = prim->output_shapes(in)[0];
+  return make_pending(prim, std::move(in), {shape}, {t}, d)[0];
+}
+
+Array stack(const std::vector<Array>& arrays, int axis, StreamOrDevice s) {
+  if (arrays.empty()) throw std::invalid_argument("[stack] no arrays given");
+  std::vector<Array> expanded;
+  for (auto& a : arrays) {
+    check_valid(a, "stack");
+    if (a.shape() != arrays[0].shape())
+      throw std::invalid_argument("[stack] all arrays must have the same shape");
+    expanded.push_back(expand_dims(a, axis, s));
+  }
+  int nd = arrays[0].ndim() + 1;
+  return concatenate(expanded, axis < 0 ? axis + nd : axis, s);
+}
+
 // ---- operators -------------------------------------------------------------------------------
 
 Array scalar_like(double value, const Array& like, bool is_integer) {

@@ -403,6 +403,66 @@ void ArgReduce::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& o
   eval(inputs, outputs, true);
 }
 
+// ---- Concatenate -------------------------------------------------------------------------------
+
+std::vector<Shape> Concatenate::output_shapes(const std::vector<Array>& inputs) const {
+  if (inputs.empty()) throw std::invalid_argument("[concatenate] no arrays given");
+  Shape s = inputs[0].shape();
+  int nd = static_cast<int>(s.size());
+  if (axis_ < 0 || axis_ >= nd)
+    throw std::invalid_argument(fmt::format("[concatenate] axis {} is out of range", axis_));
+  for (size_t j = 1; j < inputs.size(); ++j) {
+    const Shape& t = inputs[j].shape();
+    bool ok = static_cast<int>(t.size()) == nd;
+    for (int d = 0; ok && d < nd; ++d) ok = d == axis_ || t[d] == s[d];
+    if (!ok)
+      throw std::invalid_argument(
+          fmt::format("[concatenate] all arrays must have the same shape except along axis {}; "
+                      "got ({}) and ({})",
+                      axis_, fmt::join(s, ","), fmt::join(t, ",")));
+    s[axis_] += t[axis_];
+  }
+  return {s};
+}
+
+PrimitiveState Concatenate::state() const {
+  PrimitiveState s(1);
+  s.set("axis", static_cast<int64_t>(axis_));
+  return s;
+}
+
+std::vector<Array> Concatenate::vjp(const std::vector<Array>& primals,
+                                    const std::vector<Array>& cotangents,
+                                    const std::vector<int>& argnums, const std::vector<Array>&) {
+  std::vector<Array> out;
+  for (int k : argnums) {
+    int64_t start = 0;
+    for (int j = 0; j < k; ++j) start += primals[j].shape()[axis_];
+    Shape lo(primals[k].ndim(), 0), hi = primals[k].shape();
+    lo[axis_] = start;
+    hi[axis_] = start + primals[k].shape()[axis_];
+    out.push_back(slice(cotangents.at(0), lo, hi));
+  }
+  return out;
+}
+
+void Concatenate::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) {
+  Dtype t = outputs.at(0).dtype();
+  for (auto& a : inputs)
+    if (a.dtype() != t)
+      throw std::invalid_argument("[concatenate] inputs must have the output's dtype");
+  run_kernel(concatenate_kernel(static_cast<int>(inputs.size()), t, axis_, inputs[0].ndim()),
+             inputs, outputs, outputs[0].size(), gpu);
+}
+
+void Concatenate::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
+  eval(inputs, outputs, false);
+}
+
+void Concatenate::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
+  eval(inputs, outputs, true);
+}
+
 // ---- registry ----------------------------------------------------------------------------------
 
 namespace {
@@ -475,6 +535,10 @@ ALLOY_REGISTER_PRIMITIVE(Reduce, [](const PrimitiveState& s) {
   if (s.version() != 1) throw std::invalid_argument("Reduce state version must be 1");
   const auto& axes = s.get_as<std::vector<int64_t>>("axes");
   return std::make_shared<Reduce>(s.get_string("op"), std::vector<int>(axes.begin(), axes.end()));
+})
+ALLOY_REGISTER_PRIMITIVE(Concatenate, [](const PrimitiveState& s) {
+  if (s.version() != 1) throw std::invalid_argument("Concatenate state version must be 1");
+  return std::make_shared<Concatenate>(static_cast<int>(s.get_int("axis")));
 })
 ALLOY_REGISTER_PRIMITIVE(ArgReduce, [](const PrimitiveState& s) {
   if (s.version() != 1) throw std::invalid_argument("ArgReduce state version must be 1");

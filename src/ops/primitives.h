@@ -92,4 +92,22 @@ class ArgReduce : public Primitive {
   int axis_;
 };
 
+/// MLX's Concatenate: inputs of one dtype and rank, equal but along `axis`.
+class Concatenate : public Primitive {
+ public:
+  explicit Concatenate(int axis) : axis_(axis) {}
+  const char* name() const override { return "Concatenate"; }
+  std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
+  PrimitiveState state() const override;
+  std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<Array>& outputs) override;
+  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
+  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
+
+ private:
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  int axis_;
+};
+
 }  // namespace alloy::ops
