@@ -583,3 +583,29 @@ TEST(OpsReduce, LeadingAxesInPassesOverRowBlocks) {
     }
   }
 }
+
+TEST(OpsReduce, IntegerRowsLongerThanEightElements) {
+  // Regression: g++ 12 miscompiled an eight-accumulator integer sum (halved results).
+  for (Dtype t : {Dtype::int32, Dtype::uint8, Dtype::int64}) {
+    auto v = rounded(random_values(3 * 100, 0, 5, 91, true), t);
+    Array a = Array::from_doubles(v, {3, 100}, t);
+    auto want = ref_reduce(v, {3, 100}, {1}, 0, [](double p, double q) { return p + q; });
+    expect_close(sum(a, 1), want, 0, 0, fmt::format("sum {}", dtype_name(t)));
+    auto mx =
+        ref_reduce(v, {3, 100}, {1}, -INFINITY, [](double p, double q) { return std::max(p, q); });
+    expect_close(max(a, 1), mx, 0, 0, fmt::format("max {}", dtype_name(t)));
+  }
+}
+
+TEST(OpsReduce, LongRowsInChunks) {
+  // 2 rows of 40000 (> 4 chunks of 4096): chunk partials, then a per-row pass; and all axes.
+  for (Dtype t : {Dtype::float32, Dtype::int32}) {
+    auto v = rounded(random_values(80000, -3, 3, 90, t == Dtype::int32), t);
+    Array a = Array::from_doubles(v, {2, 40000}, t);
+    auto want = ref_reduce(v, {2, 40000}, {1}, 0, [](double p, double q) { return p + q; });
+    expect_close(sum(a, 1), want, 1e-5, 1e-3, fmt::format("sum {}", dtype_name(t)));
+    auto mx = ref_reduce(v, {2, 40000}, {0, 1}, -INFINITY,
+                         [](double p, double q) { return std::max(p, q); });
+    expect_close(max(a), mx, 0, 0, fmt::format("max {}", dtype_name(t)));
+  }
+}

@@ -219,24 +219,36 @@ OpKernel reduce_kernel(const ReduceKernel& k, const Array& x) {
     std::string init = reduce_init(k.op, k.acc);
     std::string F = f + "_functor()";
     if (trailing) {
-      // Eight independent accumulators: the host compiler turns them into vector lanes.
+      // Eight independent accumulators for floats: the host compiler turns them into vector
+      // lanes. Integer accumulators use one: g++ 12's loop vectoriser miscompiles the
+      // eight-accumulator form for them (sums came out halved; reproduced outside Alloy's code
+      // with the same source and -O2 -march=native, fixed by -fno-tree-loop-vectorize), and
+      // integer reductions vectorise as a plain reduction anyway.
       s += fmt::format(
           "  int64_t n = 1;\n"
           "  for (int d = {0}; d < {1}; ++d) n *= x_shape[d];\n"
           "  int64_t base = int64_t(o) * n;\n",
           nd - nred, nd);
-      s += fmt::format(
-          "  {0} a0 = {1}, a1 = {1}, a2 = {1}, a3 = {1}, a4 = {1}, a5 = {1}, a6 = {1}, "
-          "a7 = {1};\n",
-          acc, init);
-      s += "  int64_t r = 0;\n  for (; r + 8 <= n; r += 8) {\n";
-      for (int j = 0; j < 8; ++j)
-        s += fmt::format("    a{0} = {1}(a{0}, static_cast<{2}>(x[base + r + {0}]));\n", j, F, acc);
-      s += "  }\n";
-      s += fmt::format("  for (; r < n; ++r) a0 = {0}(a0, static_cast<{1}>(x[base + r]));\n", F,
-                       acc);
-      s += fmt::format(
-          "  a0 = {0}({0}({0}(a0, a1), {0}(a2, a3)), {0}({0}(a4, a5), {0}(a6, a7)));\n", F);
+      if (is_floating(k.acc)) {
+        s += fmt::format(
+            "  {0} a0 = {1}, a1 = {1}, a2 = {1}, a3 = {1}, a4 = {1}, a5 = {1}, a6 = {1}, "
+            "a7 = {1};\n",
+            acc, init);
+        s += "  int64_t r = 0;\n  for (; r + 8 <= n; r += 8) {\n";
+        for (int j = 0; j < 8; ++j)
+          s += fmt::format("    a{0} = {1}(a{0}, static_cast<{2}>(x[base + r + {0}]));\n", j, F,
+                           acc);
+        s += "  }\n";
+        s += fmt::format("  for (; r < n; ++r) a0 = {0}(a0, static_cast<{1}>(x[base + r]));\n", F,
+                         acc);
+        s += fmt::format(
+            "  a0 = {0}({0}({0}(a0, a1), {0}(a2, a3)), {0}({0}(a4, a5), {0}(a6, a7)));\n", F);
+      } else {
+        s += fmt::format("  {} a0 = {};\n", acc, init);
+        s += fmt::format(
+            "  for (int64_t r = 0; r < n; ++r) a0 = {0}(a0, static_cast<{1}>(x[base + r]));\n", F,
+            acc);
+      }
     } else {
       s += "  int64_t base = 0;\n  uint64_t rem = o;\n";
       auto reduced = [&](int d) {
@@ -285,6 +297,38 @@ OpKernel column_pass_kernel(const std::string& op, Dtype in, Dtype acc, Dtype ou
         "  }}\n"
         "  out[p * C + c] = static_cast<{4}>(a);\n",
         kColumnPassRows, a, reduce_init(op, acc), F, type_name(out));
+    return spec;
+  });
+}
+
+OpKernel row_chunk_kernel(const std::string& op, Dtype in, Dtype acc) {
+  std::string key =
+      fmt::format("rowchunk|{}|{}|{}|{}", op, dtype_name(in), dtype_name(acc), kRowChunk);
+  return cached_spec(key, [&] {
+    KernelSpec spec;
+    spec.name = "alloy_" + op + "_chunks";
+    spec.input_names = {"x"};
+    spec.output_names = {"out"};
+    std::string f = reduce_functor(op), F = f + "_functor()", a = type_name(acc);
+    spec.header = header_for({f});
+    std::string s = fmt::format(
+        "  int64_t q = thread_position_in_grid.x, o = thread_position_in_grid.y;\n"
+        "  int64_t n = x_shape[1], chunks = (n + {0} - 1) / {0};\n"
+        "  int64_t base = o * n, r = q * {0}, end = min(n, r + {0});\n"
+        "  {1} a0 = {2}, a1 = {2}, a2 = {2}, a3 = {2}, a4 = {2}, a5 = {2}, a6 = {2}, a7 = {2};\n",
+        kRowChunk, a, reduce_init(op, acc));
+    if (is_floating(acc)) {  // eight accumulators for floats only (see reduce_kernel)
+      s += "  for (; r + 8 <= end; r += 8) {\n";
+      for (int j = 0; j < 8; ++j)
+        s += fmt::format("    a{0} = {1}(a{0}, static_cast<{2}>(x[base + r + {0}]));\n", j, F, a);
+      s += "  }\n";
+    }
+    s += fmt::format("  for (; r < end; ++r) a0 = {0}(a0, static_cast<{1}>(x[base + r]));\n", F, a);
+    if (is_floating(acc))
+      s += fmt::format(
+          "  a0 = {0}({0}({0}(a0, a1), {0}(a2, a3)), {0}({0}(a4, a5), {0}(a6, a7)));\n", F);
+    s += "  out[o * chunks + q] = a0;\n";
+    spec.source = s;
     return spec;
   });
 }

@@ -65,6 +65,13 @@ void run_kernel(const OpKernel& k, const std::vector<Array>& inputs, std::vector
                 int64_t threads, bool gpu, int64_t rows = 1);
 
 /// The metal_kernel call run_kernel would make (tests compile it with NVRTC for sm_90).
+/// First pass of a long reduction over the rows of a row-major [N, L] input (trailing axes):
+/// thread (q, o) of a (ceil(L / K), N) grid reduces elements [K q, K q + K) of row o into
+/// out[o, q] (an [N, ceil(L / K)] output, in the accumulator's dtype), so that few long rows
+/// still spread over many threads.
+constexpr int kRowChunk = 4096;
+OpKernel row_chunk_kernel(const std::string& op, Dtype in, Dtype acc);
+
 /// Concatenation of `n` inputs of dtype `t` along `axis` (row-major output; inputs read through
 /// their strides).
 OpKernel concatenate_kernel(int n, Dtype t, int axis, int ndim);

@@ -325,6 +325,21 @@ void Reduce::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs,
     run_kernel(column_pass_kernel(op_, cur.dtype(), acc, out), {cur}, outputs, cols, gpu);
     return;
   }
+  // Few long rows (e.g. every axis of a large array): a first pass over chunks of each row
+  // spreads the work over many threads; the partial results are then reduced per row.
+  bool trailing = x.is_row_contiguous();
+  for (int j = 0; j < nred; ++j) trailing &= axes_[j] == x.ndim() - nred + j;
+  int64_t len = 1;
+  for (int j = 0; j < nred; ++j) len *= x.shape()[x.ndim() - nred + j];
+  int64_t n_out = outputs[0].size();
+  if (trailing && len > 4 * kRowChunk && n_out < 256 && x.size() > 0) {
+    int64_t chunks = (len + kRowChunk - 1) / kRowChunk;
+    std::vector<Array> partial{scratch({n_out, chunks}, acc, x.device())};
+    run_kernel(row_chunk_kernel(op_, x.dtype(), acc), {row_major_alias(x, {n_out, len})}, partial,
+               chunks, gpu, n_out);
+    run_kernel(reduce_kernel({op_, {1}, acc, out}, partial[0]), partial, outputs, n_out, gpu);
+    return;
+  }
   OpKernel k = reduce_kernel({op_, axes_, acc, out}, x);
   run_kernel(k, inputs, outputs, outputs[0].size(), gpu);
 }
