@@ -9,6 +9,7 @@ Cases (ratio = numpy time / Alloy time: > 1 means Alloy is faster):
   exp f16        alloy.exp(a16).eval()        vs np.exp(x16)
   sum rows f32   alloy.sum(m, axis=1).eval()  vs m.sum(axis=1), m of 2^13 x 2^13
   sum cols f32   alloy.sum(m, axis=0).eval()  vs m.sum(axis=0)
+  sum all f32    alloy.sum(a).eval()          vs x.sum()
 Both sides allocate their output, as a user's `np.exp(x)` / `alloy.exp(a)` do. Alloy runs
 threadgroups on every core this process may use (its affinity mask: run under `taskset -c 0` for
 one core); numpy's ufuncs use one.
@@ -57,6 +58,7 @@ def cases(n, rng):
         "exp_f16": (lambda: alloy.exp(a16).eval(), lambda: np.exp(x16)),
         "sum_rows_f32": (lambda: alloy.sum(am, axis=1).eval(), lambda: m.sum(axis=1)),
         "sum_cols_f32": (lambda: alloy.sum(am, axis=0).eval(), lambda: m.sum(axis=0)),
+        "sum_all_f32": (lambda: alloy.sum(a).eval(), lambda: x.sum()),
     }
 
 
