@@ -411,3 +411,40 @@ TEST(OpsShapes, ConcatenateAndStack) {
   EXPECT_TRUE(make_primitive("Concatenate", PrimitiveState::from_bytes(bytes.data(), bytes.size()))
                   ->is_equivalent(*p->primitive));
 }
+
+TEST(OpsGpu, MatchTheCpu) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA GPU";
+  auto v = randoms(64 * 300, -2, 2, 80);
+  for (Dtype t : {Dtype::float32, Dtype::float16, Dtype::int32}) {
+    Array c = Array::from_doubles(v, {64, 300}, t, Device::cpu());
+    Array g = c.to(Device::gpu());
+    Array row = Array::from_doubles(randoms(300, 1, 2, 81), {300}, t, Device::cpu());
+    std::vector<std::function<Array(const Array&, const Array&)>> fs = {
+        [](auto& x, auto& r) { return exp(x); },
+        [](auto& x, auto& r) { return x.transpose() * 2 + 1; },
+        [](auto& x, auto& r) { return maximum(x, r) - r; },
+        [](auto& x, auto& r) { return where(x > 0, x, r); },
+        [](auto& x, auto& r) { return floor_divide(x, r); },
+        [](auto& x, auto& r) { return sum(x, 1); },
+        [](auto& x, auto& r) { return sum(x, 0); },
+        [](auto& x, auto& r) { return max(x); },
+        [](auto& x, auto& r) {
+          return sum(concatenate({x, x, x, x}, 1));
+        },
+        [](auto& x, auto& r) { return argmax(x, 1); },
+        [](auto& x, auto& r) { return softmax(astype(x, Dtype::float32), 1); },
+    };
+    for (size_t i = 0; i < fs.size(); ++i) {
+      Array want = fs[i](c, row);
+      Array got = fs[i](g, row.to(Device::gpu()));
+      EXPECT_EQ(got.device(), Device::gpu());
+      EXPECT_EQ(got.dtype(), want.dtype());
+      double rt = t == Dtype::float16 ? 4e-3 : 1e-5;
+      expect_close(got.to_doubles(), want.to_doubles(), rt,
+                   fmt::format("case {} {}", i, dtype_name(t)));
+    }
+  }
+  // A host scalar next to a GPU array travels with the launch.
+  Array g = Array::from_doubles({1, 2, 3}, {3}, Dtype::float32, Device::gpu());
+  EXPECT_EQ((g * 2.0f).to_doubles(), (std::vector<double>{2, 4, 6}));
+}

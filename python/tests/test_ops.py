@@ -327,3 +327,14 @@ def test_differential_against_mlx_cpu(case):
     got = to_np(ares.astype(alloy.float32)).astype(np.float64)
     tol = {"float16": 2e-3, "bfloat16": 1.6e-2}.get(mdt, 2e-6)
     np.testing.assert_allclose(got, want, rtol=tol * 4, atol=tol * 4)
+
+
+@pytest.mark.skipif(not alloy.is_available(alloy.gpu), reason="no CUDA GPU")
+def test_ops_on_the_gpu_match_numpy():
+    x = np.random.default_rng(11).uniform(-2, 2, (64, 300)).astype(np.float32)
+    g = alloy.array(x, device=alloy.gpu)
+    np.testing.assert_allclose(np.asarray(alloy.exp(g) * 2 + 1), np.exp(x) * 2 + 1, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(g.sum(axis=0)), x.sum(axis=0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(alloy.logsumexp(g, axis=1)),
+                               np.log(np.exp(x.astype(np.float64)).sum(axis=1)), rtol=1e-5)
+    np.testing.assert_array_equal(np.asarray(alloy.argmax(g.T, axis=0)), x.argmax(axis=1))
