@@ -257,7 +257,8 @@ void init_array(nb::module_& m) {
           "Computes the array now (it is otherwise computed when read). GPU work is enqueued, "
           "not waited for.")
       .def(
-          "astype", [](const Array& a, nb::handle dtype) { return python::astype(a, to_dtype(dtype)); },
+          "astype",
+          [](const Array& a, nb::handle dtype) { return python::astype(a, to_dtype(dtype)); },
           nb::arg("dtype"), nb::sig("def astype(self, dtype: Dtype) -> array"),
           "A copy converted to `dtype` (through float64: integers beyond 2**53 round).")
       .def(
