@@ -193,7 +193,25 @@ TEST(Export, EveryPrimitiveStateSurvivesTheFile) {
     Array b = a[0].broadcast_to({2, 2, 3, 4});
     Array st = a[0].as_strided({3, 2}, {1, 4}, 2);
     Array k = call_exp_scale(a[0].reshape({6, 4}), scale)[0];
-    return Args{s.contiguous(), b.transpose({3, 2, 1, 0}).astype(float16), st, k};
+    Args out{s.contiguous(), b.transpose({3, 2, 1, 0}).astype(float16), st, k};
+    // The built-in ops' primitives (src/ops).
+    const Array& v = a[0];
+    for (auto f : {abs,     negative, sign, square, exp,    expm1,  log,        log1p, sqrt,
+                   sin,     cos,      tan,  tanh,   arcsin, arccos, arctan,     sinh,  cosh,
+                   sigmoid, erf,      erfc, erfinv, floor,  ceil,   logical_not})
+      out.push_back(f(v, {}));
+    out.push_back(round(v));
+    out.push_back(bitwise_invert(v.astype(int32)));
+    for (auto f : {add, subtract, multiply, divide, floor_divide, remainder, power, maximum,
+                   minimum, arctan2, logaddexp, equal, not_equal, less, less_equal, greater,
+                   greater_equal, logical_and, logical_or})
+      out.push_back(f(v, k.reshape({2, 3, 4}), {}));
+    out.push_back(bitwise_and(v.astype(int32), v.astype(int32)));
+    out.push_back(where(greater(v, k.reshape({2, 3, 4})), v, k.reshape({2, 3, 4})));
+    out.push_back(sum(v, 1));
+    out.push_back(argmax(v, 2));
+    out.push_back(concatenate({v, v}, 1));
+    return out;
   };
   auto t = transforms::trace(fn, {x});
   std::string path = temp_path("all_primitives.alloy");

@@ -8,5 +8,6 @@
 #include "alloy/interrupt.h"
 #include "alloy/kernel.h"
 #include "alloy/library.h"
+#include "alloy/ops.h"
 #include "alloy/stream.h"
 #include "alloy/translate.h"

@@ -206,7 +206,7 @@ std::string repr(nb::handle self, const Array& a) {
   nb::object np = nb::module_::import_("numpy");
   // bfloat16 prints through float32 (NumPy has no bfloat16 without ml_dtypes).
   nb::object x = a.dtype() == Dtype::bfloat16
-                     ? array_to_numpy(nb::none(), astype(a, Dtype::float32, Device::cpu()),
+                     ? array_to_numpy(nb::none(), python::astype(a, Dtype::float32, Device::cpu()),
                                       nb::none(), nb::none())
                      : array_to_numpy(self, a, nb::none(), nb::none());
   nb::object body =

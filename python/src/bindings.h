@@ -22,6 +22,7 @@ void set_python_error(const std::exception_ptr& p);
 void init_dtype(nb::module_& m);
 void init_device(nb::module_& m);
 void init_array(nb::module_& m);
+void init_ops(nb::module_& m);  // ops.cpp: alloy.add, ..., the array operators
 void init_kernel(nb::module_& m);
 void init_cuda(nb::module_& m);
 void bind_library(nb::module_& m);  // library.cpp: compile_shader, Library, CheckError

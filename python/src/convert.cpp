@@ -85,7 +85,7 @@ Array sequence_array(nb::handle v, std::optional<Dtype> dtype, Device dev) {
         ("cannot make an alloy array from a sequence of " + py_str(x.attr("dtype")) + " elements")
             .c_str());
   }
-  return astype(import_external(x), target, dev);
+  return python::astype(import_external(x), target, dev);
 }
 
 }  // namespace
@@ -111,7 +111,7 @@ Array to_array(nb::handle value, std::optional<Dtype> dtype, std::optional<Devic
   if (nb::isinstance<nb::list>(value) || nb::isinstance<nb::tuple>(value))
     return sequence_array(value, dtype, dev);
   Array src = import_external(value);  // alloy.array, NumPy, DLPack, buffer protocol
-  return astype(src, dtype.value_or(src.dtype()), dev);
+  return python::astype(src, dtype.value_or(src.dtype()), dev);
 }
 
 Array as_input(nb::handle value) {

@@ -10,6 +10,7 @@ NB_MODULE(_core, m) {
   init_dtype(m);
   init_device(m);
   init_array(m);
+  init_ops(m);
   init_kernel(m);
   init_cuda(m);
   bind_library(m);

@@ -1,0 +1,253 @@
+// Built-in array ops with MLX's names, signatures, broadcasting and type promotion.
+//
+// Every op is lazy: it returns a pending array (a graph node) and computes nothing. Elementwise
+// ops and reductions run as Metal kernels generated from functors written once (src/ops), through
+// the same machinery as metal_kernel. The last argument picks where the op runs
+// (`StreamOrDevice`, as MLX's `s`): when omitted, an op runs on the device of its first array
+// input that is not 0-d (then its first input; the default device when it has none), and inputs
+// elsewhere are moved lazily. float64 is CPU-only (Metal has no double).
+//
+// Type promotion is MLX's (`promote_types`); a C++ scalar next to an array is "weak" as in MLX's
+// Python API: it takes the array's dtype unless its kind is wider (a float scalar with an integer
+// array gives float32).
+#pragma once
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "alloy/array.h"
+#include "alloy/stream.h"
+
+namespace alloy {
+
+// Where an op runs: the last argument of every op, MLX's StreamOrDevice (alloy/stream.h): a
+// stream, a device (its default stream), or neither (the device of the op's first input that is
+// not 0-d, on its default stream).
+
+/// MLX's type promotion of two dtypes (e.g. int8 + uint8 -> int16, float16 + bfloat16 ->
+/// float32, uint64 + int64 -> float32, any integer with a float -> that float).
+Dtype promote_types(Dtype a, Dtype b);
+/// The numpy broadcast of two shapes; std::invalid_argument when they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+
+// ---- creation ----------------------------------------------------------------------------
+
+Array ones(const Shape& shape, Dtype dtype = Dtype::float32, StreamOrDevice s = {});
+Array zeros_like(const Array& a, StreamOrDevice s = {});
+Array ones_like(const Array& a, StreamOrDevice s = {});
+Array full_like(const Array& a, double value, StreamOrDevice s = {});
+/// start, start + step, ... up to stop (exclusive), as numpy's arange.
+Array arange(double start, double stop, double step, Dtype dtype = Dtype::float32,
+             StreamOrDevice s = {});
+
+// ---- unary -------------------------------------------------------------------------------
+// Math ops (exp ... erfinv) give float32 for integer and bool inputs; half/bfloat compute in
+// float and round once.
+
+Array abs(const Array& a, StreamOrDevice s = {});
+Array negative(const Array& a, StreamOrDevice s = {});
+Array sign(const Array& a, StreamOrDevice s = {});
+Array square(const Array& a, StreamOrDevice s = {});
+Array exp(const Array& a, StreamOrDevice s = {});
+Array expm1(const Array& a, StreamOrDevice s = {});
+Array log(const Array& a, StreamOrDevice s = {});
+Array log2(const Array& a, StreamOrDevice s = {});
+Array log10(const Array& a, StreamOrDevice s = {});
+Array log1p(const Array& a, StreamOrDevice s = {});
+Array sqrt(const Array& a, StreamOrDevice s = {});
+Array rsqrt(const Array& a, StreamOrDevice s = {});
+Array sin(const Array& a, StreamOrDevice s = {});
+Array cos(const Array& a, StreamOrDevice s = {});
+Array tan(const Array& a, StreamOrDevice s = {});
+Array tanh(const Array& a, StreamOrDevice s = {});
+Array arcsin(const Array& a, StreamOrDevice s = {});
+Array arccos(const Array& a, StreamOrDevice s = {});
+Array arctan(const Array& a, StreamOrDevice s = {});
+Array sinh(const Array& a, StreamOrDevice s = {});
+Array cosh(const Array& a, StreamOrDevice s = {});
+Array sigmoid(const Array& a, StreamOrDevice s = {});
+Array erf(const Array& a, StreamOrDevice s = {});
+Array erfc(const Array& a, StreamOrDevice s = {});
+/// Inverse of erf on (-1, 1); +-inf at +-1, NaN outside.
+Array erfinv(const Array& a, StreamOrDevice s = {});
+/// floor / ceil / round (half-way cases to even) of floats; integers are returned unchanged.
+Array floor(const Array& a, StreamOrDevice s = {});
+Array ceil(const Array& a, StreamOrDevice s = {});
+Array round(const Array& a, StreamOrDevice s = {});
+Array logical_not(const Array& a, StreamOrDevice s = {});
+/// Bitwise not of integers, logical not of bool.
+Array bitwise_invert(const Array& a, StreamOrDevice s = {});
+/// Elementwise NaN / infinity tests (bool; always false for integers).
+Array isnan(const Array& a, StreamOrDevice s = {});
+Array isinf(const Array& a, StreamOrDevice s = {});
+
+// ---- binary (broadcasting, promoted) -------------------------------------------------------
+
+Array add(const Array& a, const Array& b, StreamOrDevice s = {});
+Array subtract(const Array& a, const Array& b, StreamOrDevice s = {});
+Array multiply(const Array& a, const Array& b, StreamOrDevice s = {});
+/// True division: integers give float32.
+Array divide(const Array& a, const Array& b, StreamOrDevice s = {});
+/// Python's floor division; integer division by zero gives 0.
+Array floor_divide(const Array& a, const Array& b, StreamOrDevice s = {});
+/// Python's remainder (the sign of the divisor); integer remainder by zero gives 0.
+Array remainder(const Array& a, const Array& b, StreamOrDevice s = {});
+Array power(const Array& a, const Array& b, StreamOrDevice s = {});
+/// Elementwise maximum / minimum; NaN if either is NaN.
+Array maximum(const Array& a, const Array& b, StreamOrDevice s = {});
+Array minimum(const Array& a, const Array& b, StreamOrDevice s = {});
+Array arctan2(const Array& a, const Array& b, StreamOrDevice s = {});
+/// log(exp(a) + exp(b)) without overflow.
+Array logaddexp(const Array& a, const Array& b, StreamOrDevice s = {});
+Array equal(const Array& a, const Array& b, StreamOrDevice s = {});
+Array not_equal(const Array& a, const Array& b, StreamOrDevice s = {});
+Array less(const Array& a, const Array& b, StreamOrDevice s = {});
+Array less_equal(const Array& a, const Array& b, StreamOrDevice s = {});
+Array greater(const Array& a, const Array& b, StreamOrDevice s = {});
+Array greater_equal(const Array& a, const Array& b, StreamOrDevice s = {});
+Array logical_and(const Array& a, const Array& b, StreamOrDevice s = {});
+Array logical_or(const Array& a, const Array& b, StreamOrDevice s = {});
+/// Integers and bool only.
+Array bitwise_and(const Array& a, const Array& b, StreamOrDevice s = {});
+Array bitwise_or(const Array& a, const Array& b, StreamOrDevice s = {});
+Array bitwise_xor(const Array& a, const Array& b, StreamOrDevice s = {});
+Array left_shift(const Array& a, const Array& b, StreamOrDevice s = {});
+Array right_shift(const Array& a, const Array& b, StreamOrDevice s = {});
+
+// ---- ternary and conversions ---------------------------------------------------------------
+
+/// x where condition is true, else y (broadcasting all three; x and y promoted).
+Array where(const Array& condition, const Array& x, const Array& y, StreamOrDevice s = {});
+/// Converted to `dtype` (C casts, as numpy's astype).
+Array astype(const Array& a, Dtype dtype, StreamOrDevice s = {});
+/// Values limited to [a_min, a_max] (either may be omitted, not both).
+Array clip(const Array& a, const std::optional<Array>& a_min, const std::optional<Array>& a_max,
+           StreamOrDevice s = {});
+
+// ---- reductions ----------------------------------------------------------------------------
+// Over the given axes (negative counts from the end; none given: all axes). keepdims keeps the
+// reduced axes as size 1. sum/prod of integers accumulate in (u)int32 at least, as MLX.
+
+Array sum(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array sum(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array sum(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array prod(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array prod(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+           StreamOrDevice s = {});
+Array prod(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+/// Maximum / minimum (NaN if any element is NaN); empty reductions raise.
+Array max(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array max(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array max(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array min(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array min(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array min(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array all(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array all(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array all(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array any(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array any(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array any(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+/// Mean (float32 for integers).
+Array mean(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array mean(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+           StreamOrDevice s = {});
+Array mean(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+/// Variance with `ddof` delta degrees of freedom.
+Array var(const Array& a, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+Array var(const Array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0,
+          StreamOrDevice s = {});
+Array var(const Array& a, int axis, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+/// log(sum(exp(a))) computed stably.
+Array logsumexp(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array logsumexp(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+                StreamOrDevice s = {});
+Array logsumexp(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+/// exp(a - logsumexp(a)) over the axes.
+Array softmax(const Array& a, bool precise = false, StreamOrDevice s = {});
+Array softmax(const Array& a, const std::vector<int>& axes, bool precise = false,
+              StreamOrDevice s = {});
+Array softmax(const Array& a, int axis, bool precise = false, StreamOrDevice s = {});
+/// Index of the first maximum / minimum (uint32) over the flattened array or one axis.
+Array argmax(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array argmax(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array argmin(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array argmin(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+// ---- shapes (lazy views where possible) ----------------------------------------------------
+
+Array reshape(const Array& a, Shape shape, StreamOrDevice s = {});
+Array flatten(const Array& a, StreamOrDevice s = {});
+Array transpose(const Array& a, std::vector<int> axes, StreamOrDevice s = {});
+Array transpose(const Array& a, StreamOrDevice s = {});
+Array swapaxes(const Array& a, int axis1, int axis2, StreamOrDevice s = {});
+Array broadcast_to(const Array& a, const Shape& shape, StreamOrDevice s = {});
+Array expand_dims(const Array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+Array expand_dims(const Array& a, int axis, StreamOrDevice s = {});
+Array squeeze(const Array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+Array squeeze(const Array& a, StreamOrDevice s = {});
+/// a[start:stop:step] per axis (MLX's slice(a, start, stop, strides)).
+Array slice(const Array& a, const Shape& start, const Shape& stop, const Shape& strides = {},
+            StreamOrDevice s = {});
+
+/// Joined along an existing axis (dtypes promoted; one array is returned as it is).
+Array concatenate(const std::vector<Array>& arrays, int axis = 0, StreamOrDevice s = {});
+/// Joined along a new axis.
+Array stack(const std::vector<Array>& arrays, int axis = 0, StreamOrDevice s = {});
+
+// ---- operators -------------------------------------------------------------------------------
+
+Array operator-(const Array& a);
+Array operator!(const Array& a);
+Array operator~(const Array& a);
+Array operator+(const Array& a, const Array& b);
+Array operator-(const Array& a, const Array& b);
+Array operator*(const Array& a, const Array& b);
+Array operator/(const Array& a, const Array& b);
+Array operator%(const Array& a, const Array& b);
+Array operator==(const Array& a, const Array& b);
+Array operator!=(const Array& a, const Array& b);
+Array operator<(const Array& a, const Array& b);
+Array operator<=(const Array& a, const Array& b);
+Array operator>(const Array& a, const Array& b);
+Array operator>=(const Array& a, const Array& b);
+Array operator&&(const Array& a, const Array& b);
+Array operator||(const Array& a, const Array& b);
+Array operator&(const Array& a, const Array& b);
+Array operator|(const Array& a, const Array& b);
+Array operator^(const Array& a, const Array& b);
+Array operator<<(const Array& a, const Array& b);
+Array operator>>(const Array& a, const Array& b);
+
+/// A 0-d array of `value` that is "weak" next to `like`: it takes like's dtype unless a double
+/// next to an integer array (float32) or a non-bool next to a bool array (int32 / float32).
+Array scalar_like(double value, const Array& like, bool is_integer);
+
+#define ALLOY_SCALAR_OPERATOR(OP)                                              \
+  template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>        \
+  Array operator OP(const Array& a, T b) {                                     \
+    return a OP scalar_like(static_cast<double>(b), a, std::is_integral_v<T>); \
+  }                                                                            \
+  template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>        \
+  Array operator OP(T a, const Array& b) {                                     \
+    return scalar_like(static_cast<double>(a), b, std::is_integral_v<T>) OP b; \
+  }
+ALLOY_SCALAR_OPERATOR(+)
+ALLOY_SCALAR_OPERATOR(-)
+ALLOY_SCALAR_OPERATOR(*)
+ALLOY_SCALAR_OPERATOR(/)
+ALLOY_SCALAR_OPERATOR(%)
+ALLOY_SCALAR_OPERATOR(==)
+ALLOY_SCALAR_OPERATOR(!=)
+ALLOY_SCALAR_OPERATOR(<)
+ALLOY_SCALAR_OPERATOR(<=)
+ALLOY_SCALAR_OPERATOR(>)
+ALLOY_SCALAR_OPERATOR(>=)
+#undef ALLOY_SCALAR_OPERATOR
+
+}  // namespace alloy

@@ -1,0 +1,87 @@
+"""Built-in ops (alloy.exp, alloy.add, alloy.sum, ...) against numpy on the CPU, measured
+alternately in the same process (issue "Built-in ops", item 7: elementwise unary/binary on 2^26
+elements and sum over rows >= 1.0x numpy on the CPU).
+
+Cases (ratio = numpy time / Alloy time: > 1 means Alloy is faster):
+  exp f32        alloy.exp(a).eval()          vs np.exp(x)
+  add f32        alloy.add(a, b).eval()       vs np.add(x, y)
+  mul scalar f32 (a * 1.5).eval()             vs x * np.float32(1.5)
+  exp f16        alloy.exp(a16).eval()        vs np.exp(x16)
+  sum rows f32   alloy.sum(m, axis=1).eval()  vs m.sum(axis=1), m of 2^13 x 2^13
+  sum cols f32   alloy.sum(m, axis=0).eval()  vs m.sum(axis=0)
+  sum all f32    alloy.sum(a).eval()          vs x.sum()
+Both sides allocate their output, as a user's `np.exp(x)` / `alloy.exp(a)` do. Alloy runs
+threadgroups on every core this process may use (its affinity mask: run under `taskset -c 0` for
+one core); numpy's ufuncs use one.
+
+    python python/bench/bench_ops_vs_numpy.py [--repeats R] [--log2n N] [--cases exp_f32,...]
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+import alloy
+
+
+def alternate(alloy_fn, numpy_fn, repeats):
+    """Median seconds per call of each, sampled alternately."""
+    a, b = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        alloy_fn()
+        t1 = time.perf_counter()
+        numpy_fn()
+        t2 = time.perf_counter()
+        a.append(t1 - t0)
+        b.append(t2 - t1)
+    return statistics.median(a), statistics.median(b)
+
+
+def cases(n, rng):
+    x = rng.uniform(-4, 4, n).astype(np.float32)
+    y = rng.uniform(-4, 4, n).astype(np.float32)
+    a = alloy.array(x, device=alloy.cpu)
+    b = alloy.array(y, device=alloy.cpu)
+    x16 = x.astype(np.float16)
+    a16 = alloy.array(x16, device=alloy.cpu)
+    side = int(round(n ** 0.5))
+    m = x[: side * side].reshape(side, side)
+    am = alloy.array(m, device=alloy.cpu)
+    return {
+        "exp_f32": (lambda: alloy.exp(a).eval(), lambda: np.exp(x)),
+        "add_f32": (lambda: alloy.add(a, b).eval(), lambda: np.add(x, y)),
+        "mul_scalar_f32": (lambda: (a * 1.5).eval(), lambda: x * np.float32(1.5)),
+        "exp_f16": (lambda: alloy.exp(a16).eval(), lambda: np.exp(x16)),
+        "sum_rows_f32": (lambda: alloy.sum(am, axis=1).eval(), lambda: m.sum(axis=1)),
+        "sum_cols_f32": (lambda: alloy.sum(am, axis=0).eval(), lambda: m.sum(axis=0)),
+        "sum_all_f32": (lambda: alloy.sum(a).eval(), lambda: x.sum()),
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--log2n", type=int, default=26)
+    p.add_argument("--cases", default="")
+    args = p.parse_args()
+    rng = np.random.default_rng(0)
+    all_cases = cases(1 << args.log2n, rng)
+    names = args.cases.split(",") if args.cases else list(all_cases)
+    print(f"n = 2^{args.log2n}, cores available: {len(os.sched_getaffinity(0))}, "
+          f"load average: {os.getloadavg()[0]:.1f}")
+    print(f"{'case':<16} {'alloy':>10} {'numpy':>10} {'ratio':>7}")
+    for name in names:
+        alloy_fn, numpy_fn = all_cases[name]
+        alloy_fn()  # compile (cached on disk afterwards) and warm the allocator
+        numpy_fn()
+        ta, tn = alternate(alloy_fn, numpy_fn, args.repeats)
+        print(f"{name:<16} {ta * 1e3:>8.2f}ms {tn * 1e3:>8.2f}ms {tn / ta:>7.2f}")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
