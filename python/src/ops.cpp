@@ -394,7 +394,7 @@ void init_ops(nb::module_& m) {
     cls.attr(name) = nb::cpp_function(
         [f, reflected](nb::handle self, nb::handle other) {
           auto [p, q] = reflected ? operands(other, self) : operands(self, other);
-          return f(p, q, std::nullopt);
+          return f(p, q, StreamOrDevice{});
         },
         nb::is_method());
   };
@@ -438,8 +438,8 @@ void init_ops(nb::module_& m) {
     std::string n = u.name;
     if (n == "abs" || n == "exp" || n == "log" || n == "log1p" || n == "sqrt" || n == "rsqrt" ||
         n == "square" || n == "sin" || n == "cos")
-      cls.attr(u.name) = nb::cpp_function([f = u.f](const Array& a) { return f(a, std::nullopt); },
-                                          nb::is_method(), u.doc);
+      cls.attr(u.name) = nb::cpp_function(
+          [f = u.f](const Array& a) { return f(a, StreamOrDevice{}); }, nb::is_method(), u.doc);
   }
 }
 
