@@ -92,7 +92,7 @@ std::string compact(const std::vector<Token>& t, size_t b, size_t e) {
   }
   return s;
 }
-std::string quoted(const std::string& s) {
+std::string quoted_name(const std::string& s) {
   auto q1 = s.find('"'), q2 = s.rfind('"');
   return q1 != npos && q2 > q1 ? s.substr(q1 + 1, q2 - q1 - 1) : "";
 }
@@ -148,7 +148,7 @@ std::vector<KernelRegion> find_kernel_regions(const std::vector<Token>& t) {
             size_t e = attr_end(t, j);
             if (e == npos || e > semi) break;
             std::string a = compact(t, j + 2, e - 1);
-            if (a.starts_with("host_name")) host = quoted(a);
+            if (a.starts_with("host_name")) host = quoted_name(a);
             if (a == "kernel") is_kernel = true;
             j = e;
             after_decltype = e + 1;
