@@ -79,7 +79,7 @@ def main():
         counter[0] += 1
         t0 = time.perf_counter()
         k = alloy.metal_kernel(name="expsin", input_names=["inp"], output_names=["out"],
-                               source=METAL_BODY.format(tag=f"a{counter[0]}"))
+                               source=METAL_BODY.replace("{tag}", f"a{counter[0]}"))
         out = k(inputs=[xa], grid=(n, 1, 1), threadgroup=(block, 1, 1), output_shapes=[(n,)],
                 output_dtypes=[alloy.float32], stream=alloy.gpu)[0]
         out.eval()
@@ -90,7 +90,7 @@ def main():
     def run_cupy():
         counter[0] += 1
         t0 = time.perf_counter()
-        k = cupy.RawKernel(CUDA_SOURCE.format(tag=f"c{counter[0]}"), "expsin")
+        k = cupy.RawKernel(CUDA_SOURCE.replace("{tag}", f"c{counter[0]}"), "expsin")
         k(((n + block - 1) // block,), (block,), (xc, yc, np.uint32(n)))
         cupy.cuda.Device().synchronize()
         return time.perf_counter() - t0, yc
