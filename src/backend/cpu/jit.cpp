@@ -891,53 +891,49 @@ std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const Jit
   // falls back to the private folder.
   fs::path work = work_dir();
   std::string stem = key + "-" + unique_suffix();
-  fs::path src = work / (stem + ".cpp");
-  try {
-    cache::write_file_atomic(src, source);
-  } catch (const fs::filesystem_error& e) {
-    fs::path fallback = private_dir();
-    if (work == fallback)
-      throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
-                               e.what());
-    work = fallback;
+  fs::path src, out;
+  // Writes the source into `work`; the error, or "" when it is written.
+  auto write_source = [&]() -> std::string {
     src = work / (stem + ".cpp");
+    out = work / (stem + ".so");
     try {
       cache::write_file_atomic(src, source);
-    } catch (const fs::filesystem_error& e2) {
-      throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
-                               e2.what());
+      return "";
+    } catch (const fs::filesystem_error& e) {
+      return e.what();
     }
+  };
+  auto source_error = [](const std::string& error) {
+    return std::runtime_error("cannot write the kernel source for the CPU JIT: " + error);
+  };
+  // Moves the work files to the private folder; throws when the source cannot be written there.
+  auto write_in_private_dir = [&] {
+    work = private_dir();
+    if (std::string error = write_source(); !error.empty()) throw source_error(error);
+  };
+  if (std::string error = write_source(); !error.empty()) {
+    if (work == private_dir()) throw source_error(error);
+    write_in_private_dir();
   }
-  fs::path out = work / (stem + ".so");
 
   std::vector<std::string> flags = compile_flags(options);
   // The precompiled prelude holds every part of the prelude; a source that defines its own
   // versions of prelude helpers (ALLOY_USER_*, user definitions win) must not see them.
   std::string pch =
       source.find("#define ALLOY_USER_") == std::string::npos ? pch_include(flags) : "";
-  std::vector<std::string> args = {tc.path};
-  args.insert(args.end(), flags.begin(), flags.end());
-  if (!pch.empty()) {
-    args.push_back("-include");
-    args.push_back(pch);
-  }
   {
     std::lock_guard<std::mutex> lock(pch_mu_);
     ++(pch.empty() ? counters_.without_pch : counters_.with_pch);
   }
-  args.push_back("-I");
-  args.push_back(include.string());
-  args.push_back("-o");
-  args.push_back(out.string());
-  args.push_back(src.string());
   std::string log;
   ProcessLimits limits = compile_limits();
   bool timed_out = false;
   auto run_compiler = [&] {
-    std::vector<std::string> run_args = args;
-    run_args.end()[-2] = out.string();  // the fallback below moves the work files
-    run_args.end()[-1] = src.string();
-    return run_process(run_args, &log, limits, &timed_out);
+    std::vector<std::string> args = {tc.path};
+    args.insert(args.end(), flags.begin(), flags.end());
+    if (!pch.empty()) args.insert(args.end(), {"-include", pch});
+    args.insert(args.end(), {"-I", include.string(), "-o", out.string(), src.string()});
+    return run_process(args, &log, limits, &timed_out);
   };
   int rc = run_compiler();
   if (rc != 0 && log.find("No space left on device") != std::string::npos &&
@@ -945,15 +941,7 @@ std::shared_ptr<Library> Jit::load_or_build(const std::string& source, const Jit
     // The cache's disk filled up under the compiler: once more in the private folder.
     ::unlink(out.c_str());
     ::unlink(src.c_str());
-    work = private_dir();
-    src = work / (stem + ".cpp");
-    out = work / (stem + ".so");
-    try {
-      cache::write_file_atomic(src, source);
-    } catch (const fs::filesystem_error& e) {
-      throw std::runtime_error(std::string("cannot write the kernel source for the CPU JIT: ") +
-                               e.what());
-    }
+    write_in_private_dir();
     rc = run_compiler();
   }
   if (rc != 0 || !fs::exists(out)) {
