@@ -238,22 +238,23 @@ struct Scheduled {
   std::vector<std::shared_ptr<OpDone>> deps;  // of inputs produced by handed-off ops
 };
 
-// Ops below `arrays` not handed to a stream yet, in dependency order, each given its OpDone.
-std::vector<Scheduled> collect(const std::vector<Array>& arrays) {
-  std::vector<Scheduled> order;
-  std::unordered_set<PendingOp*> seen;
+// The walk of scheduler::pending_ops; the caller holds graph_mu().
+std::vector<std::shared_ptr<PendingOp>> pending_ops_locked(
+    const std::vector<Array>& roots, const std::function<bool(const PendingOp&)>& skip,
+    const char* empty_message) {
+  std::vector<std::shared_ptr<PendingOp>> order;
+  std::unordered_set<const PendingOp*> seen;
   struct Frame {
     std::shared_ptr<PendingOp> op;
     size_t next = 0;
   };
   std::vector<Frame> stack;
-  std::lock_guard lock(graph_mu());
   auto push = [&](const Array& a) {
-    if (!a.valid()) throw std::invalid_argument("eval: invalid (empty) array");
+    if (!a.valid()) throw std::invalid_argument(empty_message);
     auto& p = node_of(a)->pending;
-    if (p && !p->done && seen.insert(p.get()).second) stack.push_back({p, 0});
+    if (p && !skip(*p) && seen.insert(p.get()).second) stack.push_back({p, 0});
   };
-  for (auto& a : arrays) {
+  for (auto& a : roots) {
     push(a);
     while (!stack.empty()) {
       auto& f = stack.back();
@@ -261,10 +262,21 @@ std::vector<Scheduled> collect(const std::vector<Array>& arrays) {
         push(f.op->inputs[f.next++]);
         continue;
       }
-      order.push_back({f.op, {}});
+      order.push_back(std::move(f.op));
       stack.pop_back();
     }
   }
+  return order;
+}
+
+// Ops below `arrays` not handed to a stream yet, in dependency order, each given its OpDone.
+std::vector<Scheduled> collect(const std::vector<Array>& arrays) {
+  std::lock_guard lock(graph_mu());
+  std::vector<Scheduled> order;
+  for (auto& op : pending_ops_locked(
+           arrays, [](const PendingOp& p) { return p.done != nullptr; },
+           "eval: invalid (empty) array"))
+    order.push_back({std::move(op), {}});
   for (auto& s : order) {
     for (auto& in : s.op->inputs) {
       auto& p = node_of(in)->pending;
@@ -357,6 +369,13 @@ namespace scheduler {
 bool is_ready(const ArrayNode& node) {
   std::lock_guard lock(graph_mu());
   return !node.pending && node.buffer;
+}
+
+std::vector<std::shared_ptr<PendingOp>> pending_ops(
+    const std::vector<Array>& roots, const std::function<bool(const PendingOp&)>& skip,
+    const char* empty_message) {
+  std::lock_guard lock(graph_mu());
+  return pending_ops_locked(roots, skip, empty_message);
 }
 
 std::shared_ptr<PendingOp> pending_of(const ArrayNode& node) {

@@ -15,12 +15,15 @@
 #pragma once
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "alloy/stream.h"
 
 namespace alloy {
+class Array;
 struct ArrayNode;
 struct PendingOp;
 
@@ -42,6 +45,13 @@ namespace scheduler {
 
 /// Whether the node's data can be read (no pending op; a view's buffer is set).
 bool is_ready(const ArrayNode& node);
+
+/// The pending ops below `roots`, each once, every op after the ops producing its inputs (an
+/// iterative post-order walk: graphs can be deep). An op for which `skip` is true is left out
+/// and not walked through. An empty root or input throws std::invalid_argument(`empty_message`).
+std::vector<std::shared_ptr<PendingOp>> pending_ops(
+    const std::vector<Array>& roots, const std::function<bool(const PendingOp&)>& skip,
+    const char* empty_message);
 
 /// The op that will produce the node (null when it is materialized), read under the graph mutex.
 std::shared_ptr<PendingOp> pending_of(const ArrayNode& node);

@@ -8,6 +8,7 @@
 #include "alloy/errors.h"
 #include "core/array_node.h"
 #include "core/primitives.h"
+#include "core/scheduler.h"
 #include "kernel/custom_kernel.h"
 #include "transforms/kernel_spec.h"
 
@@ -98,39 +99,18 @@ Trace trace(const TraceFn& fn, const std::vector<Array>& example_inputs) {
     return {ValueRef::Kind::op, op_index.at(p), out};
   };
 
-  // Iterative post-order DFS over the pending ops (graphs can be deep).
-  struct Frame {
-    std::shared_ptr<PendingOp> op;
-    size_t next = 0;
-  };
-  std::vector<Frame> stack;
-  auto push = [&](const Array& a) {
-    if (!a.valid()) throw std::invalid_argument("trace: the function returned an empty array");
-    auto& p = node_of(a)->pending;
-    if (p && !input_of.count(p.get()) && !op_index.count(p.get())) {
-      op_index[p.get()] = UINT32_MAX;  // in progress
-      stack.push_back({p, 0});
-    }
-  };
-  for (auto& out : outputs) {
-    push(out);
-    while (!stack.empty()) {
-      auto& f = stack.back();
-      if (f.next < f.op->inputs.size()) {
-        push(f.op->inputs[f.next++]);
-        continue;
-      }
-      std::shared_ptr<PendingOp> op = f.op;
-      stack.pop_back();
-      TapeOp entry;
-      entry.primitive = op->primitive;
-      for (auto& in : op->inputs) entry.inputs.push_back(ref_of(in));
-      entry.shapes = op->shapes;
-      entry.dtypes = op->dtypes;
-      entry.device = op->device;
-      op_index[op.get()] = static_cast<uint32_t>(t.ops.size());
-      t.ops.push_back(std::move(entry));
-    }
+  // The ops between the placeholders and the outputs, inputs first.
+  for (auto& op : scheduler::pending_ops(
+           outputs, [&](const PendingOp& p) { return input_of.count(&p) > 0; },
+           "trace: the function returned an empty array")) {
+    TapeOp entry;
+    entry.primitive = op->primitive;
+    for (auto& in : op->inputs) entry.inputs.push_back(ref_of(in));
+    entry.shapes = op->shapes;
+    entry.dtypes = op->dtypes;
+    entry.device = op->device;
+    op_index[op.get()] = static_cast<uint32_t>(t.ops.size());
+    t.ops.push_back(std::move(entry));
   }
   for (auto& out : outputs) t.outputs.push_back(ref_of(out));
   return t;
