@@ -85,12 +85,6 @@ int64_t checked_numel(const Shape& shape) {
 }
 
 namespace {
-int64_t numel(const Shape& shape) {
-  return checked_numel(shape);
-}
-void check_shape(const Shape& shape) {
-  checked_numel(shape);
-}
 // Bytes of a row-major array, checked against int64 (what byte offsets are computed in).
 size_t checked_nbytes(const Shape& shape, Dtype dtype) {
   int64_t bytes = 0;
@@ -288,7 +282,7 @@ double load_double(const void* src, Dtype t) {
 
 Array Array::from_external(void* data, Shape shape, Strides strides, Dtype dtype, Device device,
                            std::function<void()> release) {
-  check_shape(shape);
+  checked_numel(shape);
   if (strides.empty()) strides = row_major_strides(shape);
   if (strides.size() != shape.size())
     throw std::invalid_argument("from_external: strides and shape differ in length");
@@ -318,10 +312,10 @@ Array Array::from_external(void* data, Shape shape, Strides strides, Dtype dtype
 
 Array Array::from_doubles(const std::vector<double>& values, Shape shape, Dtype dtype,
                           std::optional<Device> device) {
-  check_shape(shape);
-  if (static_cast<int64_t>(values.size()) != numel(shape))
+  checked_numel(shape);
+  if (static_cast<int64_t>(values.size()) != checked_numel(shape))
     throw std::invalid_argument("from_doubles: " + std::to_string(values.size()) +
-                                " values for a shape of " + std::to_string(numel(shape)) +
+                                " values for a shape of " + std::to_string(checked_numel(shape)) +
                                 " elements");
   size_t item = size_of(dtype);
   std::vector<uint8_t> bytes(values.size() * item);
@@ -458,7 +452,7 @@ Array Array::reshape(Shape new_shape) const {
 }
 
 Array Array::broadcast_to(Shape new_shape) const {
-  check_shape(new_shape);
+  checked_numel(new_shape);
   auto prim = std::make_shared<Broadcast>(std::move(new_shape));
   return make_pending_view(prim, *this, prim->layout(*this));
 }
@@ -512,7 +506,7 @@ namespace {
 std::vector<double> staging(const Shape& shape, Dtype dtype, double value = 0) {
   size_t bytes = checked_nbytes(shape, dtype);
   try {
-    return std::vector<double>(static_cast<size_t>(numel(shape)), value);
+    return std::vector<double>(static_cast<size_t>(checked_numel(shape)), value);
   } catch (const std::bad_alloc&) {
     throw OutOfMemory("cannot allocate an array of " + std::to_string(bytes) + " bytes of " +
                       std::string(dtype_name(dtype)) + " (shape " + shape_text(shape) + ")");
@@ -524,7 +518,7 @@ std::vector<double> staging(const Shape& shape, Dtype dtype, double value = 0) {
 }  // namespace
 
 Array full(const Shape& shape, double value, Dtype dtype, std::optional<Device> device) {
-  check_shape(shape);
+  checked_numel(shape);
   return Array::from_doubles(staging(shape, dtype, value), shape, dtype, device);
 }
 
@@ -537,7 +531,7 @@ Array arange(int64_t n, Dtype dtype, std::optional<Device> device) {
 
 Array random_uniform(const Shape& shape, Dtype dtype, double low, double high, uint64_t seed,
                      std::optional<Device> device) {
-  check_shape(shape);
+  checked_numel(shape);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(low, high);
   std::vector<double> v = staging(shape, dtype);
