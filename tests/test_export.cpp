@@ -17,6 +17,7 @@
 #include "core/primitive.h"
 #include "example_kernels.h"
 #include "example_references.h"
+#include "random_values.h"
 #include "transforms/export_impl.h"
 #include "transforms/kernel_spec.h"
 #include "transforms/trace.h"
@@ -27,11 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::vector<double> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> d(-2, 2);
-  std::vector<double> v(n);
-  for (auto& x : v) x = std::round(d(rng) * 64) / 64;
-  return v;
+  return testing::random_values(n, seed, 2, 64);
 }
 
 std::string temp_path(const std::string& name) {

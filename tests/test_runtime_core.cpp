@@ -12,17 +12,12 @@
 #include "core/primitive.h"
 #include "core/primitives.h"
 #include "kernel/custom_kernel.h"
+#include "random_values.h"
 
 namespace alloy {
 namespace {
 
-std::vector<double> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> d(-4, 4);
-  std::vector<double> v(n);
-  for (auto& x : v) x = std::round(d(rng) * 8) / 8;  // exact in every float dtype
-  return v;
-}
+using testing::random_values;
 
 // The primitive behind a pending array.
 std::shared_ptr<Primitive> primitive_of(const Array& a) {

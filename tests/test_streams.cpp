@@ -8,17 +8,12 @@
 
 #include "alloy/alloy.h"
 #include "alloy/cuda.h"
+#include "random_values.h"
 
 namespace alloy {
 namespace {
 
-std::vector<double> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> d(-4, 4);
-  std::vector<double> v(n);
-  for (auto& x : v) x = std::round(d(rng) * 8) / 8;  // exact in float32
-  return v;
-}
+using testing::random_values;
 
 // out = a * 2 + b, computed with a loop long enough that async work is still running when the
 // caller moves on.
