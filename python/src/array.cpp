@@ -229,6 +229,15 @@ void eval_all(nb::handle h, std::vector<Array>& out) {
   }
 }
 
+// eval / async_eval over the arrays in `args` (and lists, tuples or dicts of them), without the
+// GIL while the work runs.
+void eval_args(nb::args args, void (*evaluate)(const std::vector<Array>&)) {
+  std::vector<Array> arrays;
+  for (nb::handle h : args) eval_all(h, arrays);
+  nb::gil_scoped_release release;
+  evaluate(arrays);
+}
+
 PyType_Slot array_slots[] = {
     {Py_bf_getbuffer, reinterpret_cast<void*>(array_getbuffer)},
     {Py_bf_releasebuffer, reinterpret_cast<void*>(array_releasebuffer)},
@@ -364,23 +373,11 @@ void init_array(nb::module_& m) {
       "producers order their pending work before Alloy's stream. `device` or copy=True make a "
       "copy.");
   m.def(
-      "eval",
-      [](nb::args args) {
-        std::vector<Array> arrays;
-        for (nb::handle h : args) eval_all(h, arrays);
-        nb::gil_scoped_release release;
-        eval(arrays);
-      },
+      "eval", [](nb::args args) { eval_args(args, &eval); },
       nb::sig("def eval(*arrays: array | list | tuple | dict) -> None"),
       "Computes the given arrays (and lists, tuples or dicts of them) together.");
   m.def(
-      "async_eval",
-      [](nb::args args) {
-        std::vector<Array> arrays;
-        for (nb::handle h : args) eval_all(h, arrays);
-        nb::gil_scoped_release release;
-        async_eval(arrays);
-      },
+      "async_eval", [](nb::args args) { eval_args(args, &async_eval); },
       nb::sig("def async_eval(*arrays: array | list | tuple | dict) -> None"),
       "Hands the work of the given arrays to their streams and returns at once (CPU streams run "
       "it on their worker threads); reading the arrays or synchronize() waits for it.");
