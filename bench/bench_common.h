@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "alloy/alloy.h"
+#include "backend/cpu/backend.h"
 #include "backend/cpu/executor.h"
 #include "core/array_node.h"
 #include "kernel/custom_kernel.h"
@@ -213,11 +214,11 @@ struct CpuDispatch {
   }
 
   void run(const DirectKernel& dk, bool parallel = true) const {
-    const auto& k = dk.program->kernels().front();
+    const auto* f = static_cast<const cpu::Function*>(dk.program->kernels().front().function);
     cpu::ExecOptions opts;
     opts.parallel = parallel;
     opts.kernel = dk.gen.kernel_name;
-    cpu::run(L, k.cpu_group, k.cpu_thread, k.entry.fibers, opts);
+    cpu::run(L, f->group, f->thread, f->fibers, opts);
   }
 };
 

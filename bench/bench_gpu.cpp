@@ -36,9 +36,9 @@
 #include "backend/cuda/nvrtc.h"
 #include "bench_common.h"
 #include "cache/compile_cache.h"
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 #include "example_kernels.h"
-#include "kernel/gpu_program.h"
+#include "kernel/launch.h"
 
 namespace {
 
@@ -135,10 +135,11 @@ cuda::Context* gpu() {
 
 const cuda::Module& hand_module() {
   static std::shared_ptr<const cuda::Module> m = cuda::load(
-      *gpu(), cuda::KernelSource{"bench_hand",
-                                 kHandSource,
-                                 {"exp_hand", "rowsum_hand", "grid_sample_hand", "fill_hash", "exp_hand_coarse"},
-                                 {}});
+      *gpu(), cuda::KernelSource{
+                  "bench_hand",
+                  kHandSource,
+                  {"exp_hand", "rowsum_hand", "grid_sample_hand", "fill_hash", "exp_hand_coarse"},
+                  {}});
   return *m;
 }
 
@@ -194,25 +195,21 @@ class Events {
   CUevent a_ = nullptr, b_ = nullptr;
 };
 
-// A translated metal_kernel function launched directly (no array graph): the alloy_cuda_launch of
-// one call, bound once the way metal_kernel binds it (kernel::bind_gpu_call).
+// A translated metal_kernel function launched directly (no array graph): one call's launch,
+// bound once the way metal_kernel binds it (kernel::bind_call), launched through the backend.
 struct GpuDispatch {
   DirectKernel dk;
-  alloy_cuda_launch L{};
-  std::shared_ptr<Buffer> params;
+  std::string label = "bench_direct";
+  kernel::LaunchBuilder b{"bench", label};
 
   GpuDispatch(const MetalKernel& k, const std::vector<Array>& inputs, const KernelCall& call,
               const std::vector<Array>& outputs)
       : dk(k, inputs, call, msl::Target::cuda) {
-    params = kernel::bind_gpu_call(L, dk.gen.bindings, inputs, outputs);
-    for (int d = 0; d < 3; ++d) {
-      L.grid[d] = static_cast<unsigned>(call.grid[d]);
-      L.threadgroup[d] =
-          static_cast<unsigned>(std::max(1, std::min(call.threadgroup[d], call.grid[d])));
-    }
+    kernel::bind_call(b, k.spec(), dk.gen.bindings, inputs, outputs, Device::gpu(), true);
+    b.dims(call.grid, kernel::effective_threadgroup(call.grid, call.threadgroup));
   }
 
-  void launch() { kernel::launch_gpu(dk.program->kernels().front(), L, 0, "bench_direct"); }
+  void launch() { b.launch(dk.program->kernels().front(), Device::gpu(), false, {}); }
 };
 
 KernelCall gpu_call(const Shape& out_shape, int grid, int tg) {

@@ -22,7 +22,7 @@
 #include "backend/cuda/launch.h"
 #include "backend/cuda/nvrtc.h"
 #include "cache/compile_cache.h"
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 
 namespace alloy::cuda {
 namespace {
@@ -308,7 +308,7 @@ TEST(CudaRuntime, AllocatorReusesFreedBlocksAndCounts) {
 
 TEST(CudaRuntime, CopiesRoundTripAndFillsPatterns) {
   REQUIRE_GPU(ctx);
-  GpuBackend* be = gpu_backend();
+  Backend* be = gpu_backend();
   const size_t n = 100003;  // not a multiple of anything convenient
   auto host = random_floats(n, 1);
   auto a = be->allocate(n * 4);
@@ -352,7 +352,7 @@ alloy_cuda_launch make_launch(unsigned gx, unsigned gy, unsigned tx, unsigned ty
 
 TEST(CudaRuntime, LaunchesHandWrittenKernelOverAbiStruct) {
   REQUIRE_GPU(ctx);
-  GpuBackend* be = gpu_backend();
+  Backend* be = gpu_backend();
   auto module = load(*ctx, scale_kernel());
   const Function& fn = module->function(0);
   EXPECT_GE(fn.max_threads, 256);
@@ -388,7 +388,7 @@ TEST(CudaRuntime, LaunchesHandWrittenKernelOverAbiStruct) {
 TEST(CudaRuntime, DynamicSharedMemoryPast48KiB) {
   REQUIRE_GPU(ctx);
   if (ctx->info().max_shared_per_block_optin < 100 * 1024) GTEST_SKIP() << "small shared memory";
-  GpuBackend* be = gpu_backend();
+  Backend* be = gpu_backend();
   KernelSource k;
   k.name = "shared_reverse";
   // Each group stages 16K floats (64 KiB) in shared memory and writes them reversed.
@@ -469,7 +469,7 @@ TEST(CudaRuntime, CachedLaunchOverheadAndWarmLoad) {
   REQUIRE_GPU(ctx);
   auto module = load(*ctx, scale_kernel());
   const Function& fn = module->function(0);
-  GpuBackend* be = gpu_backend();
+  Backend* be = gpu_backend();
   auto bx = be->allocate(4096);
   auto by = be->allocate(4096);
   alloy_cuda_launch L = make_launch(1024, 1, 256, 1);

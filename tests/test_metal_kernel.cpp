@@ -7,10 +7,10 @@
 
 #include "alloy/alloy.h"
 #include "conformance/harness.h"
+#include "core/backend.h"
 #include "example_kernels.h"
 #include "example_references.h"
 #include "kernel/custom_kernel.h"
-#include "kernel/gpu_program.h"
 
 using namespace alloy;
 using conformance::expect_close;
@@ -397,7 +397,7 @@ namespace {
 // enumerators. A small kernel's PTX declares at most integral_constant's two.
 TEST(MetalKernel, SmallKernelHasAlmostNoDeviceGlobals) {
   std::string why;
-  if (!kernel::nvrtc_available(&why)) GTEST_SKIP() << why;
+  if (!gpu_compiler_available(&why)) GTEST_SKIP() << why;
   auto k = metal_kernel("few_globals", {"inp"}, {"out"}, examples::kExpSource);
   Array x = Array::from_doubles({1, 2, 3, 4}, {4}, float32, Device::cpu());
   KernelCall call;
@@ -408,7 +408,7 @@ TEST(MetalKernel, SmallKernelHasAlmostNoDeviceGlobals) {
   call.template_args = {{"T", float32}};
   kernel::SourceMap map;
   auto tr = kernel::call_gpu_translation(k, {x}, call, &map);
-  std::string ptx = kernel::compile_ptx(tr, "safe", map, "kernel.metal", "sm_90");
+  std::string ptx = kernel::compile_ptx(tr, "safe", map, "sm_90");
   int globals = 0;
   std::string listed;
   for (size_t p = 0; (p = ptx.find("\n.global", p)) != std::string::npos; ++p) {

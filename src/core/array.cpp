@@ -14,7 +14,7 @@
 #include "alloy/errors.h"
 #include "alloy/interrupt.h"
 #include "core/array_node.h"
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 #include "core/half_convert.h"
 #include "core/host_allocator.h"
 #include "core/primitives.h"
@@ -26,12 +26,7 @@ namespace alloy {
 
 std::shared_ptr<Buffer> allocate(Device device, size_t nbytes) {
   try {
-    if (device.type == Device::Type::gpu) {
-      auto* gpu = gpu_backend();
-      if (!gpu) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
-      return gpu->allocate(nbytes);
-    }
-    return std::make_shared<Buffer>(host_alloc(nbytes), nbytes, device, &host_free);
+    return backend(device).allocate(nbytes);
   } catch (const OutOfMemory&) {
     throw;
   } catch (const std::bad_alloc&) {
@@ -190,10 +185,7 @@ Array Array::from_bytes(const void* data, Shape shape, Dtype dtype, std::optiona
   Array a = make_empty(shape, dtype, d);
   size_t n = a.nbytes();
   if (n == 0) return a;
-  if (d.type == Device::Type::gpu)
-    gpu_backend()->copy_to_device(node_of(a)->data(), data, n);
-  else
-    std::memcpy(node_of(a)->data(), data, n);
+  backend(d).copy_to_device(node_of(a)->data(), data, n);
   return a;
 }
 

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <stdexcept>
 
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 
 namespace alloy {
 
@@ -13,6 +13,12 @@ std::string Device::str() const {
 
 bool gpu_available() {
   return gpu_backend() != nullptr;
+}
+
+Backend& backend(Device device) {
+  if (device.type == Device::Type::cpu) return cpu_backend();
+  if (Backend* gpu = gpu_backend()) return *gpu;
+  throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
 }
 
 namespace {

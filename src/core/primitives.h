@@ -4,7 +4,7 @@
 //
 // Views are evaluated here for every device (set_view). Copy and AsType run per device: on the
 // CPU in src/backend/cpu/copy.cpp; on the GPU through the CUDA backend's copy (see
-// GpuBackend::copy_strided). ToDevice runs on its destination device.
+// Backend::copy_strided). ToDevice runs on its destination device.
 #pragma once
 #include <memory>
 #include <string>

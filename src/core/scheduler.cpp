@@ -14,7 +14,7 @@
 #include "alloy/errors.h"
 #include "alloy/interrupt.h"
 #include "core/array_node.h"
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 
 namespace alloy {
 
@@ -222,7 +222,7 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
 // Runs a GPU op with the backend's current stream set to the op's stream.
 void run_on_gpu_stream(const std::shared_ptr<PendingOp>& op, void* stream) {
   if (!stream) return run_pending(op);
-  GpuBackend* gpu = gpu_backend();
+  Backend* gpu = gpu_backend();
   gpu->set_current_stream(stream);
   try {
     run_pending(op);
@@ -299,7 +299,7 @@ void finish_inline(const std::shared_ptr<PendingOp>& op, std::exception_ptr e) {
 }
 
 void dispatch(std::vector<Scheduled>& order, bool waiting) {
-  GpuBackend* gpu = gpu_backend();
+  Backend* gpu = gpu_backend();
   for (size_t i = 0; i < order.size(); ++i) {
     auto& [op, deps] = order[i];
     StreamState& st = state_of(op->stream);

@@ -7,8 +7,8 @@
 #include <deque>
 #include <mutex>
 
-#include "backend/cpu/jit.h"
 #include "cache/compile_cache.h"
+#include "core/backend.h"
 
 namespace alloy::kernel {
 namespace {
@@ -30,7 +30,7 @@ Pool& pool() {
   // static destructors run in the reverse order of their registration).
   static Pool* p = [] {
     cache::CompileCache::global();
-    cpu::Jit::global();
+    cpu_backend();  // constructs the CPU compiler
     auto* p = new Pool();
     std::atexit(wait_at_exit);
     return p;

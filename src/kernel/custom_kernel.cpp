@@ -16,10 +16,9 @@
 
 #include "alloy/errors.h"
 #include "alloy/kernel.h"
-#include "backend/cpu/executor.h"
 #include "core/array_node.h"
-#include "core/gpu_backend.h"
-#include "kernel/gpu_program.h"
+#include "core/backend.h"
+#include "kernel/launch.h"
 #include "kernel/limits.h"
 #include "kernel/program.h"
 #include "kernel/robust_reports.h"
@@ -77,25 +76,21 @@ void fill_value(const Array& out, double value) {
   Array one = Array::from_doubles({value}, {}, out.dtype(), Device::cpu());
   const uint8_t* v = static_cast<const uint8_t*>(node_of(one)->data());
   void* dst = node_of(out)->data();
-  if (out.device().type == Device::Type::gpu) {
-    // memset-style fill when the element is a repeated 1/2/4-byte pattern (always for 0).
-    for (int w : {1, 2, 4}) {
-      if (item % w) continue;
-      bool repeats = true;
-      for (size_t b = w; b < item; ++b) repeats &= v[b] == v[b % w];
-      if (!repeats) continue;
-      uint32_t pattern = 0;
-      std::memcpy(&pattern, v, w);
-      gpu_backend()->fill(dst, n * item, pattern, w);
-      return;
-    }
-    std::vector<uint8_t> host(n * item);
-    for (size_t i = 0; i < n; ++i) std::memcpy(host.data() + i * item, v, item);
-    gpu_backend()->copy_to_device(dst, host.data(), host.size());
+  Backend& be = backend(out.device());
+  // memset-style fill when the element is a repeated 1/2/4-byte pattern (always for 0).
+  for (int w : {1, 2, 4}) {
+    if (item % w) continue;
+    bool repeats = true;
+    for (size_t b = w; b < item; ++b) repeats &= v[b] == v[b % w];
+    if (!repeats) continue;
+    uint32_t pattern = 0;
+    std::memcpy(&pattern, v, w);
+    be.fill(dst, n * item, pattern, w);
     return;
   }
-  auto* d = static_cast<uint8_t*>(dst);
-  for (size_t i = 0; i < n; ++i) std::memcpy(d + i * item, v, item);
+  std::vector<uint8_t> host(n * item);
+  for (size_t i = 0; i < n; ++i) std::memcpy(host.data() + i * item, v, item);
+  be.copy_to_device(dst, host.data(), host.size());
 }
 }  // namespace
 
@@ -446,50 +441,9 @@ ALLOY_REGISTER_PRIMITIVE(CustomKernel,
                          [](const PrimitiveState& s) { return CustomKernel::from_state(s); })
 
 namespace {
-// Small per-launch parameter arrays (`name_shape`, `name_strides`, `name_ndim`) in MLX's types.
-struct ShapeParams {
-  std::vector<std::vector<int32_t>> shapes;
-  std::vector<std::vector<int64_t>> strides;
-  std::vector<int32_t> ndims;
-};
-ShapeParams shape_params(const std::vector<Array>& inputs,
-                         const std::vector<msl::Binding>& bindings) {
-  ShapeParams p;
-  // Only kernels whose body names `x_shape` / `x_strides` / `x_ndim` get them.
-  if (std::none_of(bindings.begin(), bindings.end(), [](const msl::Binding& b) {
-        return b.kind != msl::BindingKind::input && b.kind != msl::BindingKind::output;
-      }))
-    return p;
-  for (auto& a : inputs) {
-    p.shapes.emplace_back(a.shape().begin(), a.shape().end());
-    p.strides.emplace_back(a.strides().begin(), a.strides().end());
-    p.ndims.push_back(a.ndim());
-    // Metal never sees an empty buffer: keep a slot for 0-d arrays.
-    if (p.shapes.back().empty()) p.shapes.back().push_back(1);
-    if (p.strides.back().empty()) p.strides.back().push_back(0);
-  }
-  return p;
-}
-
-// MLX dispatches min(threadgroup, grid) per dimension.
-Dims effective_threadgroup(const Dims& grid, const Dims& tg) {
-  Dims t;
-  for (int d = 0; d < 3; ++d) t[d] = std::max(1, std::min(tg[d], grid[d]));
-  return t;
-}
-
 // Inputs arrive evaluated, and row-contiguous where the kernel asks for it (the call inserted the
 // copies): evaluation never evaluates.
-const std::vector<Array>& prepare_inputs(const KernelSpec&, const std::vector<Array>& inputs) {
-  return inputs;
-}
-}  // namespace
 
-namespace {
-// Parameters in a launch block start on 16-byte boundaries (the widest element is 8 bytes).
-size_t block_align(size_t n) {
-  return (n + 15) / 16 * 16;
-}
 // Bytes of the shape/strides/ndim parameter of an input of `ndim` dimensions (a 0-d input has a
 // one-element shape and strides: Metal never sees an empty buffer).
 size_t shape_param_bytes(msl::BindingKind kind, int ndim) {
@@ -498,182 +452,99 @@ size_t shape_param_bytes(msl::BindingKind kind, int ndim) {
          : kind == msl::BindingKind::input_strides ? n * 8
                                                    : 4;
 }
+
+// A shape/strides/ndim parameter (`name_shape` ...) of input `a` in MLX's types, into `out`.
+size_t write_shape_param(msl::BindingKind kind, const Array& a, void* out) {
+  int nd = a.ndim();
+  if (kind == msl::BindingKind::input_ndim) {
+    int32_t v = nd;
+    std::memcpy(out, &v, 4);
+    return 4;
+  }
+  if (kind == msl::BindingKind::input_shape) {
+    auto* p = static_cast<int32_t*>(out);
+    for (int d = 0; d < nd; ++d) p[d] = static_cast<int32_t>(a.shape()[d]);
+    if (nd == 0) p[0] = 1;
+    return static_cast<size_t>(std::max(1, nd)) * 4;
+  }
+  auto* p = static_cast<int64_t*>(out);
+  for (int d = 0; d < nd; ++d) p[d] = a.strides()[d];
+  if (nd == 0) p[0] = 0;
+  return static_cast<size_t>(std::max(1, nd)) * 8;
+}
 }  // namespace
 
-std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
-                                      const std::vector<msl::Binding>& bindings,
-                                      const std::vector<Array>& in,
-                                      const std::vector<Array>& outputs) {
-  // Shape/strides/ndim parameters and small host inputs travel in the launch's parameter block
-  // (cuda_small_buffer in prelude/entry.h); what does not fit, in one small device buffer.
-  ShapeParams sp = shape_params(in, bindings);
-  std::vector<uint8_t> packed;
-  uint64_t spilled = 0;  // bindings in `packed`; L.buffers holds their offset until it is uploaded
-  size_t inline_used = 0;
-  auto pack = [&](size_t i, const void* p, size_t n) {
-    size_t off = block_align(inline_used);
-    if (off + n <= ALLOY_CUDA_INLINE_BYTES) {
-      std::memcpy(L.inline_data + off, p, n);
-      inline_used = off + n;
-      L.inline_mask |= 1ull << i;
-    } else {
-      off = block_align(packed.size());
-      packed.resize(off + n);
-      std::memcpy(packed.data() + off, p, n);
-      spilled |= 1ull << i;
-    }
-    L.buffers[i] = reinterpret_cast<void*>(off);
-    L.buffer_bytes[i] = n;
-  };
-  L.num_buffers = static_cast<unsigned>(bindings.size());
-  // Shape parameters first: when they fit, all of them are in the block (shape_params_fit).
-  for (size_t i = 0; i < bindings.size(); ++i) {
-    int j = bindings[i].index;
-    auto kind = bindings[i].kind;
-    if (kind == msl::BindingKind::input || kind == msl::BindingKind::output) continue;
-    size_t bytes = shape_param_bytes(kind, in[j].ndim());
-    if (kind == msl::BindingKind::input_shape) pack(i, sp.shapes[j].data(), bytes);
-    if (kind == msl::BindingKind::input_strides) pack(i, sp.strides[j].data(), bytes);
-    if (kind == msl::BindingKind::input_ndim) pack(i, &sp.ndims[j], bytes);
-  }
-  for (size_t i = 0; i < bindings.size(); ++i) {
-    int j = bindings[i].index;
-    if (bindings[i].kind == msl::BindingKind::input) {
-      if (in[j].device().type == Device::Type::cpu) {
-        // A small row-contiguous host array (MetalKernel::operator() leaves those on the host):
-        // its bytes travel with the launch, no copy to the device first.
-        pack(i, node_of(in[j])->data(), in[j].nbytes());
-      } else {
-        L.buffers[i] = node_of(in[j])->data();
-        L.buffer_bytes[i] = node_of(in[j])->buffer->nbytes;
-      }
-    } else if (bindings[i].kind == msl::BindingKind::output) {
-      L.buffers[i] = node_of(outputs[j])->data();
-      L.buffer_bytes[i] = outputs[j].nbytes();
-    }
-  }
-  std::shared_ptr<Buffer> params;
-  if (!packed.empty()) {
-    params = gpu_backend()->allocate(packed.size());
-    gpu_backend()->copy_to_device(params->ptr, packed.data(), packed.size());
-    for (size_t i = 0; i < bindings.size(); ++i)
-      if ((spilled >> i) & 1)
-        L.buffers[i] = static_cast<char*>(params->ptr) + reinterpret_cast<uintptr_t>(L.buffers[i]);
-  }
-  return params;
-}
-
-bool shape_params_fit(const std::vector<Array>& in, const std::vector<msl::Binding>& bindings) {
+bool shape_params_fit(const std::vector<Array>& in, const std::vector<msl::Binding>& bindings,
+                      size_t capacity) {
   size_t bytes = 0;
   for (const auto& b : bindings) {
     if (b.kind == msl::BindingKind::input || b.kind == msl::BindingKind::output) continue;
-    bytes += block_align(shape_param_bytes(b.kind, in[b.index].ndim()));
+    bytes += (shape_param_bytes(b.kind, in[b.index].ndim()) + 15) / 16 * 16;
   }
-  return bytes <= ALLOY_CUDA_INLINE_BYTES;
+  return bytes <= capacity;
+}
+
+void bind_call(LaunchBuilder& launch, const KernelSpec& spec,
+               const std::vector<msl::Binding>& bindings, const std::vector<Array>& in,
+               const std::vector<Array>& outputs, Device device, bool shapes_in_block) {
+  alignas(16) unsigned char param[8 * 64];
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    const auto& b = bindings[i];
+    auto n = static_cast<uint32_t>(i);
+    switch (b.kind) {
+      case msl::BindingKind::input: {
+        const Array& a = in[b.index];
+        // A small row-contiguous host array bound to a GPU kernel (MetalKernel::operator()
+        // leaves those on the host): its bytes travel with the launch.
+        if (a.device().type != device.type)
+          launch.bytes(n, node_of(a)->data(), a.nbytes());
+        else
+          launch.memory(n, a);
+        break;
+      }
+      case msl::BindingKind::output:
+        launch.memory(n, outputs[b.index]);
+        break;
+      default: {
+        const Array& a = in[b.index];
+        if (a.ndim() > 64)
+          throw std::invalid_argument(fmt::format(
+              "[metal_kernel] kernel '{}': input '{}' has {} dimensions; at most 64 are supported",
+              spec.name, spec.input_names[b.index], a.ndim()));
+        launch.bytes(n, param, write_shape_param(b.kind, a, param), shapes_in_block);
+      }
+    }
+  }
 }
 
 void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  auto variant_ = variant(inputs);
-  auto program = variant_->program(msl::Target::cpu, robust_);
-  const CompiledKernel& k = program->kernels().front();
-  const std::vector<Array>& in = prepare_inputs(*spec_, inputs);
-  for (auto& o : outputs) allocate_output(o);
-  auto [grid_, threadgroup_] = geometry(inputs);
-  if (init_value_)
-    for (auto& o : outputs) fill_value(o, *init_value_);
-  ShapeParams sp = shape_params(in, variant_->generated.bindings);
-  const auto& bindings = variant_->generated.bindings;
-  std::vector<void*> buffers(bindings.size());
-  std::vector<uint64_t> sizes(bindings.size());
-  for (size_t i = 0; i < bindings.size(); ++i) {
-    int j = bindings[i].index;
-    switch (bindings[i].kind) {
-      case msl::BindingKind::input:
-        buffers[i] = node_of(in[j])->data();
-        sizes[i] = node_of(in[j])->buffer->nbytes;
-        break;
-      case msl::BindingKind::input_shape:
-        buffers[i] = sp.shapes[j].data();
-        sizes[i] = sp.shapes[j].size() * 4;
-        break;
-      case msl::BindingKind::input_strides:
-        buffers[i] = sp.strides[j].data();
-        sizes[i] = sp.strides[j].size() * 8;
-        break;
-      case msl::BindingKind::input_ndim:
-        buffers[i] = &sp.ndims[j];
-        sizes[i] = 4;
-        break;
-      case msl::BindingKind::output:
-        buffers[i] = node_of(outputs[j])->data();
-        sizes[i] = outputs[j].nbytes();
-        break;
-    }
-  }
-  if (grid_[0] == 0 || grid_[1] == 0 || grid_[2] == 0) return;  // nothing runs
-  Dims tg = effective_threadgroup(grid_, threadgroup_);
-  alloy_cpu_launch L{};
-  L.buffers = buffers.data();
-  L.buffer_bytes = sizes.data();
-  L.num_buffers = static_cast<uint32_t>(buffers.size());
-  for (int d = 0; d < 3; ++d) {
-    L.grid[d] = static_cast<uint32_t>(grid_[d]);
-    L.threadgroup[d] = static_cast<uint32_t>(tg[d]);
-  }
-  cpu::set_groups(L);
-  try {
-    cpu::ExecOptions opts;
-    opts.kernel = spec_->name;
-    cpu::OobLog oob;
-    if (robust_) opts.oob = &oob;
-    cpu::run(L, k.cpu_group, k.cpu_thread, k.entry.fibers, opts);
-    if (robust_)
-      collect_cpu_reports(spec_->name, oob,
-                          [&](uint32_t b) { return buffer_name(*spec_, bindings, b); });
-  } catch (const std::invalid_argument&) {
-    throw;
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(spec_->name,
-                fmt::format("[metal_kernel] kernel '{}' failed: {}", spec_->name, e.what()));
-  }
+  eval(inputs, outputs);
 }
 
 void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  auto variant_ = variant(inputs);
-  const std::vector<Array>& in = prepare_inputs(*spec_, inputs);
+  eval(inputs, outputs);
+}
+
+void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& outputs) {
+  Device device = outputs.front().device();
+  Backend& be = backend(device);
+  auto variant_ = variant(in);
+  const auto& bindings = variant_->generated.bindings;
   for (auto& o : outputs) allocate_output(o);
-  auto [grid_, threadgroup_] = geometry(inputs);
-  // Shape parameters too large for the launch block (many inputs of many dimensions): the
-  // program variant that reads them from wherever the launch puts them.
-  bool spill = !shape_params_fit(in, variant_->generated.bindings);
-  auto program = variant_->program(msl::Target::cuda, robust_, spill);
+  auto [grid_, threadgroup_] = geometry(in);
+  // Shape parameters too large for the launch's parameter block (many inputs of many
+  // dimensions): the program variant that reads them from wherever the launch puts them.
+  bool block = be.type() == Device::Type::gpu;
+  bool spill = block && !shape_params_fit(in, bindings, be.by_value_capacity());
+  auto program = variant_->program(block ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
   const CompiledKernel& k = program->kernels().front();
   if (init_value_)
     for (auto& o : outputs) fill_value(o, *init_value_);
-  const auto& bindings = variant_->generated.bindings;
-  if (bindings.size() > ALLOY_CUDA_MAX_BUFFERS)
-    throw std::invalid_argument(
-        fmt::format("[metal_kernel] kernel '{}' has {} buffers; at most {} "
-                    "are supported on the GPU",
-                    spec_->name, bindings.size(), ALLOY_CUDA_MAX_BUFFERS));
-  alloy_cuda_launch L{};
-  std::shared_ptr<Buffer> params = bind_gpu_call(L, bindings, in, outputs);
-  if (grid_[0] == 0 || grid_[1] == 0 || grid_[2] == 0) return;
-  Dims tg = effective_threadgroup(grid_, threadgroup_);
-  for (int d = 0; d < 3; ++d) {
-    L.grid[d] = static_cast<unsigned>(grid_[d]);
-    L.threadgroup[d] = static_cast<unsigned>(tg[d]);
-  }
-  // Robust mode: the kernel appends out-of-range records to a small device log.
-  GpuOobLog oob;
-  if (robust_) oob.attach(L);
-  launch_gpu(k, L, 0, spec_->name);
-  if (robust_)
-    oob.collect(spec_->name, L, [&](uint32_t b) { return buffer_name(*spec_, bindings, b); });
-  // `in` copies and `params` may be released now: the CUDA allocator frees stream-ordered, so
-  // their memory is reused only by work enqueued after this launch.
+  LaunchBuilder launch("metal_kernel", spec_->name);
+  bind_call(launch, *spec_, bindings, in, outputs, device, block && !spill);
+  if (grid_[0] == 0 || grid_[1] == 0 || grid_[2] == 0) return;  // nothing runs
+  launch.dims(grid_, effective_threadgroup(grid_, threadgroup_));
+  launch.launch(k, device, robust_, [&](uint32_t b) { return buffer_name(*spec_, bindings, b); });
 }
 
 }  // namespace kernel
@@ -730,10 +601,10 @@ kernel::SourceMap kernel::call_source_map(const KernelSpec& spec, const std::str
 std::string kernel::compile_call_cubin(const MetalKernel& k, const std::vector<Array>& inputs,
                                        const KernelCall& call, const std::string& arch) {
   std::string why;
-  if (!nvrtc_available(&why)) return why.empty() ? "NVRTC not found" : why;
+  if (!gpu_compiler_available(&why)) return why.empty() ? "NVRTC not found" : why;
   SourceMap map;
   auto tr = call_gpu_translation(k, inputs, call, &map);
-  compile_cubin(tr, k.spec().math_mode, map, "kernel.metal", arch);
+  compile_cubin(tr, k.spec().math_mode, map, arch);
   return "";
 }
 
@@ -746,7 +617,8 @@ msl::Translation kernel::call_gpu_translation(const MetalKernel& k,
   return msl::translate(
       gen.source, translate_options(*map, msl::Target::cuda,
                                     call_bind_options(gen, k.spec().robust || robust_by_default(),
-                                                      !shape_params_fit(inputs, gen.bindings))));
+                                                      !shape_params_fit(inputs, gen.bindings,
+                                                                        ALLOY_CUDA_INLINE_BYTES))));
 }
 
 msl::GeneratedSource kernel::call_generated_source(const MetalKernel& k,

@@ -7,6 +7,7 @@
 #include "alloy/kernel.h"
 #include "core/buffer.h"
 #include "core/primitive.h"
+#include "kernel/launch.h"
 #include "kernel/program.h"
 #include "msl/signature.h"
 #include "prelude/cuda/abi.h"
@@ -31,16 +32,18 @@ struct KernelVariant {
 BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust,
                               bool shapes_spill = false);
 
-/// Whether the shape/strides/ndim parameters of `inputs` fit in a CUDA launch block.
-bool shape_params_fit(const std::vector<Array>& inputs, const std::vector<msl::Binding>& bindings);
+/// Whether the shape/strides/ndim parameters of `inputs` fit in `capacity` bytes of a launch's
+/// parameter block (Backend::by_value_capacity; 16-byte aligned each).
+bool shape_params_fit(const std::vector<Array>& inputs, const std::vector<msl::Binding>& bindings,
+                      size_t capacity);
 
-/// Binds a metal_kernel call's arrays (on the GPU, row-contiguous where the kernel needs it) to
-/// L.buffers / L.buffer_bytes: the shape/strides/ndim parameters go into L's parameter block, or
-/// where they do not fit into a device buffer, returned (keep it until the launch is enqueued).
-std::shared_ptr<Buffer> bind_gpu_call(alloy_cuda_launch& L,
-                                      const std::vector<msl::Binding>& bindings,
-                                      const std::vector<Array>& inputs,
-                                      const std::vector<Array>& outputs);
+/// Binds a metal_kernel call's arrays (evaluated; row-contiguous where the kernel needs it) and
+/// their shape/strides/ndim parameters to `launch` for a launch on `device` (host arrays given
+/// to a GPU kernel travel by value; `shapes_in_block`: the shape parameters must travel in the
+/// launch's parameter block, as the non-spill CUDA variant reads them).
+void bind_call(LaunchBuilder& launch, const KernelSpec& spec,
+               const std::vector<msl::Binding>& bindings, const std::vector<Array>& inputs,
+               const std::vector<Array>& outputs, Device device, bool shapes_in_block);
 
 /// The generated source of a call (signature text MLX writes for these inputs).
 msl::GeneratedSource call_generated_source(const MetalKernel& kernel,
@@ -73,6 +76,8 @@ class CustomKernel : public Primitive {
 
  private:
   std::shared_ptr<KernelVariant> variant(const std::vector<Array>& inputs) const;
+  // Both targets: one binding through the device's backend (kernel/launch.h).
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs);
   std::shared_ptr<const KernelSpec> spec_;
   std::string spec_key_;  // content hash of the spec (the variant cache's key prefix)
   std::vector<Dtype> output_dtypes_;

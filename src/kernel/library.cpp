@@ -24,13 +24,12 @@
 #include <unordered_map>
 
 #include "alloy/errors.h"
-#include "backend/cpu/executor.h"
 #include "core/array_node.h"
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 #include "core/primitive.h"
 #include "core/trace.h"
 #include "kernel/compile_pool.h"
-#include "kernel/gpu_program.h"
+#include "kernel/launch.h"
 #include "kernel/limits.h"
 #include "kernel/program.h"
 #include "kernel/reference.h"
@@ -897,10 +896,10 @@ class LibraryKernelOp : public Primitive {
   }
 
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override {
-    guarded(inputs, outputs, [&](const std::vector<Array>& in) { launch_cpu(in, outputs); });
+    guarded(inputs, outputs, [&](const std::vector<Array>& in) { launch(in, outputs); });
   }
   void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override {
-    guarded(inputs, outputs, [&](const std::vector<Array>& in) { launch_gpu_(in, outputs); });
+    guarded(inputs, outputs, [&](const std::vector<Array>& in) { launch(in, outputs); });
   }
 
  private:
@@ -945,11 +944,7 @@ class LibraryKernelOp : public Primitive {
         continue;
       }
       size_t n = outputs[j].nbytes();
-      if (n == 0) continue;
-      if (outputs[j].device().type == Device::Type::gpu)
-        gpu_backend()->fill(node_of(outputs[j])->data(), n, 0, 1);
-      else
-        std::memset(node_of(outputs[j])->data(), 0, n);
+      if (n) backend(outputs[j].device()).fill(node_of(outputs[j])->data(), n, 0, 1);
     }
   }
 
@@ -971,75 +966,22 @@ class LibraryKernelOp : public Primitive {
     return {b->program.get(), k};
   }
 
-  void launch_cpu(const std::vector<Array>& in, std::vector<Array>& outputs) {
-    auto [program, kp] = compiled();
-    const CompiledKernel& k = *kp;
-    int nbuf = 0;
-    for (auto& b : s_.bindings)
-      if (!b.threadgroup) nbuf = std::max(nbuf, b.index + 1);
-    std::vector<void*> buffers(nbuf, nullptr);
-    std::vector<uint64_t> sizes(nbuf, 0);
-    alloy_cpu_launch L{};
-    for (auto& b : s_.bindings) {
-      if (b.threadgroup) {
-        L.tg_param_bytes[b.index] = b.tg_bytes;
-        continue;
-      }
-      const Array& a = b.output >= 0 ? outputs[b.output] : in[b.input];
-      buffers[b.index] = node_of(a)->data();
-      sizes[b.index] = a.nbytes();
-    }
-    if (empty_grid()) return;
-    L.buffers = buffers.data();
-    L.buffer_bytes = sizes.data();
-    L.num_buffers = static_cast<uint32_t>(nbuf);
-    for (int d = 0; d < 3; ++d) {
-      L.grid[d] = static_cast<uint32_t>(s_.threads[d]);
-      L.threadgroup[d] = static_cast<uint32_t>(s_.group[d]);
-    }
-    cpu::set_groups(L);
-    try {
-      cpu::ExecOptions opts;
-      opts.kernel = s_.label;
-      cpu::OobLog oob;
-      if (s_.robust) opts.oob = &oob;
-      cpu::run(L, k.cpu_group, k.cpu_thread, k.entry.fibers, opts);
-      if (s_.robust)
-        collect_cpu_reports(s_.label, oob, [&](uint32_t b) { return s_.buffer_name(b); });
-    } catch (const std::invalid_argument&) {
-      throw;
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw Error(s_.label, fmt::format("[library] kernel '{}' failed: {}", s_.label, e.what()));
-    }
-  }
-
-  void launch_gpu_(const std::vector<Array>& in, std::vector<Array>& outputs) {
+  // Both targets: one binding through the device's backend (kernel/launch.h).
+  void launch(const std::vector<Array>& in, std::vector<Array>& outputs) {
     const CompiledKernel& k = *compiled().second;
-    alloy_cuda_launch L{};
-    uint64_t smem = 0;
+    LaunchBuilder launch("library", s_.label);
     for (auto& b : s_.bindings) {
       if (b.threadgroup) {
-        L.tg_param_offset[b.index] = smem;
-        L.tg_param_bytes[b.index] = b.tg_bytes;
-        smem += (b.tg_bytes + 15) / 16 * 16;
+        launch.threadgroup_memory(static_cast<uint32_t>(b.index), b.tg_bytes);
         continue;
       }
-      const Array& a = b.output >= 0 ? outputs[b.output] : in[b.input];
-      L.buffers[b.index] = node_of(a)->data();
-      L.buffer_bytes[b.index] = a.nbytes();
-      L.num_buffers = std::max(L.num_buffers, static_cast<unsigned>(b.index + 1));
+      launch.memory(static_cast<uint32_t>(b.index),
+                    b.output >= 0 ? outputs[b.output] : in[b.input]);
     }
     if (empty_grid()) return;
-    for (int d = 0; d < 3; ++d) {
-      L.grid[d] = static_cast<unsigned>(s_.threads[d]);
-      L.threadgroup[d] = static_cast<unsigned>(s_.group[d]);
-    }
-    GpuOobLog oob;
-    if (s_.robust) oob.attach(L);
-    launch_gpu(k, L, smem, s_.label);
-    if (s_.robust) oob.collect(s_.label, L, [&](uint32_t b) { return s_.buffer_name(b); });
+    launch.dims(s_.threads, s_.group);
+    launch.launch(k, outputs.empty() ? in.front().device() : outputs.front().device(), s_.robust,
+                  [&](uint32_t b) { return s_.buffer_name(b); });
   }
 };
 
@@ -1484,7 +1426,7 @@ std::string compile_library_cubin(const Library& lib, const std::string& arch,
                                   const std::map<std::string, Dtype>& placeholders,
                                   const std::vector<std::string>& kernels) {
   std::string why;
-  if (!nvrtc_available(&why)) return why.empty() ? "NVRTC not found" : why;
+  if (!gpu_compiler_available(&why)) return why.empty() ? "NVRTC not found" : why;
   const auto& s = detail::LibraryAccess::state(lib);
   std::map<std::string, std::string> types;
   for (auto& [input, ph] : s->options.template_dtypes) {
@@ -1508,7 +1450,7 @@ std::string compile_library_cubin(const Library& lib, const std::string& arch,
   auto tr = msl::translate(map.msl, topt);
   double translate_ms = trace::ms_since(t0);
   auto t1 = std::chrono::steady_clock::now();
-  compile_cubin(tr, s->options.math_mode, map, "kernel.metal", arch);
+  compile_cubin(tr, s->options.math_mode, map, arch);
   if (trace::build())
     std::fprintf(stderr,
                  "alloy: library %s: cubin of %zu kernel(s): render+translate %.3f ms, "

@@ -10,9 +10,8 @@
 #include <stdexcept>
 
 #include "alloy/errors.h"
-#include "backend/cpu/jit.h"
+#include "core/backend.h"
 #include "core/trace.h"
-#include "kernel/gpu_program.h"
 
 namespace alloy::kernel {
 
@@ -101,11 +100,6 @@ std::string map_compile_log(const SourceMap& src, const std::string& log,
 }
 
 namespace {
-std::vector<std::string> cpu_flags(const std::string& math_mode) {
-  if (math_mode == "fast") return {"-DALLOY_MATH_FAST", "-D__FAST_MATH__"};
-  if (math_mode == "relaxed") return {"-DALLOY_MATH_RELAXED"};
-  return {"-DALLOY_MATH_SAFE"};
-}
 const char* kFilename = "kernel.metal";
 }  // namespace
 
@@ -158,37 +152,55 @@ std::shared_ptr<Program> Program::build(const SourceMap& source, msl::Target tar
   if (tr.kernels.empty())
     throw std::invalid_argument("[metal_kernel] no kernel function found in the source of '" +
                                 source.label + "'");
-  if (target == msl::Target::cpu) {
-    std::shared_ptr<cpu::Library> lib;
-    try {
-      lib = cpu::compile(tr.code, {cpu_flags(math_mode)});
-    } catch (const cpu::CompileFailure& f) {
-      throw CompileError(source.label, map_compile_log(source, f.log(), kFilename), f.log());
-    }
-    for (size_t i = 0; i < tr.kernels.size(); ++i) {
-      CompiledKernel k;
-      k.entry = tr.kernels[i];
-      k.cpu_group = reinterpret_cast<alloy_cpu_group_fn>(
-          lib->symbol(fmt::format("alloy_group_{}", i).c_str()));
-      k.cpu_thread = reinterpret_cast<alloy_cpu_thread_fn>(
-          lib->symbol(fmt::format("alloy_thread_{}", i).c_str()));
-      if (!k.cpu_group || !k.cpu_thread)
-        throw Error(source.label,
-                    "[metal_kernel] compiled library lacks entry " + std::to_string(i));
-      p->kernels_.push_back(std::move(k));
-    }
-    p->library_ = lib;
-  } else {
-    auto compiled = compile_gpu_program(tr, math_mode, source, kFilename);
-    for (size_t i = 0; i < tr.kernels.size(); ++i) {
-      CompiledKernel k;
-      k.entry = tr.kernels[i];
-      k.gpu = compiled.functions[i];
-      p->kernels_.push_back(std::move(k));
-    }
-    p->library_ = compiled.module;
+  Backend* be = target == msl::Target::cpu ? &cpu_backend() : gpu_backend();
+  if (!be) throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
+  CompiledModule m;
+  try {
+    m = be->compile(compile_request(tr, source, math_mode));
+  } catch (const CompileError& e) {
+    throw CompileError(source.label, map_compile_log(source, e.raw_log(), kFilename), e.raw_log());
   }
+  for (size_t i = 0; i < tr.kernels.size(); ++i) {
+    CompiledKernel k;
+    k.entry = tr.kernels[i];
+    k.function = m.functions.at(i);
+    p->kernels_.push_back(std::move(k));
+  }
+  p->module_ = std::move(m.module);
   return p;
+}
+
+CompileRequest compile_request(const msl::Translation& tr, const SourceMap& source,
+                               const std::string& math_mode) {
+  CompileRequest r;
+  r.label = source.label;
+  r.code = tr.code;
+  r.filename = kFilename;
+  r.math_mode = math_mode;
+  for (const auto& k : tr.kernels) r.entries.push_back({k.param_buffers, k.coarsen, k.fibers});
+  return r;
+}
+
+namespace {
+std::vector<char> offline(const msl::Translation& tr, const std::string& math_mode,
+                          const SourceMap& source, const std::string& arch, bool ptx) {
+  check_math_mode(math_mode);
+  try {
+    return gpu_compile_offline(compile_request(tr, source, math_mode), arch, ptx);
+  } catch (const CompileError& e) {
+    throw CompileError(source.label, map_compile_log(source, e.raw_log(), kFilename), e.raw_log());
+  }
+}
+}  // namespace
+
+std::vector<char> compile_cubin(const msl::Translation& tr, const std::string& math_mode,
+                                const SourceMap& source, const std::string& arch) {
+  return offline(tr, math_mode, source, arch, false);
+}
+
+std::string compile_ptx(const msl::Translation& tr, const std::string& math_mode,
+                        const SourceMap& source, const std::string& arch) {
+  return offline(tr, math_mode, source, arch, true).data();
 }
 
 const CompiledKernel* Program::find(std::string_view host_name) const {

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/backend.h"
 #include "msl/translate.h"
-#include "prelude/cpu/abi.h"
 
 namespace alloy::kernel {
 
@@ -40,9 +40,7 @@ void check_math_mode(const std::string& mode);
 
 struct CompiledKernel {
   msl::KernelEntry entry;
-  alloy_cpu_group_fn cpu_group = nullptr;    // CPU: loop over the group's threads
-  alloy_cpu_thread_fn cpu_thread = nullptr;  // CPU: one thread (fiber mode)
-  std::shared_ptr<void> gpu;                 // CUDA: backend's function handle
+  const void* function = nullptr;  // the backend's function (LaunchDesc::function)
 };
 
 class Program {
@@ -69,8 +67,22 @@ class Program {
   bool uses_sync_ = false;
   bool uses_simd_ = false;
   std::string translated_;
-  std::shared_ptr<void> library_;  // keeps the loaded code alive
+  std::shared_ptr<void> module_;  // keeps the loaded code alive
 };
+
+/// What the backend compiles for `tr` (code, entries, math mode).
+CompileRequest compile_request(const msl::Translation& tr, const SourceMap& source,
+                               const std::string& math_mode);
+
+/// NVRTC-compiles `tr` to a cubin for `arch` (e.g. "sm_90") without needing a GPU. Throws
+/// alloy::CompileError (user lines).
+std::vector<char> compile_cubin(const msl::Translation& tr, const std::string& math_mode,
+                                const SourceMap& source, const std::string& arch);
+
+/// NVRTC's PTX for `tr` on `arch` (for `alloy translate --target ptx`: what the generated code
+/// compiles to). Throws alloy::CompileError (user lines).
+std::string compile_ptx(const msl::Translation& tr, const std::string& math_mode,
+                        const SourceMap& source, const std::string& arch);
 
 /// Translation only (no compiler): what `alloy translate --target cpu|cuda` prints.
 std::string translate_only(const SourceMap& source, msl::Target target,

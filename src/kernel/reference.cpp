@@ -14,7 +14,7 @@
 
 #include "alloy/errors.h"
 #include "core/array_node.h"
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 
 namespace alloy {
 
@@ -182,15 +182,13 @@ void copy_into(const Array& src_in, const Array& dst) {
   if (n == 0) return;
   void* d = node_of(dst)->data();
   const void* s = node_of(src)->data();
-  bool dg = dst.device().type == Device::Type::gpu, sg = src.device().type == Device::Type::gpu;
-  if (dg && sg)
-    gpu_backend()->copy_device(d, s, n);
-  else if (dg)
-    gpu_backend()->copy_to_device(d, s, n);
-  else if (sg)
-    gpu_backend()->copy_to_host(d, s, n);
+  Device dd = dst.device(), sd = src.device();
+  if (dd.type == sd.type)
+    backend(dd).copy_device(d, s, n);
+  else if (sd.type == Device::Type::cpu)
+    backend(dd).copy_to_device(d, s, n);
   else
-    std::memmove(d, s, n);
+    backend(sd).copy_to_host(d, s, n);
 }
 
 namespace {

@@ -6,8 +6,6 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "core/gpu_backend.h"
-
 namespace alloy {
 namespace {
 std::mutex g_mu;
@@ -48,41 +46,6 @@ void add_out_of_range(const std::string& kernel, uint64_t total,
   std::lock_guard lock(g_mu);
   for (auto& r : kept)
     if (g_reports.size() < kMaxKept) g_reports.push_back(std::move(r));
-}
-
-void collect_cpu_reports(const std::string& kernel, const cpu::OobLog& log,
-                         const BufferNamer& name) {
-  if (log.count() == 0) return;
-  std::vector<OutOfRangeAccess> kept;
-  for (auto& r : log.reports())
-    kept.push_back({kernel,
-                    name(r.buffer),
-                    r.index,
-                    {r.thread_position_in_grid[0], r.thread_position_in_grid[1],
-                     r.thread_position_in_grid[2]}});
-  add_out_of_range(kernel, log.count(), std::move(kept));
-}
-
-void GpuOobLog::attach(alloy_cuda_launch& L) {
-  size_t bytes = 16 + kCapacity * sizeof(alloy_cuda_oob_record);
-  buffer_ = gpu_backend()->allocate(bytes);
-  gpu_backend()->fill(buffer_->ptr, 16, 0, 4);
-  L.oob_count = static_cast<unsigned*>(buffer_->ptr);
-  L.oob_records = reinterpret_cast<alloy_cuda_oob_record*>(static_cast<char*>(buffer_->ptr) + 16);
-  L.oob_capacity = kCapacity;
-}
-
-void GpuOobLog::collect(const std::string& kernel, const alloy_cuda_launch& L,
-                        const BufferNamer& name) {
-  unsigned count = 0;
-  gpu_backend()->copy_to_host(&count, buffer_->ptr, 4);
-  if (count == 0) return;
-  std::vector<alloy_cuda_oob_record> recs(std::min(count, kCapacity));
-  gpu_backend()->copy_to_host(recs.data(), L.oob_records, recs.size() * sizeof(recs[0]));
-  std::vector<OutOfRangeAccess> kept;
-  for (auto& r : recs)
-    kept.push_back({kernel, name(r.buffer), r.index, {r.thread[0], r.thread[1], r.thread[2]}});
-  add_out_of_range(kernel, count, std::move(kept));
 }
 
 std::string buffer_name(const KernelSpec& spec, const std::vector<msl::Binding>& bindings,

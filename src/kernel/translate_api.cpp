@@ -1,7 +1,6 @@
-// alloy/translate.h over the kernel layer's translation (program.h) and NVRTC (gpu_program.h).
+// alloy/translate.h over the kernel layer's translation and offline GPU compile (program.h).
 #include "alloy/translate.h"
 #include "kernel/custom_kernel.h"
-#include "kernel/gpu_program.h"
 #include "kernel/program.h"
 #include "msl/function_constants.h"
 #include "msl/includes.h"
@@ -17,7 +16,7 @@ std::string translate_source(const kernel::SourceMap& map, const kernel::BindOpt
     case TranslateTarget::ptx: {
       kernel::check_math_mode(o.math_mode);
       auto tr = msl::translate(map.msl, kernel::translate_options(map, msl::Target::cuda, bind));
-      return kernel::compile_ptx(tr, o.math_mode, map, "kernel.metal", o.arch);
+      return kernel::compile_ptx(tr, o.math_mode, map, o.arch);
     }
     case TranslateTarget::cuda:
       return kernel::translate_only(map, msl::Target::cuda, bind);

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "core/array_node.h"
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 #include "core/primitives.h"
 
 namespace alloy {

@@ -1,12 +1,19 @@
-// alloy::GpuBackend over CUDA, and the public alloy/cuda.h functions.
+// alloy::Backend over CUDA (memory, streams, NVRTC compile, launches), and the public
+// alloy/cuda.h functions.
+#include "core/backend.h"
+
 #include <fmt/format.h>
 
+#include <cstring>
+#include <deque>
 #include <stdexcept>
 
 #include "alloy/cuda.h"
 #include "alloy/errors.h"
 #include "backend/cuda/device.h"
-#include "core/gpu_backend.h"
+#include "backend/cuda/jit.h"
+#include "backend/cuda/launch.h"
+#include "backend/cuda/nvrtc.h"
 #include "core/scheduler.h"
 
 namespace alloy {
@@ -23,10 +30,48 @@ CUdeviceptr dptr(const void* p) {
   return reinterpret_cast<CUdeviceptr>(p);
 }
 
-class CudaBackend final : public GpuBackend {
+/// A loaded entry and how to launch it (EntryLayout's arrays live here).
+struct LaunchFunction {
+  const Function* fn = nullptr;
+  std::vector<int> param_buffers;
+  uint32_t coarsen = 1;
+};
+
+struct LoadedModule {
+  std::shared_ptr<const Module> module;
+  std::deque<LaunchFunction> functions;  // (addresses handed out: never moves)
+};
+
+/// NVRTC's view of a translation. Math modes never share a cache entry: the options are part of
+/// the key.
+KernelSource kernel_source(const CompileRequest& r) {
+  KernelSource k;
+  k.name = r.label;
+  k.source = r.code;
+  for (size_t i = 0; i < r.entries.size(); ++i)
+    k.entries.push_back(fmt::format("alloy_entry_{}", i));
+  if (r.math_mode == "fast")
+    k.options = {"-DALLOY_MATH_FAST", "-D__FAST_MATH__", "--use_fast_math"};
+  else if (r.math_mode == "relaxed")
+    k.options = {"-DALLOY_MATH_RELAXED"};
+  else
+    k.options = {"-DALLOY_MATH_SAFE"};
+  // Translated kernels use none of what -minimal leaves out (nvrtc::compile drops it where NVRTC
+  // is too old to know it; the key includes the NVRTC library, so that stays consistent).
+  k.options.push_back("-minimal");
+  return k;
+}
+
+// Parameters in the launch block start on 16-byte boundaries (the widest element is 8 bytes).
+size_t block_align(size_t n) {
+  return (n + 15) / 16 * 16;
+}
+
+class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(Context& ctx) : ctx_(ctx), drv_(ctx.driver()) {}
 
+  Device::Type type() const override { return Device::Type::gpu; }
   std::string device_name() const override { return ctx_.info().name; }
 
   std::shared_ptr<Buffer> allocate(size_t nbytes) override {
@@ -129,6 +174,121 @@ class CudaBackend final : public GpuBackend {
     }
   }
 
+  CompiledModule compile(const CompileRequest& r) override {
+    auto m = std::make_shared<LoadedModule>();
+    m->module = load(ctx_, kernel_source(r));
+    CompiledModule out;
+    for (size_t i = 0; i < r.entries.size(); ++i) {
+      LaunchFunction f;
+      f.fn = &m->module->function(i);
+      f.param_buffers = r.entries[i].param_buffers;
+      f.coarsen = static_cast<uint32_t>(std::max(1, r.entries[i].coarsen));
+      out.functions.push_back(&m->functions.emplace_back(std::move(f)));
+    }
+    out.module = std::move(m);
+    return out;
+  }
+
+  void launch(const LaunchDesc& d) override {
+    const auto& f = *static_cast<const LaunchFunction*>(d.function);
+    if (d.num_args > ALLOY_CUDA_MAX_BUFFERS)
+      throw std::invalid_argument(
+          fmt::format("kernel '{}' has {} buffers; at most {} are supported on the GPU", d.label,
+                      d.num_args, ALLOY_CUDA_MAX_BUFFERS));
+    alloy_cuda_launch L;
+    // Everything but the parameter block's payload (written below as far as it is used).
+    std::memset(&L, 0, offsetof(alloy_cuda_launch, inline_data));
+    L.num_buffers = d.num_args;
+    // Host bytes travel in the launch's parameter block (cuda_block_buffer / cuda_small_buffer in
+    // prelude/entry.h), `block` ones first; `bytes` ones that do not fit, in one device buffer.
+    size_t inline_used = 0, spill_bytes = 0;
+    uint64_t spilled = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      auto kind = pass == 0 ? LaunchArg::Kind::block : LaunchArg::Kind::bytes;
+      for (uint32_t i = 0; i < d.num_args; ++i) {
+        const LaunchArg& a = d.args[i];
+        if (a.kind != kind) continue;
+        size_t off = block_align(inline_used);
+        if (off + a.nbytes <= ALLOY_CUDA_INLINE_BYTES) {
+          if (a.nbytes) std::memcpy(L.inline_data + off, a.data, a.nbytes);
+          inline_used = off + a.nbytes;
+          L.inline_mask |= 1ull << i;
+          L.buffers[i] = reinterpret_cast<void*>(off);
+        } else if (kind == LaunchArg::Kind::block) {
+          throw Error(d.label, fmt::format("[launch] kernel '{}': parameter block overflow ({} "
+                                           "bytes at buffer({}), {} available)",
+                                           d.label, a.nbytes, i, ALLOY_CUDA_INLINE_BYTES));
+        } else {
+          spilled |= 1ull << i;
+          spill_bytes = block_align(spill_bytes) + a.nbytes;
+        }
+      }
+    }
+    for (uint32_t i = 0; i < d.num_args; ++i) {
+      L.buffer_bytes[i] = d.args[i].nbytes;
+      if (d.args[i].kind == LaunchArg::Kind::memory)
+        L.buffers[i] = const_cast<void*>(d.args[i].data);
+    }
+    // The spill buffer may be released once the launch is enqueued: the allocator frees
+    // stream-ordered, so its memory is reused only by work enqueued later.
+    std::shared_ptr<Buffer> spill;
+    if (spilled) {
+      std::vector<unsigned char> packed(spill_bytes);
+      std::vector<size_t> offsets(d.num_args, 0);
+      size_t off = 0;
+      for (uint32_t i = 0; i < d.num_args; ++i) {
+        if (!((spilled >> i) & 1)) continue;
+        off = block_align(off);
+        offsets[i] = off;
+        std::memcpy(packed.data() + off, d.args[i].data, d.args[i].nbytes);
+        off += d.args[i].nbytes;
+      }
+      spill = allocate(packed.size());
+      copy_to_device(spill->ptr, packed.data(), packed.size());
+      for (uint32_t i = 0; i < d.num_args; ++i)
+        if ((spilled >> i) & 1) L.buffers[i] = static_cast<char*>(spill->ptr) + offsets[i];
+    }
+    uint64_t smem = 0;
+    for (int n = 0; n < 8; ++n) {
+      if (!d.tg_param_bytes[n]) continue;
+      L.tg_param_offset[n] = smem;
+      L.tg_param_bytes[n] = d.tg_param_bytes[n];
+      smem += block_align(d.tg_param_bytes[n]);
+    }
+    for (int k = 0; k < 3; ++k) {
+      L.grid[k] = d.grid[k];
+      L.threadgroup[k] = d.threadgroup[k];
+    }
+    // Robust mode: the kernel appends out-of-range records to a small device log.
+    constexpr unsigned kOobCapacity = 64;
+    std::shared_ptr<Buffer> log;
+    if (d.oob) {
+      log = allocate(16 + kOobCapacity * sizeof(alloy_cuda_oob_record));
+      fill(log->ptr, 16, 0, 4);
+      L.oob_count = static_cast<unsigned*>(log->ptr);
+      L.oob_records = reinterpret_cast<alloy_cuda_oob_record*>(static_cast<char*>(log->ptr) + 16);
+      L.oob_capacity = kOobCapacity;
+    }
+    set_groups(L);
+    EntryLayout layout;
+    layout.param_buffers = f.param_buffers.data();
+    layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
+    layout.coarsen = f.coarsen;
+    enter();
+    cuda::launch(ctx_, *f.fn, L, static_cast<uint32_t>(smem), d.label, layout);
+    if (d.oob) {
+      unsigned count = 0;
+      copy_to_host(&count, log->ptr, 4);
+      if (d.oob_total) *d.oob_total = count;
+      std::vector<alloy_cuda_oob_record> recs(std::min(count, kOobCapacity));
+      if (!recs.empty()) copy_to_host(recs.data(), L.oob_records, recs.size() * sizeof(recs[0]));
+      for (auto& r : recs)
+        d.oob->push_back({r.buffer, r.index, {r.thread[0], r.thread[1], r.thread[2]}});
+    }
+  }
+
+  size_t by_value_capacity() const override { return ALLOY_CUDA_INLINE_BYTES; }
+
  private:
   CUstream cu(void* stream) const {
     return stream ? static_cast<CUstream>(stream) : ctx_.default_stream();
@@ -206,13 +366,33 @@ void* stream_handle(Stream s) {
 
 }  // namespace cuda
 
-GpuBackend* gpu_backend() {
+Backend* gpu_backend() {
   // Leaked on purpose: buffers may be released during static destruction.
-  static GpuBackend* backend = []() -> GpuBackend* {
+  static Backend* backend = []() -> Backend* {
     cuda::Context* ctx = cuda::Context::get();
     return ctx ? new cuda::CudaBackend(*ctx) : nullptr;
   }();
   return backend;
+}
+
+std::vector<char> gpu_compile_offline(const CompileRequest& request, const std::string& arch,
+                                      bool ptx) {
+  if (ptx) {
+    auto image = cuda::compile(cuda::kernel_source(request), {arch, false});
+    auto n = strnlen(image.bytes.data(), image.bytes.size());
+    std::vector<char> text(image.bytes.begin(), image.bytes.begin() + n);
+    text.push_back('\0');
+    return text;
+  }
+  int cc = std::stoi(arch.substr(arch.find('_') + 1));
+  return cuda::compile(cuda::kernel_source(request), cuda::nvrtc::target_for(cc / 10, cc % 10))
+      .bytes;
+}
+
+bool gpu_compiler_available(std::string* why) {
+  bool ok = cuda::nvrtc::available();
+  if (!ok && why) *why = "NVRTC not found: " + cuda::nvrtc::load_error();
+  return ok;
 }
 
 }  // namespace alloy

@@ -11,7 +11,7 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/jit.h"
 #include "core/array_node.h"
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 #include "core/primitives.h"
 
 namespace alloy {

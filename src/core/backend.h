@@ -1,0 +1,152 @@
+// The one interface between the stack and a device (DESIGN.md §1). src/backend/cpu and
+// src/backend/cuda implement it and plug themselves in at link time (cpu_backend(),
+// gpu_backend() are defined there); nothing above core includes a backend. A backend owns:
+//   - memory: allocate (freed through the Buffer's deleter), copies, fills;
+//   - streams and events (CPU streams are the scheduler's worker threads: the CPU backend's
+//     stream calls are no-ops);
+//   - code: compile a translation (the translator's output for the backend's target) into a
+//     module, and launch one of its functions from a backend-neutral LaunchDesc, which the kernel
+//     layer's one argument binder (src/kernel/launch.h) builds for metal_kernel and library calls.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alloy/array.h"
+#include "core/buffer.h"
+
+namespace alloy {
+
+/// One [[buffer(n)]] argument of a launch (n = its position in LaunchDesc::args).
+struct LaunchArg {
+  enum class Kind : uint8_t {
+    memory,  // memory of the launch's device
+    bytes,   // host bytes the backend delivers with the launch (CUDA: in the launch's parameter
+             // block, or a small device buffer when they do not fit)
+    block,   // host bytes that must travel in the parameter block (the translation reads them
+             // there: BindOptions::block_buffers); packed before `bytes` arguments
+  };
+  const void* data = nullptr;  // bytes: may be reused once launch() returns
+  uint64_t nbytes = 0;
+  Kind kind = Kind::memory;
+};
+
+/// One out-of-range access a robust-mode kernel reported (the access itself was suppressed).
+struct OobRecord {
+  uint32_t buffer = 0;
+  int64_t index = 0;
+  uint32_t thread[3] = {0, 0, 0};  // thread_position_in_grid
+};
+
+/// Everything a backend needs to launch one compiled function.
+struct LaunchDesc {
+  const void* function = nullptr;       // one of CompiledModule::functions
+  uint32_t grid[3] = {1, 1, 1};         // threads per grid (Metal dispatchThreads)
+  uint32_t threadgroup[3] = {1, 1, 1};  // threads per threadgroup as dispatched
+  const LaunchArg* args = nullptr;
+  uint32_t num_args = 0;
+  uint64_t tg_param_bytes[8] = {};  // sizes of the [[threadgroup(n)]] parameters
+  const char* label = "";           // the kernel, for messages
+  /// Robust mode: receives the kept out-of-range accesses and their total count (the launch
+  /// then completes before launch() returns). Null: not a robust launch.
+  std::vector<OobRecord>* oob = nullptr;
+  uint64_t* oob_total = nullptr;
+};
+
+/// One entry of a translation, as the backend needs it to launch it.
+struct CompileEntry {
+  std::vector<int> param_buffers;  // CUDA: [[buffer(n)]] passed as entry parameters, in order
+  int coarsen = 1;                 // CUDA: threadgroups one block runs along x
+  bool fibers = false;             // CPU: groups run as one fiber per thread
+};
+
+/// A translation to compile. Entry i is the function `alloy_entry_<i>` (CUDA) or
+/// `alloy_group_<i>` / `alloy_thread_<i>` (CPU) of `code`.
+struct CompileRequest {
+  std::string label;      // kernel or library name, for messages
+  std::string code;       // the translated source
+  std::string filename;   // the name the compiler's diagnostics show for the user's text
+  std::string math_mode;  // "safe", "relaxed" or "fast" (MLX's compile options)
+  std::vector<CompileEntry> entries;
+};
+
+/// A compiled and loaded translation.
+struct CompiledModule {
+  std::shared_ptr<void> module;        // keeps the code loaded
+  std::vector<const void*> functions;  // per entry; valid while `module` lives
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device::Type type() const = 0;
+  virtual std::string device_name() const = 0;
+
+  // ---- memory (enqueued on the calling thread's current stream where the device has streams)
+  /// Memory of the device (CUDA: the caching allocator, freed stream-ordered). Throws
+  /// alloy::OutOfMemory.
+  virtual std::shared_ptr<Buffer> allocate(size_t nbytes) = 0;
+  /// Host -> device (the host memory may be reused at return).
+  virtual void copy_to_device(void* dst, const void* src, size_t nbytes) = 0;
+  /// Device -> host; waits for the device's work first (reading waits for the producers).
+  virtual void copy_to_host(void* dst, const void* src, size_t nbytes) = 0;
+  /// Device -> device.
+  virtual void copy_device(void* dst, const void* src, size_t nbytes) = 0;
+  /// Strided copy of `shape` elements of `src_dtype` (element strides) into row-major `dst`,
+  /// converted to `dst_dtype`.
+  virtual void copy_strided(const void* src, const Shape& shape, const Strides& strides,
+                            Dtype src_dtype, void* dst, Dtype dst_dtype) = 0;
+  /// Fills nbytes with a repeated 8/16/32-bit pattern.
+  virtual void fill(void* dst, size_t nbytes, uint32_t pattern, int pattern_bytes) = 0;
+  /// Waits for every stream; rethrows errors of asynchronous work, naming the kernel.
+  virtual void synchronize() = 0;
+
+  // ---- streams and events. A stream handle is the backend's own (a CUstream); nullptr stands
+  // for the backend's default stream. Enqueue calls go to the calling thread's current stream.
+  /// A new stream, owned by the backend for the rest of the process.
+  virtual void* create_stream() = 0;
+  /// Makes an external stream (e.g. PyTorch's) usable as a stream of Alloy's.
+  virtual void register_stream(void* stream) = 0;
+  /// The stream enqueue calls of the calling thread go to (nullptr: the default stream).
+  virtual void set_current_stream(void* stream) = 0;
+  /// Waits for the work enqueued on `stream`; rethrows its errors as synchronize() does.
+  virtual void synchronize_stream(void* stream) = 0;
+  /// An event that completes when the work enqueued on `stream` so far has completed.
+  virtual std::shared_ptr<void> record_event(void* stream) = 0;
+  /// Makes later work on `stream` wait for `event` (on the device; the host does not block).
+  virtual void stream_wait(void* stream, const std::shared_ptr<void>& event) = 0;
+  /// Blocks the host until `event` completed.
+  virtual void event_synchronize(const std::shared_ptr<void>& event) = 0;
+
+  // ---- code
+  /// Compiles (through the compile cache) and loads `request`. Throws alloy::CompileError whose
+  /// raw_log() is the compiler's log (the kernel layer maps it to the user's lines).
+  virtual CompiledModule compile(const CompileRequest& request) = 0;
+  /// Enqueues one launch. Throws std::invalid_argument for a launch the function cannot take
+  /// (threadgroup above its limit: MLX raises ValueError there), alloy::NotSupported for shapes
+  /// the device cannot launch, alloy::Error for failures. A grid with no threads runs nothing.
+  virtual void launch(const LaunchDesc& launch) = 0;
+  /// Bytes of `bytes`/`block` arguments one launch carries without extra memory (CUDA: its
+  /// parameter block); the translator's spill variant is used beyond it.
+  virtual size_t by_value_capacity() const = 0;
+};
+
+/// The CPU backend (always present).
+Backend& cpu_backend();
+/// The GPU backend, or nullptr when there is none (no driver / no GPU).
+Backend* gpu_backend();
+/// The backend of `device`; throws std::invalid_argument when the device is not present.
+Backend& backend(Device device);
+
+/// Compiling for a GPU without one (CI builds every conformance kernel for sm_90 this way, and
+/// `alloy translate --target ptx` shows the code): the image for `arch` ("sm_90"), a cubin, or
+/// NUL-terminated PTX when `ptx`. Throws alloy::CompileError (raw_log() = the compiler's log),
+/// alloy::Error when no GPU compiler is found.
+std::vector<char> gpu_compile_offline(const CompileRequest& request, const std::string& arch,
+                                      bool ptx);
+/// True when a GPU compiler (NVRTC) can be loaded; otherwise `why` says what was looked for.
+bool gpu_compiler_available(std::string* why = nullptr);
+
+}  // namespace alloy
