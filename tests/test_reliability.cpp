@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "alloy/alloy.h"
 #include "alloy/interrupt.h"
@@ -255,6 +256,59 @@ TEST(Reliability, LongCpuRunsStopAtTheInterruptCheck) {
     EXPECT_LT(s, 5.0) << "the launch went on after the check threw";
   }
   expect_good_call_works();
+}
+
+TEST(Reliability, InterruptReachesWorkOnAStreamWorker) {
+  // A launch queued on a CPU stream runs on that stream's worker thread, where the interrupt
+  // check (Python's needs the caller's thread) is never run: the caller runs it while it waits
+  // in eval/synchronize and asks the running launch to stop.
+  auto k = metal_kernel("spin_on_worker", {"x"}, {"y"}, R"(
+    uint i = thread_position_in_grid.x;
+    float a = x[0];
+    for (int j = 0; j < 100000; ++j) a = a * 0.999f + 1.0f;
+    y[i] = a;)");
+  Array x = Array::from_doubles({0.5}, {1}, float32, Device::cpu());
+  for (bool use_synchronize : {false, true}) {
+    Stream s = new_stream(Device::cpu());
+    KernelCall call;
+    call.output_shapes = {{1 << 16}};
+    call.output_dtypes = {float32};
+    call.grid = {1 << 16, 1, 1};
+    call.threadgroup = {64, 1, 1};
+    call.stream = s;
+    Array y = k({x}, call)[0];
+    async_eval({y});  // handed to the worker: the caller is free
+    std::atomic<int> calls{0};
+    auto caller = std::this_thread::get_id();
+    std::atomic<bool> other_thread{false};
+    set_interrupt_check([&] {
+      if (std::this_thread::get_id() != caller) other_thread = true;
+      if (++calls >= 2) throw StopNow();
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (use_synchronize)
+        synchronize(s);
+      else
+        y.eval();
+      ADD_FAILURE() << "not interrupted";
+    } catch (const alloy::Interrupted& e) {
+      EXPECT_THROW(std::rethrow_exception(e.cause()), StopNow);
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    set_interrupt_check({});
+    EXPECT_GE(calls.load(), 2);
+    EXPECT_FALSE(other_thread.load()) << "the check ran on a thread other than the caller's";
+    EXPECT_LT(secs, 5.0) << "the worker's launch went on after the check threw";
+    // The stream stays usable.
+    KernelCall small = call;
+    small.output_shapes = {{64}};
+    small.grid = {64, 1, 1};
+    Array z = k({x}, small)[0];
+    auto v = z.to_vector<float>();
+    ASSERT_EQ(v.size(), 64u);
+    EXPECT_GT(v[0], 0.0f);
+  }
 }
 
 TEST(Reliability, CompileMemoryLimit) {

@@ -3,7 +3,10 @@
 // check (at most every 50 ms). The check throws to stop the launch: the groups not yet started
 // are skipped, and eval() throws alloy::Interrupted carrying the check's exception. The Python
 // bindings install a check that turns Ctrl-C (SIGINT) into KeyboardInterrupt at the next group
-// boundary.
+// boundary. Work queued on a CPU stream runs on that stream's worker thread, where the check never
+// runs: the thread waiting for it in eval()/synchronize() runs the check every 50 ms and, when it
+// throws, stops every CPU launch then running at its next group boundary (that wait throws
+// Interrupted too).
 //
 // A single threadgroup is never interrupted (a kernel that loops forever inside one group still
 // hangs); a GPU launch is not interrupted.

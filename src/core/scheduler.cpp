@@ -15,6 +15,7 @@
 #include "alloy/interrupt.h"
 #include "core/array_node.h"
 #include "core/backend.h"
+#include "core/interrupt_state.h"
 
 namespace alloy {
 
@@ -31,6 +32,30 @@ std::exception_ptr OpDone::wait() {
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return finished; });
   return error;
+}
+
+namespace {
+bool is_interrupted(const std::exception_ptr& e) {
+  if (!e) return false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const Interrupted&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+// The error a waiter reports: the interrupt it requested wins over what the work did meanwhile.
+std::exception_ptr after_wait(std::exception_ptr thrown, std::exception_ptr error) {
+  if (thrown && !is_interrupted(error)) return std::make_exception_ptr(Interrupted(thrown));
+  return error;
+}
+}  // namespace
+
+std::exception_ptr OpDone::wait_interruptible() {
+  std::unique_lock lock(mu);
+  auto thrown = interrupt::wait(cv, lock, [&] { return finished; });
+  return after_wait(std::move(thrown), error);
 }
 
 std::string Stream::str() const {
@@ -76,6 +101,7 @@ struct StreamState {
   }
 
   void work() {
+    interrupt::mark_worker_thread();
     std::unique_lock lock(mu);
     for (;;) {
       cv.wait(lock, [&] { return !queue.empty(); });
@@ -90,11 +116,12 @@ struct StreamState {
     }
   }
 
-  /// Waits until nothing is queued or running; returns and clears the first error.
+  /// Waits until nothing is queued or running (running the interrupt check meanwhile); returns
+  /// and clears the first error.
   std::exception_ptr drain() {
     std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return queue.empty() && !busy; });
-    return std::exchange(error, nullptr);
+    auto thrown = interrupt::wait(cv, lock, [&] { return queue.empty() && !busy; });
+    return after_wait(std::move(thrown), std::exchange(error, nullptr));
   }
 
   void record_error(std::exception_ptr e) {
@@ -309,7 +336,8 @@ void dispatch(std::vector<Scheduled>& order, bool waiting) {
     try {
       if (op->device.type == Device::Type::gpu) {
         for (auto& d : deps) {
-          if (auto e = d->wait()) std::rethrow_exception(e);  // CPU inputs: on the host
+          if (auto e = d->wait_interruptible())
+            std::rethrow_exception(e);  // CPU inputs: on the host
           if (d->gpu && d->gpu_stream != st.gpu)
             gpu->stream_wait(st.gpu, gpu->record_event(d->gpu_stream));
         }
@@ -493,7 +521,7 @@ void eval(const std::vector<Array>& arrays) {
       }
       done = p->done;
     }
-    if (auto e = done->wait()) std::rethrow_exception(e);
+    if (auto e = done->wait_interruptible()) std::rethrow_exception(e);
   }
 }
 

@@ -39,6 +39,9 @@ struct OpDone {
   void finish(std::exception_ptr e);
   /// Waits for `finished`; returns the error (null when none).
   std::exception_ptr wait();
+  /// The same for a caller of eval/synchronize: runs the interrupt check while it waits, and
+  /// returns Interrupted when it threw (core/interrupt_state.h).
+  std::exception_ptr wait_interruptible();
 };
 
 namespace scheduler {

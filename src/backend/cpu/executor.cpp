@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "backend/cpu/fiber_scheduler.h"
+#include "core/interrupt_state.h"
 
 namespace alloy::cpu {
 
@@ -138,19 +139,22 @@ struct Run {
   std::atomic<bool> failed{false};
   std::mutex mu;
   std::exception_ptr error;
-  // Interrupts: only the thread that started the launch polls (a Python check needs the thread
-  // that released the GIL, and only the main thread sees Ctrl-C), at most every kPollInterval.
-  std::shared_ptr<const InterruptCheck> interrupt = current_interrupt_check();
+  // Interrupts: only the thread that started the launch runs the check (a Python check needs
+  // the thread that released the GIL, and only the main thread sees Ctrl-C), at most every
+  // kPollInterval. A launch on a stream's worker thread is stopped instead by a request of the
+  // thread waiting for it (core/interrupt_state.h): every group boundary compares the epoch.
+  std::shared_ptr<const InterruptCheck> interrupt = interrupt::check_for_this_thread();
+  uint64_t epoch = interrupt::epoch();
   std::thread::id caller = std::this_thread::get_id();
   std::chrono::steady_clock::time_point next_poll =
-      std::chrono::steady_clock::now() + kPollInterval;
-  static constexpr std::chrono::milliseconds kPollInterval{50};
+      std::chrono::steady_clock::now() + interrupt::kPollInterval;
 
   void poll_interrupt() {
+    if (interrupt::epoch() != epoch) throw Interrupted(interrupt::cause());
     if (!interrupt || std::this_thread::get_id() != caller) return;
     auto now = std::chrono::steady_clock::now();
     if (now < next_poll) return;
-    next_poll = now + kPollInterval;
+    next_poll = now + interrupt::kPollInterval;
     try {
       (*interrupt)();
     } catch (...) {

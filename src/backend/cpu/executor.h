@@ -61,10 +61,6 @@ struct ExecOptions {
   std::string kernel;
 };
 
-/// The check installed by alloy::set_interrupt_check (null when none). run() polls it between
-/// groups on the calling thread.
-std::shared_ptr<const InterruptCheck> current_interrupt_check();
-
 /// Fills L.groups = ceil(grid / threadgroup) per dimension (0 when grid is 0).
 void set_groups(alloy_cpu_launch& L);
 

@@ -1,0 +1,57 @@
+#include "alloy/interrupt.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "core/interrupt_state.h"
+
+namespace alloy {
+namespace {
+std::mutex g_mu;
+std::shared_ptr<const InterruptCheck> g_check;
+std::exception_ptr g_cause;  // of the latest request (g_mu)
+std::atomic<uint64_t> g_epoch{0};
+thread_local bool t_worker = false;
+}  // namespace
+
+void set_interrupt_check(InterruptCheck check) {
+  auto p = check ? std::make_shared<const InterruptCheck>(std::move(check)) : nullptr;
+  std::lock_guard lock(g_mu);
+  g_check = std::move(p);
+}
+
+namespace interrupt {
+
+std::shared_ptr<const InterruptCheck> current_check() {
+  std::lock_guard lock(g_mu);
+  return g_check;
+}
+
+void mark_worker_thread() {
+  t_worker = true;
+}
+
+std::shared_ptr<const InterruptCheck> check_for_this_thread() {
+  return t_worker ? nullptr : current_check();
+}
+
+void request(std::exception_ptr cause) {
+  {
+    std::lock_guard lock(g_mu);
+    g_cause = std::move(cause);
+  }
+  g_epoch.fetch_add(1, std::memory_order_release);
+}
+
+uint64_t epoch() {
+  return g_epoch.load(std::memory_order_acquire);
+}
+
+std::exception_ptr cause() {
+  std::lock_guard lock(g_mu);
+  return g_cause;
+}
+
+}  // namespace interrupt
+}  // namespace alloy
