@@ -75,7 +75,7 @@ TEST(OpsPrimitives, EveryOpRoundTripsThroughStateAndRegistry) {
   EXPECT_FALSE(ops::Reduce("sum", {0}).is_equivalent(ops::Reduce("sum", {1})));
   EXPECT_FALSE(ops::Reduce("sum", {0}).is_equivalent(ops::Reduce("prod", {0})));
   // A rebuilt primitive computes the same function.
-  Array a = Array::from_doubles(randoms(12, -1, 1, 1), {3, 4}, Dtype::float32);
+  Array a = Array::from_doubles(randoms(12, -1, 1, 1), {3, 4}, Dtype::float32, Device::cpu());
   Array y = exp(a);
   auto p = pending(y);
   auto bytes = p->primitive->state().to_bytes();
