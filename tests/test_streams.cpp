@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "alloy/alloy.h"
 #include "alloy/cuda.h"
@@ -179,6 +180,35 @@ TEST(Streams, CudaStreamsAndCpuStreamsWithCrossDependencies) {
   void* h = cuda::stream_handle(g1);
   EXPECT_EQ(cuda::stream_from_handle(h), g1);
   EXPECT_EQ(cuda::stream_from_handle(nullptr), default_stream(Device::gpu()));
+}
+
+TEST(Streams, StreamContextSetsTheDefaultOfItsScope) {
+  Device before = default_device();
+  Stream s = new_stream(Device::cpu());
+  {
+    StreamContext on(s);
+    EXPECT_EQ(default_device(), Device::cpu());
+    EXPECT_EQ(to_stream(std::monostate{}), s);
+    {
+      StreamContext inner(Device::cpu());
+      EXPECT_EQ(to_stream(std::monostate{}), default_stream(Device::cpu()));
+    }
+    EXPECT_EQ(to_stream(std::monostate{}), s);
+    // Ops given no stream run on the context's: a float64 op stays on the CPU even where the
+    // default device is a GPU.
+    Array a = Array::from_doubles(random_values(8, 3), {8}, Dtype::float64, Device::cpu());
+    Array y = exp(a);
+    EXPECT_EQ(y.device(), Device::cpu());
+    auto v = y.to_doubles();
+    auto x = a.to_doubles();
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_DOUBLE_EQ(v[i], std::exp(x[i]));
+  }
+  EXPECT_EQ(default_device(), before);
+  // Other threads do not see a context.
+  StreamContext on(s);
+  Stream other;
+  std::thread([&] { other = to_stream(std::monostate{}); }).join();
+  EXPECT_EQ(other, default_stream(before));
 }
 
 }  // namespace

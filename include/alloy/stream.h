@@ -40,6 +40,21 @@ void set_default_stream(Stream s);
 Stream new_stream(Device device);
 /// The stream `s` names (see StreamOrDevice).
 Stream to_stream(const StreamOrDevice& s);
+/// Within its scope, on the calling thread, operations given neither a stream nor a device run on
+/// `s` (a device: its default stream) and default_device() is its device: MLX's StreamContext
+/// (Python: `with alloy.stream(s):`). Scopes nest; each restores the previous one.
+class StreamContext {
+ public:
+  explicit StreamContext(const StreamOrDevice& s);
+  ~StreamContext();
+  StreamContext(const StreamContext&) = delete;
+  StreamContext& operator=(const StreamContext&) = delete;
+
+ private:
+  bool had_previous_ = false;
+  Stream previous_;
+};
+
 /// Waits for all work evaluated on `s`; rethrows the first error of that work since the last
 /// synchronize of `s` (alloy::Error naming the kernel), after which the stream is usable again.
 void synchronize(Stream s);

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/backend.h"
+#include "core/scheduler.h"
 
 namespace alloy {
 
@@ -27,6 +28,7 @@ std::atomic<int> g_default{-1};
 }  // namespace
 
 Device default_device() {
+  if (auto s = scheduler::context_stream()) return s->device;
   int d = g_default.load();
   if (d < 0) return gpu_available() ? Device::gpu() : Device::cpu();
   return d == 0 ? Device::cpu() : Device::gpu();

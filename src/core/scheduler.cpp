@@ -456,9 +456,33 @@ Stream new_stream(Device device) {
   return add_stream(device, gpu);
 }
 
+namespace {
+thread_local bool t_has_context = false;
+thread_local Stream t_context;
+}  // namespace
+
+std::optional<Stream> scheduler::context_stream() {
+  if (!t_has_context) return std::nullopt;
+  return t_context;
+}
+
+StreamContext::StreamContext(const StreamOrDevice& s) {
+  Stream next = to_stream(s);
+  had_previous_ = t_has_context;
+  previous_ = t_context;
+  t_context = next;
+  t_has_context = true;
+}
+
+StreamContext::~StreamContext() {
+  t_has_context = had_previous_;
+  t_context = previous_;
+}
+
 Stream to_stream(const StreamOrDevice& s) {
   if (auto* st = std::get_if<Stream>(&s)) return *st;
   if (auto* d = std::get_if<Device>(&s)) return default_stream(*d);
+  if (t_has_context) return t_context;
   return default_stream(default_device());
 }
 

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "alloy/stream.h"
@@ -45,6 +46,9 @@ struct OpDone {
 };
 
 namespace scheduler {
+
+/// The stream of the calling thread's innermost StreamContext, if any.
+std::optional<Stream> context_stream();
 
 /// Whether the node's data can be read (no pending op; a view's buffer is set).
 bool is_ready(const ArrayNode& node);

@@ -206,6 +206,7 @@ std::vector<Array> Elementwise::vjp(const std::vector<Array>& primals,
                                     const std::vector<Array>& cotangents,
                                     const std::vector<int>& argnums,
                                     const std::vector<Array>& outputs) {
+  StreamContext on(outputs.at(0).device());  // the derivative's ops run where the op ran
   std::vector<Array> out;
   for (int k : argnums)
     out.push_back(
@@ -216,6 +217,7 @@ std::vector<Array> Elementwise::vjp(const std::vector<Array>& primals,
 std::vector<Array> Elementwise::jvp(const std::vector<Array>& primals,
                                     const std::vector<Array>& tangents,
                                     const std::vector<int>& argnums) {
+  StreamContext on(primals.at(0).device());
   Array y = apply_elementwise(op_, primals, primals.at(0).device());
   Array t;
   for (size_t i = 0; i < argnums.size(); ++i) {
@@ -356,6 +358,7 @@ std::vector<Array> Reduce::vjp(const std::vector<Array>& primals,
                                const std::vector<Array>& cotangents, const std::vector<int>&,
                                const std::vector<Array>& outputs) {
   const Array& x = primals.at(0);
+  StreamContext on(x.device());
   Array g = broadcast_to(cotangents.at(0), x.shape());
   if (op_ == "sum") return {g};
   const Array& y = outputs.at(0);
@@ -367,6 +370,7 @@ std::vector<Array> Reduce::vjp(const std::vector<Array>& primals,
 std::vector<Array> Reduce::jvp(const std::vector<Array>& primals,
                                const std::vector<Array>& tangents, const std::vector<int>&) {
   const Array& x = primals.at(0);
+  StreamContext on(x.device());
   const Array& t = tangents.at(0);
   if (op_ == "sum") return {sum(t, axes_, true)};
   Array y = make_pending(std::make_shared<Reduce>(op_, axes_), {x}, output_shapes({x}),
@@ -449,6 +453,7 @@ PrimitiveState Concatenate::state() const {
 std::vector<Array> Concatenate::vjp(const std::vector<Array>& primals,
                                     const std::vector<Array>& cotangents,
                                     const std::vector<int>& argnums, const std::vector<Array>&) {
+  StreamContext on(cotangents.at(0).device());
   std::vector<Array> out;
   for (int k : argnums) {
     int64_t start = 0;
