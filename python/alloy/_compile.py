@@ -67,6 +67,12 @@ def _flatten_outputs(out, arrays):
     )
 
 
+@functools.lru_cache(maxsize=None)
+def _positional_arrays(n):
+    """What _flatten gives for ``n`` positional arrays and no keywords."""
+    return ("tuple", (("tuple", (_ARRAY,) * n), ("dict", ())))
+
+
 class _Compiled:
     def __init__(self, fn, shapeless):
         self._fn = fn
@@ -75,8 +81,13 @@ class _Compiled:
         functools.update_wrapper(self, fn)
 
     def _entry(self, args, kwargs):
-        arrays = []
-        desc = _flatten((args, kwargs), arrays)
+        if not kwargs and all(type(a) is _array for a in args):
+            # The common call (positional arrays only): no walk over the arguments.
+            arrays = list(args)
+            desc = _positional_arrays(len(args))
+        else:
+            arrays = []
+            desc = _flatten((args, kwargs), arrays)
         entry = self._by_structure.get(desc)
         if entry is None:
             outputs = {}
