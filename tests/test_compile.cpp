@@ -14,6 +14,7 @@
 
 #include "alloy/alloy.h"
 #include "core/primitive.h"
+#include "kernel/custom_kernel.h"
 #include "ops/kernels.h"
 #include "random_values.h"
 #include "transforms/fuse.h"
@@ -321,6 +322,23 @@ TEST_F(CompileTest, ConstantGridUnderShapelessNamesTheKernel) {
     EXPECT_NE(std::string(e.what()).find("myexp"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("constant grid"), std::string::npos) << e.what();
   }
+}
+
+TEST(FusedElementwise, KernelCompilesWithNvrtcForSm90) {
+  // float16 contiguous, float32 strided (a transpose), a 0-d bfloat16 scalar: the CUDA
+  // translation the GPU would build for exp(a) * b + s, then sigmoid.
+  Array a = random_array({4, 8}, float16, 1);
+  Array b = random_array({8, 4}, float32, 2).transpose();
+  Array s = Array::from_doubles({0.5}, {}, bfloat16);
+  std::vector<transforms::FusedNode> nodes{
+      {"exp", {0}}, {"multiply", {-1, 1}}, {"add", {-2, 2}}, {"sigmoid", {-3}}};
+  transforms::FusedElementwise p(nodes);
+  Dtype out = p.output_dtype({float16, float32, bfloat16});
+  EXPECT_EQ(out, float32);
+  auto k = transforms::fused_kernel(nodes, {a, b, s}, {4, 8});
+  std::string why = kernel::compile_call_cubin(MetalKernel(k.spec), {a, b, s},
+                                               ops::kernel_call({4, 8}, out, 32, true), "sm_90");
+  if (!why.empty()) GTEST_SKIP() << why;
 }
 
 TEST(FusedElementwise, StateRoundTrips) {

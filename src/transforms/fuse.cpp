@@ -62,6 +62,8 @@ std::vector<ops::ElementwisePlan> plan_nodes(const std::vector<FusedNode>& nodes
   return plans;
 }
 
+}  // namespace
+
 ops::OpKernel fused_kernel(const std::vector<FusedNode>& nodes, const std::vector<Array>& inputs,
                            const Shape& out_shape) {
   std::vector<Dtype> dtypes;
@@ -116,8 +118,6 @@ ops::OpKernel fused_kernel(const std::vector<FusedNode>& nodes, const std::vecto
   std::lock_guard lock(c.mu);
   return c.map.emplace(key, std::move(made)).first->second;
 }
-
-}  // namespace
 
 FusedElementwise::FusedElementwise(std::vector<FusedNode> nodes) : nodes_(std::move(nodes)) {
   if (nodes_.empty()) throw std::invalid_argument("FusedElementwise: no ops");

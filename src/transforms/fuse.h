@@ -6,7 +6,8 @@
 // FusedElementwise primitive over the chain's outside inputs. FusedElementwise generates ONE
 // Metal kernel for its program: each input read once per thread, then every op's functor applied
 // in order in registers, each intermediate rounded to the dtype the unfused op would have
-// produced (so results equal eager evaluation bit for bit), and the sink written. The kernel is
+// produced (so float16/bfloat16 chains round as eager evaluation does), and the sink written
+// (the host compiler may still contract a * b + c into an FMA). The kernel is
 // a metal_kernel specification run like the ops' own kernels (src/ops/kernels.h): same signature
 // writer, variant cache, translator and CPU/NVRTC JITs.
 #pragma once
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/primitive.h"
+#include "ops/kernels.h"
 #include "transforms/trace.h"
 
 namespace alloy::transforms {
@@ -47,6 +49,11 @@ class FusedElementwise : public Primitive {
   void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
   std::vector<FusedNode> nodes_;
 };
+
+/// The generated kernel of a fused program for these inputs (layouts from their layouts; tests
+/// compile its CUDA translation with NVRTC).
+ops::OpKernel fused_kernel(const std::vector<FusedNode>& nodes, const std::vector<Array>& inputs,
+                           const Shape& out_shape);
 
 /// Replaces every elementwise chain of two or more ops in `t` by one FusedElementwise op.
 void fuse_elementwise(Trace& t);
