@@ -99,30 +99,30 @@ class _Compiled:
                 outputs["desc"] = _flatten_outputs(fn(*a, **kw), flat)
                 return flat
 
-            entry = (_CompiledArrays(traced, self._shapeless), outputs)
+            entry = (_CompiledArrays(self._shapeless), outputs, traced)
             self._by_structure[desc] = entry
         return entry, arrays
 
     def __call__(self, *args, **kwargs):
-        (compiled, outputs), arrays = self._entry(args, kwargs)
-        results = compiled(arrays)  # traces first when the signature is new
+        (compiled, outputs, traced), arrays = self._entry(args, kwargs)
+        results = compiled(arrays, traced)  # traces first when the signature is new
         return _unflatten(outputs["desc"], iter(results))
 
     @property
     def trace_count(self):
         """How many times the function has been traced (one per new input signature)."""
-        return sum(c.trace_count for c, _ in self._by_structure.values())
+        return sum(entry[0].trace_count for entry in self._by_structure.values())
 
     def graph(self, *args, **kwargs):
         """The primitives of the compiled graph for these arguments (traced if needed), by label:
         ``["Fused(multiply,exp)"]`` for one fused elementwise chain."""
-        (compiled, _), arrays = self._entry(args, kwargs)
-        return compiled.graph(arrays)
+        (compiled, _, traced), arrays = self._entry(args, kwargs)
+        return compiled.graph(arrays, traced)
 
     def constant_count(self, *args, **kwargs):
         """Number of constants (captured or folded arrays) of the compiled graph."""
-        (compiled, _), arrays = self._entry(args, kwargs)
-        return compiled.constant_count(arrays)
+        (compiled, _, traced), arrays = self._entry(args, kwargs)
+        return compiled.constant_count(arrays, traced)
 
     def __get__(self, obj, objtype=None):  # methods: bind like a function
         return self if obj is None else functools.partial(self, obj)

@@ -81,6 +81,15 @@ def test_shapeless_compile_over_five_sizes():
     assert f.trace_count == 1
 
 
+def test_shapeless_broadcasting_follows_both_shapes():
+    f = alloy.compile(lambda x, row: x * row + 1, shapeless=True)
+    for n, m in ((2, 3), (5, 3), (7, 16)):
+        x, row = rand((n, m)), rand((m,))
+        np.testing.assert_allclose(np.asarray(f(alloy.array(x), alloy.array(row))), x * row + 1,
+                                   rtol=1e-6)
+    assert f.trace_count == 1
+
+
 def test_chain_is_one_fused_kernel():
     f = alloy.compile(chain)
     x = alloy.array(rand((64,)))

@@ -136,6 +136,7 @@ void optimize(Trace& t) {
   fold_constants(t);
   eliminate_common(t);
   fuse_elementwise(t);
+  remove_dead_code(t);  // Broadcast views that fused chains now read through
 }
 
 }  // namespace alloy::transforms

@@ -6,7 +6,8 @@
 //   eliminate_common        an op equivalent to an earlier one (Primitive::is_equivalent) on the
 //                           same inputs is replaced by it;
 //   remove_dead_code        ops and constants no output depends on are dropped;
-//   fuse_elementwise        (transforms/fuse.h) elementwise chains become one generated kernel.
+//   fuse_elementwise        (transforms/fuse.h) elementwise chains become one generated kernel
+//                           (then dead code again: the Broadcast views chains read through).
 #pragma once
 #include "transforms/trace.h"
 

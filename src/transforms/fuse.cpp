@@ -9,6 +9,8 @@
 #include <unordered_map>
 
 #include "alloy/ops.h"
+#include "core/array_node.h"
+#include "core/primitives.h"
 #include "kernel/custom_kernel.h"
 #include "ops/functors.h"
 #include "ops/kernels.h"
@@ -60,6 +62,31 @@ std::vector<ops::ElementwisePlan> plan_nodes(const std::vector<FusedNode>& nodes
     plans.push_back(ops::plan_elementwise(ops::op_info(n.op), args));
   }
   return plans;
+}
+
+// An evaluated input read as broadcast to `shape` (numpy's rule: missing leading axes and size-1
+// axes get stride 0), sharing its buffer.
+Array broadcast_input(const Array& x, const Shape& shape) {
+  auto n = std::make_shared<ArrayNode>(*node_of(x));
+  n->pending = nullptr;
+  Strides strides(shape.size(), 0);
+  size_t lead = shape.size() - x.shape().size();
+  for (size_t d = 0; d < x.shape().size(); ++d)
+    strides[lead + d] = x.shape()[d] == 1 ? 0 : x.strides()[d];
+  n->shape = shape;
+  n->strides = std::move(strides);
+  return array_of(std::move(n));
+}
+
+const Shape& traced_shape(const Trace& t, const ValueRef& r) {
+  switch (r.kind) {
+    case ValueRef::Kind::input:
+      return t.input_shapes.at(r.index);
+    case ValueRef::Kind::constant:
+      return t.constants.at(r.index).shape;
+    default:
+      return t.ops.at(r.index).shapes.at(r.output);
+  }
 }
 
 }  // namespace
@@ -173,20 +200,25 @@ std::shared_ptr<FusedElementwise> FusedElementwise::from_state(const PrimitiveSt
 void FusedElementwise::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs,
                             bool gpu) {
   Array& out = outputs.at(0);
-  for (size_t j = 0; j < inputs.size(); ++j) {
-    if (inputs[j].ndim() != 0 && inputs[j].shape() != out.shape())
-      throw std::invalid_argument(fmt::format(
-          "{}: input {} must be 0-d or of the output's shape (broadcast by the ops)", label(), j));
-    for (auto& n : nodes_)
-      for (int64_t a : n.args)
-        if (a >= static_cast<int64_t>(inputs.size()))
-          throw std::invalid_argument(label() + ": an argument refers to a missing input");
+  for (auto& n : nodes_)
+    for (int64_t a : n.args)
+      if (a >= static_cast<int64_t>(inputs.size()))
+        throw std::invalid_argument(label() + ": an argument refers to a missing input");
+  // Inputs of other shapes are broadcast here (the pass absorbed their Broadcast views, so that
+  // a shapeless replay broadcasts the new shapes); 0-d inputs stay Metal scalars.
+  std::vector<Array> in(inputs);
+  for (size_t j = 0; j < in.size(); ++j) {
+    if (in[j].ndim() == 0 || in[j].shape() == out.shape()) continue;
+    if (broadcast_shapes(in[j].shape(), out.shape()) != out.shape())
+      throw std::invalid_argument(
+          fmt::format("{}: input {} does not broadcast to the output's shape", label(), j));
+    in[j] = broadcast_input(in[j], out.shape());
   }
   std::vector<Dtype> dtypes;
-  for (auto& a : inputs) dtypes.push_back(a.dtype());
+  for (auto& a : in) dtypes.push_back(a.dtype());
   if (output_dtype(dtypes) != out.dtype())
     throw std::invalid_argument(label() + ": the output dtype does not match the inputs'");
-  ops::run_kernel(fused_kernel(nodes_, inputs, out.shape()), inputs, outputs, out.size(), gpu);
+  ops::run_kernel(fused_kernel(nodes_, in, out.shape()), in, outputs, out.size(), gpu);
 }
 
 void FusedElementwise::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
@@ -212,6 +244,13 @@ void fuse_elementwise(Trace& t) {
       if (r.kind == ValueRef::Kind::op) consumers[r.index].push_back(i);
   for (auto& r : t.outputs)
     if (r.kind == ValueRef::Kind::op) is_output[r.index] = true;
+  // What a chain reads for a value: the source of a Broadcast view (the fused kernel broadcasts
+  // it itself, also for new shapes under shapeless replay), else the value.
+  auto source = [&](const ValueRef& r) {
+    if (r.kind == ValueRef::Kind::op && dynamic_cast<Broadcast*>(t.ops[r.index].primitive.get()))
+      return t.ops[r.index].inputs.at(0);
+    return r;
+  };
   auto elementwise = [&](size_t i) {
     return dynamic_cast<ops::Elementwise*>(t.ops[i].primitive.get()) != nullptr &&
            t.ops[i].dtypes.size() == 1;
@@ -239,7 +278,8 @@ void fuse_elementwise(Trace& t) {
       for (auto& r : group_inputs[g])
         if (!(r.kind == ValueRef::Kind::op && r.index == i)) merged.push_back(r);
       for (auto& r : t.ops[i].inputs)
-        if (std::find(merged.begin(), merged.end(), r) == merged.end()) merged.push_back(r);
+        if (std::find(merged.begin(), merged.end(), source(r)) == merged.end())
+          merged.push_back(source(r));
       join = merged.size() <= kMaxFusedInputs;
     }
     if (join) {
@@ -248,8 +288,9 @@ void fuse_elementwise(Trace& t) {
     } else {
       group[i] = static_cast<int64_t>(i);
       for (auto& r : t.ops[i].inputs)
-        if (std::find(group_inputs[i].begin(), group_inputs[i].end(), r) == group_inputs[i].end())
-          group_inputs[i].push_back(r);
+        if (std::find(group_inputs[i].begin(), group_inputs[i].end(), source(r)) ==
+            group_inputs[i].end())
+          group_inputs[i].push_back(source(r));
     }
   }
   std::vector<std::vector<size_t>> members(n);
@@ -265,7 +306,18 @@ void fuse_elementwise(Trace& t) {
   for (size_t i = 0; i < n; ++i) {
     if (group[i] >= 0 && group[i] != static_cast<int64_t>(i)) continue;  // inside a chain
     TapeOp op = t.ops[i];
-    if (group[i] >= 0 && members[i].size() > 1) {
+    // A chain reads Broadcast sources directly when they broadcast back to its shape (a
+    // broadcast to a larger shape than the other operands need keeps its view).
+    bool absorb = false, reads_broadcast = false;
+    if (group[i] >= 0) {
+      Shape s;
+      for (auto& r : group_inputs[i]) s = broadcast_shapes(s, traced_shape(t, r));
+      absorb = s == op.shapes[0];
+      for (size_t m : members[i])
+        for (auto& r : t.ops[m].inputs) reads_broadcast |= !(source(r) == r);
+    }
+    auto read = [&](const ValueRef& r) { return absorb ? source(r) : r; };
+    if (group[i] >= 0 && (members[i].size() > 1 || (absorb && reads_broadcast))) {
       std::vector<ValueRef> inputs;  // outside values, in first-use order
       std::vector<FusedNode> nodes;
       for (size_t m : members[i]) {
@@ -277,9 +329,9 @@ void fuse_elementwise(Trace& t) {
             node.args.push_back(-1 - (pos - members[i].begin()));
             continue;
           }
-          auto it = std::find(inputs.begin(), inputs.end(), r);
+          auto it = std::find(inputs.begin(), inputs.end(), read(r));
           node.args.push_back(it - inputs.begin());
-          if (it == inputs.end()) inputs.push_back(r);
+          if (it == inputs.end()) inputs.push_back(read(r));
         }
         nodes.push_back(std::move(node));
       }
