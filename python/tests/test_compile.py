@@ -236,3 +236,20 @@ def test_shape_expr_arithmetic():
     assert E(4).is_constant and not E.dim(0, 0).is_constant
     with pytest.raises(TypeError):
         bool(E.dim(0, 0))
+
+
+def test_lambda_geometry_survives_shapeless_export(tmp_path):
+    k = alloy.metal_kernel(name="myexp", input_names=["inp"], output_names=["out"], source=MYEXP)
+
+    def f(x):
+        return k(inputs=[x], output_shapes=lambda s: [s[0]], output_dtypes=[alloy.float32],
+                 grid=lambda s: (s[0][0] * s[0][1], 1, 1), threadgroup=(32, 1, 1),
+                 stream=alloy.cpu)[0]
+
+    path = str(tmp_path / "f.alloy")
+    alloy.export_function(path, f, alloy.array(rand((2, 3))), shapeless=True)
+    g = alloy.import_function(path, trust_kernels=True, device=alloy.cpu)
+    for shape in ((2, 3), (9, 40)):
+        x = rand(shape)
+        np.testing.assert_allclose(np.asarray(g(alloy.array(x))[0]), np.exp(x.astype(np.float64)),
+                                   rtol=1e-5)
