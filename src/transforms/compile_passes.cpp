@@ -1,7 +1,11 @@
 #include "transforms/compile_passes.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "core/primitives.h"
 #include "transforms/fuse.h"
@@ -80,18 +84,25 @@ void eliminate_common(Trace& t) {
   auto resolve = [&](const ValueRef& r) {
     return r.kind == ValueRef::Kind::op ? replaced.at(r.index).at(r.output) : r;
   };
+  // Candidates by primitive name and inputs (as text): only those are compared.
+  std::unordered_map<std::string, std::vector<size_t>> seen;
   for (size_t i = 0; i < t.ops.size(); ++i) {
     TapeOp& op = t.ops[i];
     for (auto& r : op.inputs) r = resolve(r);
+    std::string key = op.primitive->name();
+    for (auto& r : op.inputs)
+      key += fmt::format("|{}:{}:{}", static_cast<int>(r.kind), r.index, r.output);
+    auto& candidates = seen[key];
     size_t same = i;
-    for (size_t j = 0; j < i && same == i; ++j) {
+    for (size_t j : candidates) {
       const TapeOp& o = t.ops[j];
-      if (replaced[j][0] != ValueRef{ValueRef::Kind::op, static_cast<uint32_t>(j), 0}) continue;
-      if (o.inputs == op.inputs && o.dtypes == op.dtypes && o.shapes == op.shapes &&
-          o.device == op.device && std::string_view(o.primitive->name()) == op.primitive->name() &&
-          (o.primitive == op.primitive || o.primitive->is_equivalent(*op.primitive)))
+      if (o.dtypes == op.dtypes && o.shapes == op.shapes && o.device == op.device &&
+          (o.primitive == op.primitive || o.primitive->is_equivalent(*op.primitive))) {
         same = j;
+        break;
+      }
     }
+    if (same == i) candidates.push_back(i);
     for (uint32_t k = 0; k < op.dtypes.size(); ++k)
       replaced[i].push_back({ValueRef::Kind::op, static_cast<uint32_t>(same), k});
   }
