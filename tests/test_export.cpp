@@ -208,6 +208,9 @@ TEST(Export, EveryPrimitiveStateSurvivesTheFile) {
     out.push_back(sum(v, 1));
     out.push_back(argmax(v, 2));
     out.push_back(concatenate({v, v}, 1));
+    // compile's fused elementwise chains (a compiled function called while tracing replays one).
+    out.push_back(
+        compile([](const Args& in) { return Args{exp(multiply(in[0], in[0]))}; })({v})[0]);
     return out;
   };
   auto t = transforms::trace(fn, {x});

@@ -1,6 +1,7 @@
 // Alloy: Metal compute kernels on NVIDIA GPUs and CPUs. Include this header for the whole API.
 #pragma once
 #include "alloy/array.h"
+#include "alloy/compile.h"
 #include "alloy/device.h"
 #include "alloy/dtype.h"
 #include "alloy/errors.h"

@@ -157,7 +157,10 @@ from ._core import (
     FunctionExporter,
     ImportedFunction,
     UntrustedKernelsError,
+    # compile (kernel geometry as expressions of the input shapes)
+    ShapeExpr,
 )
+from ._compile import compile
 from . import cuda, fast
 
 __version__ = "0.1.0"
@@ -173,6 +176,7 @@ __all__ = [
     "compile_shader", "Library", "LibraryKernel", "CheckError",
     "export_function", "exporter", "import_function", "describe_exported_function",
     "FunctionExporter", "ImportedFunction", "UntrustedKernelsError",
+    "compile", "ShapeExpr",
     "cuda", "fast",
     "abs",
     "negative",

@@ -7,6 +7,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "alloy/alloy.h"
 #include "alloy/cuda.h"
@@ -25,8 +26,24 @@ void init_array(nb::module_& m);
 void init_ops(nb::module_& m);  // ops.cpp: alloy.add, ..., the array operators
 void init_kernel(nb::module_& m);
 void init_cuda(nb::module_& m);
-void bind_library(nb::module_& m);  // library.cpp: compile_shader, Library, CheckError
-void init_export(nb::module_& m);   // export.cpp: export_function, import_function, exporter
+void bind_library(nb::module_& m);     // library.cpp: compile_shader, Library, CheckError
+void init_export(nb::module_& m);      // export.cpp: export_function, import_function, exporter
+void init_shape_expr(nb::module_& m);  // shape_expr.cpp: alloy.ShapeExpr
+void init_compile(nb::module_& m);     // compile.cpp: alloy.compile's C++ half
+
+/// A kernel call's geometry argument (grid, threadgroup or output_shapes) with a callable turned
+/// into its value: called once with symbolic shapes (per input a tuple of ShapeExpr dims), so
+/// that `lambda shapes: (shapes[0][0], 1, 1)` becomes expressions of the input shapes; a
+/// callable that cannot take symbols (it compares them, converts them to int...) raises
+/// TypeError there and is called with the concrete shapes instead. Other values are returned
+/// unchanged.
+nb::object resolve_geometry(nb::handle value, const std::vector<Array>& inputs);
+/// Whether a geometry value (a sequence, or a list of sequences) holds a ShapeExpr.
+bool holds_shape_expr(nb::handle value);
+/// A (3-element) sequence of ints and ShapeExprs.
+DimsExpr to_dims_expr(nb::handle value, const char* name);
+/// A list of sequences of ints and ShapeExprs (output_shapes).
+std::vector<std::vector<ShapeExpr>> to_shape_exprs(nb::handle value);
 
 /// MLX's `stream` argument: None, an alloy.Stream, an alloy.Device or alloy.cpu / alloy.gpu
 /// (their default streams). nullopt for None.

@@ -116,22 +116,38 @@ std::vector<Array> to_inputs(nb::handle h) {
 }
 
 // Everything of a call but the inputs (shared by __call__ and metal_source).
-KernelCall to_call(nb::handle output_shapes, nb::handle output_dtypes, nb::handle grid,
-                   nb::handle threadgroup, nb::handle template_args, nb::handle init_value,
-                   bool verbose, nb::handle stream) {
+// Geometry (grid, threadgroup, output_shapes) may be functions of the input shapes or hold
+// alloy.ShapeExpr values (python/src/shape_expr.cpp): then it is kept as expressions.
+KernelCall to_call(const std::vector<Array>& inputs, nb::handle output_shapes_arg,
+                   nb::handle output_dtypes, nb::handle grid_arg, nb::handle threadgroup_arg,
+                   nb::handle template_args, nb::handle init_value, bool verbose,
+                   nb::handle stream) {
   KernelCall call;
+  nb::object output_shapes = resolve_geometry(output_shapes_arg, inputs);
+  nb::object grid = resolve_geometry(grid_arg, inputs);
+  nb::object threadgroup = resolve_geometry(threadgroup_arg, inputs);
   FastSeq shapes, dtypes;
-  if (!shapes.load(output_shapes))
-    bad_argument("output_shapes", "a list of tuples (or lists) of ints", output_shapes);
-  call.output_shapes.reserve(shapes.size);
-  for (Py_ssize_t i = 0; i < shapes.size; ++i)
-    call.output_shapes.push_back(to_shape(shapes.items[i]));
+  if (holds_shape_expr(output_shapes)) {
+    call.output_shape_exprs = to_shape_exprs(output_shapes);
+  } else {
+    if (!shapes.load(output_shapes))
+      bad_argument("output_shapes", "a list of tuples (or lists) of ints", output_shapes);
+    call.output_shapes.reserve(shapes.size);
+    for (Py_ssize_t i = 0; i < shapes.size; ++i)
+      call.output_shapes.push_back(to_shape(shapes.items[i]));
+  }
   if (!dtypes.load(output_dtypes)) bad_argument("output_dtypes", "a list of dtypes", output_dtypes);
   call.output_dtypes.reserve(dtypes.size);
   for (Py_ssize_t i = 0; i < dtypes.size; ++i)
     call.output_dtypes.push_back(to_dtype(dtypes.items[i]));
-  if (grid.is_valid()) call.grid = to_dims(grid, "grid");
-  if (threadgroup.is_valid()) call.threadgroup = to_dims(threadgroup, "threadgroup");
+  if (holds_shape_expr(grid))
+    call.grid_expr = to_dims_expr(grid, "grid");
+  else if (grid.is_valid())
+    call.grid = to_dims(grid, "grid");
+  if (holds_shape_expr(threadgroup))
+    call.threadgroup_expr = to_dims_expr(threadgroup, "threadgroup");
+  else if (threadgroup.is_valid())
+    call.threadgroup = to_dims(threadgroup, "threadgroup");
   call.template_args = to_template(template_args);
   if (init_value.is_valid() && !init_value.is_none()) {
     if (!PyFloat_Check(init_value.ptr()) && !PyLong_Check(init_value.ptr()))
@@ -163,7 +179,7 @@ std::vector<Array> call_kernel(const MetalKernel& k, nb::handle inputs, nb::hand
                                nb::handle template_args, nb::handle init_value, bool verbose,
                                nb::handle stream) {
   std::vector<Array> in = to_inputs(inputs);
-  KernelCall call = to_call(output_shapes, output_dtypes, grid, threadgroup, template_args,
+  KernelCall call = to_call(in, output_shapes, output_dtypes, grid, threadgroup, template_args,
                             init_value, verbose, stream);
   return k(in, call);
 }
@@ -240,6 +256,11 @@ Args:
   output_dtypes (list[Dtype]): The dtype of each output in ``output_names``.
   grid (tuple[int, int, int]): Threads per dimension, as Metal's ``dispatchThreads``.
   threadgroup (tuple[int, int, int]): Threads per threadgroup (at most 1024 in all).
+
+  ``output_shapes``, ``grid`` and ``threadgroup`` may also be functions of the inputs' shapes
+  (``grid=lambda shapes: (shapes[0][0], 1, 1)``) or hold ``alloy.ShapeExpr`` values: they are
+  kept as expressions of the input shapes, so compiled (shapeless) and exported functions
+  follow new sizes (see ``alloy.ShapeExpr``).
   template (list[tuple[str, bool | int | Dtype]], optional): Template arguments of the kernel.
   init_value (float, optional): Value the outputs are filled with before the kernel runs;
     by default they are uninitialized.
@@ -298,8 +319,11 @@ void init_kernel(nb::module_& m) {
           nb::arg("template") = nb::none(), nb::arg("init_value") = nb::none(),
           nb::arg("verbose") = false, nb::arg("stream") = nb::none(),
           nb::sig("def __call__(self, *, inputs: Sequence[object], "
-                  "output_shapes: Sequence[Sequence[int]], output_dtypes: Sequence[Dtype], "
-                  "grid: tuple[int, int, int], threadgroup: tuple[int, int, int], "
+                  "output_shapes: Sequence[Sequence[int | ShapeExpr]] | Callable, "
+                  "output_dtypes: Sequence[Dtype], "
+                  "grid: tuple[int | ShapeExpr, int | ShapeExpr, int | ShapeExpr] | Callable, "
+                  "threadgroup: tuple[int | ShapeExpr, int | ShapeExpr, int | ShapeExpr] | "
+                  "Callable, "
                   "template: Sequence[tuple[str, bool | int | Dtype]] | None = None, "
                   "init_value: float | None = None, verbose: bool = False, "
                   "stream: Stream | Device | DeviceType | None = None) -> list[array]"),
@@ -313,7 +337,7 @@ void init_kernel(nb::module_& m) {
             FastSeq dtypes;
             if (dtypes.load(output_dtypes))
               for (Py_ssize_t i = 0; i < dtypes.size; ++i) shapes.append(nb::tuple());
-            KernelCall call = to_call(shapes, output_dtypes, nb::handle(), nb::handle(),
+            KernelCall call = to_call(in, shapes, output_dtypes, nb::handle(), nb::handle(),
                                       template_args, nb::handle(), false, nb::none());
             return k.metal_source(in, call);
           },

@@ -15,4 +15,6 @@ NB_MODULE(_core, m) {
   init_cuda(m);
   bind_library(m);
   init_export(m);
+  init_shape_expr(m);
+  init_compile(m);
 }

@@ -126,6 +126,10 @@ std::string reduce_functor(const std::string& op) {
 
 }  // namespace
 
+std::string functor_header(const std::vector<std::string>& ops) {
+  return header_for(ops);
+}
+
 void set_poison_outputs(bool on) {
   g_poison = on;
 }

@@ -36,6 +36,10 @@ struct OpKernel {
   std::string key;
 };
 
+/// The Metal header a generated kernel calling the functors of `ops` needs: the shared helpers,
+/// then each functor after those it calls (compile's fused kernels use it too).
+std::string functor_header(const std::vector<std::string>& ops);
+
 /// The kernel for these (evaluated or pending) inputs: layouts come from their layouts.
 OpKernel elementwise_kernel(const ElementwiseKernel& k, const std::vector<Array>& inputs,
                             const Shape& out_shape);

@@ -232,10 +232,9 @@ std::vector<Array> replay(const Trace& t, const std::vector<Array>& inputs,
                       t.input_shapes[i].size()));
     in.push_back(device ? a.to(*device) : a);
   }
-  std::vector<Array> constants;
-  for (auto& c : t.constants)
-    constants.push_back(
-        Array::from_bytes(c.bytes.data(), c.shape, c.dtype, device.value_or(c.device)));
+  if (made && made->size() != t.constants.size())
+    throw std::invalid_argument("replay: the constants were made for another trace");
+  std::vector<Array> constants = made ? *made : make_constants(t, device);
   std::vector<std::vector<Array>> values;
   values.reserve(t.ops.size());
   auto get = [&](const ValueRef& r) -> const Array& {

@@ -1,0 +1,108 @@
+// compile(): traces per input signature, optimizes (transforms/compile_passes.h), caches and
+// replays. See include/alloy/compile.h and docs/compile.md.
+#include "alloy/compile.h"
+
+#include <xxhash.h>
+
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "transforms/compile_passes.h"
+#include "transforms/trace.h"
+
+namespace alloy {
+
+namespace detail {
+
+// The signature of a call: per input dtype, device, rank and (unless shapeless) dimensions.
+using Signature = std::vector<int64_t>;
+
+struct SignatureHash {
+  size_t operator()(const Signature& s) const {
+    return static_cast<size_t>(XXH3_64bits(s.data(), s.size() * sizeof(int64_t)));
+  }
+};
+
+struct CompiledGraph {
+  transforms::Trace trace;
+  std::vector<Array> constants;  // made once; arrays are immutable
+};
+
+struct CompileState {
+  CompiledFunction::Fn fn;
+  bool shapeless = false;
+  std::mutex mu;
+  std::unordered_map<Signature, std::shared_ptr<const CompiledGraph>, SignatureHash> cache;
+  std::atomic<int> traces{0};
+
+  Signature signature(const std::vector<Array>& inputs) const {
+    Signature s;
+    s.reserve(1 + inputs.size() * 6);
+    s.push_back(static_cast<int64_t>(inputs.size()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Array& a = inputs[i];
+      if (!a.valid())
+        throw std::invalid_argument("compile: input " + std::to_string(i) + " is an empty array");
+      Device d = a.device();
+      s.push_back(static_cast<int64_t>(a.dtype()));
+      s.push_back(static_cast<int64_t>(d.type) * 65536 + d.index);
+      s.push_back(a.ndim());
+      if (!shapeless) s.insert(s.end(), a.shape().begin(), a.shape().end());
+    }
+    return s;
+  }
+
+  std::shared_ptr<const CompiledGraph> graph(const std::vector<Array>& inputs) {
+    Signature key = signature(inputs);
+    {
+      std::lock_guard lock(mu);
+      auto it = cache.find(key);
+      if (it != cache.end()) return it->second;
+    }
+    // Traced outside the lock: the function may call other compiled functions (or this one).
+    auto g = std::make_shared<CompiledGraph>();
+    g->trace = transforms::trace(fn, inputs);
+    traces.fetch_add(1, std::memory_order_relaxed);
+    transforms::optimize(g->trace);
+    g->constants = transforms::make_constants(g->trace, std::nullopt);
+    std::lock_guard lock(mu);
+    return cache.emplace(std::move(key), std::move(g)).first->second;
+  }
+};
+
+}  // namespace detail
+
+CompiledFunction::CompiledFunction(Fn fn, bool shapeless)
+    : state_(std::make_shared<detail::CompileState>()) {
+  if (!fn) throw std::invalid_argument("compile: the function is empty");
+  state_->fn = std::move(fn);
+  state_->shapeless = shapeless;
+}
+
+std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& inputs) const {
+  auto g = state_->graph(inputs);
+  return transforms::replay(g->trace, inputs, std::nullopt, &g->constants);
+}
+
+int CompiledFunction::trace_count() const {
+  return state_->traces.load(std::memory_order_relaxed);
+}
+
+std::vector<std::string> CompiledFunction::graph(const std::vector<Array>& inputs) const {
+  auto g = state_->graph(inputs);
+  std::vector<std::string> labels;
+  for (auto& op : g->trace.ops) labels.push_back(op.primitive->label());
+  return labels;
+}
+
+int CompiledFunction::constant_count(const std::vector<Array>& inputs) const {
+  return static_cast<int>(state_->graph(inputs)->trace.constants.size());
+}
+
+CompiledFunction compile(CompiledFunction::Fn fn, bool shapeless) {
+  return CompiledFunction(std::move(fn), shapeless);
+}
+
+}  // namespace alloy
