@@ -281,8 +281,12 @@ Array import_external(nb::handle obj) {
                                .c_str());
     }
   }
-  // A CPU producer whose __dlpack__ raises: keep its own exception (the casts below would
-  // swallow it) to chain it to ours if no other protocol works.
+  ImportedArray nd;
+  if (nb::try_cast(src, nd)) return wrap_imported(nd, std::nullopt);
+  PyErr_Clear();  // a failed buffer-protocol probe may leave its error set
+  // A CPU producer whose __dlpack__ raises: call it again to keep its own exception (the cast
+  // above swallows it) and chain it to ours if no other protocol works. Only on this failure
+  // path: a successful import calls the producer's __dlpack__ once.
   std::optional<nb::python_error> producer_error;
   if (src.is(obj) && !PyCapsule_CheckExact(obj.ptr()) && nb::hasattr(obj, "__dlpack__")) {
     try {
@@ -291,9 +295,6 @@ Array import_external(nb::handle obj) {
       producer_error.emplace(std::move(e));
     }
   }
-  ImportedArray nd;
-  if (nb::try_cast(src, nd)) return wrap_imported(nd, std::nullopt);
-  PyErr_Clear();  // a failed buffer-protocol probe may leave its error set
   // NumPy has no DLPack/buffer code for ml_dtypes' bfloat16: import its 16-bit patterns.
   if (is_numpy_bfloat16(obj)) {
     nb::object bits = obj.attr("view")(nb::module_::import_("numpy").attr("uint16"));
