@@ -395,7 +395,6 @@ class _OpState:
 
     schema: str
     kernel: "TorchMetalKernel"
-    autograd: bool = False
 
 
 _ops: dict[str, _OpState] = {}
@@ -623,6 +622,7 @@ class TorchMetalKernel:
         else:
             # No tensor argument to dispatch on: runs on the CPU.
             _LIB.impl(name, impl, "CompositeExplicitAutograd")
+        self._install_autograd(state)
         self.op = getattr(getattr(torch.ops, NAMESPACE), name).default
 
     # -- running -----------------------------------------------------------------------------
@@ -757,9 +757,10 @@ class TorchMetalKernel:
         if not callable(backward) or (setup_context is not None and not callable(setup_context)):
             raise TypeError("[TorchMetalKernel] backward and setup_context must be callable")
         self._backward, self._setup_context = backward, setup_context
-        state = _ops[self.name]
-        if state.autograd:
-            return  # the registered wrappers call the op's current kernel's functions
+
+    def _install_autograd(self, state: _OpState) -> None:
+        """Registers the op's autograd wrappers once: they call the backward of the op's current
+        kernel, and raise NotSupportedError when it has none (never a silent zero gradient)."""
         n_in = self._n_in
         n_extra = 2 + self._n_out
         name = self.name
@@ -790,7 +791,6 @@ class TorchMetalKernel:
 
         torch.library.register_autograd(f"{NAMESPACE}::{name}", bwd, setup_context=setup,
                                         lib=_LIB)
-        state.autograd = True
 
     def metal_source(self) -> str:
         """The body and header Alloy compiles (after tensor-style rewriting)."""
