@@ -148,7 +148,7 @@ def _plain_eager(args: Sequence[Any]) -> bool:
     grad = _grad_on()
     for a in args:
         if isinstance(a, torch.Tensor):
-            if type(a) is not torch.Tensor or (grad and a.requires_grad):
+            if type(a) is not torch.Tensor or a.is_meta or (grad and a.requires_grad):
                 return False
     return not (_is_compiling() or _tracing_state() is not None or _function_mode_on()
                 or _dispatch_modes() or _functorch_on())
@@ -276,6 +276,7 @@ def _param_prelude(params: Sequence[MetalParameter]) -> list[str]:
 # Per-call conversions
 # ---------------------------------------------------------------------------------------------
 
+_CU_STREAM_LEGACY = 0x1
 _stream_cache: dict[tuple[int, int], Any] = {}
 _stream_lock = threading.Lock()
 
@@ -299,18 +300,23 @@ def _alloy_stream(device: torch.device) -> Any:
         with _stream_lock:
             s = _stream_cache.get(key)
             if s is None:
-                s = (_core.default_stream(_core.gpu) if handle == 0
-                     else _core.cuda_stream_from_handle(handle))
+                # Handle 0 is CUDA's legacy default stream (torch's default): wrap it as
+                # CU_STREAM_LEGACY (0x1), which orders with it; Alloy's own default stream is
+                # non-blocking and would not.
+                s = _core.cuda_stream_from_handle(handle if handle else _CU_STREAM_LEGACY)
                 _stream_cache[key] = s
     return s
 
 
+_import_stream_ordered = _core._from_dlpack_stream_ordered
+
+
 def _to_alloy(t: torch.Tensor) -> Any:
-    """A DLPack capsule of `t` (no copy, no stream synchronization: Alloy runs on torch's
-    current stream)."""
-    if t.requires_grad:
-        t = t.detach()
-    return _tdl.to_dlpack(t)
+    """`t` for Alloy without a copy: a DLPack capsule (CPU), or an Alloy array over it (CUDA)
+    that does not synchronize when released: Alloy runs on torch's current stream, and torch's
+    caching allocator reuses the memory only in that stream's order."""
+    cap = _tdl.to_dlpack(t.detach() if t.requires_grad else t)
+    return _import_stream_ordered(cap) if t.is_cuda else cap
 
 
 def _to_torch(a: Any) -> torch.Tensor:
@@ -682,7 +688,8 @@ class TorchMetalKernel:
                     raise ValueError(
                         f"[TorchMetalKernel] kernel '{self.name}': inputs on {first.device} and "
                         f"{a.device}; all tensors of a call must be on one device")
-                inputs.append(_tdl.to_dlpack(a.detach() if a.requires_grad else a))
+                cap = _tdl.to_dlpack(a.detach() if a.requires_grad else a)
+                inputs.append(_import_stream_ordered(cap) if a.is_cuda else cap)
             else:
                 inputs.append(a)
         dtypes, template = self._signature(kargs, shapes)

@@ -1,5 +1,6 @@
 // alloy._core: the extension module behind the `alloy` Python package.
 #include "bindings.h"
+#include "interop.h"
 
 NB_MODULE(_core, m) {
   m.doc() =
@@ -15,4 +16,5 @@ NB_MODULE(_core, m) {
   init_cuda(m);
   bind_library(m);
   init_export(m);
+  init_interop(m);
 }

@@ -567,3 +567,53 @@ def test_cuda_runs_on_torchs_current_stream(gen):
     assert_close(out2, 2 * (3 * x.double() + y.double()), torch.float32)
     assert at._alloy_stream(xd.device) is not None
     assert alloy.cuda.stream_handle(at._stream_cache[(0, s.cuda_stream)]) == s.cuda_stream
+
+
+@pytest.mark.skipif(_cuda_reason() is not None, reason=str(_cuda_reason()))
+def test_cuda_on_torchs_default_stream_orders_with_torch_work(gen):
+    # torch's default (legacy) stream: Alloy wraps it as CU_STREAM_LEGACY, so the kernel runs
+    # after torch's pending work and torch's later work runs after the kernel, with no sync.
+    k = make_matmul()
+    a = randn(gen, 512, 512, device="cuda")
+    b = randn(gen, 512, 512, device="cuda")
+    for _ in range(3):
+        a2 = (a @ a) * 1e-2  # torch's work, still running when the kernel is queued
+        c = call_matmul(k, a2, b)
+        d = c + 1  # torch's work after the kernel
+    torch.cuda.synchronize()
+    want = ((a.double() @ a.double()) * 1e-2) @ b.double() + 1
+    np.testing.assert_allclose(d.cpu().double().numpy(), want.cpu().numpy(), rtol=2e-3,
+                               atol=2e-3)
+
+
+@pytest.mark.skipif(_cuda_reason() is not None, reason=str(_cuda_reason()))
+def test_cuda_compile_shader_on_a_side_stream(gen):
+    lib = at.compile_shader(SHADERS)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        x = randn(gen, 4096, device="cuda")
+        y = randn(gen, 4096, device="cuda")
+        y0 = y.clone()
+        lib.axpy(x, y, -1.5, threads=4096, group_size=256)
+        z = y * 1
+    s.synchronize()
+    assert_close(z, y0.double() - 1.5 * x.double(), torch.float32)
+
+
+def test_meta_tensors_run_the_fake_implementation():
+    k = make_matmul()
+    a = torch.empty(7, 3, device="meta")
+    b = torch.empty(3, 5, device="meta")
+    c = call_matmul(k, a, b)
+    assert c.device.type == "meta" and c.shape == (7, 5)
+
+
+def test_stream_ordered_import_shares_cpu_memory(gen):
+    from torch.utils import dlpack
+
+    t = randn(gen, 16)
+    a = alloy._core._from_dlpack_stream_ordered(dlpack.to_dlpack(t))
+    t[3] = 42.0
+    assert float(np.asarray(a)[3]) == 42.0
+    with pytest.raises(TypeError):
+        alloy._core._from_dlpack_stream_ordered(t)
