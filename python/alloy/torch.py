@@ -277,6 +277,8 @@ def _param_prelude(params: Sequence[MetalParameter]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 _CU_STREAM_LEGACY = 0x1
+# The current stream's handle without making a torch.cuda.Stream object (what Inductor calls).
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _stream_cache: dict[tuple[int, int], Any] = {}
 _stream_lock = threading.Lock()
 
@@ -289,11 +291,12 @@ def _alloy_stream(device: torch.device) -> Any:
     if device.type != "cuda":
         raise _core.NotSupportedError(
             f"[alloy.torch] not supported: tensors on device '{device}' (only cpu and cuda)")
-    handle = torch.cuda.current_stream(device).cuda_stream
-    key = (device.index or 0, handle)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    handle = _raw_stream(index) if _raw_stream else torch.cuda.current_stream(index).cuda_stream
+    key = (index, handle)
     s = _stream_cache.get(key)
     if s is None:
-        if (device.index or 0) != 0:
+        if index != 0:
             raise _core.NotSupportedError(
                 f"[alloy.torch] not supported: tensors on {device}; Alloy uses CUDA device 0 "
                 "(choose the GPU with CUDA_VISIBLE_DEVICES)")
