@@ -53,7 +53,8 @@ from torch.utils import dlpack as _tdl
 
 from . import _core
 
-__all__ = ["MetalParameter", "TorchMetalKernel", "compile_shader", "ShaderLibrary", "NAMESPACE"]
+__all__ = ["MetalParameter", "TorchMetalKernel", "compile_shader", "ShaderLibrary", "ShaderKernel",
+           "NAMESPACE"]
 
 #: The torch.library namespace of the ops: ``torch.ops.alloy_metal.<name>``.
 NAMESPACE = "alloy_metal"
@@ -163,10 +164,6 @@ class MetalParameter:
     name: str
     type: str
     attribute: str
-
-
-def _torch_device_is_cuda(t: torch.Tensor) -> bool:
-    return t.device.type == "cuda"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ torch.cuda.synchronize() per run, so they measure host cost while the GPU keeps 
   cupy custom_op             @torch.library.custom_op whose body launches a cupy.RawKernel on
                              torch's current stream, inputs/outputs shared via DLPack
                              (the issue's peer)
+  cupy raw-ptr custom_op     the same, passing raw device pointers (no DLPack): the cheapest
+                             launch through CuPy
   cupy define+impl           the same CuPy launch registered with torch.library.define/impl
                              (the registration alloy.torch uses: the dispatcher cost alone)
   torch x + y                torch's own eager add (the floor of any op call)
@@ -106,16 +108,29 @@ def main():
             raw = cupy.RawKernel(CUDA_SOURCE, "add_kernel")
             streams = {}
 
-            def cupy_launch(x, y):
-                out = torch.empty_like(x)
+            def cupy_stream():
                 h = torch.cuda.current_stream().cuda_stream
                 s = streams.get(h)
                 if s is None:
                     s = streams[h] = cupy.cuda.ExternalStream(h)
-                cx, cy, co = (cupy.from_dlpack(t) for t in (x, y, out))
+                return s
+
+            def cupy_launch(x, y):
+                # Tensors shared through DLPack (cupy.from_dlpack), launched on torch's stream.
+                out = torch.empty_like(x)
                 blocks = (x.numel() + group - 1) // group
-                with s:
+                with cupy_stream():
+                    cx, cy, co = (cupy.from_dlpack(t) for t in (x, y, out))
                     raw((blocks,), (group,), (cx, cy, co, cupy.uint32(x.numel())))
+                return out
+
+            def cupy_raw_launch(x, y):
+                # The cheapest launch: raw device pointers as 64-bit kernel arguments.
+                out = torch.empty_like(x)
+                blocks = (x.numel() + group - 1) // group
+                with cupy_stream():
+                    raw((blocks,), (group,), (cupy.uint64(x.data_ptr()), cupy.uint64(y.data_ptr()),
+                                              cupy.uint64(out.data_ptr()), cupy.uint32(x.numel())))
                 return out
 
             @torch.library.custom_op("bench_peer::cupy_add", mutates_args=())
@@ -126,12 +141,22 @@ def main():
             def _(x, y):
                 return torch.empty_like(x)
 
+            @torch.library.custom_op("bench_peer::cupy_raw_add", mutates_args=())
+            def cupy_raw_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+                return cupy_raw_launch(x, y)
+
+            @cupy_raw_add.register_fake
+            def _(x, y):
+                return torch.empty_like(x)
+
             lib = torch.library.Library("bench_peer2", "DEF")
             lib.define("cupy_add(Tensor x, Tensor y) -> Tensor")
             lib.impl("cupy_add", cupy_launch, "CUDA")
             define_impl = torch.ops.bench_peer2.cupy_add.default
             assert torch.equal(cupy_add(x, y), want) and torch.equal(define_impl(x, y), want)
+            assert torch.equal(cupy_raw_add(x, y), want)
             rows += [("cupy custom_op", lambda: cupy_add(x, y)),
+                     ("cupy raw-ptr custom_op", lambda: cupy_raw_add(x, y)),
                      ("cupy define+impl", lambda: define_impl(x, y))]
     rows += [("torch x + y", lambda: x + y), ("custom_op no-op", lambda: noop(x, y))]
 
@@ -144,7 +169,8 @@ def main():
     peer = results.get("cupy custom_op")
     if peer:
         for label in ("alloy.torch __call__", "alloy.torch op"):
-            print(f"  ratio {label} / cupy custom_op: {results[label] / peer:.2f}x")
+            for p in ("cupy custom_op", "cupy raw-ptr custom_op"):
+                print(f"  ratio {label} / {p}: {results[label] / results[p]:.2f}x")
         print(f"  ratio alloy.torch op / cupy define+impl: "
               f"{results['alloy.torch op'] / results['cupy define+impl']:.2f}x")
 

@@ -8,7 +8,6 @@ which torch cannot unregister, so every test builds its kernels under fresh name
 import itertools
 import os
 import pathlib
-import shutil
 import subprocess
 
 import numpy as np
