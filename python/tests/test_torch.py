@@ -616,3 +616,11 @@ def test_stream_ordered_import_shares_cpu_memory(gen):
     assert float(np.asarray(a)[3]) == 42.0
     with pytest.raises(TypeError):
         alloy._core._from_dlpack_stream_ordered(t)
+
+
+@pytest.mark.skipif(_cuda_reason() is not None, reason=str(_cuda_reason()))
+def test_cuda_inductor_calls_the_op_as_an_extern_kernel(gen):
+    k = make_add()
+    compiled = torch.compile(AddTwice(k), backend="inductor", fullgraph=True)
+    x, y = randn(gen, 5000, device="cuda"), randn(gen, 5000, device="cuda")
+    assert_close(compiled(x, y), 2 * (x.double() + y.double()), torch.float32)
