@@ -588,7 +588,10 @@ class TorchMetalKernel:
 
     def _schema(self) -> str:
         args = [f"{k} {n}" for k, n in zip(self._kinds, self.input_names)]
-        args += ["SymInt[3] threads_per_grid", "SymInt[3] threads_per_thread_group"]
+        # The grid and threadgroup as six SymInt scalars, not lists: torch's autograd wrapper
+        # walks list arguments on every call (docs/performance.md).
+        args += [f"SymInt threads_per_grid_{c}" for c in "xyz"]
+        args += [f"SymInt threads_per_thread_group_{c}" for c in "xyz"]
         args += [f"SymInt[] result_shape_{n}" for n in self.result_names]
         n = len(self.result_names)
         ret = "Tensor" if n == 1 else "(" + ", ".join(["Tensor"] * n) + ")"
@@ -677,7 +680,7 @@ class TorchMetalKernel:
     def _run(self, args: Sequence[Any]) -> Any:
         n_in = self._n_in
         kargs = args[:n_in]
-        shapes = [tuple(s) for s in args[n_in + 2:]]
+        shapes = [tuple(s) for s in args[n_in + 6:]]
         first = None  # the first tensor input: its device is the call's
         inputs = []
         for a in kargs:
@@ -696,8 +699,8 @@ class TorchMetalKernel:
         for n in self._result_shape_inputs:
             inputs.append(self._shape_array(shapes[self.result_names.index(n)]))
         outs = self._kernel(
-            inputs=inputs, output_shapes=shapes, output_dtypes=dtypes, grid=tuple(args[n_in]),
-            threadgroup=tuple(args[n_in + 1]), template=template,
+            inputs=inputs, output_shapes=shapes, output_dtypes=dtypes, grid=tuple(args[n_in:n_in + 3]),
+            threadgroup=tuple(args[n_in + 3:n_in + 6]), template=template,
             stream=_alloy_stream(first.device) if first is not None and first.is_cuda
             else _core.cpu)
         results = [_tdl.from_dlpack(o.__dlpack__(stream=-1)) for o in outs]
@@ -740,11 +743,10 @@ class TorchMetalKernel:
             raise TypeError(
                 f"[TorchMetalKernel] kernel '{self.name}' takes {self._n_in} inputs "
                 f"({', '.join(self.input_names)}), got {len(args)}")
-        call = (*args, threads_per_grid, threads_per_thread_group, *result_shapes)
         if self.eager_fast_path and _plain_eager(args):
-            out = self._run(call)
+            out = self._run((*args, *threads_per_grid, *threads_per_thread_group, *result_shapes))
         else:
-            out = self.op(*args, list(threads_per_grid), list(threads_per_thread_group),
+            out = self.op(*args, *threads_per_grid, *threads_per_thread_group,
                           *[list(s) for s in result_shapes])
         if self._n_out == 1:
             return out
@@ -769,7 +771,7 @@ class TorchMetalKernel:
         """Registers the op's autograd wrappers once: they call the backward of the op's current
         kernel, and raise NotSupportedError when it has none (never a silent zero gradient)."""
         n_in = self._n_in
-        n_extra = 2 + self._n_out
+        n_extra = 6 + self._n_out
         name = self.name
 
         def setup(ctx: Any, inputs: tuple, output: Any) -> None:

@@ -89,7 +89,7 @@ def main():
                       result_shapes=[[n]])
 
     def alloy_op():
-        return kernel.op(x, y, [n, 1, 1], [group, 1, 1], [n])
+        return kernel.op(x, y, n, 1, 1, group, 1, 1, [n])
 
     assert torch.equal(alloy_call(), want) and torch.equal(alloy_op(), want)
 

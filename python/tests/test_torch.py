@@ -185,10 +185,10 @@ def test_eager_fast_path_and_dispatcher_agree(gen):
     fast = call_add(k, x, y)
     k.eager_fast_path = False
     slow = call_add(k, x, y)
-    via_op = k.op(x, y, [300, 1, 1], [32, 1, 1], [300])
+    via_op = k.op(x, y, 300, 1, 1, 32, 1, 1, [300])
     assert torch.equal(fast, slow) and torch.equal(fast, via_op)
-    assert torch.equal(getattr(torch.ops.alloy_metal, k.name)(x, y, [300, 1, 1], [32, 1, 1],
-                                                             [300]), fast)
+    assert torch.equal(getattr(torch.ops.alloy_metal, k.name)(x, y, 300, 1, 1, 32, 1, 1, [300]),
+                       fast)
 
 
 # --- tensor-style inputs ------------------------------------------------------------------------
@@ -306,9 +306,9 @@ def test_export_keeps_the_op_with_a_traced_grid(gen, tmp_path):
     for prog in (ep, ep.run_decompositions()):
         nodes = _op_nodes(prog.graph, k.name)
         assert len(nodes) == 1
-        grid = nodes[0].args[2]
+        grid = nodes[0].args[2:5]
         assert isinstance(grid[0], torch.fx.Node), grid  # the grid follows the input's size
-        assert grid[1:] == [1, 1]
+        assert tuple(grid[1:]) == (1, 1) and tuple(nodes[0].args[5:8]) == (32, 1, 1)
     x2, y2 = randn(gen, 333), randn(gen, 333)
     assert_close(ep.module()(x2, y2), 2 * (x2.double() + y2.double()), torch.float32)
     path = tmp_path / "add.pt2"
@@ -485,8 +485,7 @@ def test_same_name_same_schema_takes_the_op_over_other_schema_raises(gen):
     TorchMetalKernel(name, ["x"], ["y"], "y[i] = x[i] + 1.0f;", f, [TID])
     k2 = TorchMetalKernel(name, ["x"], ["y"], "y[i] = x[i] + 2.0f;", f, [TID])
     x = randn(gen, 4)
-    assert torch.equal(getattr(torch.ops.alloy_metal, name)(x, [4, 1, 1], [4, 1, 1], [4]),
-                       x + 2)
+    assert torch.equal(getattr(torch.ops.alloy_metal, name)(x, 4, 1, 1, 4, 1, 1, [4]), x + 2)
     assert torch.equal(k2(x, threads_per_grid=(4, 1, 1), threads_per_thread_group=(4, 1, 1),
                           result_shapes=[[4]]), x + 2)
     with pytest.raises(ValueError, match="schema"):
