@@ -109,7 +109,9 @@ dl::dtype to_dlpack_dtype(Dtype t) {
 
 // Wraps imported memory: the buffer spans every element the view reaches (strides may be
 // negative), and holds the producer's array until Alloy no longer needs it.
-Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as) {
+// `stream_ordered`: the producer keeps the memory valid for work queued on its stream (PyTorch's
+// caching allocator), and Alloy runs on that stream: releasing the view need not wait.
+Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as, bool stream_ordered = false) {
   Device dev;
   int dev_type = nd.device_type();
   if (dev_type == kDLCPU || dev_type == kDLCUDAHost) {
@@ -140,7 +142,7 @@ Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as) {
   }
   (void)item;
   auto holder = std::make_shared<ImportedArray>(nd);
-  bool gpu = dev.type == Device::Type::gpu;
+  bool gpu = dev.type == Device::Type::gpu && !stream_ordered;
   void* first = const_cast<void*>(static_cast<const void*>(nd.data()));
   return Array::from_external(first, std::move(shape), std::move(strides), dt, dev,
                               [holder, gpu]() {
@@ -281,8 +283,12 @@ Array import_external(nb::handle obj) {
                                .c_str());
     }
   }
-  // A CPU producer whose __dlpack__ raises: keep its own exception (the casts below would
-  // swallow it) to chain it to ours if no other protocol works.
+  ImportedArray nd;
+  if (nb::try_cast(src, nd)) return wrap_imported(nd, std::nullopt);
+  PyErr_Clear();  // a failed buffer-protocol probe may leave its error set
+  // A CPU producer whose __dlpack__ raises: call it again to keep its own exception (the cast
+  // above swallows it) and chain it to ours if no other protocol works. Only on this failure
+  // path: a successful import calls the producer's __dlpack__ once.
   std::optional<nb::python_error> producer_error;
   if (src.is(obj) && !PyCapsule_CheckExact(obj.ptr()) && nb::hasattr(obj, "__dlpack__")) {
     try {
@@ -291,9 +297,6 @@ Array import_external(nb::handle obj) {
       producer_error.emplace(std::move(e));
     }
   }
-  ImportedArray nd;
-  if (nb::try_cast(src, nd)) return wrap_imported(nd, std::nullopt);
-  PyErr_Clear();  // a failed buffer-protocol probe may leave its error set
   // NumPy has no DLPack/buffer code for ml_dtypes' bfloat16: import its 16-bit patterns.
   if (is_numpy_bfloat16(obj)) {
     nb::object bits = obj.attr("view")(nb::module_::import_("numpy").attr("uint16"));
@@ -309,6 +312,25 @@ Array import_external(nb::handle obj) {
                         "__dlpack__ or the buffer protocol such as numpy.ndarray, torch.Tensor "
                         "or cupy.ndarray)")
                            .c_str());
+}
+
+Array import_stream_ordered(nb::handle capsule) {
+  if (!PyCapsule_CheckExact(capsule.ptr()))
+    throw nb::type_error("_from_dlpack_stream_ordered expects a DLPack capsule");
+  ImportedArray nd;
+  if (!nb::try_cast(capsule, nd)) {
+    PyErr_Clear();
+    return import_external(capsule);  // its message says what is wrong with the capsule
+  }
+  return wrap_imported(nd, std::nullopt, /*stream_ordered=*/true);
+}
+
+void init_interop(nb::module_& m) {
+  m.def("_from_dlpack_stream_ordered", &import_stream_ordered, nb::arg("capsule"),
+        "An array over a DLPack capsule's memory (no copy, no stream handshake) whose producer "
+        "keeps the memory valid in the order of the CUDA stream Alloy's work on it runs on (the "
+        "caller's promise; alloy.torch runs on torch's current stream): releasing the array does "
+        "not wait for Alloy's GPU work. For CPU memory the same as from_dlpack.");
 }
 
 nb::tuple array_dlpack_device(const Array& a) {

@@ -21,6 +21,10 @@ nb::tuple array_dlpack_device(const Array& a);
 /// of imported CUDA memory order their pending writes before this stream (DLPack `stream=`).
 uintptr_t cuda_work_stream();
 
+/// alloy._core._from_dlpack_stream_ordered (see interop.cpp).
+Array import_stream_ordered(nb::handle capsule);
+void init_interop(nb::module_& m);
+
 /// Buffer protocol slots of alloy.array (CPU memory only).
 int array_getbuffer(PyObject* exporter, Py_buffer* view, int flags);
 void array_releasebuffer(PyObject* exporter, Py_buffer* view);

@@ -1,5 +1,6 @@
 // alloy._core: the extension module behind the `alloy` Python package.
 #include "bindings.h"
+#include "interop.h"
 
 NB_MODULE(_core, m) {
   m.doc() =
@@ -17,4 +18,5 @@ NB_MODULE(_core, m) {
   init_export(m);
   init_shape_expr(m);
   init_compile(m);
+  init_interop(m);
 }

@@ -166,3 +166,24 @@ def test_cupy_round_trip(rng):
     np.testing.assert_array_equal(np.asarray(a), cupy.asnumpy(x))
     back = cupy.from_dlpack(a)
     assert back.data.ptr == x.data.ptr
+
+
+def test_import_calls_the_producers_dlpack_once():
+    # A producer's __dlpack__ may be costly (PyTorch's is Python): a successful import calls it
+    # once; the probe that keeps a failing producer's own exception runs only on failure.
+    class Producer:
+        def __init__(self, a):
+            self.a, self.calls = a, 0
+
+        def __dlpack__(self, **kwargs):
+            self.calls += 1
+            return self.a.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    values = np.random.default_rng(3).uniform(-1, 1, 7).astype(np.float32)
+    p = Producer(values)
+    x = alloy.from_dlpack(p)
+    assert p.calls == 1
+    np.testing.assert_array_equal(np.asarray(x), values)
