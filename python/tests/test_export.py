@@ -150,6 +150,35 @@ def test_imported_function_runs_on_the_gpu(tmp_path):
     np.testing.assert_allclose(np.asarray(a), alloy_reference(x)[0], rtol=1e-5)
 
 
+def test_library_kernel_round_trip(tmp_path):
+    lib = alloy.compile_shader("""
+        #include <metal_stdlib>
+        #include "offset.h"
+        using namespace metal;
+        kernel void shifted_square(device const float* x [[buffer(0)]],
+                                   device float* y [[buffer(1)]],
+                                   constant float& s [[buffer(2)]],
+                                   uint i [[thread_position_in_grid]]) {
+          y[i] = (x[i] + OFFSET) * (x[i] + OFFSET) * s;
+        }""", headers={"offset.h": "#define OFFSET 0.5f"}, name="py_exported_lib")
+
+    def f(x):
+        y = lib.shifted_square(x.T, alloy.zeros(x.T.shape), 3.0,
+                               stream=alloy.cpu)
+        return y, y.sum()
+
+    path = str(tmp_path / "lib.alloy")
+    alloy.export_function(path, f, alloy.array(rand(3, 5)))
+    with pytest.raises(alloy.UntrustedKernelsError, match="library py_exported_lib"):
+        alloy.import_function(path)
+    g = alloy.import_function(path, trust_kernels=True, device=alloy.cpu)
+    x2 = rand(3, 5)
+    y, total = g(alloy.array(x2))
+    want = (x2.T.astype(np.float64) + 0.5) ** 2 * 3.0
+    np.testing.assert_allclose(np.asarray(y), want, rtol=1e-6)
+    np.testing.assert_allclose(float(np.asarray(total)), want.sum(), rtol=1e-5)
+
+
 # ---- MLX's .mlxfn ------------------------------------------------------------------------------
 
 

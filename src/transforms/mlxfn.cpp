@@ -324,6 +324,16 @@ const std::map<std::string, StateReader>& mlx_table() {
            int32_t axis = r.num<int32_t>("Concatenate axis");
            return [=](const OpTypes&) { return std::make_shared<ops::Concatenate>(axis); };
          }},
+        {"Full",
+         [](Reader&) -> Maker {
+           // mx.full / zeros / ones (zeros_like...): its input, already of the output's dtype,
+           // broadcast to the output shape.
+           return [](const OpTypes& t) -> std::shared_ptr<Primitive> {
+             if (t.in_dtypes.size() != 1 || t.in_dtypes[0] != t.out_dtypes.at(0))
+               bad("MLX primitive Full: its input is not of its output's dtype");
+             return std::make_shared<Broadcast>(t.out_shapes.at(0));
+           };
+         }},
     };
     // Elementwise primitives without state: MLX's and Alloy's names agree (src/ops/functors.cpp).
     for (const char* name :
