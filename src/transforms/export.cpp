@@ -378,7 +378,9 @@ std::shared_ptr<ImportedFunction::Impl> load_alloy_file(const uint8_t* data, siz
         bad(fmt::format("library '{}': its hash does not match its source", spec.name));
       try {
         impl->libraries.push_back(kernel::load_library(spec));
-      } catch (const std::invalid_argument& err) {
+      } catch (const NotSupported&) {
+        throw;  // valid content Alloy cannot read
+      } catch (const std::exception& err) {
         bad(fmt::format("library '{}': {}", spec.name, err.what()));
       }
       library_keys.push_back(key);
