@@ -54,14 +54,12 @@ void expect_fault(const std::string& name, const std::string& body, const std::s
 }
 
 TEST(KernelFaults, WritePastTheOutputIsAnError) {
-  expect_fault("write_past",
-               "uint i = thread_position_in_grid.x; y[i + 4080] = x[i]; y[i] = x[i];",
+  expect_fault("write_past", "uint i = thread_position_in_grid.x; y[i + 4080] = x[i]; y[i] = x[i];",
                "past the end of [[buffer(1)]]");
 }
 
 TEST(KernelFaults, ReadBeforeTheInputIsAnError) {
-  expect_fault("read_before",
-               "int i = int(thread_position_in_grid.x); y[i] = x[i - 1024];",
+  expect_fault("read_before", "int i = int(thread_position_in_grid.x); y[i] = x[i - 1024];",
                "before [[buffer(0)]]");
 }
 
