@@ -132,6 +132,25 @@ void write_seeds(const std::string& dir) {
                     return Args{a[0].reshape({-1}), kw.at("y").as_strided({2}, {2}, 0)};
                   },
                   {x}, {{"y", full({5}, 2.0, int32, Device::cpu())}});
+  Library lib = compile_library(R"(#include <metal_stdlib>
+using namespace metal;
+kernel void axpy(device const TYPE* x [[buffer(0)]], device TYPE* y [[buffer(1)]],
+                 constant float& a [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+  y[i] = TYPE(a * float(x[i]) + float(y[i]));
+})",
+                                [] {
+                                  LibraryOptions o;
+                                  o.name = "seed_library";
+                                  o.template_dtypes = {{"x", "TYPE"}};
+                                  return o;
+                                }());
+  export_function(dir + "/library.alloy",
+                  [&](const Args& a) {
+                    LibraryCall call;
+                    call.device = Device::cpu();
+                    return Args{lib("axpy", {a[0], a[0], 2.0f}, call)[0]};
+                  },
+                  {x});
   auto m = mlx_seed();
   std::ofstream(dir + "/kernel.mlxfn", std::ios::binary)
       .write(reinterpret_cast<const char*>(m.data()), static_cast<std::streamsize>(m.size()));

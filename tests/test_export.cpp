@@ -185,6 +185,11 @@ TEST(Export, ViewsAndKernelRoundTripThroughAFile) {
 TEST(Export, EveryPrimitiveStateSurvivesTheFile) {
   Array scale = Array::from_doubles({2.0}, {1}, float32, Device::cpu());
   Array x = Array::from_doubles(random_values(24, 7), {2, 3, 4}, float32, Device::cpu());
+  Library lib = compile_library(R"(
+kernel void twice(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                  uint i [[thread_position_in_grid]]) {
+  y[i] = 2.0f * x[i];
+})");
   auto fn = [&](const Args& a) {
     Array s = a[0].slice({{1, std::nullopt, 1}, {std::nullopt, std::nullopt, -2}});
     Array b = a[0].broadcast_to({2, 2, 3, 4});
@@ -211,6 +216,10 @@ TEST(Export, EveryPrimitiveStateSurvivesTheFile) {
     // compile's fused elementwise chains (a compiled function called while tracing replays one).
     out.push_back(
         compile([](const Args& in) { return Args{exp(multiply(in[0], in[0]))}; })({v})[0]);
+    // A library kernel call (its library goes into the file).
+    LibraryCall lc;
+    lc.device = Device::cpu();
+    out.push_back(lib("twice", {v, KernelArg::output({2, 3, 4}, float32)}, lc)[0]);
     return out;
   };
   auto t = transforms::trace(fn, {x});

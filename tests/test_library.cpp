@@ -596,8 +596,10 @@ TEST(Library, CheckModeCatchesAWrongKernel) {
     // Without check mode the wrong result goes through.
     EXPECT_NO_THROW(lib("twice", {x, nan_like({n}, dev)}, c)[0].eval());
     c.check = true;
+    // Check mode is evaluation-time policy: the call only records it.
+    Array checked = lib("twice", {x, nan_like({n}, dev)}, c)[0];
     try {
-      lib("twice", {x, nan_like({n}, dev)}, c);
+      checked.eval();
       FAIL() << "expected a check error";
     } catch (const CheckError& e) {
       EXPECT_EQ(e.output(), "y");
@@ -610,16 +612,17 @@ TEST(Library, CheckModeCatchesAWrongKernel) {
       EXPECT_NE(m.find("index (37,)"), std::string::npos) << m;
       EXPECT_NE(m.find("1 of 64 elements"), std::string::npos) << m;
     }
-    EXPECT_NO_THROW(lib("twice_right", {x, nan_like({n}, dev)}, c));
+    EXPECT_NO_THROW(lib("twice_right", {x, nan_like({n}, dev)}, c)[0].eval());
     // Looser tolerances accept the error.
     c.atol = 1.0;
-    EXPECT_NO_THROW(lib("twice", {x, nan_like({n}, dev)}, c));
+    EXPECT_NO_THROW(lib("twice", {x, nan_like({n}, dev)}, c)[0].eval());
   });
   // ALLOY_CHECK=1 turns check mode on for every call.
   ::setenv("ALLOY_CHECK", "1", 1);
   Array x = from(random_values(64, 1, 2, 12), {64}, float32, Device::cpu());
   EXPECT_THROW(lib("twice", {x, nan_like({64}, Device::cpu())},
-                   dispatch({64, 1, 1}, {32, 1, 1}, Device::cpu())),
+                   dispatch({64, 1, 1}, {32, 1, 1}, Device::cpu()))[0]
+                   .eval(),
                CheckError);
   ::unsetenv("ALLOY_CHECK");
   // Check mode needs a reference.

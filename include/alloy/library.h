@@ -90,10 +90,12 @@ struct LibraryCall {
   std::optional<Device> device;
   /// The stream it runs on (its device); the device's default stream when omitted.
   std::optional<Stream> stream;
-  /// Check mode: run the kernel and its reference and compare (default: the library's setting,
-  /// else the ALLOY_CHECK environment variable).
+  /// Check mode: when the outputs are evaluated, run the kernel and its reference and compare
+  /// (a mismatch raises CheckError where the outputs are read). Default: the library's setting,
+  /// else the ALLOY_CHECK environment variable.
   std::optional<bool> check;
-  /// Run the reference when the kernel cannot run on the device (default: the library's setting).
+  /// Run the reference (at evaluation) when the kernel cannot run on the device it is evaluated
+  /// on (default: the library's setting).
   std::optional<bool> fallback;
   /// Check-mode tolerances |kernel - ref| <= atol + rtol * |ref|; default per output dtype.
   std::optional<double> rtol, atol;
@@ -241,10 +243,13 @@ class Library {
   const KernelInfo& kernel_info(std::string_view name) const;
   LibraryKernel kernel(std::string_view name) const;
 
-  /// Runs kernel `name`. Throws std::invalid_argument for an unknown name or arguments that do
-  /// not fit the kernel (the message shows its signature), alloy::CompileError / NotSupported
-  /// when the kernel cannot run and has no reference (or fallback is off), alloy::CheckError in
-  /// check mode when the kernel and its reference disagree.
+  /// Runs kernel `name`: returns pending outputs of a LibraryKernel primitive (nothing is
+  /// compiled or run until they are evaluated). Throws std::invalid_argument for an unknown name
+  /// or arguments that do not fit the kernel (the message shows its signature), and
+  /// alloy::NotSupported for a kernel Alloy cannot read that has no reference to fall back to.
+  /// Evaluating the outputs raises alloy::CompileError / NotSupported when the kernel cannot run
+  /// there and has no reference (or fallback is off), alloy::CheckError in check mode when the
+  /// kernel and its reference disagree.
   std::vector<Array> operator()(std::string_view name, const std::vector<KernelArg>& args,
                                 const LibraryCall& call = {}) const;
 

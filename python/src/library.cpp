@@ -302,8 +302,9 @@ Keyword Args:
     ``min(threads[0], 256)``.
   threadgroup_memory (dict[int, int]): Bytes of each ``[[threadgroup(n)]]`` parameter.
   stream (Stream | Device | DeviceType): Where the kernel runs (default device when omitted).
-  check (bool): Check mode for this call.
-  fallback (bool): Allow running the reference when the kernel cannot run.
+  check (bool): Check mode for this call: when the result is evaluated, the kernel and its
+    reference both run and are compared (a mismatch raises ``CheckError`` where it is read).
+  fallback (bool): Allow running the reference (at evaluation) when the kernel cannot run.
   rtol, atol (float): Check-mode tolerances (default per dtype).
 
 Returns:

@@ -150,6 +150,35 @@ def test_imported_function_runs_on_the_gpu(tmp_path):
     np.testing.assert_allclose(np.asarray(a), alloy_reference(x)[0], rtol=1e-5)
 
 
+def test_library_kernel_round_trip(tmp_path):
+    lib = alloy.compile_shader("""
+        #include <metal_stdlib>
+        #include "offset.h"
+        using namespace metal;
+        kernel void shifted_square(device const float* x [[buffer(0)]],
+                                   device float* y [[buffer(1)]],
+                                   constant float& s [[buffer(2)]],
+                                   uint i [[thread_position_in_grid]]) {
+          y[i] = (x[i] + OFFSET) * (x[i] + OFFSET) * s;
+        }""", headers={"offset.h": "#define OFFSET 0.5f"}, name="py_exported_lib")
+
+    def f(x):
+        y = lib.shifted_square(x.T, alloy.zeros(x.T.shape), 3.0,
+                               stream=alloy.cpu)
+        return y, y.sum()
+
+    path = str(tmp_path / "lib.alloy")
+    alloy.export_function(path, f, alloy.array(rand(3, 5)))
+    with pytest.raises(alloy.UntrustedKernelsError, match="library py_exported_lib"):
+        alloy.import_function(path)
+    g = alloy.import_function(path, trust_kernels=True, device=alloy.cpu)
+    x2 = rand(3, 5)
+    y, total = g(alloy.array(x2))
+    want = (x2.T.astype(np.float64) + 0.5) ** 2 * 3.0
+    np.testing.assert_allclose(np.asarray(y), want, rtol=1e-6)
+    np.testing.assert_allclose(float(np.asarray(total)), want.sum(), rtol=1e-5)
+
+
 # ---- MLX's .mlxfn ------------------------------------------------------------------------------
 
 
@@ -224,10 +253,80 @@ def test_mlxfn_keyword_arguments_and_several_functions(tmp_path):
 
 
 def test_mlxfn_unknown_primitive_is_named(tmp_path):
-    path = str(tmp_path / "exp.mlxfn")
-    mx.export_function(path, lambda x: mx.sin(x), mx.array(rand(3)))
-    with pytest.raises(alloy.NotSupportedError, match="MLX primitive 'Sin'"):
+    path = str(tmp_path / "matmul.mlxfn")
+    mx.export_function(path, lambda x: x @ x.T, mx.array(rand(3, 3)))
+    with pytest.raises(alloy.NotSupportedError, match="MLX primitive 'Matmul'"):
         alloy.import_function(path)
+
+
+def mlx_ops_function(x, y):
+    """Elementwise, comparison, logical, bitwise, reduction, arg-reduction, concatenation and
+    fill ops of MLX, each recorded as its own primitive (MLX CPU streams do not fuse)."""
+    pos = mx.abs(y) + 1.0
+    a = mx.exp(x) + mx.log(pos) * mx.sin(x) - mx.cos(y) / (mx.tanh(x) + 2.0)
+    b = mx.sigmoid(-x) ** 2 + mx.sqrt(pos) + mx.rsqrt(pos) + mx.square(y) - mx.log2(pos)
+    c = mx.where(x > y, mx.maximum(x, y), mx.minimum(x, y)) + mx.log10(pos) + mx.log1p(pos)
+    d = mx.sum(a, axis=1) + mx.max(b, axis=1) - mx.min(c, axis=1)
+    e = mx.prod(mx.abs(x) + 0.5, axis=0, keepdims=True) + mx.mean(y)
+    cmp = [x == y, x != y, x < y, x <= y, x >= y,
+           mx.logical_and(x < y, mx.logical_not(x < 0.0)), mx.logical_or(x < y, y < 0.0),
+           mx.all(x < 1.5, axis=0), mx.any(y > 1.5, axis=1)]
+    i = (x * 100).astype(mx.int32)
+    bits = [i & 12, i | 3, i ^ 7, i << 2, i >> 1, i % 7]  # (MLX cannot export ~i)
+    arg = [mx.argmax(x, axis=1), mx.argmin(y, axis=0)]
+    more = [mx.concatenate([x, y], axis=0), mx.full((2, 3), 1.5), mx.zeros_like(x),
+            mx.arctan2(x, y), mx.logaddexp(x, y), mx.floor(x * 3), mx.ceil(x * 3),
+            mx.round(x * 3), mx.sign(x), mx.negative(y), mx.expm1(x), mx.erf(x),
+            mx.arcsin(x / 3), mx.arccos(x / 3), mx.arctan(x), mx.sinh(x), mx.cosh(x), mx.tan(x),
+            mx.erfinv(x / 3), x - y, x * y]
+    return [a, b, c, d, e] + cmp + bits + arg + more
+
+
+def test_mlxfn_ops_match_mlx(tmp_path):
+    x, y = rand(4, 6), rand(4, 6)
+    path = str(tmp_path / "ops.mlxfn")
+    mx.export_function(path, mlx_ops_function, mx.array(x), mx.array(y))
+    g = alloy.import_function(path)  # no kernels: no consent needed
+    x2, y2 = rand(4, 6), rand(4, 6)  # new values
+    want = mlx_ops_function(mx.array(x2), mx.array(y2))
+    got = g(alloy.array(x2), alloy.array(y2))
+    assert len(got) == len(want)
+    for k, (gv, wv) in enumerate(zip(got, want)):
+        w = np.array(wv)
+        gv = np.asarray(gv)
+        assert gv.shape == w.shape and gv.dtype == w.dtype, (k, gv.shape, w.shape, gv.dtype)
+        if np.issubdtype(w.dtype, np.floating):
+            np.testing.assert_allclose(gv, w, rtol=2e-5, atol=1e-6, err_msg=str(k))
+        else:
+            np.testing.assert_array_equal(gv, w, err_msg=str(k))
+
+
+def test_mlxfn_ops_and_metal_kernel(tmp_path):
+    mk = mlx_metal_kernel()
+    k = mk(name="scaled_softplus", input_names=["inp"], output_names=["out"], source="""
+        uint i = thread_position_in_grid.x;
+        float v = float(inp[i]);
+        out[i] = T(metal::log(1.0f + metal::exp(v)) * 0.5f);
+    """)
+
+    def f(x, w):
+        h = mx.maximum(x * w + 0.25, 0.0)  # ops feeding the kernel
+        o = k(inputs=[h], template=[("T", mx.float32)], grid=(h.size, 1, 1),
+              threadgroup=(32, 1, 1), output_shapes=[h.shape], output_dtypes=[mx.float32])[0]
+        return mx.sum(o, axis=1), mx.argmax(o, axis=1), o - h
+
+    x, w = rand(3, 40), rand(3, 40)
+    path = str(tmp_path / "mixed.mlxfn")
+    mx.export_function(path, f, mx.array(x), mx.array(w))
+    g = alloy.import_function(path, trust_kernels=True, device=alloy.cpu)
+    x2, w2 = rand(3, 40), rand(3, 40)
+    s, am, diff = g(alloy.array(x2), alloy.array(w2))
+    h = np.maximum(x2.astype(np.float64) * w2 + 0.25, 0.0)
+    o = np.log1p(np.exp(h)) * 0.5
+    np.testing.assert_allclose(np.asarray(s), o.sum(axis=1), rtol=1e-5)
+    np.testing.assert_array_equal(np.asarray(am), o.argmax(axis=1))
+    assert np.asarray(am).dtype == np.uint32  # MLX's argmax dtype
+    np.testing.assert_allclose(np.asarray(diff), o - h, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_files(tmp_path):

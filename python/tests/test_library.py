@@ -224,8 +224,10 @@ def test_fallback_for_unsupported_kernel(device, rng):
     lib = alloy.compile_shader(LIBRARY, references={"sampled_double": _double},
                                name="py_fallback_" + str(device))
     x = rng.uniform(-1, 1, 100).astype(np.float32)
+    y = run(lib.sampled_double, device, x, nan(100))
+    # Fallback is evaluation-time policy: the reference (and its warning) runs when y is read.
     with pytest.warns(RuntimeWarning, match="sampled_double.*not supported: samplers"):
-        y = run(lib.sampled_double, device, x, nan(100))
+        y = np.asarray(y)
     np.testing.assert_allclose(np.asarray(y), 2 * x)
     with pytest.raises(alloy.NotSupportedError, match="samplers"):
         run(lib.sampled_double, device, x, nan(100), fallback=False)
@@ -255,19 +257,21 @@ def test_fallback_for_kernel_that_does_not_compile(device):
 def test_check_mode(device, rng, monkeypatch):
     lib = alloy.compile_shader(WRONG, references={"twice": _double, "twice_right": _double})
     x = rng.uniform(1, 2, 64).astype(np.float32)
-    run(lib.twice, device, x, nan(64), group_size=32)  # wrong, unchecked
+    np.asarray(run(lib.twice, device, x, nan(64), group_size=32))  # wrong, unchecked
+    # Check mode is evaluation-time policy: the call records it, reading the result checks.
+    checked = run(lib.twice, device, x, nan(64), group_size=32, check=True)
     with pytest.raises(alloy.CheckError) as info:
-        run(lib.twice, device, x, nan(64), group_size=32, check=True)
+        np.asarray(checked)
     e = info.value
     assert isinstance(e, alloy.KernelError)
     assert e.kernel == "twice" and e.output == "y" and e.first_index == (37,)
     assert abs(e.max_abs_error - 0.5) < 1e-6
     assert "index (37,)" in str(e)
-    run(lib.twice_right, device, x, nan(64), check=True)
-    run(lib.twice, device, x, nan(64), check=True, atol=1.0)  # looser tolerance
+    np.asarray(run(lib.twice_right, device, x, nan(64), check=True))
+    np.asarray(run(lib.twice, device, x, nan(64), check=True, atol=1.0))  # looser tolerance
     monkeypatch.setenv("ALLOY_CHECK", "1")
     with pytest.raises(alloy.CheckError):
-        run(lib.twice, device, x, nan(64))
+        np.asarray(run(lib.twice, device, x, nan(64)))
 
 
 def test_robust_library_reports_parameter_names():

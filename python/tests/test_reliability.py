@@ -51,3 +51,21 @@ def test_ctrl_c_interrupts_a_long_cpu_launch(mode, sigint_raises):
     assert elapsed < 10, f"the launch went on for {elapsed:.1f} s after Ctrl-C"
     np.testing.assert_array_equal(np.asarray(run(64)), small)
 
+
+
+def test_cpu_kernel_writing_past_its_output_is_a_kernel_error():
+    # 4080 float32 + the allocator's slack fill 4 pages exactly: the next page is a guard page
+    # (docs/reliability.md), so the stray writes fault and the launch ends with an error.
+    n = 4080
+    k = alloy.fast.metal_kernel(name="write_past_py", input_names=["x"], output_names=["y"],
+                                source="uint i = thread_position_in_grid.x; y[i + 4080] = x[i];")
+    x = np.random.default_rng(5).uniform(-1, 1, n).astype(np.float32)
+    (y,) = k(inputs=[x], grid=(n, 1, 1), threadgroup=(64, 1, 1), output_shapes=[(n,)],
+             output_dtypes=[alloy.float32], stream=alloy.cpu)
+    with pytest.raises(alloy.KernelError, match="write_past_py.*outside its buffers.*robust"):
+        np.asarray(y)
+    twice = alloy.fast.metal_kernel(name="after_fault_py", input_names=["x"], output_names=["y"],
+                                    source="uint i = thread_position_in_grid.x; y[i] = 2 * x[i];")
+    (z,) = twice(inputs=[x], grid=(n, 1, 1), threadgroup=(64, 1, 1), output_shapes=[(n,)],
+                 output_dtypes=[alloy.float32], stream=alloy.cpu)
+    np.testing.assert_array_equal(np.asarray(z), 2 * x)

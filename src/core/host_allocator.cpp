@@ -1,5 +1,8 @@
 #include "core/host_allocator.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -21,6 +24,35 @@ size_t size_class(size_t n) {
     return c;
   }
   return (n + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
+}
+
+// Blocks of whole pages come from their own mapping with an inaccessible guard page on each
+// side (issue 16, item 7): a CPU kernel that runs past its buffer faults (an alloy::Error naming
+// the kernel, src/backend/cpu/fault_guard.h) instead of overwriting the allocator's metadata or
+// another array. Smaller blocks stay on the C heap.
+size_t page_size() {
+  static const size_t p = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return p;
+}
+bool guarded(size_t c) {
+  return c >= page_size() && c % page_size() == 0;
+}
+void* block_alloc(size_t c) {
+  if (!guarded(c)) return std::aligned_alloc(64, c);
+  size_t pg = page_size();
+  void* base =
+      ::mmap(nullptr, c + 2 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return nullptr;
+  char* b = static_cast<char*>(base) + pg;
+  if (::mprotect(b, c, PROT_READ | PROT_WRITE) != 0) {
+    ::munmap(base, c + 2 * pg);
+    return nullptr;
+  }
+  return b;
+}
+void block_free(void* b, size_t c) {
+  if (!guarded(c)) return std::free(b);
+  ::munmap(static_cast<char*>(b) - page_size(), c + 2 * page_size());
 }
 
 struct Pool {
@@ -52,7 +84,7 @@ void* host_alloc(size_t nbytes) {
     }
     p.stats.active_bytes += c;
   }
-  void* b = std::aligned_alloc(64, c);
+  void* b = block_alloc(c);
   if (!b) {
     std::lock_guard lock(p.mu);
     p.stats.active_bytes -= c;
@@ -73,7 +105,7 @@ void host_free(void* b, size_t nbytes) {
       return;
     }
   }
-  std::free(b);
+  block_free(b, c);
 }
 
 HostAllocatorStats host_allocator_stats() {
@@ -90,7 +122,7 @@ void host_empty_cache() {
     p.stats.cached_bytes = 0;
   }
   for (auto& [c, v] : blocks)
-    for (void* b : v) std::free(b);
+    for (void* b : v) block_free(b, c);
 }
 
 }  // namespace alloy

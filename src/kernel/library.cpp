@@ -9,6 +9,7 @@
 #include "kernel/library.h"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cctype>
@@ -540,6 +541,7 @@ using LibraryJob = kernel::CompileJob<std::shared_ptr<LibraryBuild>>;
 /// compiled in parallel.
 struct LibraryVariant {
   msl::Target target = msl::Target::cpu;
+  bool robust = false;                       // bounds-checked buffer accesses
   std::map<std::string, std::string> types;  // placeholder -> Metal type
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<LibraryJob>> unit_of;  // by host name
@@ -558,6 +560,11 @@ struct LibraryKernelSlot {
 
 struct LibraryState : std::enable_shared_from_this<LibraryState> {
   std::string source;
+  // The source with its includes expanded and its function constants applied: with
+  // template_dtypes and math_mode, what the library computes (export stores it), and `key`, its
+  // content hash (the process-wide registry's key; kernel::library_key).
+  std::string resolved;
+  std::string key;
   LibraryOptions options;  // references moved to `references`
   std::vector<msl::Token> toks;
   std::vector<kernel::KernelRegion> regions;
@@ -578,11 +585,6 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
 
   bool fallback() const { return options.fallback.value_or(kernel::fallback_from_env()); }
   bool robust() const { return options.robust || robust_by_default(); }
-  kernel::BindOptions bind_options() const {
-    kernel::BindOptions b;
-    b.robust = robust();  // library buffers may alias: none of metal_kernel's guarantees
-    return b;
-  }
 
   const LibraryKernelSlot* find(std::string_view name) const {
     auto it = index.find(std::string(name));
@@ -674,15 +676,17 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
   }
 
   std::shared_ptr<LibraryVariant> variant(msl::Target target,
-                                          const std::map<std::string, std::string>& types) {
+                                          const std::map<std::string, std::string>& types,
+                                          bool robust) {
     std::string key = target == msl::Target::cuda ? "cuda" : "cpu";
-    if (robust()) key += "|robust";
+    if (robust) key += "|robust";
     for (auto& [ph, t] : types) key += "|" + ph + "=" + t;
     std::lock_guard lock(mu);
     auto& v = variants[key];
     if (!v) {
       v = std::make_shared<LibraryVariant>();
       v->target = target;
+      v->robust = robust;
       v->types = types;
     }
     return v;
@@ -733,7 +737,9 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
         std::fprintf(stderr, "alloy: library %s: unit of %zu kernel(s) rendered in %.3f ms\n",
                      options.name.c_str(), hosts.size(), trace::ms_since(t0));
       try {
-        b->program = kernel::Program::build(map, v.target, options.math_mode, bind_options());
+        kernel::BindOptions bind;
+        bind.robust = v.robust;  // library buffers may alias: none of metal_kernel's guarantees
+        b->program = kernel::Program::build(map, v.target, options.math_mode, bind);
         break;
       } catch (const std::exception& e) {
         auto ep = std::current_exception();
@@ -784,7 +790,37 @@ struct LibraryState : std::enable_shared_from_this<LibraryState> {
 
 struct LibraryAccess {
   static const std::shared_ptr<LibraryState>& state(const Library& l) { return l.state_; }
+  static Library make(std::shared_ptr<LibraryState> s) { return Library(std::move(s)); }
 };
+
+// ---- the process-wide registry of libraries, by content key ----------------------------------
+// A LibraryKernel primitive names its library by content key; make_primitive finds it here. The
+// registry holds no library alive: the most recently read live library of that content answers.
+
+namespace {
+std::mutex& registry_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::unordered_map<std::string, std::weak_ptr<LibraryState>>& registry() {
+  static auto* r = new std::unordered_map<std::string, std::weak_ptr<LibraryState>>();
+  return *r;
+}
+}  // namespace
+
+void register_library(const std::shared_ptr<LibraryState>& s) {
+  std::lock_guard lock(registry_mutex());
+  auto& r = registry();
+  if (r.size() > 64 && r.size() % 64 == 0)  // drop the entries of destroyed libraries now and then
+    std::erase_if(r, [](const auto& kv) { return kv.second.expired(); });
+  r[s->key] = s;
+}
+
+std::shared_ptr<LibraryState> registered_library(const std::string& key) {
+  std::lock_guard lock(registry_mutex());
+  auto it = registry().find(key);
+  return it == registry().end() ? nullptr : it->second.lock();
+}
 
 }  // namespace detail
 
@@ -828,9 +864,6 @@ struct Binding {
   uint64_t tg_bytes = 0;
 };
 
-/// One call of a library kernel in the graph. Inputs: the arrays of the call (read-only buffers,
-/// scalars, and the previous contents of writable buffers that were given); outputs: the new
-/// contents of the writable buffers.
 // The warning of a kernel that runs its reference because it cannot be compiled for `target`.
 std::string fallback_message(const std::string& label, msl::Target target,
                              const std::exception_ptr& why) {
@@ -839,25 +872,28 @@ std::string fallback_message(const std::string& label, msl::Target target,
       target == msl::Target::cuda ? "GPU" : "CPU", first_line(why));
 }
 
+/// One call of a library kernel in the graph: a pure primitive. Inputs: the arrays of the call
+/// (read-only buffers, scalars, and the previous contents of writable buffers that were given);
+/// outputs: the new contents of the writable buffers. Its state is the library's content key, the
+/// kernel's host name and the call's parameters; the library itself (reflection, references, the
+/// compiled variants) is found by that key in the process-wide registry. The program is bound at
+/// evaluation, on the device the op runs on; fallback and check mode are evaluation-time policy.
 class LibraryKernelOp : public Primitive {
  public:
   struct State {
-    std::string label;  // "library:kernel"
-    std::string host;   // the kernel's host name
-    // The compilation that holds the kernel (started at the call; waited for at evaluation).
-    std::shared_ptr<detail::LibraryJob> unit;
-    std::string function;  // base function name (failures are recorded by function)
-    size_t kernel_index = 0;
+    std::string library;                       // the library's content key (kernel::library_key)
+    std::string host;                          // the kernel's host name
+    std::string label;                         // "library:kernel" (messages)
+    std::map<std::string, std::string> types;  // dtype placeholder -> Metal type of this call
     std::vector<Binding> bindings;
-    std::vector<int> output_source;  // output j: input holding its previous contents, or -1
-    std::vector<int> arg_input;      // data parameter k: its input, or -1 (omitted)
-    std::vector<Shape> shapes;
+    std::vector<int> output_source;   // output j: input holding its previous contents, or -1
+    std::vector<int> arg_input;       // data parameter k: its input, or -1 (omitted)
+    std::vector<Shape> input_shapes;  // the call's (the dispatch was chosen for them)
+    std::vector<Shape> shapes;        // outputs
     std::vector<std::string> output_names;
     Dims threads{1, 1, 1}, group{1, 1, 1};
-    ReferenceFn reference;  // for launch-time fallback
-    bool fallback = false;
-    bool robust = false;
-    msl::Target target = msl::Target::cpu;
+    bool fallback = false, check = false, robust = false;
+    std::optional<double> rtol, atol;
 
     std::string buffer_name(uint32_t buffer) const {
       for (auto& b : bindings)
@@ -865,74 +901,144 @@ class LibraryKernelOp : public Primitive {
       return fmt::format("buffer({})", buffer);
     }
   };
-  explicit LibraryKernelOp(State s) : s_(std::move(s)) {}
+  LibraryKernelOp(std::shared_ptr<detail::LibraryState> lib, State s)
+      : lib_(std::move(lib)), s_(std::move(s)) {}
+
+  const detail::LibraryState& library() const { return *lib_; }
 
   const char* name() const override { return "LibraryKernel"; }
   std::string label() const override { return "LibraryKernel(" + s_.label + ")"; }
-  std::vector<Shape> output_shapes(const std::vector<Array>&) const override { return s_.shapes; }
-  // Everything but the compiled program and the reference (bound at the call; see
-  // docs/architecture.md: library kernels are not yet rebuildable from their state).
+  std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override {
+    if (inputs.size() != s_.input_shapes.size())
+      throw std::invalid_argument(fmt::format("[library] kernel '{}' takes {} input(s), {} given",
+                                              s_.label, s_.input_shapes.size(), inputs.size()));
+    // Threads and the new buffers' shapes were chosen for the call's shapes: on others the kernel
+    // would silently compute something else.
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].shape() != s_.input_shapes[i])
+        throw NotSupported(
+            s_.label, fmt::format("not supported: library kernel '{}' was called with input {} of "
+                                  "shape {}; it cannot run on shape {} (its dispatch is fixed)",
+                                  s_.label, i, shape_text(s_.input_shapes[i]),
+                                  shape_text(inputs[i].shape())));
+    return s_.shapes;
+  }
   PrimitiveState state() const override {
-    PrimitiveState st(1);
-    st.set("label", s_.label)
-        .set("kernel_index", static_cast<int64_t>(s_.kernel_index))
-        .set("threads", std::vector<int64_t>(s_.threads.begin(), s_.threads.end()))
-        .set("group", std::vector<int64_t>(s_.group.begin(), s_.group.end()))
-        .set("output_names", s_.output_names)
-        .set("robust", s_.robust)
-        .set("fallback", s_.fallback);
-    std::vector<std::vector<int64_t>> shapes(s_.shapes.begin(), s_.shapes.end());
-    st.set("shapes", shapes);
+    PrimitiveState st(2);
+    auto ints = [](auto const& v) { return std::vector<int64_t>(v.begin(), v.end()); };
+    std::vector<std::string> types;
+    for (auto& [ph, t] : s_.types) types.push_back(ph + "=" + t);
     std::vector<std::vector<int64_t>> bindings;
-    for (auto& b : s_.bindings)
+    std::vector<std::string> binding_names;
+    for (auto& b : s_.bindings) {
       bindings.push_back(
           {b.threadgroup, b.index, b.input, b.output, static_cast<int64_t>(b.tg_bytes)});
-    st.set("bindings", bindings);
+      binding_names.push_back(b.name);
+    }
+    st.set("library", s_.library)
+        .set("kernel", s_.host)
+        .set("label", s_.label)
+        .set("placeholder_types", types)
+        .set("bindings", bindings)
+        .set("binding_names", binding_names)
+        .set("output_source", ints(s_.output_source))
+        .set("arg_input", ints(s_.arg_input))
+        .set("input_shapes",
+             std::vector<std::vector<int64_t>>(s_.input_shapes.begin(), s_.input_shapes.end()))
+        .set("shapes", std::vector<std::vector<int64_t>>(s_.shapes.begin(), s_.shapes.end()))
+        .set("output_names", s_.output_names)
+        .set("threads", ints(s_.threads))
+        .set("group", ints(s_.group))
+        .set("fallback", s_.fallback)
+        .set("check", s_.check)
+        .set("robust", s_.robust);
+    if (s_.rtol) st.set("rtol", *s_.rtol);
+    if (s_.atol) st.set("atol", *s_.atol);
     return st;
   }
-  bool is_equivalent(const Primitive& other) const override {
-    auto* o = dynamic_cast<const LibraryKernelOp*>(&other);
-    return o && o->s_.unit == s_.unit && o->s_.host == s_.host && state() == other.state();
-  }
+
+  static std::shared_ptr<Primitive> from_state(const PrimitiveState& st);
 
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override {
-    guarded(inputs, outputs, [&](const std::vector<Array>& in) { launch(in, outputs); });
+    evaluate(msl::Target::cpu, inputs, outputs);
   }
   void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override {
-    guarded(inputs, outputs, [&](const std::vector<Array>& in) { launch(in, outputs); });
+    evaluate(msl::Target::cuda, inputs, outputs);
   }
 
  private:
+  std::shared_ptr<detail::LibraryState> lib_;
   State s_;
-  mutable bool compile_failed_ = false;  // the last compiled() failed to compile (not launch)
 
-  template <class F>
-  void guarded(const std::vector<Array>& inputs, std::vector<Array>& outputs, F&& launch) {
-    // Inputs arrive evaluated and row-contiguous (the call inserted the copies).
-    const std::vector<Array>& in = inputs;
+  static std::string shape_text(const Shape& s) {
+    return fmt::format("({}{})", fmt::join(s, ", "), s.size() == 1 ? "," : "");
+  }
+
+  // The reference's arguments: the call's arguments in parameter order (omitted: invalid).
+  std::vector<Array> reference_args(const std::vector<Array>& in) const {
+    std::vector<Array> args;
+    for (int k : s_.arg_input) args.push_back(k >= 0 ? in.at(static_cast<size_t>(k)) : Array());
+    return args;
+  }
+
+  void evaluate(msl::Target target, const std::vector<Array>& in, std::vector<Array>& outputs) {
+    // Inputs arrive evaluated and row-contiguous (the call, and replay, inserted the copies).
+    if (in.size() != s_.input_shapes.size() || outputs.size() != s_.shapes.size())
+      throw std::invalid_argument(fmt::format(
+          "[library] kernel '{}': {} inputs/{} outputs given, "
+          "its state describes {}/{}",
+          s_.label, in.size(), outputs.size(), s_.input_shapes.size(), s_.shapes.size()));
     for (auto& o : outputs) allocate_output(o);
+    bool compile_failed = false;
     try {
+      auto [program, kernel] = compiled(target, &compile_failed);
       prepare_outputs(in, outputs);
-      launch(in);
+      launch(*kernel, in, outputs);
+      (void)program;
     } catch (...) {
       auto e = std::current_exception();
-      if (!s_.reference || !s_.fallback || !is_fallback_error(e)) throw;
-      if (compile_failed_)
-        warn_once(s_.label + "|" + std::to_string(static_cast<int>(s_.target)),
-                  fallback_message(s_.label, s_.target, e));
+      ReferenceFn reference = lib_->reference(s_.host);
+      if (!reference || !s_.fallback || !is_fallback_error(e)) throw;
+      if (compile_failed)
+        warn_once(s_.label + "|" + std::to_string(static_cast<int>(target)),
+                  fallback_message(s_.label, target, e));
       else
         warn_once(s_.label + "|launch",
                   fmt::format("kernel '{}' cannot run ({}); running its reference implementation "
                               "instead",
                               s_.label, first_line(e)));
-      std::vector<Array> args;
-      for (int k : s_.arg_input) args.push_back(k >= 0 ? in[k] : Array());
-      auto ref = call_reference(s_.reference, s_.label, args, outputs.size());
+      auto ref = call_reference(reference, s_.label, reference_args(in), outputs.size());
       for (size_t j = 0; j < outputs.size(); ++j)
         copy_into(conform(ref[j], outputs[j].shape(), outputs[j].dtype(), outputs[j].device(),
                           s_.label, s_.output_names[j]),
                   outputs[j]);
+      return;  // the reference ran: nothing to check it against
     }
+    if (s_.check) check(in, outputs);
+  }
+
+  // Check mode: the reference on the same arguments, compared with what the kernel wrote.
+  void check(const std::vector<Array>& in, const std::vector<Array>& outputs) const {
+    ReferenceFn reference = lib_->reference(s_.host);
+    if (!reference) {
+      warn_once(s_.label + "|noref",
+                fmt::format("check mode: kernel '{}' has no reference implementation; not checked",
+                            s_.label));
+      return;
+    }
+    auto ref = call_reference(reference, s_.label, reference_args(in), outputs.size());
+    for (size_t j = 0; j < outputs.size(); ++j)
+      compare_outputs(s_.label, s_.output_names[j], host_snapshot(outputs[j]), ref[j], s_.rtol,
+                      s_.atol);
+  }
+
+  // A materialized host copy of an output being evaluated (reading the output itself would
+  // evaluate it again).
+  static Array host_snapshot(const Array& out) {
+    size_t n = out.nbytes();
+    std::vector<uint8_t> bytes(n);
+    if (n) backend(out.device()).copy_to_host(bytes.data(), node_of(out)->data(), n);
+    return Array::from_bytes(bytes.data(), out.shape(), out.dtype(), Device::cpu());
   }
 
   // Copy-on-write: each output starts as the previous contents of its buffer (zeros if new).
@@ -940,7 +1046,7 @@ class LibraryKernelOp : public Primitive {
     for (size_t j = 0; j < outputs.size(); ++j) {
       int src = s_.output_source[j];
       if (src >= 0) {
-        copy_into(in[src], outputs[j]);
+        copy_into(in[static_cast<size_t>(src)], outputs[j]);
         continue;
       }
       size_t n = outputs[j].nbytes();
@@ -950,12 +1056,22 @@ class LibraryKernelOp : public Primitive {
 
   bool empty_grid() const { return s_.threads[0] == 0 || s_.threads[1] == 0 || s_.threads[2] == 0; }
 
-  // The compiled program and kernel (compiles now if the compile pool has not started it);
+  // The compiled program and kernel for `target`, from the library's process-wide variants (the
+  // call queued the compile for its device; if nothing started it, it compiles now, here);
   // throws why the kernel cannot run (the caller falls back to the reference).
-  std::pair<const Program*, const CompiledKernel*> compiled() const {
-    const auto& b = s_.unit->get();
-    if (auto f = detail::LibraryState::failure_of(*b, s_.function)) {
-      compile_failed_ = true;
+  std::pair<std::shared_ptr<detail::LibraryBuild>, const CompiledKernel*> compiled(
+      msl::Target target, bool* compile_failed) const {
+    const detail::LibraryKernelSlot* slot = lib_->find(s_.host);
+    if (!slot) lib_->unknown(s_.host);
+    if (auto it = lib_->unsupported.find(slot->function); it != lib_->unsupported.end()) {
+      *compile_failed = true;
+      std::rethrow_exception(it->second);
+    }
+    auto unit = lib_->unit_for(lib_->variant(target, s_.types, s_.robust), s_.host,
+                               /*start=*/false);
+    const std::shared_ptr<detail::LibraryBuild>& b = unit->get();
+    if (auto f = detail::LibraryState::failure_of(*b, slot->function)) {
+      *compile_failed = true;
       std::rethrow_exception(f);
     }
     auto it = b->index.find(s_.host);
@@ -963,20 +1079,24 @@ class LibraryKernelOp : public Primitive {
     if (!k)
       throw Error(s_.label,
                   fmt::format("[library] internal: kernel '{}' missing from the build", s_.label));
-    return {b->program.get(), k};
+    return {b, k};
+  }
+
+  const Array& bound(const Binding& b, const std::vector<Array>& in,
+                     const std::vector<Array>& outputs) const {
+    return b.output >= 0 ? outputs[static_cast<size_t>(b.output)]
+                         : in[static_cast<size_t>(b.input)];
   }
 
   // Both targets: one binding through the device's backend (kernel/launch.h).
-  void launch(const std::vector<Array>& in, std::vector<Array>& outputs) {
-    const CompiledKernel& k = *compiled().second;
+  void launch(const CompiledKernel& k, const std::vector<Array>& in, std::vector<Array>& outputs) {
     LaunchBuilder launch("library", s_.label);
     for (auto& b : s_.bindings) {
       if (b.threadgroup) {
         launch.threadgroup_memory(static_cast<uint32_t>(b.index), b.tg_bytes);
         continue;
       }
-      launch.memory(static_cast<uint32_t>(b.index),
-                    b.output >= 0 ? outputs[b.output] : in[b.input]);
+      launch.memory(static_cast<uint32_t>(b.index), bound(b, in, outputs));
     }
     if (empty_grid()) return;
     launch.dims(s_.threads, s_.group);
@@ -984,6 +1104,99 @@ class LibraryKernelOp : public Primitive {
                   [&](uint32_t b) { return s_.buffer_name(b); });
   }
 };
+
+// Rebuilds a library kernel call from its state; the library must be registered (compiled in
+// this process, or loaded from an export file). Every index is checked: a state read from a file
+// cannot make the launch write outside its tables.
+std::shared_ptr<Primitive> LibraryKernelOp::from_state(const PrimitiveState& st) {
+  if (st.version() != 2)
+    throw std::invalid_argument(
+        fmt::format("LibraryKernel state version {}: this Alloy reads version 2", st.version()));
+  auto bad = [](const std::string& what) -> std::invalid_argument {
+    return std::invalid_argument("LibraryKernel state: " + what);
+  };
+  State s;
+  s.library = st.get_string("library");
+  s.host = st.get_string("kernel");
+  s.label = st.get_string("label");
+  auto lib = detail::registered_library(s.library);
+  if (!lib)
+    throw bad(
+        fmt::format("library {} (kernel '{}') is not loaded in this process: compile it "
+                    "(compile_library) or import the file that holds it",
+                    s.library, s.host));
+  if (!lib->find(s.host)) lib->unknown(s.host);
+  for (auto& t : st.get_as<std::vector<std::string>>("placeholder_types")) {
+    auto eq = t.find('=');
+    if (eq == std::string::npos) throw bad("placeholder type '" + t + "'");
+    s.types[t.substr(0, eq)] = t.substr(eq + 1);
+  }
+  auto to_shapes = [](const std::vector<std::vector<int64_t>>& v) {
+    std::vector<Shape> out;
+    for (auto& s : v) {
+      checked_numel(s);
+      out.emplace_back(s);
+    }
+    return out;
+  };
+  s.input_shapes = to_shapes(st.get_as<std::vector<std::vector<int64_t>>>("input_shapes"));
+  s.shapes = to_shapes(st.get_as<std::vector<std::vector<int64_t>>>("shapes"));
+  s.output_names = st.get_as<std::vector<std::string>>("output_names");
+  const int n_in = static_cast<int>(s.input_shapes.size());
+  const int n_out = static_cast<int>(s.shapes.size());
+  if (static_cast<int>(s.output_names.size()) != n_out) throw bad("output names");
+  for (auto v : st.get_as<std::vector<int64_t>>("output_source")) {
+    if (v < -1 || v >= n_in) throw bad("output source");
+    s.output_source.push_back(static_cast<int>(v));
+  }
+  if (static_cast<int>(s.output_source.size()) != n_out) throw bad("output sources");
+  for (auto v : st.get_as<std::vector<int64_t>>("arg_input")) {
+    if (v < -1 || v >= n_in) throw bad("argument input");
+    s.arg_input.push_back(static_cast<int>(v));
+  }
+  auto names = st.get_as<std::vector<std::string>>("binding_names");
+  auto rows = st.get_as<std::vector<std::vector<int64_t>>>("bindings");
+  if (names.size() != rows.size()) throw bad("binding names");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    if (r.size() != 5) throw bad("binding");
+    Binding b;
+    b.name = names[i];
+    b.threadgroup = r[0] != 0;
+    if (r[1] < 0 || r[1] >= (b.threadgroup ? 8 : static_cast<int64_t>(LaunchBuilder::kMaxArgs)))
+      throw bad(fmt::format("binding index {}", r[1]));
+    b.index = static_cast<int>(r[1]);
+    if (r[2] < -1 || r[2] >= n_in || r[3] < -1 || r[3] >= n_out) throw bad("binding slot");
+    if (!b.threadgroup && r[2] < 0 && r[3] < 0) throw bad("binding slot");
+    b.input = static_cast<int>(r[2]);
+    b.output = static_cast<int>(r[3]);
+    if (r[4] < 0 || static_cast<uint64_t>(r[4]) > kMaxThreadgroupMemory) throw bad("tg bytes");
+    b.tg_bytes = static_cast<uint64_t>(r[4]);
+    s.bindings.push_back(b);
+  }
+  auto dims = [&](const char* key) {
+    auto v = st.get_as<std::vector<int64_t>>(key);
+    if (v.size() != 3) throw bad(key);
+    Dims d;
+    for (int i = 0; i < 3; ++i) {
+      if (v[i] < 0 || v[i] > std::numeric_limits<int>::max()) throw bad(key);
+      d[i] = static_cast<int>(v[i]);
+    }
+    return d;
+  };
+  s.threads = dims("threads");
+  s.group = dims("group");
+  kernel::check_grid_threads("[library]", s.host, s.threads);
+  if (s.group[0] < 1 || s.group[1] < 1 || s.group[2] < 1 ||
+      int64_t{s.group[0]} * s.group[1] * s.group[2] > 1024)
+    throw bad("group");
+  s.fallback = st.get_as<bool>("fallback");
+  s.check = st.get_as<bool>("check");
+  s.robust = st.get_as<bool>("robust");
+  if (st.has("rtol")) s.rtol = st.get_as<double>("rtol");
+  if (st.has("atol")) s.atol = st.get_as<double>("atol");
+  return std::make_shared<LibraryKernelOp>(std::move(lib), std::move(s));
+}
 
 // ---- argument binding ------------------------------------------------------------------------
 
@@ -1377,47 +1590,40 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
   st.shapes = shapes;
   for (auto& o : outs) st.output_names.push_back(o.param->name);
 
-  // The compiled variant, or the reason this kernel cannot run on the device.
+  // The placeholder types of this call: which compiled variant the kernel needs.
   std::map<std::string, std::string> types;
   for (auto& [input, ph] : s->options.template_dtypes) {
     auto it = bound.find(ph);
     types[ph] = std::string(msl_type_name(it == bound.end() ? Dtype::float32 : it->second));
   }
   msl::Target target = dev.type == Device::Type::gpu ? msl::Target::cuda : msl::Target::cpu;
-  // A kernel set aside at reading (an unsupported feature) cannot run anywhere: known now.
+  bool unsupported = false;
   if (auto it = s->unsupported.find(slot.function); it != s->unsupported.end()) {
+    // A kernel set aside at reading (an unsupported feature) cannot run anywhere: without a
+    // reference to fall back to, that is known now (its evaluation would only raise it).
     std::exception_ptr failure = it->second;
     if (!reference || !fallback || !is_fallback_error(failure)) std::rethrow_exception(failure);
-    warn_once(label + "|" + std::to_string(static_cast<int>(target)),
-              fallback_message(label, target, failure));
-    std::vector<Array> result;
-    auto& ref = run_reference();
-    for (size_t j = 0; j < outs.size(); ++j)
-      result.push_back(conform(ref[j], shapes[j], dtypes[j], dev, label, outs[j].param->name));
-    return result;
+    unsupported = true;
   }
-  // The compilation of this kernel (lazy: of this kernel alone, unless precompile() put it in a
-  // larger unit) starts now on the compile pool, so that kernels called one after another compile
-  // in parallel; evaluation waits for it, and falls back to the reference if it fails.
+  st.library = s->key;
   st.host = info.name;
-  st.function = slot.function;
-  st.unit = s->unit_for(s->variant(target, types), info.name, /*start=*/true);
-  st.kernel_index = slot.index;
-  st.target = target;
-  st.reference = reference;
+  st.types = types;
   st.fallback = fallback;
-  auto prim = std::make_shared<LibraryKernelOp>(std::move(st));
-  for (auto& a : inputs)
+  st.check = check;
+  st.rtol = call.rtol;
+  st.atol = call.atol;
+  for (auto& a : inputs) {
     if (!a.is_row_contiguous()) a = a.contiguous();
-  std::vector<Array> result = make_pending(prim, std::move(inputs), shapes, dtypes,
-                                           call.stream ? *call.stream : default_stream(dev));
-  if (check && !result.empty()) {
-    eval(result);
-    auto& ref = run_reference();
-    for (size_t j = 0; j < outs.size(); ++j)
-      compare_outputs(label, outs[j].param->name, result[j], ref[j], call.rtol, call.atol);
+    st.input_shapes.push_back(a.shape());
   }
-  return result;
+  // Nothing is compiled or run here. The compilation of this kernel for the call's device (lazy:
+  // of this kernel alone, unless precompile() put it in a larger unit) is queued on the compile
+  // pool so that kernels called one after another compile in parallel (a compile queued alone is
+  // left to the evaluation); the evaluation binds the program of the device it runs on.
+  if (!unsupported) s->unit_for(s->variant(target, types, st.robust), info.name, /*start=*/true);
+  auto prim = std::make_shared<LibraryKernelOp>(s, std::move(st));
+  return make_pending(prim, std::move(inputs), shapes, dtypes,
+                      call.stream ? *call.stream : default_stream(dev));
 }
 
 }  // namespace
@@ -1468,23 +1674,26 @@ LibraryStats library_stats(const Library& lib) {
 
 // ---- public API ------------------------------------------------------------------------------
 
-Library compile_library(const std::string& source, const LibraryOptions& options) {
-  kernel::check_math_mode(options.math_mode);
+namespace kernel {
+namespace {
+
+// Reads a library whose includes are expanded and function constants applied (`resolved`):
+// kernel macros, reflection, the content key; registers it. `require_runnable`: a kernel that
+// reading sets aside and that has no reference fails the library now (compile_library); an
+// imported library keeps it (its calls raise the error).
+std::shared_ptr<detail::LibraryState> read_library(const std::string& source, std::string resolved,
+                                                   const LibraryOptions& options,
+                                                   bool require_runnable, double resolve_ms) {
   auto s = std::make_shared<detail::LibraryState>();
   s->source = source;
+  s->resolved = std::move(resolved);
   s->options = options;
   s->references = std::move(s->options.references);
   s->options.references.clear();
+  s->key = library_key({options.name, s->resolved, options.template_dtypes, options.math_mode});
   auto t0 = std::chrono::steady_clock::now();
-  // Headers, then function constants (both before anything reads the source), then macros.
-  std::string included =
-      msl::expand_includes(source, {options.headers, options.include_dirs, options.name});
-  msl::FunctionConstants constants{
-      {options.function_constants.begin(), options.function_constants.end()},
-      {options.named_function_constants.begin(), options.named_function_constants.end()}};
-  std::string expanded =
-      msl::expand_kernel_macros(msl::apply_function_constants(included, constants, options.name));
-  double expand_ms = trace::ms_since(t0);
+  std::string expanded = msl::expand_kernel_macros(s->resolved);
+  double expand_ms = resolve_ms + trace::ms_since(t0);
   auto t1 = std::chrono::steady_clock::now();
   s->toks = msl::lex(expanded);
   s->regions = kernel::find_kernel_regions(s->toks);
@@ -1528,10 +1737,79 @@ Library compile_library(const std::string& source, const LibraryOptions& options
   // back to could never run: known without compiling, so it fails now. Compile errors show at a
   // kernel's first call (compilation is lazy) or in precompile().
   bool fallback = s->fallback();
-  for (auto& k : s->kernels)
-    if (auto it = s->unsupported.find(k.function); it != s->unsupported.end())
-      if (!(fallback && s->references.count(k.name))) std::rethrow_exception(it->second);
-  return Library(s);
+  if (require_runnable)
+    for (auto& k : s->kernels)
+      if (auto it = s->unsupported.find(k.function); it != s->unsupported.end())
+        if (!(fallback && s->references.count(k.name))) std::rethrow_exception(it->second);
+  detail::register_library(s);
+  return s;
+}
+
+}  // namespace
+
+std::string library_key(const LibrarySpec& spec) {
+  // XXH3-128 over the length-prefixed fields that decide what the kernels compute (the name only
+  // labels messages).
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  auto add = [&](std::string_view v) {
+    uint64_t n = v.size();
+    XXH3_128bits_update(st, &n, sizeof n);
+    XXH3_128bits_update(st, v.data(), v.size());
+  };
+  add("alloy-library-v1");
+  add(spec.source);
+  add(spec.math_mode);
+  for (auto& [input, ph] : spec.template_dtypes) {
+    add(input);
+    add(ph);
+  }
+  XXH128_hash_t h = XXH3_128bits_digest(st);
+  XXH3_freeState(st);
+  return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+}
+
+Library load_library(const LibrarySpec& spec) {
+  check_math_mode(spec.math_mode);
+  LibraryOptions o;
+  o.name = spec.name;
+  o.template_dtypes = spec.template_dtypes;
+  o.math_mode = spec.math_mode;
+  return detail::LibraryAccess::make(read_library(spec.source, spec.source, o, false, 0));
+}
+
+bool is_library_kernel(const Primitive& p) {
+  return dynamic_cast<const LibraryKernelOp*>(&p) != nullptr;
+}
+
+LibrarySpec library_spec(const Primitive& p) {
+  auto* op = dynamic_cast<const LibraryKernelOp*>(&p);
+  if (!op) throw std::invalid_argument(p.label() + " is not a library kernel call");
+  const auto& lib = op->library();
+  return {lib.options.name, lib.resolved, lib.options.template_dtypes, lib.options.math_mode};
+}
+
+LibrarySpec library_spec(const Library& lib) {
+  const auto& s = *detail::LibraryAccess::state(lib);
+  return {s.options.name, s.resolved, s.options.template_dtypes, s.options.math_mode};
+}
+
+ALLOY_REGISTER_PRIMITIVE(LibraryKernel, LibraryKernelOp::from_state)
+
+}  // namespace kernel
+
+Library compile_library(const std::string& source, const LibraryOptions& options) {
+  kernel::check_math_mode(options.math_mode);
+  auto t0 = std::chrono::steady_clock::now();
+  // Headers, then function constants (both before anything reads the source); macros next.
+  std::string included =
+      msl::expand_includes(source, {options.headers, options.include_dirs, options.name});
+  msl::FunctionConstants constants{
+      {options.function_constants.begin(), options.function_constants.end()},
+      {options.named_function_constants.begin(), options.named_function_constants.end()}};
+  std::string resolved = msl::apply_function_constants(included, constants, options.name);
+  return Library(kernel::read_library(source, std::move(resolved), options,
+                                      /*require_runnable=*/true, trace::ms_since(t0)));
 }
 
 std::vector<std::string> Library::kernel_names() const {
@@ -1582,7 +1860,7 @@ void Library::precompile(const PrecompileOptions& options) const {
       throw std::invalid_argument(fmt::format(
           "[library] precompile: '{}' is not a dtype placeholder of '{}'", ph, s->options.name));
   msl::Target target = dev.type == Device::Type::gpu ? msl::Target::cuda : msl::Target::cpu;
-  auto v = s->variant(target, types);
+  auto v = s->variant(target, types, s->robust());
   // The kernels no unit compiles yet, in source order, split into a few units of neighbouring
   // kernels (one per compile thread, so that they compile in parallel; each unit pays the
   // compiler's fixed cost once). Kernels set aside at reading are not compiled.

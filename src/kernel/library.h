@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "alloy/library.h"
+#include "core/primitive.h"
 #include "msl/lexer.h"
 
 namespace alloy::kernel {
@@ -56,5 +57,27 @@ struct LibraryStats {
   uint64_t kernels = 0;
 };
 LibraryStats library_stats(const Library& lib);
+
+/// What a library computes, independent of where it came from: its source with includes expanded
+/// and function constants applied, its dtype placeholders and math mode (and its name, for
+/// messages). Export stores it; load_library rebuilds the library from it.
+struct LibrarySpec {
+  std::string name;
+  std::string source;
+  std::map<std::string, std::string> template_dtypes;
+  std::string math_mode = "safe";
+};
+
+/// The library's content key (XXH3-128 hex of everything but the name): the key of the
+/// process-wide library registry, which LibraryKernel primitives name in their state.
+std::string library_key(const LibrarySpec& spec);
+/// Reads (and registers) a library from its spec; compiles nothing. Kernels the reader sets
+/// aside stay in it (their calls raise the reason), as it has no references.
+Library load_library(const LibrarySpec& spec);
+/// The spec of a library, or of the library of a LibraryKernel primitive.
+LibrarySpec library_spec(const Library& lib);
+LibrarySpec library_spec(const Primitive& p);
+/// True for a library kernel call (its inputs must be row-contiguous, as the call makes them).
+bool is_library_kernel(const Primitive& p);
 
 }  // namespace alloy::kernel

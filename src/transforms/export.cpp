@@ -18,6 +18,7 @@
 #include "alloy/errors.h"
 #include "core/array_node.h"
 #include "kernel/custom_kernel.h"
+#include "kernel/library.h"
 #include "msl/signature.h"
 #include "transforms/export_generated.h"
 #include "transforms/export_impl.h"
@@ -92,6 +93,8 @@ std::vector<uint8_t> write_file(const std::vector<Recorded>& traces, bool shapel
   };
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   std::map<std::string, int> kernel_index;  // by state bytes
+  std::vector<flatbuffers::Offset<fb::Library>> libraries;
+  std::map<std::string, int> library_index;  // by content key
   std::vector<flatbuffers::Offset<fb::Trace>> fb_traces;
   const std::vector<std::string> registered = registered_primitives();  // sorted
   for (auto& rec : traces) {
@@ -151,6 +154,24 @@ std::vector<uint8_t> write_file(const std::vector<Recorded>& traces, bool shapel
         }
         kidx = it->second;
       }
+      int lidx = -1;
+      if (kernel::is_library_kernel(*op.primitive)) {
+        kernel::LibrarySpec spec = kernel::library_spec(*op.primitive);
+        std::string key = kernel::library_key(spec);
+        auto [it, fresh] = library_index.emplace(key, static_cast<int>(libraries.size()));
+        if (fresh) {
+          std::vector<std::string> inputs, placeholders;
+          for (auto& [input, ph] : spec.template_dtypes) {
+            inputs.push_back(input);
+            placeholders.push_back(ph);
+          }
+          libraries.push_back(fb::CreateLibrary(
+              b, b.CreateString(key), b.CreateString(transforms::library_sha256(spec)),
+              b.CreateString(spec.name), b.CreateString(spec.source), strings(inputs),
+              strings(placeholders), b.CreateString(spec.math_mode)));
+        }
+        lidx = it->second;
+      }
       std::vector<flatbuffers::Offset<fb::Dims>> shapes;
       std::vector<std::string> dtypes;
       for (size_t i = 0; i < op.shapes.size(); ++i) {
@@ -158,7 +179,8 @@ std::vector<uint8_t> write_file(const std::vector<Recorded>& traces, bool shapel
         dtypes.emplace_back(dtype_name(op.dtypes[i]));
       }
       ops.push_back(fb::CreateOp(b, b.CreateString(op.primitive->name()), b.CreateVector(bytes),
-                                 refs(op.inputs), b.CreateVector(shapes), strings(dtypes), kidx));
+                                 refs(op.inputs), b.CreateVector(shapes), strings(dtypes), kidx,
+                                 lidx));
     }
     fb_traces.push_back(fb::CreateTrace(b, b.CreateVector(in_shapes), strings(in_dtypes),
                                         strings(rec.kwarg_names), b.CreateVector(constants),
@@ -166,7 +188,7 @@ std::vector<uint8_t> write_file(const std::vector<Recorded>& traces, bool shapel
   }
   auto root = fb::CreateFunction(b, kFormatVersion, b.CreateString(kProducer), shapeless,
                                  b.CreateVector(fb_traces), b.CreateVector(kernels),
-                                 b.CreateString(metadata));
+                                 b.CreateString(metadata), b.CreateVector(libraries));
   b.Finish(root, fb::FunctionIdentifier());
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }
@@ -334,6 +356,35 @@ std::shared_ptr<ImportedFunction::Impl> load_alloy_file(const uint8_t* data, siz
   const auto& traces = need(f->traces(), "traces");
   if (traces.size() == 0) bad("no traces");
   size_t n_kernels = f->kernels() ? f->kernels()->size() : 0;
+  // Libraries first: reading one registers it under its content key, which the LibraryKernel
+  // ops' states name (reading translates for reflection; it compiles nothing).
+  std::vector<std::string> library_keys;
+  if (f->libraries())
+    for (const fb::Library* fl : *f->libraries()) {
+      kernel::LibrarySpec spec;
+      spec.name = need(fl->name(), "library name").str();
+      spec.source = need(fl->source(), "library source").str();
+      spec.math_mode = need(fl->math_mode(), "library math mode").str();
+      size_t n_ph = fl->placeholders() ? fl->placeholders()->size() : 0;
+      if ((fl->placeholder_inputs() ? fl->placeholder_inputs()->size() : 0) != n_ph)
+        bad("a library's placeholder lists differ in length");
+      for (size_t i = 0; i < n_ph; ++i)
+        spec.template_dtypes[fl->placeholder_inputs()->Get(static_cast<unsigned>(i))->str()] =
+            fl->placeholders()->Get(static_cast<unsigned>(i))->str();
+      std::string key = kernel::library_key(spec);
+      if (!fl->key() || fl->key()->str() != key)
+        bad(fmt::format("library '{}': its content key does not match its source", spec.name));
+      if (!fl->sha256() || fl->sha256()->str() != library_sha256(spec))
+        bad(fmt::format("library '{}': its hash does not match its source", spec.name));
+      try {
+        impl->libraries.push_back(kernel::load_library(spec));
+      } catch (const NotSupported&) {
+        throw;  // valid content Alloy cannot read
+      } catch (const std::exception& err) {
+        bad(fmt::format("library '{}': {}", spec.name, err.what()));
+      }
+      library_keys.push_back(key);
+    }
   for (const fb::Trace* ft : traces) {
     ImportedFunction::Impl::Entry e;
     transforms::Trace& t = e.trace;
@@ -384,6 +435,11 @@ std::shared_ptr<ImportedFunction::Impl> load_alloy_file(const uint8_t* data, siz
         if (!k || !fk->sha256() || fk->sha256()->str() != kernel_sha256(k->spec()))
           bad(fmt::format("the kernel table disagrees with op {} (kernel hash)", i));
       }
+      if (name == "LibraryKernel") {
+        if (o->library() < 0 || static_cast<size_t>(o->library()) >= library_keys.size() ||
+            library_keys[static_cast<size_t>(o->library())] != state.get_string("library"))
+          bad(fmt::format("op {} refers to no library of the file", i));
+      }
       op.inputs = read_refs(o->inputs());
       if (o->output_shapes())
         for (auto* d : *o->output_shapes()) op.shapes.push_back(read_dims(d));
@@ -412,6 +468,11 @@ void collect_kernels(ImportedFunction::Impl& impl) {
       if (auto* k = dynamic_cast<kernel::CustomKernel*>(op.primitive.get())) {
         ExportedKernel ek{k->spec().name, kernel_sha256(k->spec()),
                           op_metal_source(e.trace, op, *k)};
+        if (seen.insert({ek.sha256, ek.metal_source}).second) impl.kernels.push_back(ek);
+      } else if (kernel::is_library_kernel(*op.primitive)) {
+        // A library is trusted as a whole (its source), listed once.
+        kernel::LibrarySpec spec = kernel::library_spec(*op.primitive);
+        ExportedKernel ek{"library " + spec.name, library_sha256(spec), spec.source};
         if (seen.insert({ek.sha256, ek.metal_source}).second) impl.kernels.push_back(ek);
       }
 }

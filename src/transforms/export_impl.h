@@ -6,6 +6,7 @@
 
 #include "alloy/array.h"
 #include "alloy/export.h"
+#include "alloy/library.h"
 #include "transforms/trace.h"
 
 namespace alloy {
@@ -21,7 +22,8 @@ struct ImportedFunction::Impl {
   std::string metadata;
   bool shapeless = false;
   std::vector<Entry> entries;
-  std::vector<ExportedKernel> kernels;  // every CustomKernel of the entries, by hash and text
+  std::vector<ExportedKernel> kernels;  // every CustomKernel and library of the entries
+  std::vector<Library> libraries;       // read from the file (their kernels' ops name them)
   Device device;                        // where calls run
 };
 

@@ -11,13 +11,41 @@
 
 namespace alloy::transforms {
 
+namespace {
+// Appends `s` with its length (8 bytes, little-endian) before it.
+void add_field(std::string& data, const std::string& s) {
+  uint64_t n = s.size();
+  for (int i = 0; i < 8; ++i) data += static_cast<char>((n >> (8 * i)) & 0xff);
+  data += s;
+}
+
+std::string sha256_hex(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr))
+    throw std::runtime_error("SHA-256 failed (OpenSSL)");
+  std::string hex;
+  for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
+  return hex;
+}
+}  // namespace
+
+std::string library_sha256(const kernel::LibrarySpec& spec) {
+  std::string data = "alloy-library-spec-v1";
+  add_field(data, spec.name);
+  add_field(data, spec.source);
+  add_field(data, spec.math_mode);
+  add_field(data, std::to_string(spec.template_dtypes.size()));
+  for (auto& [input, ph] : spec.template_dtypes) {
+    add_field(data, input);
+    add_field(data, ph);
+  }
+  return sha256_hex(data);
+}
+
 std::string kernel_sha256(const KernelSpec& spec) {
   std::string data = "alloy-kernel-spec-v1";
-  auto add = [&](const std::string& s) {
-    uint64_t n = s.size();
-    for (int i = 0; i < 8; ++i) data += static_cast<char>((n >> (8 * i)) & 0xff);
-    data += s;
-  };
+  auto add = [&](const std::string& s) { add_field(data, s); };
   add(spec.name);
   add(std::to_string(spec.input_names.size()));
   for (auto& n : spec.input_names) add(n);
@@ -27,13 +55,7 @@ std::string kernel_sha256(const KernelSpec& spec) {
   add(spec.header);
   add(spec.math_mode);
   add(std::string{spec.ensure_row_contiguous ? '1' : '0', spec.atomic_outputs ? '1' : '0'});
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (!EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr))
-    throw std::runtime_error("SHA-256 failed (OpenSSL)");
-  std::string hex;
-  for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
-  return hex;
+  return sha256_hex(data);
 }
 
 namespace {

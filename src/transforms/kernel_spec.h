@@ -7,6 +7,7 @@
 
 #include "alloy/kernel.h"
 #include "kernel/custom_kernel.h"
+#include "kernel/library.h"
 
 namespace alloy::transforms {
 
@@ -14,6 +15,10 @@ namespace alloy::transforms {
 /// mode and flags, each length-prefixed (docs/export.md). The same kernel has the same hash
 /// whether it comes from an Alloy file or an MLX file.
 std::string kernel_sha256(const KernelSpec& spec);
+
+/// SHA-256 (hex) of a library's specification (name, resolved source, math mode, dtype
+/// placeholders, each length-prefixed): the trust hash of a library in an export file.
+std::string library_sha256(const kernel::LibrarySpec& spec);
 
 /// A CustomKernel call, described for files and listings.
 struct KernelCallInfo {

@@ -29,6 +29,8 @@
 #include "core/array_node.h"
 #include "core/primitives.h"
 #include "kernel/custom_kernel.h"
+#include "ops/functors.h"
+#include "ops/primitives.h"
 #include "transforms/export_impl.h"
 #include "transforms/kernel_spec.h"
 
@@ -142,109 +144,214 @@ Maker reshape_to_output() {
   return [](const OpTypes& t) { return std::make_shared<Reshape>(t.out_shapes.at(0)); };
 }
 
+// Alloy's elementwise op `op` for an MLX elementwise primitive. MLX's ops promote and broadcast
+// before they make the primitive, so its inputs share a dtype; the output dtype Alloy computes
+// for them must be the one MLX recorded (e.g. MLX's Divide of integers, from floor_divide, is an
+// integer division: Alloy's divide is not, so it is refused rather than computed differently).
+Maker elementwise(std::string op) {
+  return [op](const OpTypes& t) -> std::shared_ptr<Primitive> {
+    const ops::OpInfo& info = ops::op_info(op);
+    if (t.in_dtypes.size() != static_cast<size_t>(info.arity))
+      bad(fmt::format("MLX primitive {} has {} inputs, expected {}", info.primitive,
+                      t.in_dtypes.size(), info.arity));
+    Dtype out = ops::plan_elementwise(info, t.in_dtypes).out;
+    if (t.out_dtypes.size() != 1 || out != t.out_dtypes[0])
+      throw NotSupported(info.primitive,
+                         fmt::format("not supported: MLX's {} of {} gives {}; Alloy's {} gives {}",
+                                     info.primitive, dtype_name(t.in_dtypes[0]),
+                                     t.out_dtypes.empty() ? "nothing" : dtype_name(t.out_dtypes[0]),
+                                     op, dtype_name(out)));
+    return std::make_shared<ops::Elementwise>(op);
+  };
+}
+
+// An MLX enum field (serialized as int32) as one of `names`, in the enum's order.
+std::string enum_field(Reader& r, const char* what, std::initializer_list<const char*> names) {
+  int32_t v = r.num<int32_t>(what);
+  if (v < 0 || v >= static_cast<int32_t>(names.size())) bad(fmt::format("{} {}", what, v));
+  return names.begin()[v];
+}
+
 // The MLX primitive name -> Alloy table (docs/export.md). To map another primitive, add a row:
 // read exactly the fields MLX's state() serializes, in order, and build the Alloy primitive.
 const std::map<std::string, StateReader>& mlx_table() {
-  static const std::map<std::string, StateReader> table = {
-      {"Slice",
-       [](Reader& r) -> Maker {
-         auto start = widen(r.ints("Slice start")), stop = widen(r.ints("Slice stop")),
-              step = widen(r.ints("Slice strides"));
-         return [=](const OpTypes&) { return std::make_shared<SliceView>(start, stop, step); };
-       }},
-      {"Transpose",
-       [](Reader& r) -> Maker {
-         auto axes = widen(r.ints("Transpose axes"));
-         return [=](const OpTypes&) { return std::make_shared<Transpose>(axes); };
-       }},
-      {"Reshape",
-       [](Reader& r) -> Maker {
-         r.ints("Reshape shape");  // as given (may hold -1): the traced output shape is exact
-         return reshape_to_output();
-       }},
-      {"Broadcast",
-       [](Reader& r) -> Maker {
-         auto shape = r.shape("Broadcast shape");
-         return [=](const OpTypes&) { return std::make_shared<Broadcast>(shape); };
-       }},
-      {"AsStrided",
-       [](Reader& r) -> Maker {
-         Shape shape = r.shape("AsStrided shape");
-         uint64_t n = r.count("AsStrided strides", 8);
-         Strides strides(n);
-         for (auto& s : strides) s = r.num<int64_t>("AsStrided strides");
-         uint64_t offset = r.num<uint64_t>("AsStrided offset");
-         if (offset > INT64_MAX) bad("AsStrided offset out of range");
-         return [=](const OpTypes&) {
-           return std::make_shared<AsStrided>(shape, strides, static_cast<int64_t>(offset));
-         };
-       }},
-      {"AsType",
-       [](Reader& r) -> Maker {
-         Dtype d = r.dtype();
-         return [=](const OpTypes&) { return std::make_shared<AsType>(d); };
-       }},
-      {"Copy",
-       [](Reader&) -> Maker { return [](const OpTypes&) { return std::make_shared<Copy>(); }; }},
-      {"StopGradient",
-       [](Reader&) -> Maker { return [](const OpTypes&) { return std::make_shared<Copy>(); }; }},
-      {"ExpandDims",
-       [](Reader& r) -> Maker {
-         r.ints("ExpandDims axes");
-         return reshape_to_output();
-       }},
-      {"Squeeze",
-       [](Reader& r) -> Maker {
-         r.ints("Squeeze axes");
-         return reshape_to_output();
-       }},
-      {"Flatten",
-       [](Reader& r) -> Maker {
-         r.num<int32_t>("Flatten start");
-         r.num<int32_t>("Flatten end");
-         return reshape_to_output();
-       }},
-      {"Unflatten",
-       [](Reader& r) -> Maker {
-         r.num<int32_t>("Unflatten axis");
-         r.shape("Unflatten shape");
-         return reshape_to_output();
-       }},
-      {"CustomKernel",
-       [](Reader& r) -> Maker {
-         std::string name = r.str("CustomKernel name");
-         std::string source = r.str("CustomKernel source");
-         Dims grid, tg;
-         for (auto& g : grid) g = r.num<int32_t>("CustomKernel grid");
-         for (auto& g : tg) g = r.num<int32_t>("CustomKernel threadgroup");
-         uint64_t n_info = r.count("CustomKernel shape infos", 3);
-         for (uint64_t i = 0; i < 3 * n_info; ++i) r.boolean("CustomKernel shape info");
-         bool contiguous = r.boolean("CustomKernel ensure_row_contiguous");
-         std::optional<double> init;
-         if (r.boolean("CustomKernel init_value")) init = r.num<float>("CustomKernel init_value");
-         uint64_t n_scalars = r.count("CustomKernel scalar arguments", 5);
-         bool precompiled = r.boolean("CustomKernel is_precompiled");
-         int32_t shared = r.num<int32_t>("CustomKernel shared_memory");
-         int32_t math = r.num<int32_t>("CustomKernel compile options");
-         if (n_scalars > 0 || precompiled || shared != 0)
-           throw NotSupported(name, "not supported: MLX kernel '" + name +
-                                        "' is a precompiled kernel (scalar arguments, shared "
-                                        "memory); only mx.fast.metal_kernel kernels import");
-         if (math < 0 || math > 2) bad(fmt::format("kernel '{}' has math mode {}", name, math));
-         static const char* kModes[] = {"safe", "relaxed", "fast"};
-         std::string mode = kModes[math];
-         return [=](const OpTypes& t) {
-           auto rec = recover_mlx_kernel(name, source, t.in_dtypes, t.in_shapes, t.out_dtypes,
-                                         contiguous, mode);
-           std::vector<std::vector<ShapeExpr>> shapes;
-           for (auto& s : t.out_shapes) shapes.emplace_back(s.begin(), s.end());
-           DimsExpr g{grid[0], grid[1], grid[2]}, th{tg[0], tg[1], tg[2]};
-           return std::make_shared<kernel::CustomKernel>(std::make_shared<KernelSpec>(rec.spec),
-                                                         t.out_dtypes, rec.template_args, g, th,
-                                                         std::move(shapes), init);
-         };
-       }},
-  };
+  static const std::map<std::string, StateReader> table = [] {
+    std::map<std::string, StateReader> t = {
+        {"Slice",
+         [](Reader& r) -> Maker {
+           auto start = widen(r.ints("Slice start")), stop = widen(r.ints("Slice stop")),
+                step = widen(r.ints("Slice strides"));
+           return [=](const OpTypes&) { return std::make_shared<SliceView>(start, stop, step); };
+         }},
+        {"Transpose",
+         [](Reader& r) -> Maker {
+           auto axes = widen(r.ints("Transpose axes"));
+           return [=](const OpTypes&) { return std::make_shared<Transpose>(axes); };
+         }},
+        {"Reshape",
+         [](Reader& r) -> Maker {
+           r.ints("Reshape shape");  // as given (may hold -1): the traced output shape is exact
+           return reshape_to_output();
+         }},
+        {"Broadcast",
+         [](Reader& r) -> Maker {
+           auto shape = r.shape("Broadcast shape");
+           return [=](const OpTypes&) { return std::make_shared<Broadcast>(shape); };
+         }},
+        {"AsStrided",
+         [](Reader& r) -> Maker {
+           Shape shape = r.shape("AsStrided shape");
+           uint64_t n = r.count("AsStrided strides", 8);
+           Strides strides(n);
+           for (auto& s : strides) s = r.num<int64_t>("AsStrided strides");
+           uint64_t offset = r.num<uint64_t>("AsStrided offset");
+           if (offset > INT64_MAX) bad("AsStrided offset out of range");
+           return [=](const OpTypes&) {
+             return std::make_shared<AsStrided>(shape, strides, static_cast<int64_t>(offset));
+           };
+         }},
+        {"AsType",
+         [](Reader& r) -> Maker {
+           Dtype d = r.dtype();
+           return [=](const OpTypes&) { return std::make_shared<AsType>(d); };
+         }},
+        {"Copy",
+         [](Reader&) -> Maker { return [](const OpTypes&) { return std::make_shared<Copy>(); }; }},
+        {"StopGradient",
+         [](Reader&) -> Maker { return [](const OpTypes&) { return std::make_shared<Copy>(); }; }},
+        {"ExpandDims",
+         [](Reader& r) -> Maker {
+           r.ints("ExpandDims axes");
+           return reshape_to_output();
+         }},
+        {"Squeeze",
+         [](Reader& r) -> Maker {
+           r.ints("Squeeze axes");
+           return reshape_to_output();
+         }},
+        {"Flatten",
+         [](Reader& r) -> Maker {
+           r.num<int32_t>("Flatten start");
+           r.num<int32_t>("Flatten end");
+           return reshape_to_output();
+         }},
+        {"Unflatten",
+         [](Reader& r) -> Maker {
+           r.num<int32_t>("Unflatten axis");
+           r.shape("Unflatten shape");
+           return reshape_to_output();
+         }},
+        {"CustomKernel",
+         [](Reader& r) -> Maker {
+           std::string name = r.str("CustomKernel name");
+           std::string source = r.str("CustomKernel source");
+           Dims grid, tg;
+           for (auto& g : grid) g = r.num<int32_t>("CustomKernel grid");
+           for (auto& g : tg) g = r.num<int32_t>("CustomKernel threadgroup");
+           uint64_t n_info = r.count("CustomKernel shape infos", 3);
+           for (uint64_t i = 0; i < 3 * n_info; ++i) r.boolean("CustomKernel shape info");
+           bool contiguous = r.boolean("CustomKernel ensure_row_contiguous");
+           std::optional<double> init;
+           if (r.boolean("CustomKernel init_value")) init = r.num<float>("CustomKernel init_value");
+           uint64_t n_scalars = r.count("CustomKernel scalar arguments", 5);
+           bool precompiled = r.boolean("CustomKernel is_precompiled");
+           int32_t shared = r.num<int32_t>("CustomKernel shared_memory");
+           int32_t math = r.num<int32_t>("CustomKernel compile options");
+           if (n_scalars > 0 || precompiled || shared != 0)
+             throw NotSupported(name, "not supported: MLX kernel '" + name +
+                                          "' is a precompiled kernel (scalar arguments, shared "
+                                          "memory); only mx.fast.metal_kernel kernels import");
+           if (math < 0 || math > 2) bad(fmt::format("kernel '{}' has math mode {}", name, math));
+           static const char* kModes[] = {"safe", "relaxed", "fast"};
+           std::string mode = kModes[math];
+           return [=](const OpTypes& t) {
+             auto rec = recover_mlx_kernel(name, source, t.in_dtypes, t.in_shapes, t.out_dtypes,
+                                           contiguous, mode);
+             std::vector<std::vector<ShapeExpr>> shapes;
+             for (auto& s : t.out_shapes) shapes.emplace_back(s.begin(), s.end());
+             DimsExpr g{grid[0], grid[1], grid[2]}, th{tg[0], tg[1], tg[2]};
+             return std::make_shared<kernel::CustomKernel>(std::make_shared<KernelSpec>(rec.spec),
+                                                           t.out_dtypes, rec.template_args, g, th,
+                                                           std::move(shapes), init);
+           };
+         }},
+        // Ops whose MLX primitive has a state field (MLX names the instances "Log2", "Rsqrt",
+        // "Sum"..., but files carry the class name and the field).
+        {"Log",
+         [](Reader& r) -> Maker {
+           // Log::Base {two, ten, e}
+           static const std::map<std::string, std::string> ops = {
+               {"two", "log2"}, {"ten", "log10"}, {"e", "log"}};
+           return elementwise(ops.at(enum_field(r, "Log base", {"two", "ten", "e"})));
+         }},
+        {"Sqrt",
+         [](Reader& r) -> Maker {
+           return elementwise(r.boolean("Sqrt recip") ? "rsqrt" : "sqrt");
+         }},
+        {"Equal",
+         [](Reader& r) -> Maker {
+           if (r.boolean("Equal equal_nan"))
+             throw NotSupported("NaNEqual",
+                                "not supported: MLX primitive 'Equal' with equal_nan (array_equal "
+                                "with equal_nan=True) has no Alloy equivalent yet");
+           return elementwise("equal");
+         }},
+        {"BitwiseBinary",
+         [](Reader& r) -> Maker {
+           // BitwiseBinary::Op {And, Or, Xor, LeftShift, RightShift}
+           return elementwise(enum_field(
+               r, "BitwiseBinary op",
+               {"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"}));
+         }},
+        {"Reduce",
+         [](Reader& r) -> Maker {
+           // Reduce::ReduceType {And, Or, Sum, Prod, Min, Max}, then the axes.
+           std::string op =
+               enum_field(r, "Reduce type", {"all", "any", "sum", "prod", "min", "max"});
+           std::vector<int> axes;
+           for (int32_t a : r.ints("Reduce axes")) axes.push_back(a);
+           return [=](const OpTypes&) { return std::make_shared<ops::Reduce>(op, axes); };
+         }},
+        {"ArgReduce",
+         [](Reader& r) -> Maker {
+           // ArgReduce::ReduceType {ArgMin, ArgMax}, then the axis.
+           std::string op = enum_field(r, "ArgReduce type", {"argmin", "argmax"});
+           int32_t axis = r.num<int32_t>("ArgReduce axis");
+           return [=](const OpTypes&) { return std::make_shared<ops::ArgReduce>(op, axis); };
+         }},
+        {"Concatenate",
+         [](Reader& r) -> Maker {
+           int32_t axis = r.num<int32_t>("Concatenate axis");
+           return [=](const OpTypes&) { return std::make_shared<ops::Concatenate>(axis); };
+         }},
+        {"Full",
+         [](Reader&) -> Maker {
+           // mx.full / zeros / ones (zeros_like...): its input, already of the output's dtype,
+           // broadcast to the output shape.
+           return [](const OpTypes& t) -> std::shared_ptr<Primitive> {
+             if (t.in_dtypes.size() != 1 || t.in_dtypes[0] != t.out_dtypes.at(0))
+               bad("MLX primitive Full: its input is not of its output's dtype");
+             return std::make_shared<Broadcast>(t.out_shapes.at(0));
+           };
+         }},
+    };
+    // Elementwise primitives without state: MLX's and Alloy's names agree (src/ops/functors.cpp).
+    for (const char* name :
+         {"Abs",       "Negative", "Sign",         "Square",     "Exp",        "Expm1",
+          "Log1p",     "Sin",      "Cos",          "Tan",        "Tanh",       "ArcSin",
+          "ArcCos",    "ArcTan",   "Sinh",         "Cosh",       "Sigmoid",    "Erf",
+          "ErfInv",    "Floor",    "Ceil",         "Round",      "LogicalNot", "BitwiseInvert",
+          "Add",       "Subtract", "Multiply",     "Divide",     "Remainder",  "Power",
+          "Maximum",   "Minimum",  "ArcTan2",      "LogAddExp",  "NotEqual",   "Less",
+          "LessEqual", "Greater",  "GreaterEqual", "LogicalAnd", "LogicalOr",  "Select"}) {
+      std::string op;
+      for (auto& info : ops::all_ops())
+        if (std::string_view(info.primitive) == name) op = info.op;
+      if (op.empty()) continue;  // not an Alloy op (yet)
+      t.emplace(name, [op](Reader&) -> Maker { return elementwise(op); });
+    }
+    return t;
+  }();
   return table;
 }
 

@@ -10,6 +10,7 @@
 #include "core/primitives.h"
 #include "core/scheduler.h"
 #include "kernel/custom_kernel.h"
+#include "kernel/library.h"
 #include "transforms/kernel_spec.h"
 
 namespace alloy::transforms {
@@ -199,6 +200,9 @@ std::vector<Array> apply(const Trace& t, const TapeOp& op, std::vector<Array> in
     }
     k->geometry(in);  // geometry errors at the call, as a direct call reports them
   }
+  if (kernel::is_library_kernel(p))  // a library call binds row-contiguous buffers
+    for (auto& a : in)
+      if (!a.is_row_contiguous()) a = a.contiguous();
   Device dev = device.value_or(op.device);
   auto shapes = p.output_shapes(in);
   if (shapes.size() != op.dtypes.size())

@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "alloy/errors.h"
+#include "backend/cpu/fault_guard.h"
 #include "backend/cpu/fiber_scheduler.h"
 #include "core/interrupt_state.h"
 
@@ -162,8 +164,30 @@ struct Run {
     }
   }
 
-  // Runs groups [begin, end) (linear index, x fastest) on the current thread.
+  // Runs groups [begin, end) (linear index, x fastest) on the current thread. In loop mode a
+  // memory fault inside the kernel stops the launch with an alloy::Error (fault_guard.h).
   void groups(size_t begin, size_t end) {
+    if (fiber_mode) return unguarded_groups(begin, end);
+    struct Task {
+      Run* run;
+      size_t begin, end;
+    } task{this, begin, end};
+    FaultInfo info;
+    bool ok = run_fault_guarded(
+        [](void* p) {
+          auto* t = static_cast<Task*>(p);
+          t->run->unguarded_groups(t->begin, t->end);  // catches everything it throws
+        },
+        &task, &info);
+    if (!ok) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error)
+        error = std::make_exception_ptr(Error(opts.kernel, fault_message(opts.kernel, info, L)));
+      failed = true;
+    }
+  }
+
+  void unguarded_groups(size_t begin, size_t end) {
     if (failed.load(std::memory_order_relaxed)) return;
     try {
       Worker& w = this_worker();
