@@ -1,0 +1,107 @@
+// CPU matrix products through OpenBLAS, loaded at run time with dlopen (no link-time dependency;
+// Debian's libopenblas0-pthread provides libopenblas.so.0). The two CBLAS prototypes used are
+// declared here (the CBLAS ABI: 32-bit integers in Debian's libopenblas0).
+#include "core/blas.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <limits>
+#include <mutex>
+
+#include "alloy/errors.h"
+
+namespace alloy::blas {
+namespace {
+
+// cblas.h: enum CBLAS_ORDER / CBLAS_TRANSPOSE.
+constexpr int kRowMajor = 101;
+constexpr int kNoTrans = 111;
+constexpr int kTrans = 112;
+
+using Sgemm = void (*)(int order, int ta, int tb, int m, int n, int k, float alpha, const float* a,
+                       int lda, const float* b, int ldb, float beta, float* c, int ldc);
+using Dgemm = void (*)(int order, int ta, int tb, int m, int n, int k, double alpha,
+                       const double* a, int lda, const double* b, int ldb, double beta, double* c,
+                       int ldc);
+
+struct OpenBlas {
+  Sgemm sgemm = nullptr;
+  Dgemm dgemm = nullptr;
+  std::string error;
+};
+
+const OpenBlas& openblas() {
+  static const OpenBlas* lib = [] {
+    auto* l = new OpenBlas;  // never unloaded (its threads outlive static destruction)
+    const char* names[] = {"libopenblas.so.0", "libopenblas.so", "libopenblasp-r0.3.so"};
+    std::string tried;
+    for (const char* name : names) {
+      void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (!h) {
+        const char* why = dlerror();
+        tried += fmt::format("\n  {}: {}", name, why ? why : "not found");
+        continue;
+      }
+      l->sgemm = reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm"));
+      l->dgemm = reinterpret_cast<Dgemm>(dlsym(h, "cblas_dgemm"));
+      if (l->sgemm && l->dgemm) return l;
+      tried += fmt::format("\n  {}: lacks cblas_sgemm/cblas_dgemm", name);
+      l->sgemm = nullptr;
+      l->dgemm = nullptr;
+      dlclose(h);
+    }
+    l->error =
+        "not supported: matmul on the CPU needs OpenBLAS (Debian: apt install "
+        "libopenblas0-pthread); tried:" +
+        tried;
+    return l;
+  }();
+  return *lib;
+}
+
+int as_int(int64_t v, const char* what) {
+  if (v > std::numeric_limits<int>::max())
+    throw NotSupported("matmul", fmt::format("not supported: matmul with {} = {} (OpenBLAS takes "
+                                             "32-bit sizes)",
+                                             what, v));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+bool cpu_blas_available(std::string* why) {
+  const OpenBlas& l = openblas();
+  if (why) *why = l.error;
+  return l.sgemm != nullptr;
+}
+
+void gemm_cpu(const Gemm& g) {
+  const OpenBlas& l = openblas();
+  if (!l.sgemm) throw NotSupported("matmul", l.error);
+  int m = as_int(g.m, "m"), n = as_int(g.n, "n"), k = as_int(g.k, "k");
+  int lda = as_int(g.lda, "lda"), ldb = as_int(g.ldb, "ldb");
+  int ta = g.trans_a ? kTrans : kNoTrans, tb = g.trans_b ? kTrans : kNoTrans;
+  size_t batch = g.off_a.size();
+  if (g.m == 0 || g.n == 0) return;
+  if (g.dtype == Dtype::float32) {
+    auto* a = static_cast<const float*>(g.a);
+    auto* b = static_cast<const float*>(g.b);
+    auto* c = static_cast<float*>(g.c);
+    for (size_t i = 0; i < batch; ++i)
+      l.sgemm(kRowMajor, ta, tb, m, n, k, 1.0f, a + g.off_a[i], lda, b + g.off_b[i], ldb, 0.0f,
+              c + static_cast<int64_t>(i) * g.m * g.n, n);
+  } else if (g.dtype == Dtype::float64) {
+    auto* a = static_cast<const double*>(g.a);
+    auto* b = static_cast<const double*>(g.b);
+    auto* c = static_cast<double*>(g.c);
+    for (size_t i = 0; i < batch; ++i)
+      l.dgemm(kRowMajor, ta, tb, m, n, k, 1.0, a + g.off_a[i], lda, b + g.off_b[i], ldb, 0.0,
+              c + static_cast<int64_t>(i) * g.m * g.n, n);
+  } else {
+    throw std::invalid_argument(
+        fmt::format("gemm_cpu: {} is not a BLAS dtype (float32, float64)", dtype_name(g.dtype)));
+  }
+}
+
+}  // namespace alloy::blas
