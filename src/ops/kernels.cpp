@@ -128,6 +128,16 @@ std::string reduce_functor(const std::string& op) {
 
 }  // namespace
 
+std::string reduction_functor(const std::string& op) {
+  return reduce_functor(op);
+}
+std::string reduction_identity(const std::string& op, Dtype acc) {
+  return reduce_init(op, acc);
+}
+std::string functor_header(const std::vector<std::string>& functors) {
+  return header_for(functors);
+}
+
 OpKernel op_kernel(const std::string& cache_key, const std::function<KernelSpec()>& build,
                    bool ensure_row_contiguous) {
   return cached_spec((ensure_row_contiguous ? "rc|" : "") + cache_key, build,
