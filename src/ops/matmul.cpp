@@ -144,6 +144,19 @@ void matmul_eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, 
 
 }  // namespace
 
+Array row_contiguous_now(const Array& x, bool gpu) {
+  if (x.is_row_contiguous()) return x;
+  Array c = make_empty(x.shape(), x.dtype(), x.device());
+  if (x.size() == 0) return c;
+  if (gpu)
+    gpu_backend()->copy_strided(node_of(x)->data(), x.shape(), x.strides(), x.dtype(),
+                                node_of(c)->data(), x.dtype());
+  else
+    copy_convert_host(node_of(x)->data(), x.shape(), x.strides(), x.dtype(), node_of(c)->data(),
+                      x.dtype());
+  return c;
+}
+
 std::vector<Shape> Matmul::output_shapes(const std::vector<Array>& inputs) const {
   const Shape &a = inputs.at(0).shape(), &b = inputs.at(1).shape();
   if (a.size() < 2 || a.size() != b.size() || a[a.size() - 1] != b[b.size() - 2] ||

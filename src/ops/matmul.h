@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/primitive.h"
+#include "ops/kernels.h"
 
 namespace alloy::ops {
 
@@ -25,5 +26,20 @@ class Matmul : public Primitive {
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
   void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 };
+
+/// `x` itself when row-contiguous, else a row-major copy made now (for kernels that index their
+/// inputs as flat row-major arrays; the ops add lazy copies, this covers graphs built otherwise).
+Array row_contiguous_now(const Array& x, bool gpu);
+
+/// The quantized ops' generated kernels (src/ops/quantized.cpp):
+///   quantize: one thread per group; outputs w_q (uint32), scales, biases (the input's dtype).
+///   dequantize: one thread per output element (inputs w_q, scales, biases).
+///   products: inputs x, w, scales, biases (and, with `gather`, uint32 lhs / rhs indices of B
+///   elements); transpose: a simdgroup per output element over a (32 N, M, B) grid, else a
+///   thread per output over (N, M, B).
+OpKernel quantize_kernel(Dtype in, int group_size, int bits);
+OpKernel dequantize_kernel(Dtype out, int group_size, int bits);
+OpKernel qmm_kernel(Dtype x, Dtype scales, Dtype out, int group_size, int bits, bool transpose,
+                    bool gather);
 
 }  // namespace alloy::ops

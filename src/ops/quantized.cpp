@@ -32,6 +32,8 @@ void check_quant_params(int group_size, int bits, const char* op) {
         fmt::format("[{}] group_size must be 32, 64 or 128, got {}", op, group_size));
 }
 
+}  // namespace
+
 // One thread per group: MLX's affine quantization, step for step in float32 (so the codes and
 // scales equal MLX's): the edge of larger magnitude maps to q = 0 or 2^bits - 1 exactly.
 OpKernel quantize_kernel(Dtype in, int gs, int bits) {
@@ -186,6 +188,8 @@ OpKernel qmm_kernel(Dtype x, Dtype t, Dtype out, int gs, int bits, bool transpos
       true);
 }
 
+namespace {
+
 // Primitives ------------------------------------------------------------------------------------
 
 // MLX's fast::AffineQuantize: quantize (one input, three outputs) or dequantize (three inputs).
@@ -220,7 +224,9 @@ class AffineQuantize : public Primitive {
   }
 
  private:
-  void eval(const std::vector<Array>& in, std::vector<Array>& out, bool gpu) {
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& out, bool gpu) {
+    std::vector<Array> in;
+    for (auto& a : inputs) in.push_back(row_contiguous_now(a, gpu));
     if (dequantize_) {
       for (auto& o : out) allocate_output(o);
       if (out[0].size() == 0) return;
@@ -283,7 +289,9 @@ class QuantizedProduct : public Primitive {
   }
 
  private:
-  void eval(const std::vector<Array>& in, std::vector<Array>& out, bool gpu) {
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& out, bool gpu) {
+    std::vector<Array> in;
+    for (auto& a : inputs) in.push_back(row_contiguous_now(a, gpu));
     Array& o = out.at(0);
     if (o.size() == 0) {
       allocate_output(o);
@@ -395,7 +403,7 @@ std::vector<Array> quantize(const Array& w, int group_size, int bits, StreamOrDe
         group_size, ops::shape_str(w.shape())));
   Device d = ops::pick_device(w, s);
   ops::check_device(d, w.dtype(), "quantize");
-  Array x = ops::to_dev(w, d);
+  Array x = ops::to_dev(w, d).contiguous();
   auto prim = std::make_shared<ops::AffineQuantize>(group_size, bits, false);
   return make_pending(prim, {x}, prim->output_shapes({x}), {Dtype::uint32, w.dtype(), w.dtype()},
                       ops::pick_stream(d, s));
@@ -408,7 +416,8 @@ Array dequantize(const Array& w, const Array& scales, const Array& biases, int g
   ops::check_quantized(w, scales, biases, group_size, bits, "dequantize");
   Device d = ops::pick_device(w, s);
   ops::check_device(d, scales.dtype(), "dequantize");
-  std::vector<Array> in{ops::to_dev(w, d), ops::to_dev(scales, d), ops::to_dev(biases, d)};
+  std::vector<Array> in{ops::to_dev(w, d).contiguous(), ops::to_dev(scales, d).contiguous(),
+                        ops::to_dev(biases, d).contiguous()};
   auto prim = std::make_shared<ops::AffineQuantize>(group_size, bits, true);
   return make_pending(prim, in, prim->output_shapes(in), {scales.dtype()},
                       ops::pick_stream(d, s))[0];
@@ -435,8 +444,8 @@ Array qmm(const Array& x, const Array& w, const Array& scales, const Array& bias
   Device d = ops::pick_device(x, s);
   ops::check_device(d, t, op);
   Stream st = ops::pick_stream(d, s);
-  Array xd = ops::to_dev(x, d), wd = ops::to_dev(w, d), sd = ops::to_dev(scales, d),
-        bd = ops::to_dev(biases, d);
+  Array xd = ops::to_dev(x, d).contiguous(), wd = ops::to_dev(w, d).contiguous(),
+        sd = ops::to_dev(scales, d).contiguous(), bd = ops::to_dev(biases, d).contiguous();
   bool gather = lhs || rhs || w.ndim() > 2 || std::string_view(op) == "gather_qmm";
   if (!gather) {
     // One matrix: every row of x against it.

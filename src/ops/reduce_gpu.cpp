@@ -8,6 +8,7 @@
 #include "alloy/errors.h"
 #include "alloy/ops.h"
 #include "core/array_node.h"
+#include "ops/matmul.h"
 #include "ops/reduce_rows.h"
 
 namespace alloy::ops {
@@ -36,8 +37,9 @@ std::string tree_combine(const std::string& acc, const std::string& F, const std
   return fmt::format(
       "  for (ushort o = 16; o > 0; o >>= 1) a0 = {1}(a0, simd_shuffle_xor(a0, o));\n"
       "  threadgroup {0} part[32];\n"
-      "  uint sg = simdgroup_index_in_threadgroup, lane = thread_index_in_simdgroup;\n"
-      "  uint nsg = (T + 31) / 32;\n"
+      "  uint sg = simdgroup_index_in_threadgroup;\n"
+      "  uint lane = thread_index_in_simdgroup;\n"
+      "  uint nsg = (TPG + 31) / 32;\n"
       "  if (lane == 0) part[sg] = a0;\n"
       "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
       "  if (sg == 0) {{\n"
@@ -88,21 +90,27 @@ OpKernel row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out
     std::string I = reduction_identity(op, acc);
     spec.header = functor_header({f});
     std::string s = fmt::format(
-        "  uint tid = thread_position_in_threadgroup.x, T = threads_per_threadgroup.x;\n"
-        "  int64_t p = threadgroup_position_in_grid.x, P = threadgroups_per_grid.x;\n"
+        "  uint tid = thread_position_in_threadgroup.x;\n"
+        "  uint TPG = threads_per_threadgroup.x;\n"
+        "  int64_t p = threadgroup_position_in_grid.x;\n"
+        "  int64_t P = threadgroups_per_grid.x;\n"
         "  int64_t row = threadgroup_position_in_grid.y;\n"
-        "  int64_t L = x_shape[1], chunk = (L + P - 1) / P;\n"
-        "  int64_t lo = p * chunk, hi = metal::min(L, lo + chunk), base = row * L;\n"
-        "  {0} a0 = {1}, a1 = {1}, a2 = {1}, a3 = {1};\n"
+        "  int64_t L = x_shape[1];\n"
+        "  int64_t chunk = (L + P - 1) / P;\n"
+        "  int64_t lo = p * chunk;\n"
+        "  int64_t hi = metal::min(L, lo + chunk);\n"
+        "  int64_t base = row * L;\n"
+        "  {0} a0 = {1};\n"
+        "  {0} a1 = {1}, a2 = {1}, a3 = {1};\n"
         "  int64_t i = lo + tid;\n"
         // Four loads in flight per thread, adjacent threads on adjacent elements.
-        "  for (; i + 3 * int64_t(T) < hi; i += 4 * int64_t(T)) {{\n"
+        "  for (; i + 3 * int64_t(TPG) < hi; i += 4 * int64_t(TPG)) {{\n"
         "    a0 = {2}(a0, static_cast<{0}>(x[base + i]));\n"
-        "    a1 = {2}(a1, static_cast<{0}>(x[base + i + T]));\n"
-        "    a2 = {2}(a2, static_cast<{0}>(x[base + i + 2 * T]));\n"
-        "    a3 = {2}(a3, static_cast<{0}>(x[base + i + 3 * T]));\n"
+        "    a1 = {2}(a1, static_cast<{0}>(x[base + i + TPG]));\n"
+        "    a2 = {2}(a2, static_cast<{0}>(x[base + i + 2 * TPG]));\n"
+        "    a3 = {2}(a3, static_cast<{0}>(x[base + i + 3 * TPG]));\n"
         "  }}\n"
-        "  for (; i < hi; i += T) a0 = {2}(a0, static_cast<{0}>(x[base + i]));\n"
+        "  for (; i < hi; i += TPG) a0 = {2}(a0, static_cast<{0}>(x[base + i]));\n"
         "  a0 = {2}({2}(a0, a1), {2}(a2, a3));\n",
         A, I, F);
     s += tree_combine(A, F, I);
@@ -151,11 +159,14 @@ OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool c
           // m = max(m1, m2), s = s1 exp(m1 - m) + s2 exp(m2 - m). A term whose max is the
           // combined one (also +-inf) keeps its sum as is, so infinities give no inf - inf.
           s = fmt::format(
-              "  uint tid = thread_position_in_threadgroup.x, T = threads_per_threadgroup.x;\n"
+              "  uint tid = thread_position_in_threadgroup.x;\n"
+              "  uint TPG = threads_per_threadgroup.x;\n"
               "  int64_t row = threadgroup_position_in_grid.y;\n"
-              "  int64_t L = x_shape[x_ndim - 1], base = row * L;\n"
-              "  {0} m = -INFINITY, s = 0;\n"
-              "  for (int64_t i = tid; i < L; i += T) {{\n"
+              "  int64_t L = x_shape[x_ndim - 1];\n"
+              "  int64_t base = row * L;\n"
+              "  {0} m = -INFINITY;\n"
+              "  {0} s = 0;\n"
+              "  for (int64_t i = tid; i < L; i += TPG) {{\n"
               "    {0} v = static_cast<{0}>(x[base + i]);\n"
               "    if (v > m) {{ s = (m == -INFINITY ? {0}(0) : s * metal::exp(m - v)) + {0}(1); "
               "m = v; }}\n"
@@ -169,8 +180,9 @@ OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool c
               "    m = mm;\n"
               "  }}\n"
               "  threadgroup {0} pm[32], ps[32];\n"
-              "  uint sg = simdgroup_index_in_threadgroup, lane = thread_index_in_simdgroup;\n"
-              "  uint nsg = (T + 31) / 32;\n"
+              "  uint sg = simdgroup_index_in_threadgroup;\n"
+              "  uint lane = thread_index_in_simdgroup;\n"
+              "  uint nsg = (TPG + 31) / 32;\n"
               "  if (lane == 0) {{ pm[sg] = m; ps[sg] = s; }}\n"
               "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
               "  if (sg == 0) {{\n"
@@ -190,12 +202,11 @@ OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool c
               "  s = ps[0];\n",
               C);
           if (log)
-            s += fmt::format(
-                "  if (tid == 0) out[row] = static_cast<{0}>(m + metal::log(s));\n",
-                O);
+            s +=
+                fmt::format("  if (tid == 0) out[row] = static_cast<{0}>(m + metal::log(s));\n", O);
           else
             s += fmt::format(
-                "  for (int64_t i = tid; i < L; i += T)\n"
+                "  for (int64_t i = tid; i < L; i += TPG)\n"
                 "    out[base + i] = static_cast<{1}>(metal::exp(static_cast<{0}>(x[base + i]) - "
                 "m) / s);\n",
                 C, O);
@@ -204,7 +215,8 @@ OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool c
           // sum of exponentials, then the outputs.
           s = fmt::format(
               "  int64_t row = thread_position_in_grid.x;\n"
-              "  int64_t L = x_shape[x_ndim - 1], base = row * L;\n"
+              "  int64_t L = x_shape[x_ndim - 1];\n"
+              "  int64_t base = row * L;\n"
               "  {0} m0 = -INFINITY, m1 = m0, m2 = m0, m3 = m0, m4 = m0, m5 = m0, m6 = m0, m7 = "
               "m0;\n"
               "  int64_t i = 0;\n"
@@ -288,8 +300,9 @@ std::vector<Array> RowSoftmax::jvp(const std::vector<Array>& primals,
   return {multiply(sm, subtract(t, sum(multiply(t, sm), -1, true)))};
 }
 
-void RowSoftmax::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) {
-  const Array& x = inputs.at(0);
+void RowSoftmax::eval(const std::vector<Array>& in, std::vector<Array>& outputs, bool gpu) {
+  std::vector<Array> inputs{row_contiguous_now(in.at(0), gpu)};
+  const Array& x = inputs[0];
   Array& out = outputs.at(0);
   int64_t L = x.shape().back();
   if (out.size() == 0 || L == 0) {
@@ -322,7 +335,8 @@ Array row_softmax(const Array& x, bool log, bool precise, StreamOrDevice s) {
   Device d = x.device();
   Stream st = default_stream(d);
   if (auto* p = std::get_if<Stream>(&s)) st = *p;
-  return make_pending(prim, {x}, prim->output_shapes({x}), {x.dtype()}, st)[0];
+  Array xc = x.contiguous();
+  return make_pending(prim, {xc}, prim->output_shapes({xc}), {x.dtype()}, st)[0];
 }
 
 ALLOY_REGISTER_PRIMITIVE(Softmax, [](const PrimitiveState& s) {
