@@ -147,6 +147,14 @@ TEST(OpsMatmul, StridedViewsAreReadWhereTheyAre) {
        base.slice({{0, 3}, {0, 4}, {0, 5}})},
       // A stepped batch axis with contiguous rows.
       {"stepped batch", base.slice({{0, 6, 3}}), swapaxes(base.slice({{1, 3}}), 1, 2)},
+      // Matrix-vector products (gemv) with strided vectors and transposed matrices.
+      {"strided row x matrix", base.slice({{0, 1}}).reshape({8, 10}).transpose().slice({{0, 1}}),
+       base.slice({{1, 2}}).reshape({8, 10})},
+      {"strided row x transposed matrix",
+       base.slice({{0, 1}}).reshape({8, 10}).transpose().slice({{0, 1}}),
+       base.slice({{2, 3}, {0, 8}, {0, 8}}).reshape({8, 8}).transpose()},
+      {"transposed matrix x strided column", base.slice({{0, 1}}).reshape({8, 10}).transpose(),
+       base.slice({{3, 4}, {0, 8}, {0, 1}})},
       // A broadcast (stride 0) batch.
       {"broadcast batch", broadcast_to(base.slice({{0, 1}}), {4, 8, 10}),
        swapaxes(base.slice({{0, 4}}), 1, 2)},

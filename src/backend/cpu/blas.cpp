@@ -25,9 +25,16 @@ using Dgemm = void (*)(int order, int ta, int tb, int m, int n, int k, double al
                        const double* a, int lda, const double* b, int ldb, double beta, double* c,
                        int ldc);
 
+using Sgemv = void (*)(int order, int ta, int m, int n, float alpha, const float* a, int lda,
+                       const float* x, int incx, float beta, float* y, int incy);
+using Dgemv = void (*)(int order, int ta, int m, int n, double alpha, const double* a, int lda,
+                       const double* x, int incx, double beta, double* y, int incy);
+
 struct OpenBlas {
   Sgemm sgemm = nullptr;
   Dgemm dgemm = nullptr;
+  Sgemv sgemv = nullptr;
+  Dgemv dgemv = nullptr;
   std::string error;
 };
 
@@ -45,8 +52,10 @@ const OpenBlas& openblas() {
       }
       l->sgemm = reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm"));
       l->dgemm = reinterpret_cast<Dgemm>(dlsym(h, "cblas_dgemm"));
-      if (l->sgemm && l->dgemm) return l;
-      tried += fmt::format("\n  {}: lacks cblas_sgemm/cblas_dgemm", name);
+      l->sgemv = reinterpret_cast<Sgemv>(dlsym(h, "cblas_sgemv"));
+      l->dgemv = reinterpret_cast<Dgemv>(dlsym(h, "cblas_dgemv"));
+      if (l->sgemm && l->dgemm && l->sgemv && l->dgemv) return l;
+      tried += fmt::format("\n  {}: lacks cblas_sgemm/dgemm/sgemv/dgemv", name);
       l->sgemm = nullptr;
       l->dgemm = nullptr;
       dlclose(h);
@@ -84,20 +93,29 @@ void gemm_cpu(const Gemm& g) {
   int ta = g.trans_a ? kTrans : kNoTrans, tb = g.trans_b ? kTrans : kNoTrans;
   size_t batch = g.off_a.size();
   if (g.m == 0 || g.n == 0) return;
+  // One row (or one column) of output: a matrix-vector product (gemm would pack the whole
+  // matrix first, several times slower for a vector).
+  auto run = [&](auto* a, auto* b, auto* c, auto gemm, auto gemv, auto one, auto zero) {
+    for (size_t i = 0; i < batch; ++i) {
+      auto* ai = a + g.off_a[i];
+      auto* bi = b + g.off_b[i];
+      auto* ci = c + static_cast<int64_t>(i) * g.m * g.n;
+      if (m == 1)  // c[0, :] = a[0, :] op(B): B's rows are read as a [k, n] or [n, k] matrix
+        gemv(kRowMajor, g.trans_b ? kNoTrans : kTrans, g.trans_b ? n : k, g.trans_b ? k : n, one,
+             bi, ldb, ai, g.trans_a ? lda : 1, zero, ci, 1);
+      else if (n == 1)  // c[:, 0] = op(A) b[:, 0]
+        gemv(kRowMajor, g.trans_a ? kTrans : kNoTrans, g.trans_a ? k : m, g.trans_a ? m : k, one,
+             ai, lda, bi, g.trans_b ? 1 : ldb, zero, ci, 1);
+      else
+        gemm(kRowMajor, ta, tb, m, n, k, one, ai, lda, bi, ldb, zero, ci, n);
+    }
+  };
   if (g.dtype == Dtype::float32) {
-    auto* a = static_cast<const float*>(g.a);
-    auto* b = static_cast<const float*>(g.b);
-    auto* c = static_cast<float*>(g.c);
-    for (size_t i = 0; i < batch; ++i)
-      l.sgemm(kRowMajor, ta, tb, m, n, k, 1.0f, a + g.off_a[i], lda, b + g.off_b[i], ldb, 0.0f,
-              c + static_cast<int64_t>(i) * g.m * g.n, n);
+    run(static_cast<const float*>(g.a), static_cast<const float*>(g.b), static_cast<float*>(g.c),
+        l.sgemm, l.sgemv, 1.0f, 0.0f);
   } else if (g.dtype == Dtype::float64) {
-    auto* a = static_cast<const double*>(g.a);
-    auto* b = static_cast<const double*>(g.b);
-    auto* c = static_cast<double*>(g.c);
-    for (size_t i = 0; i < batch; ++i)
-      l.dgemm(kRowMajor, ta, tb, m, n, k, 1.0, a + g.off_a[i], lda, b + g.off_b[i], ldb, 0.0,
-              c + static_cast<int64_t>(i) * g.m * g.n, n);
+    run(static_cast<const double*>(g.a), static_cast<const double*>(g.b), static_cast<double*>(g.c),
+        l.dgemm, l.dgemv, 1.0, 0.0);
   } else {
     throw std::invalid_argument(
         fmt::format("gemm_cpu: {} is not a BLAS dtype (float32, float64)", dtype_name(g.dtype)));
