@@ -665,3 +665,69 @@ TEST(OpsMatmulKernels, NewKernelsCompileWithNvrtcForSm90) {
     }
   EXPECT_GT(compiled, 20);
 }
+
+// ---- on CUDA (skipped without a GPU; run by the device script) --------------------------------
+
+TEST(OpsMatmulGpu, MatchTheCpu) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA GPU";
+  std::string why;
+  if (!blas::gpu_blas_available(&why)) GTEST_FAIL() << why;  // the device has the CUDA toolkit
+  auto check = [](const Array& got, const Array& want, double tol, const std::string& what) {
+    ASSERT_EQ(got.device(), Device::gpu()) << what;
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    expect_close(got.to(Device::cpu()).to_doubles(), want.to_doubles(), tol, tol, what);
+  };
+  auto a = Array::from_doubles(randoms(3 * 70 * 130, -1, 1, 1), {3, 70, 130}, Dtype::float32);
+  auto b = Array::from_doubles(randoms(130 * 40, -1, 1, 2), {130, 40}, Dtype::float32);
+  auto ag = a.to(Device::gpu()), bg = b.to(Device::gpu());
+  check(matmul(ag, bg), matmul(a, b), 1e-4, "batched x broadcast matrix");
+  check(matmul(swapaxes(ag, 1, 2), ag), matmul(swapaxes(a, 1, 2), a), 1e-4, "transposed");
+  check(matmul(ag.slice({{0, 3, 2}, {0, 70, 3}, {0, 130, 2}}), bg.slice({{0, 130, 2}})),
+        matmul(a.slice({{0, 3, 2}, {0, 70, 3}, {0, 130, 2}}), b.slice({{0, 130, 2}})), 1e-4,
+        "stepped");
+  for (Dtype t : {Dtype::float16, Dtype::bfloat16})
+    check(matmul(ag.astype(t), bg.astype(t)), matmul(a.astype(t), b.astype(t)),
+          t == Dtype::float16 ? 4e-3 : 3e-2, fmt::format("matmul {}", dtype_name(t)));
+  check(matmul(zeros({2, 0}, Dtype::float32, Device::gpu()),
+               zeros({0, 3}, Dtype::float32, Device::gpu())),
+        zeros({2, 3}, Dtype::float32), 0, "K = 0");
+  // Quantized ops: the same kernels on both devices.
+  auto w = Array::from_doubles(randoms(4 * 64 * 256, -1, 1, 3), {4, 64, 256}, Dtype::float32);
+  auto q = quantize(w, 64, 4), qg = quantize(w.to(Device::gpu()), 64, 4);
+  for (int i = 0; i < 3; ++i) check(qg[i], q[i], 0, "quantize output " + std::to_string(i));
+  auto x = Array::from_doubles(randoms(5 * 2 * 256, -1, 1, 4), {5, 2, 256}, Dtype::float32);
+  auto xg = x.to(Device::gpu());
+  check(quantized_matmul(xg, qg[0], qg[1], qg[2], true, 64, 4),
+        quantized_matmul(x, q[0], q[1], q[2], true, 64, 4), 1e-4, "quantized_matmul 3-d w");
+  auto q2 = quantize(w.slice({{0, 1}}).reshape({64, 256}), 32, 8);
+  auto q2g = quantize(w.to(Device::gpu()).slice({{0, 1}}).reshape({64, 256}), 32, 8);
+  auto x2 = Array::from_doubles(randoms(7 * 64, -1, 1, 5), {7, 64}, Dtype::float32);
+  check(quantized_matmul(x2.to(Device::gpu()), q2g[0], q2g[1], q2g[2], false, 32, 8),
+        quantized_matmul(x2, q2[0], q2[1], q2[2], false, 32, 8), 1e-4, "not transposed");
+  Array li = Array::from_doubles({4, 0, 2}, {3}, Dtype::uint32);
+  Array ri = Array::from_doubles({3, 3, 1}, {3}, Dtype::uint32);
+  check(
+      gather_qmm(xg, qg[0], qg[1], qg[2], li.to(Device::gpu()), ri.to(Device::gpu()), true, 64, 4),
+      gather_qmm(x, q[0], q[1], q[2], li, ri, true, 64, 4), 1e-4, "gather_qmm");
+  check(dequantize(qg[0], qg[1], qg[2], 64, 4), dequantize(q[0], q[1], q[2], 64, 4), 0,
+        "dequantize");
+  // Cooperative row reductions and the fused softmax / logsumexp.
+  for (int64_t L : {64, 1000, 100000}) {
+    auto m = Array::from_doubles(randoms(3 * L, -1, 1, L), {3, L}, Dtype::float32);
+    auto mg = m.to(Device::gpu());
+    check(sum(mg, 1), sum(m, 1), 1e-5, "sum rows " + std::to_string(L));
+    check(max(mg, 1), max(m, 1), 0, "max rows");
+    check(min(mg.astype(Dtype::int32), 1), min(m.astype(Dtype::int32), 1), 0, "min int rows");
+    check(mean(mg.astype(Dtype::float16), 1), mean(m.astype(Dtype::float16), 1), 2e-3,
+          "mean half rows");
+    check(softmax(mg, -1), softmax(m, -1), 1e-5, "softmax");
+    check(logsumexp(mg, -1), logsumexp(m, -1), 1e-5, "logsumexp");
+    check(softmax(mg.astype(Dtype::bfloat16), -1), softmax(m.astype(Dtype::bfloat16), -1), 1.6e-2,
+          "softmax bf16");
+  }
+  check(sum(Array::from_doubles(randoms(1 << 22, -1, 1, 9), {1 << 22}, Dtype::float32)
+                .to(Device::gpu())),
+        sum(Array::from_doubles(randoms(1 << 22, -1, 1, 9), {1 << 22}, Dtype::float32)), 1e-4,
+        "sum all (pieces)");
+}

@@ -226,3 +226,27 @@ def test_softmax_logsumexp_last_axis(shape):
     np.testing.assert_allclose(to64(alloy.logsumexp(arr(x), axis=-1, keepdims=True)), lse,
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(to64(alloy.softmax(arr(x), axis=-1)), sm, rtol=1e-5, atol=1e-7)
+
+
+def test_ops_on_the_gpu_match_numpy(device):
+    """The same ops on each device (the GPU case skips without one)."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((3, 50, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 30)).astype(np.float32)
+    put = lambda x: alloy.array(x, device=device)  # noqa: E731
+    np.testing.assert_allclose(np.asarray((put(a) @ put(b)).to(alloy.cpu)),
+                               a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    w = rng.standard_normal((32, 128)).astype(np.float32)
+    wq, s, bi = alloy.quantize(put(w), 64, 4)
+    rq, rs, rb, deq = quantize_ref(w, 64, 4)
+    np.testing.assert_array_equal(np.asarray(wq.to(alloy.cpu)), rq)
+    x = rng.standard_normal((4, 128)).astype(np.float32)
+    np.testing.assert_allclose(
+        np.asarray(alloy.quantized_matmul(put(x), wq, s, bi, True, 64, 4).to(alloy.cpu)),
+        x.astype(np.float64) @ deq.T, rtol=1e-4, atol=1e-4)
+    m = rng.standard_normal((6, 3000)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(alloy.sum(put(m), axis=1).to(alloy.cpu)),
+                               m.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)
+    e = np.exp(m.astype(np.float64) - m.max(1, keepdims=True))
+    np.testing.assert_allclose(np.asarray(alloy.softmax(put(m), axis=-1).to(alloy.cpu)),
+                               e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
