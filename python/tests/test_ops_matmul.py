@@ -12,6 +12,19 @@ import alloy
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 
+def _cpu_blas_reason():
+    try:
+        alloy.matmul(alloy.array(np.ones((1, 1), np.float32), device=alloy.cpu),
+                     alloy.array(np.ones((1, 1), np.float32), device=alloy.cpu)).eval()
+    except alloy.NotSupportedError as e:
+        return str(e)
+    return None
+
+
+CPU_BLAS = _cpu_blas_reason()
+needs_cpu_blas = pytest.mark.skipif(CPU_BLAS is not None, reason=str(CPU_BLAS))
+
+
 def arr(x):
     return alloy.array(np.asarray(x), device=alloy.cpu)
 
@@ -22,6 +35,7 @@ def to64(a):
     return np.asarray(a).astype(np.float64)
 
 
+@needs_cpu_blas
 @pytest.mark.parametrize(
     "sa,sb",
     [((5,), (5,)), ((5,), (5, 3)), ((4, 5), (5,)), ((4, 5), (5, 3)), ((2, 4, 5), (5, 3)),
@@ -39,6 +53,7 @@ def test_matmul_shapes_match_numpy(sa, sb, dtype):
     np.testing.assert_allclose(to64(arr(a) @ arr(b)), want, rtol=tol, atol=tol)
 
 
+@needs_cpu_blas
 def test_matmul_views_and_broadcast_batches():
     rng = np.random.default_rng(1)
     base = rng.standard_normal((6, 8, 10)).astype(np.float32)
@@ -55,6 +70,7 @@ def test_matmul_views_and_broadcast_batches():
                                    atol=1e-5)
 
 
+@needs_cpu_blas
 @pytest.mark.parametrize("dt,tol", [(np.float16, 4e-3), (ml_dtypes.bfloat16, 3e-2)])
 def test_matmul_half_types_accumulate_in_float(dt, tol):
     rng = np.random.default_rng(2)
@@ -65,6 +81,7 @@ def test_matmul_half_types_accumulate_in_float(dt, tol):
     np.testing.assert_allclose(to64(got), want, rtol=tol, atol=tol * 10)
 
 
+@needs_cpu_blas
 def test_matmul_empty_and_errors():
     assert alloy.matmul(arr(np.zeros((0, 3), np.float32)), arr(np.ones((3, 4), np.float32))).shape == (0, 4)
     z = alloy.matmul(arr(np.zeros((2, 0), np.float32)), arr(np.zeros((0, 3), np.float32)))
@@ -195,6 +212,7 @@ def test_quantized_ops_match_mlx(bits, gs):
         rtol=1e-4, atol=1e-4)
 
 
+@needs_cpu_blas
 @pytest.mark.skipif(mx is None, reason="mlx[cpu] is not installed")
 def test_matmul_matches_mlx_promotion_and_shapes():
     rng = np.random.default_rng(5)
@@ -230,6 +248,8 @@ def test_softmax_logsumexp_last_axis(shape):
 
 def test_ops_on_the_gpu_match_numpy(device):
     """The same ops on each device (the GPU case skips without one)."""
+    if device == alloy.cpu and CPU_BLAS:
+        pytest.skip(CPU_BLAS)
     rng = np.random.default_rng(11)
     a = rng.standard_normal((3, 50, 70)).astype(np.float32)
     b = rng.standard_normal((70, 30)).astype(np.float32)

@@ -6,8 +6,10 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <vector>
 
 #include "alloy/errors.h"
 
@@ -41,9 +43,16 @@ struct OpenBlas {
 const OpenBlas& openblas() {
   static const OpenBlas* lib = [] {
     auto* l = new OpenBlas;  // never unloaded (its threads outlive static destruction)
-    const char* names[] = {"libopenblas.so.0", "libopenblas.so", "libopenblasp-r0.3.so"};
+    // ALLOY_OPENBLAS: an explicit library path (e.g. a Debian package unpacked into a prefix,
+    // as scripts/device-test.sh does), tried first.
+    std::vector<std::string> names;
+    if (const char* env = std::getenv("ALLOY_OPENBLAS"); env && *env) names.emplace_back(env);
+    for (const char* n : {"libopenblas.so.0", "libopenblas.so",
+                          "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0"})
+      names.emplace_back(n);
     std::string tried;
-    for (const char* name : names) {
+    for (const std::string& nm : names) {
+      const char* name = nm.c_str();
       void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
       if (!h) {
         const char* why = dlerror();
