@@ -46,10 +46,14 @@ def main():
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--cases", default="")
     args = p.parse_args()
-    import torch
-
-    if not alloy.is_available(alloy.gpu) or not torch.cuda.is_available():
-        raise SystemExit("needs a CUDA GPU for both alloy and torch")
+    if not alloy.is_available(alloy.gpu):
+        raise SystemExit("needs a CUDA GPU: " + (alloy.cuda.unavailable_reason() or "none found"))
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("needs PyTorch with CUDA (the peer the ratios compare against)")
+    if not torch.cuda.is_available():
+        raise SystemExit("PyTorch has no CUDA device")
     rng = np.random.default_rng(0)
     dev = torch.device("cuda")
 
