@@ -103,7 +103,7 @@ void matmul_eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, 
   void* c = node_of(out)->data();
   if (K == 0) {  // an empty sum: zeros
     if (gpu)
-      gpu_backend()->fill(c, out.nbytes(), 0, 4);
+      gpu_backend()->fill(c, out.nbytes(), 0, 1);  // bytes: any size
     else
       std::memset(c, 0, out.nbytes());
     return;
