@@ -21,6 +21,9 @@ export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CPATH=$DEPS/usr/include${CPATH:+:$CPATH}
 export PATH=$DEPS/usr/bin:$PATH  # flatc (the export format's schema compiler)
 export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-cache}
+# CPU matmul: OpenBLAS from the unpacked libopenblas0-pthread (dlopen'ed at run time).
+blas=$DEPS/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0
+[ -f "$blas" ] && export ALLOY_OPENBLAS=$blas
 echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 nproc

@@ -7,4 +7,4 @@ mkdir -p .dev/debs && cd .dev/debs
 apt-get download libfmt-dev libfmt9 libxxhash-dev libcli11-dev libboost-context1.74-dev \
   libboost-context1.74.0 libboost1.74-dev libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 \
   libhwloc15 libgtest-dev libbenchmark-dev libbenchmark1debian libflatbuffers-dev \
-  flatbuffers-compiler libssl-dev  # libssl-dev: headers + link name (the machine has libcrypto.so.3)
+  flatbuffers-compiler libopenblas0-pthread libgfortran5 libssl-dev  # libssl-dev: headers + link name (the machine has libcrypto.so.3)

@@ -5,6 +5,7 @@ set -euo pipefail
 DEB_PKGS=(cmake g++ make pkg-config libfmt-dev libxxhash-dev libcli11-dev libboost-context-dev
           libtbb-dev libflatbuffers-dev flatbuffers-compiler libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
           clang-format python3-dev
+          libopenblas0-pthread  # matmul on the CPU: dlopen("libopenblas.so.0") at run time
           clang libclang-rt-14-dev)  # clang + its sanitizer/libFuzzer runtimes: ci-sanitizers.sh
 missing=()
 for p in "${DEB_PKGS[@]}"; do

@@ -220,6 +220,19 @@ kernel void twice(device const float* x [[buffer(0)]], device float* y [[buffer(
     LibraryCall lc;
     lc.device = Device::cpu();
     out.push_back(lib("twice", {v, KernelArg::output({2, 3, 4}, float32)}, lc)[0]);
+    // Matrix products, quantized ops and the fused row softmax / logsumexp (src/ops).
+    out.push_back(matmul(v, swapaxes(v, 1, 2)));
+    out.push_back(softmax(v, 2));
+    out.push_back(logsumexp(v, 2));
+    Array w = broadcast_to(reshape(v, {24, 1}), {24, 64}) + 0.0f;
+    auto q = quantize(w, 32, 4);
+    out.insert(out.end(), q.begin(), q.end());
+    out.push_back(dequantize(q[0], q[1], q[2], 32, 4));
+    Array xq = w.slice({{0, 2}});
+    out.push_back(quantized_matmul(xq, q[0], q[1], q[2], true, 32, 4));
+    out.push_back(gather_qmm(reshape(xq, {2, 1, 64}), reshape(q[0], {1, 24, 8}),
+                             reshape(q[1], {1, 24, 2}), reshape(q[2], {1, 24, 2}), std::nullopt,
+                             std::nullopt, true, 32, 4));
     return out;
   };
   auto t = transforms::trace(fn, {x});

@@ -179,6 +179,38 @@ Array argmax(const Array& a, int axis, bool keepdims = false, StreamOrDevice s =
 Array argmin(const Array& a, bool keepdims = false, StreamOrDevice s = {});
 Array argmin(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 
+// ---- matrix products ---------------------------------------------------------------------
+
+/// Matrix product with numpy/MLX semantics: 1-D inputs are promoted to a row (first) or a column
+/// (second) vector and that axis removed from the result; batch axes broadcast; dtypes promoted
+/// and required floating (float16/bfloat16 compute with float32 accumulation). OpenBLAS on the
+/// CPU, cuBLAS on CUDA, both loaded at run time (alloy::NotSupported when absent).
+Array matmul(const Array& a, const Array& b, StreamOrDevice s = {});
+
+/// MLX's affine quantization of `w` (last axis a multiple of group_size; group_size 32, 64 or
+/// 128; bits 4 or 8): per group of `group_size` elements along the last axis a scale and a bias
+/// (w's dtype) so that w ~ scale * q + bias with q in [0, 2^bits); q packed little-end-first into
+/// uint32 words (32 / bits per word). Returns {w_q, scales, biases}.
+std::vector<Array> quantize(const Array& w, int group_size = 64, int bits = 4,
+                            StreamOrDevice s = {});
+/// scales * q + biases, unpacked (the dtype of scales).
+Array dequantize(const Array& w, const Array& scales, const Array& biases, int group_size = 64,
+                 int bits = 4, StreamOrDevice s = {});
+/// x @ dequantize(w).T (transpose = true: w is [N, K] quantized) or x @ dequantize(w)
+/// (transpose = false: w is [K, N] quantized), without materializing the dequantized matrix.
+/// x: [..., M, K]; the result [..., M, N] has x's (floating) dtype promoted with the scales'.
+Array quantized_matmul(const Array& x, const Array& w, const Array& scales, const Array& biases,
+                       bool transpose = true, int group_size = 64, int bits = 4,
+                       StreamOrDevice s = {});
+/// MLX's gather_qmm (mixture-of-experts): out[i] = x[lhs_indices[i]] @ W[rhs_indices[i]], with
+/// w / scales / biases stacks of quantized matrices [E, ...] and the index arrays (integers,
+/// broadcast together) picking the batch of x and the matrix of w; omitted indices default to
+/// the batch positions (arange). Result shape: indices' shape + [M, N].
+Array gather_qmm(const Array& x, const Array& w, const Array& scales, const Array& biases,
+                 const std::optional<Array>& lhs_indices = std::nullopt,
+                 const std::optional<Array>& rhs_indices = std::nullopt, bool transpose = true,
+                 int group_size = 64, int bits = 4, StreamOrDevice s = {});
+
 // ---- shapes (lazy views where possible) ----------------------------------------------------
 
 Array reshape(const Array& a, Shape shape, StreamOrDevice s = {});

@@ -106,6 +106,12 @@ from ._core import (
     ones,
     zeros_like,
     ones_like,
+    # matrix products (src/ops/matmul.cpp, src/ops/quantized.cpp)
+    matmul,
+    quantize,
+    dequantize,
+    quantized_matmul,
+    gather_qmm,
     # dtypes
     Dtype,
     bool_,

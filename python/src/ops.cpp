@@ -434,6 +434,67 @@ void init_ops(nb::module_& m) {
   cls.attr("__abs__") = nb::cpp_function([](const Array& a) { return abs(a); }, nb::is_method());
   cls.attr("__invert__") =
       nb::cpp_function([](const Array& a) { return bitwise_invert(a); }, nb::is_method());
+  // ---- matrix products (src/ops/matmul.cpp, src/ops/quantized.cpp) ------------------------
+  m.def(
+      "matmul",
+      [](nb::handle a, nb::handle b, nb::handle stream) {
+        return matmul(as_input(a), as_input(b), to_stream_or_device(stream));
+      },
+      nb::arg("a"), nb::arg("b"), nb::kw_only(), nb::arg("stream") = nb::none(),
+      "Matrix product (numpy/MLX semantics: 1-D promotion, batch broadcasting; floating dtypes). "
+      "OpenBLAS on the CPU, cuBLAS on CUDA.");
+  cls.attr("__matmul__") = nb::cpp_function(
+      [](const Array& a, nb::handle b) { return matmul(a, as_input(b)); }, nb::is_method());
+  cls.attr("__rmatmul__") = nb::cpp_function(
+      [](const Array& b, nb::handle a) { return matmul(as_input(a), b); }, nb::is_method());
+  m.def(
+      "quantize",
+      [](nb::handle w, int group_size, int bits, nb::handle stream) {
+        auto r = quantize(as_input(w), group_size, bits, to_stream_or_device(stream));
+        return nb::make_tuple(r[0], r[1], r[2]);
+      },
+      nb::arg("w"), nb::arg("group_size") = 64, nb::arg("bits") = 4, nb::kw_only(),
+      nb::arg("stream") = nb::none(),
+      "MLX's affine quantization: (w_q uint32, scales, biases) per group along the last axis.");
+  m.def(
+      "dequantize",
+      [](nb::handle w, nb::handle scales, nb::handle biases, int group_size, int bits,
+         nb::handle stream) {
+        return dequantize(as_input(w), as_input(scales), as_input(biases), group_size, bits,
+                          to_stream_or_device(stream));
+      },
+      nb::arg("w"), nb::arg("scales"), nb::arg("biases"), nb::arg("group_size") = 64,
+      nb::arg("bits") = 4, nb::kw_only(), nb::arg("stream") = nb::none(),
+      "The inverse of quantize: scales * q + biases.");
+  m.def(
+      "quantized_matmul",
+      [](nb::handle x, nb::handle w, nb::handle scales, nb::handle biases, bool transpose,
+         int group_size, int bits, nb::handle stream) {
+        return quantized_matmul(as_input(x), as_input(w), as_input(scales), as_input(biases),
+                                transpose, group_size, bits, to_stream_or_device(stream));
+      },
+      nb::arg("x"), nb::arg("w"), nb::arg("scales"), nb::arg("biases"), nb::arg("transpose") = true,
+      nb::arg("group_size") = 64, nb::arg("bits") = 4, nb::kw_only(),
+      nb::arg("stream") = nb::none(),
+      "x @ dequantize(w).T (transpose) or x @ dequantize(w), without dequantizing w.");
+  m.def(
+      "gather_qmm",
+      [](nb::handle x, nb::handle w, nb::handle scales, nb::handle biases, nb::handle lhs,
+         nb::handle rhs, bool transpose, int group_size, int bits, bool /*sorted_indices*/,
+         nb::handle stream) {
+        std::optional<Array> l, r;
+        if (!lhs.is_none()) l = as_input(lhs);
+        if (!rhs.is_none()) r = as_input(rhs);
+        return gather_qmm(as_input(x), as_input(w), as_input(scales), as_input(biases), l, r,
+                          transpose, group_size, bits, to_stream_or_device(stream));
+      },
+      nb::arg("x"), nb::arg("w"), nb::arg("scales"), nb::arg("biases"),
+      nb::arg("lhs_indices") = nb::none(), nb::arg("rhs_indices") = nb::none(),
+      nb::arg("transpose") = true, nb::arg("group_size") = 64, nb::arg("bits") = 4, nb::kw_only(),
+      nb::arg("sorted_indices") = false, nb::arg("stream") = nb::none(),
+      "MLX's gather_qmm: x[lhs_indices] @ W[rhs_indices] for stacks of quantized matrices "
+      "(sorted_indices is a hint MLX uses; accepted and not needed here).");
+
   for (const auto& u : unary) {
     std::string n = u.name;
     if (n == "abs" || n == "exp" || n == "log" || n == "log1p" || n == "sqrt" || n == "rsqrt" ||

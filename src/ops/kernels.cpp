@@ -55,7 +55,8 @@ SpecCache& spec_cache() {
   return *c;
 }
 
-OpKernel cached_spec(const std::string& cache_key, const std::function<KernelSpec()>& build) {
+OpKernel cached_spec(const std::string& cache_key, const std::function<KernelSpec()>& build,
+                     bool ensure_row_contiguous = false) {
   auto& c = spec_cache();
   {
     std::lock_guard lock(c.mu);
@@ -63,7 +64,8 @@ OpKernel cached_spec(const std::string& cache_key, const std::function<KernelSpe
     if (it != c.map.end()) return it->second;
   }
   auto spec = std::make_shared<KernelSpec>(build());
-  spec->ensure_row_contiguous = false;  // views are read where they are (strided, broadcast)
+  // Views are read where they are (strided, broadcast) unless the kernel asks for row-major.
+  spec->ensure_row_contiguous = ensure_row_contiguous;
   OpKernel k{spec, kernel::spec_content_key(*spec)};
   std::lock_guard lock(c.mu);
   return c.map.emplace(cache_key, std::move(k)).first->second;
@@ -126,8 +128,20 @@ std::string reduce_functor(const std::string& op) {
 
 }  // namespace
 
-std::string functor_header(const std::vector<std::string>& ops) {
-  return header_for(ops);
+std::string reduction_functor(const std::string& op) {
+  return reduce_functor(op);
+}
+std::string reduction_identity(const std::string& op, Dtype acc) {
+  return reduce_init(op, acc);
+}
+std::string functor_header(const std::vector<std::string>& functors) {
+  return header_for(functors);
+}
+
+OpKernel op_kernel(const std::string& cache_key, const std::function<KernelSpec()>& build,
+                   bool ensure_row_contiguous) {
+  return cached_spec((ensure_row_contiguous ? "rc|" : "") + cache_key, build,
+                     ensure_row_contiguous);
 }
 
 void set_poison_outputs(bool on) {
@@ -400,6 +414,33 @@ void run_kernel(const OpKernel& k, const std::vector<Array>& inputs, std::vector
                           DimsExpr{ShapeExpr(call.grid[0]), ShapeExpr(call.grid[1]), ShapeExpr(1)},
                           DimsExpr{ShapeExpr(call.threadgroup[0]), ShapeExpr(1), ShapeExpr(1)},
                           std::move(shapes), call.init_value, k.key);
+  if (gpu)
+    ck.eval_gpu(inputs, outputs);
+  else
+    ck.eval_cpu(inputs, outputs);
+}
+
+void run_kernel_grid(const OpKernel& k, const std::vector<Array>& inputs,
+                     std::vector<Array>& outputs, std::array<int64_t, 3> grid, int threadgroup,
+                     bool gpu) {
+  for (int64_t g : grid)
+    if (g > std::numeric_limits<int32_t>::max())
+      throw NotSupported("alloy ops", fmt::format("not supported: an op grid of {} threads along "
+                                                  "one axis (at most 2^31 - 1 for now)",
+                                                  g));
+  std::vector<Dtype> dtypes;
+  std::vector<std::vector<ShapeExpr>> shapes;
+  for (auto& o : outputs) {
+    dtypes.push_back(o.dtype());
+    shapes.emplace_back(o.shape().begin(), o.shape().end());
+  }
+  std::optional<double> init;
+  if (g_poison)
+    init = is_floating(outputs.at(0).dtype()) ? std::numeric_limits<double>::quiet_NaN() : 77.0;
+  kernel::CustomKernel ck(k.spec, std::move(dtypes), {},
+                          DimsExpr{ShapeExpr(grid[0]), ShapeExpr(grid[1]), ShapeExpr(grid[2])},
+                          DimsExpr{ShapeExpr(threadgroup), ShapeExpr(1), ShapeExpr(1)},
+                          std::move(shapes), init, k.key);
   if (gpu)
     ck.eval_gpu(inputs, outputs);
   else

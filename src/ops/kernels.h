@@ -4,6 +4,8 @@
 // generated text is built once per process (a spec cache keyed by op, dtypes and input layouts);
 // its compiled programs live in the kernel layer's variant cache, keyed by content.
 #pragma once
+#include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +84,25 @@ OpKernel concatenate_kernel(int n, Dtype t, int axis, int ndim);
 
 KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads, bool gpu,
                        int64_t rows = 1);
+
+/// A generated kernel built once per `cache_key` by `build` (the same spec cache as the kernels
+/// above). `ensure_row_contiguous`: inputs are copied row-major before the kernel reads them (as
+/// metal_kernel's option), for kernels that index their inputs as flat row-major arrays.
+OpKernel op_kernel(const std::string& cache_key, const std::function<KernelSpec()>& build,
+                   bool ensure_row_contiguous = false);
+
+/// Runs a generated kernel over an explicit (x, y, z) grid with threadgroups of `threadgroup`
+/// threads along x (kernels with simdgroup or threadgroup cooperation choose their own).
+void run_kernel_grid(const OpKernel& k, const std::vector<Array>& inputs,
+                     std::vector<Array>& outputs, std::array<int64_t, 3> grid, int threadgroup,
+                     bool gpu);
+
+/// For kernels written elsewhere in the ops layer: a reduction's functor name ("add" for sum,
+/// "maximum" for max ...; the functor is `<name>_functor`), its identity in the accumulator's
+/// type as Metal text, and the kernel header holding the shared helpers and these functors.
+std::string reduction_functor(const std::string& op);
+std::string reduction_identity(const std::string& op, Dtype acc);
+std::string functor_header(const std::vector<std::string>& functors);
 
 /// Test hook: poison outputs (NaN for floats, 0xFF.. patterns otherwise) before each op kernel
 /// runs, so that elements a kernel fails to write are caught.

@@ -16,6 +16,7 @@
 #include "ops/functors.h"
 #include "ops/ops_internal.h"
 #include "ops/primitives.h"
+#include "ops/reduce_rows.h"
 
 namespace alloy {
 
@@ -170,6 +171,13 @@ int64_t reduced_count(const Array& a, const std::vector<int>& axes) {
   int64_t n = 1;
   for (int ax : normalize_axes(a, axes, "mean")) n *= a.shape()[ax];
   return n;
+}
+
+// Whether `axes` is the last axis of a non-empty one (the fused softmax / logsumexp's case).
+bool last_axis_only(const Array& a, const std::vector<int>& axes) {
+  if (a.ndim() == 0 || a.shape().back() == 0 || a.dtype() == Dtype::complex64) return false;
+  auto ax = normalize_axes(a, axes, "softmax");
+  return ax.size() == 1 && ax[0] == a.ndim() - 1;
 }
 
 Dtype at_least_float(Dtype t) {
@@ -399,6 +407,11 @@ Array var(const Array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
 Array logsumexp(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   check_valid(a, "logsumexp");
   Array x = astype(a, at_least_float(a.dtype()), s);
+  // Over the last axis: one fused kernel (src/ops/reduce_gpu.cpp).
+  if (last_axis_only(a, axes)) {
+    Array r = ops::row_softmax(x, true, false, s);
+    return keepdims ? r : squeeze_axes(r, {a.ndim() - 1});
+  }
   Array m = max(x, axes, true, s);
   // An infinite maximum (all -inf, or +inf present) is not subtracted: exp(x - inf) is NaN.
   m = where(isinf(m, s), zeros_like(m), m, s);
@@ -416,6 +429,7 @@ Array softmax(const Array& a, const std::vector<int>& axes, bool precise, Stream
   check_valid(a, "softmax");
   Dtype f = at_least_float(a.dtype());
   Array x = astype(a, precise ? promote_types(f, Dtype::float32) : f, s);
+  if (last_axis_only(a, axes)) return astype(ops::row_softmax(x, false, precise, s), f, s);
   Array e = exp(subtract(x, max(x, axes, true, s), s), s);
   Array r = divide(e, sum(e, axes, true, s), s);
   return astype(r, f, s);

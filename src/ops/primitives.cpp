@@ -12,6 +12,7 @@
 #include "core/array_node.h"
 #include "ops/kernels.h"
 #include "ops/ops_internal.h"
+#include "ops/reduce_rows.h"
 
 namespace alloy::ops {
 
@@ -334,6 +335,12 @@ void Reduce::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs,
   int64_t len = 1;
   for (int j = 0; j < nred; ++j) len *= x.shape()[x.ndim() - nred + j];
   int64_t n_out = outputs[0].size();
+  // Cooperative row kernels (reduce_rows.h) on CUDA: a threadgroup per row.
+  if ((gpu || cooperative_rows_on_cpu()) && trailing && len >= 64 && x.size() > 0 &&
+      row_reduce_supported(op_, acc)) {
+    reduce_rows(op_, row_major_alias(x, {n_out, len}), acc, outputs, gpu);
+    return;
+  }
   if (trailing && len > 4 * kRowChunk && n_out < 256 && x.size() > 0) {
     int64_t chunks = (len + kRowChunk - 1) / kRowChunk;
     std::vector<Array> partial{scratch({n_out, chunks}, acc, x.device())};

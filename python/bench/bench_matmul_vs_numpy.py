@@ -1,0 +1,86 @@
+"""matmul, quantized_matmul and the fused softmax / logsumexp against numpy on the CPU, measured
+alternately in the same process (issue "Built-in ops", item 7: matmul >= 0.9x numpy on the CPU;
+softmax / logsumexp over rows >= 1.0x numpy).
+
+Cases (ratio = numpy time / Alloy time: > 1 means Alloy is faster):
+  matmul f32 N      alloy.matmul(a, b).eval() vs x @ y, N x N (OpenBLAS vs numpy's OpenBLAS)
+  matmul f64 N      the same in float64
+  matmul batch f32  [64, 128, 128] @ [64, 128, 128]
+  matmul vec f32    [4096] @ [4096, 4096] (gemv through gemm)
+  softmax rows f32  alloy.softmax(m, axis=-1) vs e = np.exp(m - max); e / e.sum(-1), 4096 x 4096
+  logsumexp f32     alloy.logsumexp(m, axis=-1) vs the same composition in numpy
+Both libraries use their own threads (numpy's bundled OpenBLAS; Debian's libopenblas0-pthread).
+
+    python python/bench/bench_matmul_vs_numpy.py [--repeats R] [--cases matmul_f32_1024,...]
+"""
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import alloy
+
+
+def alternate(alloy_fn, numpy_fn, repeats):
+    alloy_fn()
+    numpy_fn()
+    a, b = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        alloy_fn()
+        t1 = time.perf_counter()
+        numpy_fn()
+        t2 = time.perf_counter()
+        a.append(t1 - t0)
+        b.append(t2 - t1)
+    return statistics.median(a), statistics.median(b)
+
+
+def np_softmax(m):
+    e = np.exp(m - m.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_logsumexp(m):
+    mx = m.max(-1, keepdims=True)
+    return np.log(np.exp(m - mx).sum(-1)) + mx[..., 0]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--cases", default="")
+    args = p.parse_args()
+    rng = np.random.default_rng(0)
+    cpu = alloy.cpu
+
+    def both(x):
+        return alloy.array(x, device=cpu), x
+
+    cases = {}
+    for n in (256, 1024, 2048):
+        for dt in (np.float32, np.float64):
+            a, x = both(rng.standard_normal((n, n)).astype(dt))
+            b, y = both(rng.standard_normal((n, n)).astype(dt))
+            name = f"matmul_{'f32' if dt == np.float32 else 'f64'}_{n}"
+            cases[name] = (lambda a=a, b=b: alloy.eval(a @ b), lambda x=x, y=y: x @ y)
+    ab, xb = both(rng.standard_normal((64, 128, 128)).astype(np.float32))
+    cases["matmul_batch_f32"] = (lambda: alloy.eval(ab @ ab), lambda: xb @ xb)
+    av, xv = both(rng.standard_normal(4096).astype(np.float32))
+    am, xm = both(rng.standard_normal((4096, 4096)).astype(np.float32))
+    cases["matmul_vec_f32"] = (lambda: alloy.eval(av @ am), lambda: xv @ xm)
+    cases["softmax_rows_f32"] = (lambda: alloy.eval(alloy.softmax(am, axis=-1)),
+                                 lambda: np_softmax(xm))
+    cases["logsumexp_rows_f32"] = (lambda: alloy.eval(alloy.logsumexp(am, axis=-1)),
+                                   lambda: np_logsumexp(xm))
+    chosen = [c for c in args.cases.split(",") if c] or list(cases)
+    print(f"{'case':22s} {'alloy ms':>10s} {'numpy ms':>10s} {'ratio':>7s}")
+    for name in chosen:
+        ta, tn = alternate(*cases[name], args.repeats)
+        print(f"{name:22s} {ta * 1e3:10.3f} {tn * 1e3:10.3f} {tn / ta:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
