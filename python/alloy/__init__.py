@@ -157,6 +157,13 @@ from ._core import (
     FunctionExporter,
     ImportedFunction,
     UntrustedKernelsError,
+    # gradients (include/alloy/transforms.h)
+    grad,
+    value_and_grad,
+    vjp,
+    jvp,
+    custom_function,
+    stop_gradient,
 )
 from . import cuda, fast
 
@@ -174,6 +181,7 @@ __all__ = [
     "export_function", "exporter", "import_function", "describe_exported_function",
     "FunctionExporter", "ImportedFunction", "UntrustedKernelsError",
     "cuda", "fast",
+    "grad", "value_and_grad", "vjp", "jvp", "custom_function", "stop_gradient",
     "abs",
     "negative",
     "sign",
