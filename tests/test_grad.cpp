@@ -10,6 +10,7 @@
 #include "alloy/alloy.h"
 #include "example_kernels.h"
 #include "random_values.h"
+#include "transforms/trace.h"
 
 using namespace alloy;
 
@@ -386,6 +387,80 @@ TEST(Grad, GraphsAreLazyAndIntegersAreConstants) {
   auto gi = grad(
       [](const Array& a) { return sum(add(a, a.astype(Dtype::int32).astype(Dtype::float64))); })(x);
   for (double d : gi.to_doubles()) EXPECT_EQ(d, 1.0);
+}
+
+TEST(Grad, TracedAndReplayedLikeAnyGraph) {
+  // A function taking a gradient traces over placeholders (nothing is evaluated inside the
+  // transforms) and replays on new inputs; with a custom_function too. (Gradient graphs are
+  // shape-specialized: the rules build zeros and ones of the traced shapes.)
+  auto sq = custom_vjp(
+      [](const std::vector<Array>& in) { return std::vector<Array>{square(in[0])}; },
+      [](const std::vector<Array>& p, const std::vector<Array>& ct, const std::vector<Array>&) {
+        return std::vector<Array>{multiply(ct[0], multiply(Array(2.0f), p[0]))};
+      });
+  auto fn = [&](const std::vector<Array>& in) {
+    auto [v, g] = value_and_grad(
+        [&](const std::vector<Array>& a) {
+          return sum(add(multiply(sin(a[0]), a[1]), sq({a[0]})[0]));
+        },
+        std::vector<int>{0, 1})(in);
+    return std::vector<Array>{v, g[0], g[1]};
+  };
+  Array x = rand_in({4}, 141), y = rand_in({4}, 142);
+  transforms::Trace t = transforms::trace(fn, {x, y});
+  for (uint64_t seed : {143, 145}) {
+    const int64_t n = 4;
+    Array a = rand_in({n}, seed), b = rand_in({n}, seed + 1);
+    auto out = transforms::replay(t, {a, b});
+    auto direct = fn({a, b});
+    for (int k = 0; k < 3; ++k)
+      expect_close(out[k].to_doubles(), direct[k].to_doubles(), 1e-15, 0,
+                   fmt::format("replayed output {} (seed {})", k, seed));
+    auto av = a.to_doubles(), bv = b.to_doubles();
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(out[1].to_doubles()[i], std::cos(av[i]) * bv[i] + 2 * av[i], 1e-12);
+  }
+}
+
+TEST(Grad, AsStridedViews) {
+  Array x = rand_in({6}, 151);
+  // Overlapping windows: its adjoint would be a scatter-add.
+  EXPECT_THROW(grad([](const Array& a) {
+                 return sum(a.as_strided({3, 4}, {1, 1}));
+               })(x),
+               NotSupported);
+  // Non-overlapping views (as integer indexing makes them), of contiguous and transposed
+  // inputs, through the gather rules.
+  Array m = rand_in({4, 5}, 155);
+  check_grad(
+      [](const std::vector<Array>& in) {
+        return weighted_sum(exp(in[0].as_strided({2, 2}, {10, 2}, 1)), 156);
+      },
+      {m}, "as_strided of a contiguous input");
+  check_grad(
+      [](const std::vector<Array>& in) {
+        Array t = transpose(in[0]);  // (5, 4), strides (1, 5)
+        return weighted_sum(sin(t.as_strided({3, 2}, {1, 10}, 5)), 157);
+      },
+      {m}, "as_strided of a transposed input");
+  Array tm = rand_in({4, 5}, 158);
+  auto f = [](const std::vector<Array>& in) {
+    return std::vector<Array>{transpose(in[0]).as_strided({3, 2}, {1, 10}, 5)};
+  };
+  auto [o, j] = jvp(f, {m}, {tm});
+  EXPECT_EQ(o[0].shape(), (Shape{3, 2}));
+  expect_close(j[0].to_doubles(), f({tm})[0].to_doubles(), 0, 0, "jvp of as_strided");
+  // expand_dims of a transposed view (an as_strided view of unit dimensions) differentiates
+  // both ways.
+  Array m2 = rand_in({3, 2}, 152), t2 = rand_in({2, 3}, 153);
+  auto f2 = [](const std::vector<Array>& in) {
+    return std::vector<Array>{squeeze(expand_dims(transpose(in[0]), 1))};
+  };
+  auto [o2, j2] = jvp(f2, {m2}, {transpose(t2)});
+  EXPECT_EQ(o2[0].shape(), (Shape{2, 3}));
+  expect_close(j2[0].to_doubles(), t2.to_doubles(), 0, 0, "jvp of expand_dims/squeeze");
+  check_grad([&](const std::vector<Array>& in) { return weighted_sum(f2(in)[0], 154); }, {m2},
+             "expand_dims/squeeze of a transpose");
 }
 
 // ---- errors ------------------------------------------------------------------------------------

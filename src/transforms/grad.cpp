@@ -223,7 +223,11 @@ std::vector<Array> make_leaves(const std::vector<Array>& primals, const char* fn
     const Array& p = primals[i];
     if (!p.valid())
       throw std::invalid_argument(fmt::format("{}: primal {} is an empty array", fn, i));
-    auto prim = std::make_shared<Broadcast>(p.shape());
+    // An identity transpose: a view whose layout follows its input's (a replayed trace with new
+    // values or layouts stays valid).
+    std::vector<int64_t> axes(p.ndim());
+    for (int k = 0; k < p.ndim(); ++k) axes[k] = k;
+    auto prim = std::make_shared<Transpose>(std::move(axes));
     leaves.push_back(make_pending_view(prim, p, prim->layout(p)));
   }
   return leaves;

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "alloy/errors.h"
+#include "alloy/kernel.h"
 #include "alloy/ops.h"
 #include "transforms/grad.h"
 
@@ -88,8 +90,70 @@ Array broadcast_vjp(const Shape& in, const Array& cot) {
   return g.shape() == in ? g : reshape(g, in);
 }
 
+// ---- AsStrided ----
+// An as_strided view reads memory by offsets from its input's element 0, so its rules go through
+// index tables computed on the host from the layouts alone (no values): `view_to_input` gives,
+// for each element of the view, the input element it reads. The jvp gathers the tangent through
+// that table; the vjp gathers the cotangent through its inverse, which exists when the view does
+// not read an element twice (an overlapping view's adjoint is a scatter-add: not supported).
+
+// The logical (row-major) index of the input element each view element reads; -1 where the view
+// reads memory that holds none of the input's elements.
+std::vector<int64_t> view_to_input(const PrimitiveState& st, const Array& in) {
+  const auto& shape = st.get_as<Ints>("shape");
+  const auto& strides = st.get_as<Ints>("strides");
+  int64_t offset = st.get_int("offset");
+  bool row_major = in.strides() == row_major_strides(in.shape());
+  std::unordered_map<int64_t, int64_t> where;  // input element's position -> its index
+  if (!row_major) {
+    Shape idx(in.ndim(), 0);
+    for (int64_t j = 0; j < in.size(); ++j) {
+      int64_t pos = 0;
+      for (int k = 0; k < in.ndim(); ++k) pos += idx[k] * in.strides()[k];
+      where.emplace(pos, j);  // aliased elements (stride 0): the first
+      for (int k = in.ndim() - 1; k >= 0 && ++idx[k] == in.shape()[k]; --k) idx[k] = 0;
+    }
+  }
+  int64_t n = checked_numel(shape);
+  std::vector<int64_t> table(n);
+  Shape idx(shape.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t pos = offset;
+    for (size_t k = 0; k < shape.size(); ++k) pos += idx[k] * strides[k];
+    if (row_major) {
+      table[i] = pos >= 0 && pos < in.size() ? pos : -1;
+    } else {
+      auto it = where.find(pos);
+      table[i] = it != where.end() ? it->second : -1;
+    }
+    for (int k = static_cast<int>(shape.size()) - 1; k >= 0 && ++idx[k] == shape[k]; --k)
+      idx[k] = 0;
+  }
+  return table;
+}
+
+// out[i] = src[table[i]] (row-major), 0 where table[i] < 0: a small Metal kernel, run like any
+// other (CPU or GPU; float64 on the CPU).
+Array gather(const Array& src, const std::vector<int64_t>& table, const Shape& shape) {
+  static const MetalKernel kernel = metal_kernel("alloy_grad_gather", {"src", "index"}, {"out"}, R"(
+    uint i = thread_position_in_grid.x;
+    int64_t k = index[i];
+    out[i] = k >= 0 ? src[k] : T(0);
+)");
+  int64_t n = static_cast<int64_t>(table.size());
+  if (n == 0) return zeros_of(shape, src.dtype(), src.device());
+  if (n > INT32_MAX)
+    throw NotSupported("AsStrided",
+                       "not supported: gradients of as_strided views of 2^31 or "
+                       "more elements");
+  Array index = Array::from_vector(table, {n}, Dtype::int64, src.device());
+  int threads = static_cast<int>(n);
+  return kernel({src, index}, {shape}, {src.dtype()}, {threads, 1, 1}, {256, 1, 1},
+                {{"T", src.dtype()}}, std::nullopt, false, src.device())[0];
+}
+
 // Whether an AsStrided view of `in` only adds or drops dimensions of size 1 (expand_dims and
-// squeeze are such views): the same elements in the same order, so a reshape is its adjoint.
+// squeeze make such views): the same elements in the same order, so a reshape is its rule.
 bool only_unit_dims(const PrimitiveState& st, const Array& in) {
   if (st.get_int("offset") != 0) return false;
   auto squeezed = [](const Shape& shape, const Strides& strides) {
@@ -102,6 +166,21 @@ bool only_unit_dims(const PrimitiveState& st, const Array& in) {
          squeezed(in.shape(), in.strides());
 }
 
+Array as_strided_vjp(const PrimitiveState& st, const Array& in, const Array& cot) {
+  if (only_unit_dims(st, in)) return reshape(cot, in.shape());
+  std::vector<int64_t> table = view_to_input(st, in);
+  std::vector<int64_t> inverse(in.size(), -1);
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (table[i] < 0) continue;
+    if (inverse[table[i]] >= 0)
+      throw NotSupported("AsStrided",
+                         "not supported: the gradient of an as_strided view that reads an "
+                         "element more than once (its adjoint is a scatter-add)");
+    inverse[table[i]] = static_cast<int64_t>(i);
+  }
+  return gather(cot, inverse, in.shape());
+}
+
 }  // namespace
 
 std::optional<std::vector<Array>> core_vjp(const PendingOp& op, const std::vector<Array>& inputs,
@@ -112,14 +191,8 @@ std::optional<std::vector<Array>> core_vjp(const PendingOp& op, const std::vecto
     return std::vector<Array>{slice_vjp(op.primitive->state(), inputs.at(0), cot.at(0))};
   if (n == "AsType") return std::vector<Array>{cot.at(0).astype(inputs.at(0).dtype())};
   if (n == "ToDevice") return std::vector<Array>{cot.at(0).to(inputs.at(0).device())};
-  if (n == "AsStrided") {
-    if (only_unit_dims(op.primitive->state(), inputs.at(0)))
-      return std::vector<Array>{reshape(cot.at(0), inputs.at(0).shape())};
-    throw NotSupported("AsStrided",
-                       "not supported: no gradient for as_strided views other than expand_dims / "
-                       "squeeze (a general view may overlap itself: its adjoint is a "
-                       "scatter-add); use slices, reshapes and transposes instead");
-  }
+  if (n == "AsStrided")
+    return std::vector<Array>{as_strided_vjp(op.primitive->state(), inputs.at(0), cot.at(0))};
   return std::nullopt;
 }
 
@@ -135,18 +208,12 @@ std::optional<std::vector<Array>> core_jvp(const std::shared_ptr<PendingOp>& op,
     return std::vector<Array>{make_pending_view(op->primitive, t, v->layout(t))};
   }
   if (n == "Reshape") return std::vector<Array>{tangents.at(0).reshape(op->shapes.at(0))};
-  if (n == "AsStrided" && only_unit_dims(op->primitive->state(), inputs.at(0)))
-    return std::vector<Array>{reshape(tangents.at(0), op->shapes.at(0))};
   if (n == "AsStrided") {
-    // Strides are in elements of the input's buffer: the same view of a row-contiguous tangent
-    // means the same thing only when the input is row-contiguous too.
-    if (!inputs.at(0).is_row_contiguous())
-      throw NotSupported("AsStrided",
-                         "not supported: jvp of as_strided over an input that is not "
-                         "row-contiguous");
-    auto* v = static_cast<ViewPrimitive*>(op->primitive.get());
-    Array t = tangents.at(0).contiguous();
-    return std::vector<Array>{make_pending_view(op->primitive, t, v->layout(t))};
+    const Array& in = inputs.at(0);
+    if (only_unit_dims(op->primitive->state(), in))
+      return std::vector<Array>{reshape(tangents.at(0), op->shapes.at(0))};
+    return std::vector<Array>{
+        gather(tangents.at(0), view_to_input(op->primitive->state(), in), op->shapes.at(0))};
   }
   if (n == "Copy") return std::vector<Array>{tangents.at(0)};
   if (n == "AsType") return std::vector<Array>{tangents.at(0).astype(op->dtypes.at(0))};
