@@ -175,6 +175,20 @@ TEST(Grad, Reductions) {
       {"softmax", [](auto& in) { return weighted_sum(softmax(in[0], -1), 10); }},
   };
   for (auto& [name, f] : cases) check_grad(f, {x}, name, 1e-5, 1e-7);
+  // Ties (a maximum over a broadcast axis) share the cotangent: the difference quotient moves
+  // every copy at once.
+  check_grad(
+      [](auto& in) {
+        return weighted_sum(max(broadcast_to(reshape(in[0], {3, 1, 8}), {3, 4, 8}), 1), 11);
+      },
+      {x}, "max over a broadcast axis", 1e-5, 1e-7);
+  Array t = rand_in({3, 4, 2}, 12);
+  auto [o, j] = jvp(
+      [](const Array& a) {
+        return min(broadcast_to(reshape(a, {1, 24}), {5, 24}), 0);
+      },
+      x, t);
+  expect_close(j.to_doubles(), t.to_doubles(), 1e-15, 0, "jvp of min over a broadcast axis");
 }
 
 TEST(Grad, ViewsSlicingAndBroadcast) {
