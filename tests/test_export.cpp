@@ -208,6 +208,7 @@ TEST(Export, EveryPrimitiveStateSurvivesTheFile) {
     out.push_back(sum(v, 1));
     out.push_back(argmax(v, 2));
     out.push_back(concatenate({v, v}, 1));
+    out.push_back(stop_gradient(v));  // src/transforms/grad.h
     return out;
   };
   auto t = transforms::trace(fn, {x});

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "alloy/alloy.h"
+#include "alloy/cuda.h"
 #include "example_kernels.h"
 #include "random_values.h"
 #include "transforms/trace.h"
@@ -512,7 +513,8 @@ TEST(Grad, KernelWithoutVjpNamesTheKernel) {
   auto k = metal_kernel("myexp", {"inp"}, {"out"}, alloy::examples::kExpSource);
   Array x = rand_in({8}, 111, -1, 1, Dtype::float32);
   auto call = [&](const Array& a) {
-    return k({a}, {a.shape()}, {Dtype::float32}, {8, 1, 1}, {8, 1, 1}, {{"T", Dtype::float32}})[0];
+    return k({a}, {a.shape()}, {Dtype::float32}, {8, 1, 1}, {8, 1, 1}, {{"T", Dtype::float32}},
+             std::nullopt, false, a.device())[0];
   };
   try {
     grad([&](const Array& a) { return sum(call(a)); })(x);
@@ -608,7 +610,7 @@ struct GridSample {
           Shape out{x.shape(0), grid.shape(1), grid.shape(2), x.shape(3)};
           int n = static_cast<int>(out[0] * out[1] * out[2] * out[3]);
           return fwd({x, grid}, {out}, {Dtype::float32}, {n, 1, 1}, {256, 1, 1},
-                     {{"T", Dtype::float32}});
+                     {{"T", Dtype::float32}}, std::nullopt, false, x.device());
         },
         [this](const std::vector<Array>& p, const std::vector<Array>& ct,
                const std::vector<Array>&) {
@@ -616,7 +618,7 @@ struct GridSample {
           int n = static_cast<int>(ct[0].size());
           // One simdgroup per pixel's channels needs C % 32 == 0 (the kernel's comment).
           return bwd({x, grid, ct[0]}, {x.shape(), grid.shape()}, {Dtype::float32, Dtype::float32},
-                     {n, 1, 1}, {256, 1, 1}, {}, /*init_value=*/0.0);
+                     {n, 1, 1}, {256, 1, 1}, {}, /*init_value=*/0.0, false, x.device());
         });
   }
 };
@@ -673,6 +675,25 @@ TEST(Grad, GridSampleKernelVjpMatchesFiniteDifferences) {
   }
   expect_close(g[0].to_doubles(), gx, 1e-4, 1e-4, "d loss / d x");
   expect_close(g[1].to_doubles(), gg, 1e-4, 1e-3, "d loss / d grid");
+}
+
+TEST(Grad, OnTheGpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA GPU: " << cuda::unavailable_reason();
+  // Ops, views and a kernel vjp on the GPU, against the same gradients computed on the CPU.
+  GridSample gs;
+  Array x = rand_in({1, 4, 5, 32}, 161, -1, 1, Dtype::float32);
+  Array grid = rand_in({1, 3, 2, 2}, 162, -0.9, 0.9, Dtype::float32);
+  auto loss = [&](const std::vector<Array>& in) {
+    Array s = gs.fn({tanh(in[0]), in[1]})[0];
+    return mean(square(slice(s, {0, 0, 0, 0}, {1, 3, 2, 16})));
+  };
+  auto cpu = grad(loss, std::vector<int>{0, 1})({x, grid});
+  auto gpu = grad(loss, std::vector<int>{0, 1})({x.to(Device::gpu()), grid.to(Device::gpu())});
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(gpu[k].device(), Device::gpu());
+    expect_close(gpu[k].to_doubles(), cpu[k].to_doubles(), 1e-4, 1e-6,
+                 fmt::format("gpu gradient {}", k));
+  }
 }
 
 }  // namespace

@@ -299,7 +299,7 @@ GRID_SAMPLE_GRAD = """
 """
 
 
-def make_grid_sample():
+def make_grid_sample(device):
     fwd = alloy.metal_kernel(name="grid_sample", input_names=["x", "grid"], output_names=["out"],
                              source=GRID_SAMPLE)
     bwd = alloy.metal_kernel(name="grid_sample_grad", input_names=["x", "grid", "cotangent"],
@@ -313,14 +313,14 @@ def make_grid_sample():
         out_shape = (B, gH, gW, C)
         return fwd(inputs=[x, grid], template=[("T", x.dtype)],
                    grid=(int(np.prod(out_shape)), 1, 1), threadgroup=(256, 1, 1),
-                   output_shapes=[out_shape], output_dtypes=[x.dtype], stream=alloy.cpu)[0]
+                   output_shapes=[out_shape], output_dtypes=[x.dtype], stream=device)[0]
 
     @grid_sample.vjp
     def grid_sample_vjp(primals, cotangent, _):
         x, grid = primals
         x_grad, grid_grad = bwd(inputs=[x, grid, cotangent], grid=(cotangent.size, 1, 1),
                                 threadgroup=(256, 1, 1), output_shapes=[x.shape, grid.shape],
-                                output_dtypes=[x.dtype, x.dtype], init_value=0, stream=alloy.cpu)
+                                output_dtypes=[x.dtype, x.dtype], init_value=0, stream=device)
         return x_grad, grid_grad
 
     return grid_sample
@@ -351,11 +351,14 @@ def grid_inputs(rng):
     return x, grid, w
 
 
-def test_grid_sample_value_and_grad(rng):
-    grid_sample = make_grid_sample()
+def test_grid_sample_value_and_grad(rng, device):
+    """On the CPU here; on CUDA (the device fixture) where a GPU is present."""
+    grid_sample = make_grid_sample(device)
     x, grid, w = grid_inputs(rng)
-    loss = lambda a, g: alloy.sum(grid_sample(a, g) * on_cpu(w))
-    value, (gx, gg) = alloy.value_and_grad(loss, argnums=(0, 1))(on_cpu(x), on_cpu(grid))
+    put = lambda v: alloy.array(v, device=device)
+    loss = lambda a, g: alloy.sum(grid_sample(a, g) * put(w))
+    value, (gx, gg) = alloy.value_and_grad(loss, argnums=(0, 1))(put(x), put(grid))
+    assert gx.device == device and gg.device == device
     x64, g64, w64 = (v.astype(np.float64) for v in (x, grid, w))
     ref = lambda a, g: float(np.sum(grid_sample_f64(a, g) * w64))
     assert float(value.item()) == pytest.approx(ref(x64, g64), rel=1e-5)
@@ -365,17 +368,18 @@ def test_grid_sample_value_and_grad(rng):
                                rtol=1e-4, atol=2e-3)
 
 
-def test_grid_sample_inside_a_loss(rng):
+def test_grid_sample_inside_a_loss(rng, device):
     """Ops before and after the custom function: the kernel's vjp is one link of the chain."""
-    grid_sample = make_grid_sample()
+    grid_sample = make_grid_sample(device)
     x, grid, w = grid_inputs(rng)
     scale = rng.uniform(0.5, 1.5, size=(32,)).astype(np.float32)
+    put = lambda v: alloy.array(v, device=device)
 
     def loss(a, s):
-        sampled = grid_sample(alloy.tanh(a) * s, on_cpu(grid))
-        return alloy.mean((sampled - on_cpu(w)) ** 2) + 0.1 * alloy.sum(s * s)
+        sampled = grid_sample(alloy.tanh(a) * s, put(grid))
+        return alloy.mean((sampled - put(w)) ** 2) + 0.1 * alloy.sum(s * s)
 
-    ga, gs = alloy.grad(loss, argnums=(0, 1))(on_cpu(x), on_cpu(scale))
+    ga, gs = alloy.grad(loss, argnums=(0, 1))(put(x), put(scale))
     g64 = grid.astype(np.float64)
     w64 = w.astype(np.float64)
 
