@@ -525,6 +525,14 @@ TEST(Grad, KernelWithoutVjpNamesTheKernel) {
               std::string::npos)
         << e.what();
   }
+  try {
+    jvp(call, x, x);
+    ADD_FAILURE() << "no error";
+  } catch (const NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("no jvp for myexp: wrap it in custom_function with a jvp"),
+              std::string::npos)
+        << e.what();
+  }
   // Not differentiated (stop_gradient, or not depending on the argument): no error.
   auto g = grad([&](const Array& a) { return sum(multiply(a, stop_gradient(call(a)))); })(x);
   expect_close(g.to_doubles(), exp(x).to_doubles(), 1e-6, 0, "stop_gradient(kernel)");
