@@ -25,9 +25,10 @@ void init_array(nb::module_& m);
 void init_ops(nb::module_& m);  // ops.cpp: alloy.add, ..., the array operators
 void init_kernel(nb::module_& m);
 void init_cuda(nb::module_& m);
-void bind_library(nb::module_& m);     // library.cpp: compile_shader, Library, CheckError
-void init_export(nb::module_& m);      // export.cpp: export_function, import_function, exporter
-void init_transforms(nb::module_& m);  // transforms.cpp: grad, vjp, jvp, custom_function, ...
+void bind_library(nb::module_& m);  // library.cpp: compile_shader, Library, CheckError
+void init_export(nb::module_& m);   // export.cpp: export_function, import_function, exporter
+// transforms.cpp: grad, value_and_grad, vjp, jvp, custom_function, stop_gradient
+void init_transforms(nb::module_& m);
 
 /// MLX's `stream` argument: None, an alloy.Stream, an alloy.Device or alloy.cpu / alloy.gpu
 /// (their default streams). nullopt for None.
