@@ -233,6 +233,7 @@ kernel void twice(device const float* x [[buffer(0)]], device float* y [[buffer(
     out.push_back(gather_qmm(reshape(xq, {2, 1, 64}), reshape(q[0], {1, 24, 8}),
                              reshape(q[1], {1, 24, 2}), reshape(q[2], {1, 24, 2}), std::nullopt,
                              std::nullopt, true, 32, 4));
+    out.push_back(stop_gradient(v));  // src/transforms/grad.h
     return out;
   };
   auto t = transforms::trace(fn, {x});

@@ -11,4 +11,5 @@
 #include "alloy/library.h"
 #include "alloy/ops.h"
 #include "alloy/stream.h"
+#include "alloy/transforms.h"
 #include "alloy/translate.h"

@@ -165,6 +165,13 @@ from ._core import (
     UntrustedKernelsError,
     # compile (kernel geometry as expressions of the input shapes)
     ShapeExpr,
+    # gradients (include/alloy/transforms.h)
+    grad,
+    value_and_grad,
+    vjp,
+    jvp,
+    custom_function,
+    stop_gradient,
 )
 from ._compile import compile
 from . import cuda, fast
@@ -184,6 +191,7 @@ __all__ = [
     "FunctionExporter", "ImportedFunction", "UntrustedKernelsError",
     "compile", "ShapeExpr",
     "cuda", "fast",
+    "grad", "value_and_grad", "vjp", "jvp", "custom_function", "stop_gradient",
     "abs",
     "negative",
     "sign",

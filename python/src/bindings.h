@@ -44,6 +44,8 @@ bool holds_shape_expr(nb::handle value);
 DimsExpr to_dims_expr(nb::handle value, const char* name);
 /// A list of sequences of ints and ShapeExprs (output_shapes).
 std::vector<std::vector<ShapeExpr>> to_shape_exprs(nb::handle value);
+// transforms.cpp: grad, value_and_grad, vjp, jvp, custom_function, stop_gradient
+void init_transforms(nb::module_& m);
 
 /// MLX's `stream` argument: None, an alloy.Stream, an alloy.Device or alloy.cpu / alloy.gpu
 /// (their default streams). nullopt for None.

@@ -19,4 +19,5 @@ NB_MODULE(_core, m) {
   init_shape_expr(m);
   init_compile(m);
   init_interop(m);
+  init_transforms(m);
 }

@@ -212,8 +212,9 @@ PrimitiveState ToDevice::state() const {
 }
 
 // ---- gradients of views ------------------------------------------------------------------------
-// The transforms that use them come with compile/grad; the structural views differentiate
-// through other views (no new kernels needed).
+// The structural views differentiate through other views. The rules that need the ops (Slice,
+// Broadcast, AsStrided, AsType, ToDevice, and the views' jvps) are in src/transforms/grad_rules.cpp
+// (core sits below ops).
 
 std::vector<Array> Transpose::vjp(const std::vector<Array>&, const std::vector<Array>& cot,
                                   const std::vector<int>&, const std::vector<Array>&) {
@@ -230,12 +231,6 @@ std::vector<Array> Reshape::vjp(const std::vector<Array>& primals, const std::ve
 std::vector<Array> Copy::vjp(const std::vector<Array>&, const std::vector<Array>& cot,
                              const std::vector<int>&, const std::vector<Array>&) {
   return {cot[0]};
-}
-
-std::vector<Array> SliceView::vjp(const std::vector<Array>& primals, const std::vector<Array>& cot,
-                                  const std::vector<int>&, const std::vector<Array>&) {
-  // Scattering a cotangent into zeros needs a scatter op (the ops issue); say so clearly.
-  throw NotSupported(label(), "no gradient for Slice yet (needs a scatter op)");
 }
 
 // ---- registry --------------------------------------------------------------------------------

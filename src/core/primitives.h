@@ -35,9 +35,6 @@ class SliceView : public ViewPrimitive {
   const char* name() const override { return "Slice"; }
   ViewLayout layout(const Array& input) const override;
   PrimitiveState state() const override;
-  std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<Array>& outputs) override;
 
  private:
   std::vector<int64_t> starts_, stops_, steps_;

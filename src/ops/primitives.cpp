@@ -370,7 +370,12 @@ std::vector<Array> Reduce::vjp(const std::vector<Array>& primals,
   if (op_ == "sum") return {g};
   const Array& y = outputs.at(0);
   if (op_ == "prod") return {multiply(g, divide(broadcast_to(y, x.shape()), x))};
-  if (op_ == "max" || op_ == "min") return {multiply(g, astype(equal(x, y), g.dtype()))};
+  if (op_ == "max" || op_ == "min") {
+    // Ties share the cotangent equally (as MLX): a maximum taken by k equal elements (e.g. of a
+    // broadcast) sends each 1/k of it.
+    Array mask = astype(equal(x, y), g.dtype());
+    return {multiply(g, divide(mask, broadcast_to(sum(mask, axes_, true), x.shape())))};
+  }
   return {zeros_like(x)};
 }
 
@@ -383,8 +388,10 @@ std::vector<Array> Reduce::jvp(const std::vector<Array>& primals,
   Array y = make_pending(std::make_shared<Reduce>(op_, axes_), {x}, output_shapes({x}),
                          {reduce_dtypes(op_, x.dtype()).second}, x.device())[0];
   if (op_ == "prod") return {multiply(y, sum(divide(t, x), axes_, true))};
-  if (op_ == "max" || op_ == "min")
-    return {sum(multiply(t, astype(equal(x, y), t.dtype())), axes_, true)};
+  if (op_ == "max" || op_ == "min") {
+    Array mask = astype(equal(x, y), t.dtype());
+    return {divide(sum(multiply(t, mask), axes_, true), sum(mask, axes_, true))};
+  }
   return {zeros_like(y)};
 }
 
