@@ -115,6 +115,11 @@ struct thread_ids {
   u32 gsize[3];   // this group's actual (partial) size
   u32 local[3];   // position in the group
   u32 lid;        // linear index in the group, x fastest, over the actual size
+#if defined(ALLOY_TARGET_CPU)
+  // lid as a 64-bit index, for the split mode's per-thread arrays: affine in the thread loop's
+  // counter (a 32-bit sum may wrap, which keeps the vectoriser from seeing contiguous accesses).
+  unsigned long long li;
+#endif
 
   ALLOY_FN bool outside_grid() const {
     // Global position >= grid in some dimension (non-short-circuit: no branches).
@@ -124,27 +129,57 @@ struct thread_ids {
   ALLOY_FN attr thread_position_in_grid() const {
     return {gpos[0] * tg[0] + local[0], gpos[1] * tg[1] + local[1], gpos[2] * tg[2] + local[2]};
   }
-  ALLOY_FN attr threads_per_grid() const { return {grid[0], grid[1], grid[2]}; }
-  ALLOY_FN attr grid_size() const { return {grid[0], grid[1], grid[2]}; }
-  ALLOY_FN attr grid_origin() const { return {0, 0, 0}; }
-  ALLOY_FN attr thread_position_in_threadgroup() const { return {local[0], local[1], local[2]}; }
-  ALLOY_FN attr threadgroup_position_in_grid() const { return {gpos[0], gpos[1], gpos[2]}; }
-  ALLOY_FN attr threads_per_threadgroup() const { return {gsize[0], gsize[1], gsize[2]}; }
-  ALLOY_FN attr dispatch_threads_per_threadgroup() const { return {tg[0], tg[1], tg[2]}; }
-  ALLOY_FN attr threadgroups_per_grid() const { return {groups[0], groups[1], groups[2]}; }
-  ALLOY_FN attr thread_index_in_threadgroup() const { return {lid, 0, 0}; }
-  ALLOY_FN attr thread_index_in_simdgroup() const { return {lid % 32u, 0, 0}; }
-  ALLOY_FN attr simdgroup_index_in_threadgroup() const { return {lid / 32u, 0, 0}; }
+  ALLOY_FN attr threads_per_grid() const {
+    return {grid[0], grid[1], grid[2]};
+  }
+  ALLOY_FN attr grid_size() const {
+    return {grid[0], grid[1], grid[2]};
+  }
+  ALLOY_FN attr grid_origin() const {
+    return {0, 0, 0};
+  }
+  ALLOY_FN attr thread_position_in_threadgroup() const {
+    return {local[0], local[1], local[2]};
+  }
+  ALLOY_FN attr threadgroup_position_in_grid() const {
+    return {gpos[0], gpos[1], gpos[2]};
+  }
+  ALLOY_FN attr threads_per_threadgroup() const {
+    return {gsize[0], gsize[1], gsize[2]};
+  }
+  ALLOY_FN attr dispatch_threads_per_threadgroup() const {
+    return {tg[0], tg[1], tg[2]};
+  }
+  ALLOY_FN attr threadgroups_per_grid() const {
+    return {groups[0], groups[1], groups[2]};
+  }
+  ALLOY_FN attr thread_index_in_threadgroup() const {
+    return {lid, 0, 0};
+  }
+  ALLOY_FN attr thread_index_in_simdgroup() const {
+    return {lid % 32u, 0, 0};
+  }
+  ALLOY_FN attr simdgroup_index_in_threadgroup() const {
+    return {lid / 32u, 0, 0};
+  }
   ALLOY_FN attr simdgroups_per_threadgroup() const {
     return {(gsize[0] * gsize[1] * gsize[2] + 31u) / 32u, 0, 0};
   }
   ALLOY_FN attr dispatch_simdgroups_per_threadgroup() const {
     return {(tg[0] * tg[1] * tg[2] + 31u) / 32u, 0, 0};
   }
-  ALLOY_FN attr threads_per_simdgroup() const { return {32u, 0, 0}; }
-  ALLOY_FN attr thread_execution_width() const { return {32u, 0, 0}; }
-  ALLOY_FN attr thread_index_in_quadgroup() const { return {lid % 4u, 0, 0}; }
-  ALLOY_FN attr quadgroup_index_in_threadgroup() const { return {lid / 4u, 0, 0}; }
+  ALLOY_FN attr threads_per_simdgroup() const {
+    return {32u, 0, 0};
+  }
+  ALLOY_FN attr thread_execution_width() const {
+    return {32u, 0, 0};
+  }
+  ALLOY_FN attr thread_index_in_quadgroup() const {
+    return {lid % 4u, 0, 0};
+  }
+  ALLOY_FN attr quadgroup_index_in_threadgroup() const {
+    return {lid / 4u, 0, 0};
+  }
   ALLOY_FN attr quadgroups_per_threadgroup() const {
     return {(gsize[0] * gsize[1] * gsize[2] + 3u) / 4u, 0, 0};
   }
@@ -168,6 +203,7 @@ ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g,
   t.local[1] = y;
   t.local[2] = z;
   t.lid = x + g->group_size[0] * (y + g->group_size[1] * z);
+  t.li = t.lid;
   return t;
 }
 ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g, u32 lid) {
@@ -175,25 +211,31 @@ ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g,
   return cpu_ids(L, g, lid % sx, (lid / sx) % sy, lid / (sx * sy));
 }
 
-/// Loop mode: f(ids) for every thread of group g in Metal's linear order (x fastest). The loop
-/// counts over the grid position in x rather than over the position in the group: a kernel's
-/// global index (thread_position_in_grid.x) is then the induction variable itself, which the
-/// vectoriser sees as affine; gpos * tg + local could wrap, so it cannot.
+/// Loop mode: f(ids) for every thread of group g in Metal's linear order (x fastest). The x loop
+/// counts the position in the group; `#pragma GCC ivdep` tells the vectoriser that threads carry
+/// no dependence from one to the next: between two barriers, two threads' conflicting accesses
+/// to one location (other than atomics, which are never vectorised) are a data race in Metal,
+/// so any order of the group's threads is a valid execution. Without it, g++ needs runtime alias
+/// checks, which it cannot form for 32-bit indices that may wrap (`gid + offset`, `lid + k * n`),
+/// and leaves such loops scalar.
 template <class F>
 ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_group* g, F&& f) {
   thread_ids t = cpu_ids(L, g, 0, 0, 0);
   const u32 nx = t.gsize[0], ny = t.gsize[1], nz = t.gsize[2];
-  const u32 x0 = t.gpos[0] * t.tg[0];  // grid x of the group's first thread; x0 + nx <= grid
+  // The executor runs groups of at most 1024 threads: with these bounds g++ can tell that
+  // `lid + small offset` does not wrap.
+  if (nx > 1024u || ny > 1024u || nz > 1024u) __builtin_unreachable();
   for (u32 z = 0; z < nz; ++z) {
     for (u32 y = 0; y < ny; ++y) {
       t.local[1] = y;
       t.local[2] = z;
-      const u32 row = nx * (y + ny * z);
-      const u32 end = x0 + nx;
-      for (u32 px = x0; px < end; ++px) {
+      const unsigned long long row = (unsigned long long)nx * (y + (unsigned long long)ny * z);
+#pragma GCC ivdep
+      for (u32 x = 0; x < nx; ++x) {
         thread_ids u = t;
-        u.local[0] = px - x0;
-        u.lid = row + (px - x0);
+        u.local[0] = x;
+        u.li = row + x;
+        u.lid = static_cast<u32>(u.li);
         f(u);
       }
     }
@@ -209,8 +251,11 @@ ALLOY_FN void cpu_region(alloy_split::state& s, const unsigned char* m, F&& f) {
     cpu_for_each_thread(s.L, s.g, f);
     return;
   }
+  // Locals: stores through char pointers could otherwise change them, as far as g++ knows.
+  const unsigned char* alive = s.alive;
+  const unsigned char* mm = m ? m : alive;
   cpu_for_each_thread(s.L, s.g, [&](const thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {
-    if (s.active(t.lid, m)) f(t);
+    if (alive[t.li] & mm[t.li]) f(t);
   });
 }
 #endif
