@@ -115,11 +115,10 @@ struct thread_ids {
   u32 gsize[3];   // this group's actual (partial) size
   u32 local[3];   // position in the group
   u32 lid;        // linear index in the group, x fastest, over the actual size
-#if defined(ALLOY_TARGET_CPU)
-  // lid as a 64-bit index, for the split mode's per-thread arrays: affine in the thread loop's
-  // counter (a 32-bit sum may wrap, which keeps the vectoriser from seeing contiguous accesses).
+  // CPU: lid as a 64-bit index, for the split mode's per-thread arrays: affine in the thread
+  // loop's counter (a 32-bit sum may wrap, which keeps the vectoriser from seeing contiguous
+  // accesses). Unused on CUDA.
   unsigned long long li;
-#endif
 
   ALLOY_FN bool outside_grid() const {
     // Global position >= grid in some dimension (non-short-circuit: no branches).
@@ -129,57 +128,27 @@ struct thread_ids {
   ALLOY_FN attr thread_position_in_grid() const {
     return {gpos[0] * tg[0] + local[0], gpos[1] * tg[1] + local[1], gpos[2] * tg[2] + local[2]};
   }
-  ALLOY_FN attr threads_per_grid() const {
-    return {grid[0], grid[1], grid[2]};
-  }
-  ALLOY_FN attr grid_size() const {
-    return {grid[0], grid[1], grid[2]};
-  }
-  ALLOY_FN attr grid_origin() const {
-    return {0, 0, 0};
-  }
-  ALLOY_FN attr thread_position_in_threadgroup() const {
-    return {local[0], local[1], local[2]};
-  }
-  ALLOY_FN attr threadgroup_position_in_grid() const {
-    return {gpos[0], gpos[1], gpos[2]};
-  }
-  ALLOY_FN attr threads_per_threadgroup() const {
-    return {gsize[0], gsize[1], gsize[2]};
-  }
-  ALLOY_FN attr dispatch_threads_per_threadgroup() const {
-    return {tg[0], tg[1], tg[2]};
-  }
-  ALLOY_FN attr threadgroups_per_grid() const {
-    return {groups[0], groups[1], groups[2]};
-  }
-  ALLOY_FN attr thread_index_in_threadgroup() const {
-    return {lid, 0, 0};
-  }
-  ALLOY_FN attr thread_index_in_simdgroup() const {
-    return {lid % 32u, 0, 0};
-  }
-  ALLOY_FN attr simdgroup_index_in_threadgroup() const {
-    return {lid / 32u, 0, 0};
-  }
+  ALLOY_FN attr threads_per_grid() const { return {grid[0], grid[1], grid[2]}; }
+  ALLOY_FN attr grid_size() const { return {grid[0], grid[1], grid[2]}; }
+  ALLOY_FN attr grid_origin() const { return {0, 0, 0}; }
+  ALLOY_FN attr thread_position_in_threadgroup() const { return {local[0], local[1], local[2]}; }
+  ALLOY_FN attr threadgroup_position_in_grid() const { return {gpos[0], gpos[1], gpos[2]}; }
+  ALLOY_FN attr threads_per_threadgroup() const { return {gsize[0], gsize[1], gsize[2]}; }
+  ALLOY_FN attr dispatch_threads_per_threadgroup() const { return {tg[0], tg[1], tg[2]}; }
+  ALLOY_FN attr threadgroups_per_grid() const { return {groups[0], groups[1], groups[2]}; }
+  ALLOY_FN attr thread_index_in_threadgroup() const { return {lid, 0, 0}; }
+  ALLOY_FN attr thread_index_in_simdgroup() const { return {lid % 32u, 0, 0}; }
+  ALLOY_FN attr simdgroup_index_in_threadgroup() const { return {lid / 32u, 0, 0}; }
   ALLOY_FN attr simdgroups_per_threadgroup() const {
     return {(gsize[0] * gsize[1] * gsize[2] + 31u) / 32u, 0, 0};
   }
   ALLOY_FN attr dispatch_simdgroups_per_threadgroup() const {
     return {(tg[0] * tg[1] * tg[2] + 31u) / 32u, 0, 0};
   }
-  ALLOY_FN attr threads_per_simdgroup() const {
-    return {32u, 0, 0};
-  }
-  ALLOY_FN attr thread_execution_width() const {
-    return {32u, 0, 0};
-  }
-  ALLOY_FN attr thread_index_in_quadgroup() const {
-    return {lid % 4u, 0, 0};
-  }
-  ALLOY_FN attr quadgroup_index_in_threadgroup() const {
-    return {lid / 4u, 0, 0};
-  }
+  ALLOY_FN attr threads_per_simdgroup() const { return {32u, 0, 0}; }
+  ALLOY_FN attr thread_execution_width() const { return {32u, 0, 0}; }
+  ALLOY_FN attr thread_index_in_quadgroup() const { return {lid % 4u, 0, 0}; }
+  ALLOY_FN attr quadgroup_index_in_threadgroup() const { return {lid / 4u, 0, 0}; }
   ALLOY_FN attr quadgroups_per_threadgroup() const {
     return {(gsize[0] * gsize[1] * gsize[2] + 3u) / 4u, 0, 0};
   }
