@@ -707,8 +707,18 @@ class Splitter {
     // storage).
     std::vector<std::pair<std::string, int>> hoist;
     std::vector<Hoisted> remats;
+    // A recomputed declaration needs what it reads: names of this region it depends on are
+    // hoisted with it.
+    std::set<std::string> needed;
+    for (size_t k = r.declared.size(); k-- > 0;) {
+      const std::string& n = r.declared[k];
+      if (!needed.count(n) && !used_after(n, r.last)) continue;
+      needed.insert(n);
+      auto rm = r.remat.find(n);
+      if (rm != r.remat.end()) needed.insert(rm->second.second.begin(), rm->second.second.end());
+    }
     for (auto& n : r.declared) {
-      if (!used_after(n, r.last)) continue;
+      if (!needed.count(n)) continue;
       auto rm = r.remat.find(n);
       if (rm != r.remat.end())
         remats.push_back({n, -1, rm->second.first, rm->second.second});
