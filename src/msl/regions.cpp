@@ -127,7 +127,8 @@ class Splitter {
     std::set<std::string> deps;
   };
   std::set<std::string, std::less<>> remat_names_;
-  bool flat_text_ = false;  // region_text on one line
+  bool flat_text_ = false;                          // region_text on one line
+  std::set<std::string, std::less<>> array_names_;  // local arrays declared so far
   int loop_id_ = 0;
   std::vector<std::vector<Hoisted>> scopes_;
   std::string out_;
@@ -686,6 +687,7 @@ class Splitter {
       }
       rg_.decls.push_back(flat(it.s, it.e));
       for (auto& n : d.names) rg_.declared.push_back(n);
+      if (d.array) array_names_.insert(d.names.begin(), d.names.end());
       std::set<std::string> deps;
       if (remat_decl(it, d, deps)) {
         rg_.remat[d.names[0]] = {flat(it.s, it.e), deps};
@@ -1003,6 +1005,10 @@ class Splitter {
     size_t eq = next(vi + 1, semis[0]);
     if (eq >= semis[0] || !toks_[eq].is("=")) return false;
     if (!jumps_stay(it.body_b, it.e)) return false;
+    // A per-thread array the body uses would be copied in and out of its storage in every
+    // iteration: such loops stay inside their region (as written).
+    for (size_t j = it.body_b; j < it.e; ++j)
+      if (toks_[j].kind == TokKind::ident && array_names_.count(toks_[j].text)) return false;
     if (assign_count(v, it.body_b, it.e) != 0) return false;
     auto untouched = [&](const std::string& n) {
       return n == v || assign_count(n, it.body_b, it.e) == 0;
