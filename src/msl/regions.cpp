@@ -890,7 +890,7 @@ class Splitter {
       open_region(mask);
       std::string head, probe;
       for (size_t k = 0; k < calls.size(); ++k) {
-        head += fmt::format("auto alloy_r{}_{} = alloy_h{}[alloy_t.li >> 5]; ", id, k, results[k]);
+        head += fmt::format("auto alloy_r{}_{} = alloy_h{}[alloy_t.li]; ", id, k, results[k]);
         probe += fmt::format("auto alloy_r{}_{} = alloy_h{}[0]; ", id, k, results[k]);
       }
       rg_.head = head;

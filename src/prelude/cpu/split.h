@@ -266,7 +266,7 @@ struct state {
     return km;
   }
 
-  /// simd_sum-like functions: out[sg] = the fold of in[] over the simdgroup's lanes that are
+  /// simd_sum-like functions: out[t] = the fold of in[] over the lanes of t's simdgroup that are
   /// alive and in mask m, in lane order (as the fiber path folds them).
   template <class T, class Op>
   ALLOY_FN void fold(const T* in, T* out, Op op, const unsigned char* m) {
@@ -277,6 +277,7 @@ struct state {
       for (uint32_t sg = 0; sg < groups; ++sg) out[sg] = in[sg * 32];
       for (uint32_t l = 1; l < 32; ++l)
         for (uint32_t sg = 0; sg < groups; ++sg) out[sg] = op(out[sg], in[sg * 32 + l]);
+      broadcast(out);
       return;
     }
     for (uint32_t base = 0; base < n; base += 32) {
@@ -289,6 +290,18 @@ struct state {
         first = false;
       }
       out[base >> 5] = acc;
+    }
+    broadcast(out);
+  }
+  /// out[sg] (one value per simdgroup) to out[t] for every lane t of simdgroup sg, so that the
+  /// region reading the results loads out[lid], contiguous across threads. Top down: a
+  /// simdgroup's lanes (>= 32 sg) never overlap the entries of lower simdgroups not yet read.
+  template <class T>
+  ALLOY_FN void broadcast(T* out) {
+    for (uint32_t sg = (n + 31) / 32; sg-- > 0;) {
+      const T v = out[sg];
+      const uint32_t end = n - sg * 32 < 32 ? n : sg * 32 + 32;
+      for (uint32_t t = sg * 32; t < end; ++t) out[t] = v;
     }
   }
 
