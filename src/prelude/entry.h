@@ -180,15 +180,42 @@ ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g,
   return cpu_ids(L, g, lid % sx, (lid / sx) % sy, lid / (sx * sy));
 }
 
-/// Loop mode: f(ids) for every thread of group g in Metal's linear order (x fastest). The x loop
-/// counts the position in the group; `#pragma GCC ivdep` tells the vectoriser that threads carry
-/// no dependence from one to the next: between two barriers, two threads' conflicting accesses
-/// to one location (other than atomics, which are never vectorised) are a data race in Metal,
-/// so any order of the group's threads is a valid execution. Without it, g++ needs runtime alias
-/// checks, which it cannot form for 32-bit indices that may wrap (`gid + offset`, `lid + k * n`),
-/// and leaves such loops scalar.
+/// Loop mode: f(ids) for every thread of group g in Metal's linear order (x fastest). The loop
+/// counts over the grid position in x rather than over the position in the group: a kernel's
+/// global index (thread_position_in_grid.x) is then the induction variable itself, which the
+/// vectoriser sees as affine; gpos * tg + local could wrap, so it cannot.
 template <class F>
 ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_group* g, F&& f) {
+  thread_ids t = cpu_ids(L, g, 0, 0, 0);
+  const u32 nx = t.gsize[0], ny = t.gsize[1], nz = t.gsize[2];
+  const u32 x0 = t.gpos[0] * t.tg[0];  // grid x of the group's first thread; x0 + nx <= grid
+  for (u32 z = 0; z < nz; ++z) {
+    for (u32 y = 0; y < ny; ++y) {
+      t.local[1] = y;
+      t.local[2] = z;
+      const u32 row = nx * (y + ny * z);
+      const u32 end = x0 + nx;
+      for (u32 px = x0; px < end; ++px) {
+        thread_ids u = t;
+        u.local[0] = px - x0;
+        u.lid = row + (px - x0);
+        u.li = u.lid;
+        f(u);
+      }
+    }
+  }
+}
+
+/// Split mode's thread loop (one region): the x loop counts the position in the group, and
+/// `#pragma GCC ivdep` tells the vectoriser that threads carry no dependence from one to the
+/// next: between two barriers, two threads' conflicting accesses to one location (other than
+/// atomics, which are never vectorised) are a data race in Metal, so any order of the group's
+/// threads is a valid execution. Without it g++ needs runtime alias checks, which it cannot form
+/// for 32-bit indices that may wrap (`lid + k * n`), and leaves such loops scalar. The per-thread
+/// arrays are indexed by li, 64-bit and affine in the loop counter.
+template <class F>
+ALLOY_FN void cpu_for_each_region_thread(const alloy_cpu_launch* L, const alloy_cpu_group* g,
+                                         F&& f) {
   thread_ids t = cpu_ids(L, g, 0, 0, 0);
   const u32 nx = t.gsize[0], ny = t.gsize[1], nz = t.gsize[2];
   // The executor runs groups of at most 1024 threads: with these bounds g++ can tell that
@@ -217,13 +244,13 @@ ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_gro
 template <class F>
 ALLOY_FN void cpu_region(alloy_split::state& s, const unsigned char* m, F&& f) {
   if (!m && !s.any_dead) {
-    cpu_for_each_thread(s.L, s.g, f);
+    cpu_for_each_region_thread(s.L, s.g, f);
     return;
   }
   // Locals: stores through char pointers could otherwise change them, as far as g++ knows.
   const unsigned char* alive = s.alive;
   const unsigned char* mm = m ? m : alive;
-  cpu_for_each_thread(s.L, s.g, [&](const thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {
+  cpu_for_each_region_thread(s.L, s.g, [&](const thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {
     if (alive[t.li] & mm[t.li]) f(t);
   });
 }
