@@ -1043,7 +1043,10 @@ class Splitter {
       if (!was) uniform_.erase(v);
     }
     if (!vary) {
-      // Uniform header: the loop runs at group level as written.
+      // Uniform header: the loop runs at group level as written. Not where the variable
+      // shadows a per-thread value (the regions would declare that one over it).
+      for (auto& h : in_scope())
+        if (h.name == v) return false;
       close_region();
       out_ += text(it.b, it.body_b) + "{";
       bool was = uniform_.count(v) > 0;
