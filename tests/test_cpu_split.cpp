@@ -156,4 +156,78 @@ TEST(CpuSplit, UniformLoopOfBarriers) {
              [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-5); });
 }
 
+// Loops without barriers inside a split kernel run with the loop outermost (a group-level loop
+// around a region per iteration, so the thread loop vectorises): strided loops with
+// thread-dependent starts and trip counts (partial groups: the last iterations are masked),
+// `<=` and signed variables, a thread-dependent bound, a step whose values wrap (run as
+// written), a nested uniform loop, and a return inside an interchanged loop.
+TEST(CpuSplit, InterchangedThreadLoops) {
+  const std::string body = R"MSL(
+    uint lid = thread_position_in_threadgroup.x;
+    uint gid = thread_position_in_grid.x;
+    uint tpg = threads_per_threadgroup.x;
+    uint len = x_shape[0];
+    out[gid] = -1.0f;
+    float acc = 0.0f;
+    for (uint i = lid; i < len; i += tpg) acc += x[i];
+    for (int j = int(lid) - 5; j <= 7; j += 3) acc += float(j);
+    for (uint k = 0; k < lid % 5; ++k) acc += 0.25f;
+    uint wraps = 0;
+    for (uint w = lid; w < 0xfffffff0u; w += 0x7fffffffu) wraps += 1;
+    for (uint i = lid; i < 40; i += tpg)
+      for (uint j = 0; j < 3; ++j) acc += x[(i * 3 + j) % len];
+    for (uint i = lid; i < 64; i += 32) {
+      if (x[i] > 0.95f) return;
+    }
+    float tot = acc + float(wraps);
+    float ss = simd_sum(tot);
+    out[gid] = tot + 0.5f * ss;
+  )MSL";
+  alloy::msl::Translation tr;
+  const std::string lib_src = std::string(R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+kernel void k(device const float* x [[buffer(0)]], constant int* x_shape [[buffer(1)]],
+              device float* out [[buffer(2)]],
+              uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+              uint3 thread_position_in_grid [[thread_position_in_grid]],
+              uint3 threads_per_threadgroup [[threads_per_threadgroup]]) {)MSL") +
+                              body + "}";
+  auto& e = translated(lib_src, alloy::msl::CpuSyncMode::split, tr);
+  ASSERT_TRUE(e.split) << e.sync_path;
+  EXPECT_NE(tr.code.find("::alloy_split::advance"), std::string::npos);
+
+  auto k = metal_kernel("split_interchange", {"x"}, {"out"}, body);
+  constexpr int64_t n = 250, tg = 96, len = 250;
+  auto x = random_array({n}, float32, -1, 1, 9103, Device::cpu());
+  auto xv = x.to_doubles();
+  std::vector<double> tot(n, 0.0), ref(n, -1.0);
+  std::vector<bool> live(n, true);
+  for (int64_t base = 0; base < n; base += tg) {
+    const int64_t size = std::min(tg, n - base);
+    for (int64_t l = 0; l < size; ++l) {
+      double acc = 0;
+      for (int64_t i = l; i < len; i += size) acc += xv[i];
+      for (int64_t j = l - 5; j <= 7; j += 3) acc += double(j);
+      acc += 0.25 * double(l % 5);
+      uint32_t wraps = 0;
+      for (uint32_t w = uint32_t(l); w < 0xfffffff0u; w += 0x7fffffffu) ++wraps;
+      for (int64_t i = l; i < 40; i += size)
+        for (int64_t j = 0; j < 3; ++j) acc += xv[(i * 3 + j) % len];
+      for (int64_t i = l; i < 64; i += 32)
+        if (xv[i] > 0.95) live[base + l] = false;
+      tot[base + l] = acc + double(wraps);
+    }
+    for (int64_t l = 0; l < size; ++l) {
+      if (!live[base + l]) continue;
+      double ss = 0;
+      for (int64_t m = l / 32 * 32; m < std::min(size, l / 32 * 32 + 32); ++m)
+        if (live[base + m]) ss += tot[base + m];
+      ref[base + l] = tot[base + l] + 0.5 * ss;
+    }
+  }
+  run_kernel(k, {x}, make_call({{n}}, {float32}, {n, 1, 1}, {tg, 1, 1}),
+             [&](auto& o) { expect_close(o[0], ref, 1e-4, 1e-4); });
+}
+
 }  // namespace

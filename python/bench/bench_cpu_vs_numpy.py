@@ -23,7 +23,8 @@ loop does); numpy's write into a preallocated `out=`. Alloy runs threadgroups on
 process may use (its affinity mask: run under `taskset -c 0` for one core); numpy's ufuncs use one.
 
 Each case: Alloy and numpy run alternately, `--repeats` samples each, and the medians are
-compared; the machine's load average is printed with the results (a shared machine makes absolute
+compared (wall time; "cpu ratio" compares the process CPU time of the same samples, summed over
+threads: on a loaded machine Alloy's pool threads wait for a core, which wall time includes); the machine's load average is printed with the results (a shared machine makes absolute
 times vary far more than the alternately measured ratios).
 
     python python/bench/bench_cpu_vs_numpy.py [--repeats R] [--n N] [--cases exp_f32,...]
@@ -160,19 +161,23 @@ TARGETS = {"exp_f32": 1.0, "exp_f16": 1.0, "copy_f32": 1.0, "mixed_f16": 1.0, "t
 
 
 def alternate(alloy_fn, numpy_fn, repeats, inner=1):
-    """Median seconds per call of each, sampled alternately (`inner` calls per sample)."""
-    a, b = [], []
+    """Median wall and CPU seconds per call of each, sampled alternately (`inner` calls per
+    sample). CPU time is the process's, summed over its threads (Alloy's pool included)."""
+    a, b, ca, cb = [], [], [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, p0 = time.perf_counter(), time.process_time()
         for _ in range(inner):
             alloy_fn()
-        t1 = time.perf_counter()
+        t1, p1 = time.perf_counter(), time.process_time()
         for _ in range(inner):
             numpy_fn()
-        t2 = time.perf_counter()
+        t2, p2 = time.perf_counter(), time.process_time()
         a.append((t1 - t0) / inner)
         b.append((t2 - t1) / inner)
-    return statistics.median(a), statistics.median(b)
+        ca.append((p1 - p0) / inner)
+        cb.append((p2 - p1) / inner)
+    m = statistics.median
+    return m(a), m(b), m(ca), m(cb)
 
 
 def elementwise_call(kernel, inputs, n, dtype, template=None):
@@ -348,7 +353,7 @@ def main():
     print(f"alloy {alloy.__version__}, numpy {np.__version__}; {cores} core(s) allowed; "
           f"load average {os.getloadavg()[0]:.1f}; medians of {args.repeats} alternate samples")
     print(f"CPU sync path: ALLOY_CPU_SYNC={os.environ.get('ALLOY_CPU_SYNC', 'auto')}")
-    print(f"{'case':<10} {'alloy':>10} {'numpy':>10} {'ratio':>7} {'target':>7}")
+    print(f"{'case':<10} {'alloy':>10} {'numpy':>10} {'ratio':>7} {'target':>7} {'cpu ratio':>9}")
     for name in cases:
         if name == "exp_f32":
             fns, unit, inner = case_exp(args.n, alloy.float32, np.float32, rng), "ms", 1
@@ -373,10 +378,11 @@ def main():
         for _ in range(2):  # warm up: compile, allocator caches, page faults
             fns[0]()
             fns[1]()
-        ta, tb = alternate(fns[0], fns[1], args.repeats, inner)
+        ta, tb, ca, cb = alternate(fns[0], fns[1], args.repeats, inner)
         scale = 1e3 if unit == "ms" else 1e6
+        cpu = f"{cb / ca:9.2f}" if ca > 0 else f"{'-':>9}"
         print(f"{name:<11} {ta * scale:8.3f}{unit} {tb * scale:8.3f}{unit} {tb / ta:7.2f} "
-              f"{TARGETS[name]:>6.1f}x", flush=True)
+              f"{TARGETS[name]:>6.1f}x {cpu}", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -97,7 +98,7 @@ class Splitter {
             "using alloy_T{0} = ::alloy_split::remove_cv<decltype({1})>::type; alloy_T{0}* "
             "alloy_h{0} = alloy_S.storage<alloy_T{0}>({0}); alloy_S.fill(alloy_h{0}, {1});",
             slot, p.name);
-        scopes_.back().push_back({p.name, slot});
+        scopes_.back().push_back({p.name, slot, {}, {}});
       }
       emit_seq(items, "nullptr", false);
       close_region();
@@ -115,10 +116,20 @@ class Splitter {
   const std::vector<KernelParam>& params_;
   std::set<std::string, std::less<>> varying_attrs_, assigned_params_, const_buffers_, locals_,
       uniform_;
+  // A value later regions read: in per-thread storage (slot), or, for a declaration each region
+  // can recompute from thread attributes and uniform values (remat: its declaration), declared
+  // again in every region that reads it. Recomputing keeps indices affine in the thread loop
+  // (contiguous vector accesses) where a stored value would be a gather.
   struct Hoisted {
     std::string name;
     int slot;
+    std::string remat;
+    std::set<std::string> deps;
   };
+  std::set<std::string, std::less<>> remat_names_;
+  bool flat_text_ = false;                          // region_text on one line
+  std::set<std::string, std::less<>> array_names_;  // local arrays declared so far
+  int loop_id_ = 0;
   std::vector<std::vector<Hoisted>> scopes_;
   std::string out_;
   int slot_ = 0, region_id_ = 0, pred_id_ = 0, simd_id_ = 0;
@@ -134,6 +145,8 @@ class Splitter {
     std::string tail;                // publish / predicate code
     std::vector<std::string> decls;  // declaration statements (probe)
     std::vector<std::string> declared;
+    std::map<std::string, std::pair<std::string, std::set<std::string>>>
+        remat;        // name -> (decl, idents)
     size_t last = 0;  // last token index covered
     bool has_return = false;
     std::set<std::string> idents;
@@ -228,9 +241,10 @@ class Splitter {
   }
 
   // Occurrences of `name` that may modify it.
-  int assign_count(const std::string& name) const {
+  int assign_count(const std::string& name, size_t b = 0, size_t e = npos) const {
     int c = 0;
-    for (size_t i = 0; i < toks_.size(); ++i) {
+    e = std::min(e, toks_.size());
+    for (size_t i = b; i < e; ++i) {
       if (toks_[i].kind != TokKind::ident || toks_[i].text != name) continue;
       size_t p = prev(i);
       if (p != npos && (toks_[p].is(".") || toks_[p].is("->") || toks_[p].is("::"))) continue;
@@ -494,6 +508,85 @@ class Splitter {
     return d;
   }
 
+  static bool scalar_type_name(std::string_view s) {
+    static const std::set<std::string, std::less<>> k = {
+        "uint",    "int",      "ushort",  "short",    "uchar",    "char",     "ulong",
+        "long",    "size_t",   "uint8_t", "int8_t",   "uint16_t", "int16_t",  "uint32_t",
+        "int32_t", "uint64_t", "int64_t", "unsigned", "signed",   "ptrdiff_t"};
+    return k.count(s) > 0;
+  }
+  static bool cast_name(std::string_view s) {
+    return scalar_type_name(s) || s == "float" || s == "half" || s == "bool";
+  }
+
+  // [b, e) is free of side effects and memory reads other than const buffer subscripts, calls
+  // only conversions, and every name in it is in `ok` (a test per name). Division by a
+  // non-literal is refused when `div_literal` (an expression evaluated for more threads than
+  // before must not trap).
+  template <class Ok>
+  bool pure(size_t b, size_t e, Ok ok, bool div_literal, std::set<std::string>* names) const {
+    for (size_t i = b; i < e; ++i) {
+      const auto& t = toks_[i];
+      if (t.trivia()) continue;
+      if (t.kind == TokKind::preproc) return false;
+      if (t.kind == TokKind::ident) {
+        size_t p = prev(i);
+        if (p != npos && p >= b && toks_[p].is(".")) continue;
+        size_t n = next(i + 1, e);
+        if (n < e && toks_[n].is("(")) {
+          if (!cast_name(t.text)) return false;
+          continue;
+        }
+        if (t.text == "true" || t.text == "false" || cast_name(t.text)) continue;
+        if (keywords().count(t.text)) return false;
+        if (!ok(t.text)) return false;
+        if (names) names->insert(t.text);
+        continue;
+      }
+      if (t.kind != TokKind::punct) continue;
+      if (assign_op(t.text) || t.is("->") || t.is(",") || t.is("{") || t.is(";")) return false;
+      if (t.is("[")) {
+        size_t p = prev(i);
+        if (p == npos || p < b || !const_buffers_.count(toks_[p].text)) return false;
+      }
+      if (t.is("*")) {
+        size_t p = prev(i);
+        if (p == npos || p < b ||
+            !(toks_[p].kind == TokKind::ident || toks_[p].kind == TokKind::number ||
+              toks_[p].is(")") || toks_[p].is("]")))
+          return false;
+      }
+      if (div_literal && (t.is("/") || t.is("%"))) {
+        size_t n = next(i + 1, e);
+        if (n >= e || toks_[n].kind != TokKind::number) return false;
+      }
+    }
+    return true;
+  }
+
+  // A declaration each region can recompute: one scalar or pointer name, never assigned again,
+  // initialised from uniform values, thread attributes and other such names by arithmetic.
+  bool remat_decl(const Item& it, const Decl& d, std::set<std::string>& deps) const {
+    if (d.names.size() != 1 || d.reference || d.array || !d.init) return false;
+    const std::string& name = d.names[0];
+    if (assign_count(name) != 1) return false;
+    size_t i = it.s;
+    while (i < it.e && !(toks_[i].kind == TokKind::ident && toks_[i].text == name)) ++i;
+    i = next(i + 1, it.e);
+    if (i >= it.e || !toks_[i].is("=")) return false;
+    for (size_t j = it.s; j < i; ++j)  // no storage class or qualifier other than const
+      if (toks_[j].is("static") || toks_[j].is("volatile") || toks_[j].is("threadgroup"))
+        return false;
+    return pure(
+        i + 1, it.e - 1,
+        [&](const std::string& n) {
+          if (n == name) return false;
+          return uniform_.count(n) || varying_attrs_.count(n) || remat_names_.count(n) ||
+                 (!locals_.count(n) && is_uniform_name(n));
+        },
+        true, &deps);
+  }
+
   // ---- emission ----
   std::vector<Hoisted> in_scope() const {
     std::vector<Hoisted> v;
@@ -526,8 +619,17 @@ class Splitter {
         if (n >= e || !toks_[n].is(";")) cannot("return with a value");
         s += fmt::format("{{ alloy_S.kill(alloy_t.lid); goto alloy_dead{}; }}", id);
         rg_.has_return = true;
-        s += newlines(text(i + 1, n + 1));
+        if (!flat_text_) s += newlines(text(i + 1, n + 1));
         i = n;
+        continue;
+      }
+      if (flat_text_) {
+        if (toks_[i].kind == TokKind::preproc) cannot("a preprocessor line inside a statement");
+        if (toks_[i].kind == TokKind::comment) {
+          s += ' ';
+          continue;
+        }
+        for (char c : toks_[i].text) s += c == '\n' ? ' ' : c;
         continue;
       }
       s += toks_[i].text;
@@ -536,6 +638,10 @@ class Splitter {
   }
 
   void check_jumps(size_t b, size_t e) const {
+    if (!jumps_stay(b, e)) cannot("break/continue across a barrier or simd function");
+  }
+  // No break/continue in [b, e) leaves it (each is inside a loop or switch of the range).
+  bool jumps_stay(size_t b, size_t e) const {
     // break/continue not inside a loop or switch of the same region would leave the region.
     std::vector<int> depth_stack;
     int loops = 0;
@@ -565,9 +671,9 @@ class Splitter {
         ++loops;
         ends.push_back({end, loops});
       }
-      if ((t.is("break") || t.is("continue")) && loops == 0)
-        cannot("break/continue across a barrier or simd function");
+      if ((t.is("break") || t.is("continue")) && loops == 0) return false;
     }
+    return true;
   }
 
   void add_stmt(const Item& it, const std::string& mask) {
@@ -581,6 +687,12 @@ class Splitter {
       }
       rg_.decls.push_back(flat(it.s, it.e));
       for (auto& n : d.names) rg_.declared.push_back(n);
+      if (d.array) array_names_.insert(d.names.begin(), d.names.end());
+      std::set<std::string> deps;
+      if (remat_decl(it, d, deps)) {
+        rg_.remat[d.names[0]] = {flat(it.s, it.e), deps};
+        remat_names_.insert(d.names[0]);
+      }
     }
     rg_.stmts += region_text(it.b, it.e, region_id_);
     idents(it.b, it.e, rg_.idents);
@@ -593,17 +705,42 @@ class Splitter {
     rg_ = Region{};
     int id = region_id_++;
     std::string code = r.pre;
-    // Hoist what this region declares and later code reads.
+    // Hoist what this region declares and later code reads (recomputed declarations need no
+    // storage).
     std::vector<std::pair<std::string, int>> hoist;
-    for (auto& n : r.declared)
-      if (used_after(n, r.last)) hoist.push_back({n, slot_++});
-    std::set<std::string> used = r.idents;
+    std::vector<Hoisted> remats;
+    // A recomputed declaration needs what it reads: names of this region it depends on are
+    // hoisted with it.
+    std::set<std::string> needed;
+    for (size_t k = r.declared.size(); k-- > 0;) {
+      const std::string& n = r.declared[k];
+      if (!needed.count(n) && !used_after(n, r.last)) continue;
+      needed.insert(n);
+      auto rm = r.remat.find(n);
+      if (rm != r.remat.end()) needed.insert(rm->second.second.begin(), rm->second.second.end());
+    }
+    for (auto& n : r.declared) {
+      if (!needed.count(n)) continue;
+      auto rm = r.remat.find(n);
+      if (rm != r.remat.end())
+        remats.push_back({n, -1, rm->second.first, rm->second.second});
+      else
+        hoist.push_back({n, slot_++});
+    }
     auto scope = in_scope();
+    // Names the region reads, with what the recomputed declarations among them read.
+    std::set<std::string> used = r.idents;
+    for (size_t k = scope.size(); k-- > 0;)
+      if (scope[k].slot < 0 && used.count(scope[k].name))
+        used.insert(scope[k].deps.begin(), scope[k].deps.end());
     if (!hoist.empty() || !r.extra.empty()) {
       std::string rebind, tags;
       std::set<std::string> hoisted_names;
       for (auto& h : scope) {
-        if (hoisted_names.insert(h.name).second)
+        if (!hoisted_names.insert(h.name).second) continue;
+        if (h.slot < 0)
+          rebind += h.remat + " ";
+        else
           rebind += fmt::format("auto& {} = alloy_h{}[0]; ", h.name, h.slot);
       }
       for (size_t k = 0; k < hoist.size(); ++k)
@@ -638,12 +775,16 @@ class Splitter {
     std::string in, out;
     for (auto& h : scope) {
       if (!used.count(h.name)) continue;
-      in += fmt::format("alloy_T{0} {1}; ::alloy_split::copy({1}, alloy_h{0}[alloy_t.lid]);",
-                        h.slot, h.name);
-      out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.lid], {1});", h.slot, h.name);
+      if (h.slot < 0) {
+        in += h.remat;
+        continue;
+      }
+      in += fmt::format("alloy_T{0} {1}; ::alloy_split::copy({1}, alloy_h{0}[alloy_t.li]);", h.slot,
+                        h.name);
+      out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.slot, h.name);
     }
     for (auto& h : hoist)
-      out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.lid], {1});", h.second, h.first);
+      out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.second, h.first);
     code += fmt::format(
         "::alloy_entry::cpu_region(alloy_S, {}, [&](const ::alloy_entry::thread_ids& alloy_t) "
         "ALLOY_CPU_INLINE_LAMBDA {{ {}{} {{ {}",
@@ -653,7 +794,8 @@ class Splitter {
     if (r.has_return) tail += fmt::format(" return; alloy_dead{}:; ", id);
     tail += "});";
     out_ += code + r.stmts + tail;
-    for (auto& h : hoist) scopes_.back().push_back({h.first, h.second});
+    for (auto& h : remats) scopes_.back().push_back(h);
+    for (auto& h : hoist) scopes_.back().push_back({h.first, h.second, {}, {}});
   }
 
   // The simd calls of statement [s, e): (name begin, close paren) pairs, top level only.
@@ -735,7 +877,7 @@ class Splitter {
         results.push_back(slot_++);
         std::string call = flat(c.first, c.second + 1), arg = flat(ab, ae);
         rg_.extra.push_back({sl, "decltype(" + call + ")"});
-        rg_.tail += fmt::format("alloy_h{0}[alloy_t.lid] = alloy_T{0}({1});", sl, arg);
+        rg_.tail += fmt::format("alloy_h{0}[alloy_t.li] = alloy_T{0}({1});", sl, arg);
         idents(c.first, c.second + 1, rg_.idents);
       }
       rg_.last = std::max(rg_.last, s);
@@ -748,7 +890,7 @@ class Splitter {
       open_region(mask);
       std::string head, probe;
       for (size_t k = 0; k < calls.size(); ++k) {
-        head += fmt::format("auto alloy_r{}_{} = alloy_h{}[alloy_t.lid >> 5]; ", id, k, results[k]);
+        head += fmt::format("auto alloy_r{}_{} = alloy_h{}[alloy_t.li]; ", id, k, results[k]);
         probe += fmt::format("auto alloy_r{}_{} = alloy_h{}[0]; ", id, k, results[k]);
       }
       rg_.head = head;
@@ -831,6 +973,183 @@ class Splitter {
     return true;
   }
 
+  // A loop without barriers or simd functions inside a region, run with the loop outermost: a
+  // group-level loop around a region per iteration, so the host compiler vectorises the
+  // thread loop (contiguous across threads where each thread strides, e.g.
+  // `for (uint i = lid; i < n; i += tpg)`). Threads between two barriers may run in any
+  // interleaving, so the order change keeps Metal's semantics. Two forms:
+  // - a threadgroup-uniform header (as the loops around barriers): the header itself;
+  // - `for (T v = start; cond; v += step)` (or ++v) with an integer T, a uniform step, and a
+  //   start and condition that are pure and read nothing the body changes: each thread's trip
+  //   count comes from running the header alone, the group loops to the largest, iteration k
+  //   gives v = start + k * step (exact: integer arithmetic wraps the same way), and threads
+  //   whose trip count is reached are masked out.
+  // Returns false (nothing emitted) where neither applies.
+  bool interchange(const Item& it, const std::string& mask, bool pred) {
+    std::vector<size_t> semis;
+    for (size_t j = it.cb; j < it.ce; ++j) {
+      if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
+        j = match(j, it.ce);
+        continue;
+      }
+      if (toks_[j].is(";")) semis.push_back(j);
+    }
+    if (semis.size() != 2) return false;
+    size_t ib = next(it.cb, semis[0]);
+    if (ib >= semis[0]) return false;
+    Decl d = read_decl(ib, semis[0] + 1);
+    if (d.names.size() != 1 || d.reference || d.array || d.group) return false;
+    const std::string v = d.names[0];
+    size_t vi = ib;
+    while (vi < semis[0] && !(toks_[vi].kind == TokKind::ident && toks_[vi].text == v)) ++vi;
+    size_t eq = next(vi + 1, semis[0]);
+    if (eq >= semis[0] || !toks_[eq].is("=")) return false;
+    if (!jumps_stay(it.body_b, it.e)) return false;
+    // A per-thread array the body uses would be copied in and out of its storage in every
+    // iteration: such loops stay inside their region (as written).
+    for (size_t j = it.body_b; j < it.e; ++j)
+      if (toks_[j].kind == TokKind::ident && array_names_.count(toks_[j].text)) return false;
+    if (assign_count(v, it.body_b, it.e) != 0) return false;
+    auto untouched = [&](const std::string& n) {
+      return n == v || assign_count(n, it.body_b, it.e) == 0;
+    };
+    // Increment: ++v, v++, v += step.
+    size_t a = next(semis[1] + 1, it.ce);
+    std::string step;
+    size_t sb = 0, se = 0;
+    if (a < it.ce && (toks_[a].is("++")) && next(a + 1, it.ce) < it.ce &&
+        toks_[next(a + 1, it.ce)].text == v && next(next(a + 1, it.ce) + 1, it.ce) >= it.ce) {
+      step = "1";
+    } else if (a < it.ce && toks_[a].text == v) {
+      size_t o = next(a + 1, it.ce);
+      if (o < it.ce && toks_[o].is("++") && next(o + 1, it.ce) >= it.ce) {
+        step = "1";
+      } else if (o < it.ce && toks_[o].is("+=")) {
+        sb = o + 1;
+        se = it.ce;
+        if (!uniform(sb, se) || next(sb, se) >= se) return false;
+        step = flat(sb, se);
+      } else {
+        return false;
+      }
+    } else {
+      return false;
+    }
+    bool vary = !uniform(eq + 1, semis[0]);
+    if (!vary) {
+      bool was = uniform_.count(v) > 0;
+      uniform_.insert(v);
+      vary = !uniform(semis[0] + 1, semis[1]);
+      if (!was) uniform_.erase(v);
+    }
+    if (!vary) {
+      // Uniform header: the loop runs at group level as written. Not where the variable
+      // shadows a per-thread value (the regions would declare that one over it).
+      for (auto& h : in_scope())
+        if (h.name == v) return false;
+      close_region();
+      out_ += text(it.b, it.body_b) + "{";
+      bool was = uniform_.count(v) > 0;
+      uniform_.insert(v);
+      scopes_.push_back({});
+      emit_seq(it.then_, mask, pred);
+      close_region();
+      scopes_.pop_back();
+      if (!was) uniform_.erase(v);
+      out_ += "}";
+      return true;
+    }
+    // Thread-dependent start or condition.
+    for (size_t j = ib; j < vi; ++j) {
+      if (toks_[j].trivia()) continue;
+      if (toks_[j].kind != TokKind::ident || !scalar_type_name(toks_[j].text)) return false;
+    }
+    std::string type = flat(ib, vi);
+    auto readable = [&](const std::string& n) { return untouched(n); };
+    if (!pure(eq + 1, semis[0], readable, false, nullptr)) return false;
+    if (!pure(semis[0] + 1, semis[1], readable, false, nullptr)) return false;
+    int n = loop_id_++;
+    int tslot = slot_++, mslot = slot_++;
+    // The trip count: a closed form for `v < end` / `v <= end`, else the header run alone.
+    std::string count = fmt::format(
+        "[&]() ALLOY_CPU_INLINE_LAMBDA -> uint32_t {{ uint32_t alloy_c = 0; for ({}) ++alloy_c; "
+        "return alloy_c; }}",
+        flat(it.cb, it.ce));
+    std::string trip = count + "()";
+    bool group_trip = false;  // uniform end: closed forms at group level over stored starts
+    std::string end_text, le = "false";
+    size_t c0 = next(semis[0] + 1, semis[1]);
+    if (c0 < semis[1] && toks_[c0].text == v) {
+      size_t c1 = next(c0 + 1, semis[1]);
+      if (c1 < semis[1] && (toks_[c1].is("<") || toks_[c1].is("<=")) &&
+          next(c1 + 1, semis[1]) < semis[1]) {
+        end_text = flat(c1 + 1, semis[1]);
+        le = toks_[c1].is("<=") ? "true" : "false";
+        trip = fmt::format("::alloy_split::trip_lt<{}>({}, ({}), {}, {}, {})", type,
+                           flat(eq + 1, semis[0]), end_text, step, le, count);
+        group_trip = uniform(c1 + 1, semis[1]);
+      }
+    }
+    int xslot = group_trip ? slot_++ : -1;
+    open_region(mask);
+    rg_.pre += fmt::format("uint32_t* alloy_trip{0} = alloy_S.storage<uint32_t>({1});", n, tslot);
+    if (group_trip) {
+      rg_.pre += fmt::format("{0}* alloy_x{1} = alloy_S.storage<{0}>({2});", type, n, xslot);
+      rg_.stmts += fmt::format("alloy_x{}[alloy_t.li] = static_cast<{}>({});", n, type,
+                               flat(eq + 1, semis[0]));
+    } else {
+      rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {};", n, trip);
+    }
+    rg_.stmts += newlines(text(it.b, it.body_b));
+    idents(it.cb, it.ce, rg_.idents);
+    close_region();
+    if (group_trip) {
+      out_ += fmt::format(
+          "if (!::alloy_split::trips_lt(alloy_x{0}, ({1}), {2}, {3}, alloy_trip{0}, alloy_S.n, "
+          "alloy_S.alive, {4})) {{",
+          n, end_text, step, le, mask);
+      open_region(mask);
+      rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {}();", n, count);
+      idents(it.cb, it.ce, rg_.idents);
+      close_region();
+      out_ += "}";
+    }
+    // Interchanged where k * step stays small (so g++ sees `lid + k * step` as contiguous), else
+    // the loop as written, inside one region.
+    out_ += fmt::format(
+        "uint32_t alloy_klo{0}, alloy_khi{0}; alloy_S.trip_range(alloy_trip{0}, {1}, alloy_klo{0}, "
+        "alloy_khi{0}); if (::alloy_split::small_steps(alloy_khi{0}, {3})) {{ "
+        "unsigned char* alloy_km{0} = alloy_S.storage<unsigned char>({2}); "
+        "for (uint32_t alloy_k{0} = 0; alloy_k{0} < alloy_khi{0}; ++alloy_k{0}) {{ "
+        "const unsigned char* alloy_kmask{0} = alloy_k{0} < alloy_klo{0} ? {1} : "
+        "alloy_S.trip_mask(alloy_km{0}, alloy_trip{0}, alloy_k{0}, {1});",
+        n, mask, mslot, step);
+    std::string kmask = fmt::format("alloy_kmask{}", n);
+    scopes_.push_back({});
+    open_region(kmask);
+    std::string decl = fmt::format("{0} {1} = ::alloy_split::advance<{0}>({2}, {3}, alloy_k{4});",
+                                   type, v, flat(eq + 1, semis[0]), step, n);
+    rg_.stmts += decl;
+    rg_.decls.push_back(decl);
+    rg_.declared.push_back(v);
+    std::set<std::string> deps;
+    idents(eq + 1, semis[0], deps);
+    if (sb) idents(sb, se, deps);
+    rg_.idents.insert(deps.begin(), deps.end());
+    rg_.remat[v] = {decl, deps};
+    rg_.last = it.body_b;
+    emit_seq(it.then_, kmask, pred);
+    close_region();
+    scopes_.pop_back();
+    out_ += "}} else {";
+    flat_text_ = true;  // the loop's lines are counted by the interchanged form already
+    add_stmt(it, mask);
+    flat_text_ = false;
+    close_region();
+    out_ += "}";
+    return true;
+  }
+
   void emit_seq(const std::vector<Item>& items, const std::string& mask, bool pred) {
     for (const Item& it : items) {
       switch (it.kind) {
@@ -882,7 +1201,7 @@ class Splitter {
           break;
         case Item::for_: {
           if (!it.sync) {
-            add_stmt(it, mask);
+            if (!interchange(it, mask, pred)) add_stmt(it, mask);
             break;
           }
           // for (init; cond; inc) with a threadgroup-uniform header and loop variable.
@@ -1001,8 +1320,8 @@ class Splitter {
               "alloy_S.flags({2});",
               p, s1, s2);
           rg_.tail += fmt::format(
-              "{{ const bool alloy_c = ({1}); alloy_p{0}[alloy_t.lid] = alloy_c; "
-              "alloy_q{0}[alloy_t.lid] = !alloy_c; }}",
+              "{{ const bool alloy_c = ({1}); alloy_p{0}[alloy_t.li] = alloy_c; "
+              "alloy_q{0}[alloy_t.li] = !alloy_c; }}",
               p, cond);
           rg_.stmts += newlines(text(it.b, it.body_b));
           idents(it.cb, it.ce, rg_.idents);

@@ -115,6 +115,10 @@ struct thread_ids {
   u32 gsize[3];   // this group's actual (partial) size
   u32 local[3];   // position in the group
   u32 lid;        // linear index in the group, x fastest, over the actual size
+  // CPU: lid as a 64-bit index, for the split mode's per-thread arrays: affine in the thread
+  // loop's counter (a 32-bit sum may wrap, which keeps the vectoriser from seeing contiguous
+  // accesses). Unused on CUDA.
+  unsigned long long li;
 
   ALLOY_FN bool outside_grid() const {
     // Global position >= grid in some dimension (non-short-circuit: no branches).
@@ -168,6 +172,7 @@ ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g,
   t.local[1] = y;
   t.local[2] = z;
   t.lid = x + g->group_size[0] * (y + g->group_size[1] * z);
+  t.li = t.lid;
   return t;
 }
 ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g, u32 lid) {
@@ -194,6 +199,39 @@ ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_gro
         thread_ids u = t;
         u.local[0] = px - x0;
         u.lid = row + (px - x0);
+        u.li = u.lid;
+        f(u);
+      }
+    }
+  }
+}
+
+/// Split mode's thread loop (one region): the x loop counts the position in the group, and
+/// `#pragma GCC ivdep` tells the vectoriser that threads carry no dependence from one to the
+/// next: between two barriers, two threads' conflicting accesses to one location (other than
+/// atomics, which are never vectorised) are a data race in Metal, so any order of the group's
+/// threads is a valid execution. Without it g++ needs runtime alias checks, which it cannot form
+/// for 32-bit indices that may wrap (`lid + k * n`), and leaves such loops scalar. The per-thread
+/// arrays are indexed by li, 64-bit and affine in the loop counter.
+template <class F>
+ALLOY_FN void cpu_for_each_region_thread(const alloy_cpu_launch* L, const alloy_cpu_group* g,
+                                         F&& f) {
+  thread_ids t = cpu_ids(L, g, 0, 0, 0);
+  const u32 nx = t.gsize[0], ny = t.gsize[1], nz = t.gsize[2];
+  // The executor runs groups of at most 1024 threads: with these bounds g++ can tell that
+  // `lid + small offset` does not wrap.
+  if (nx > 1024u || ny > 1024u || nz > 1024u) __builtin_unreachable();
+  for (u32 z = 0; z < nz; ++z) {
+    for (u32 y = 0; y < ny; ++y) {
+      t.local[1] = y;
+      t.local[2] = z;
+      const unsigned long long row = (unsigned long long)nx * (y + (unsigned long long)ny * z);
+#pragma GCC ivdep
+      for (u32 x = 0; x < nx; ++x) {
+        thread_ids u = t;
+        u.local[0] = x;
+        u.li = row + x;
+        u.lid = static_cast<u32>(u.li);
         f(u);
       }
     }
@@ -206,11 +244,14 @@ ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_gro
 template <class F>
 ALLOY_FN void cpu_region(alloy_split::state& s, const unsigned char* m, F&& f) {
   if (!m && !s.any_dead) {
-    cpu_for_each_thread(s.L, s.g, f);
+    cpu_for_each_region_thread(s.L, s.g, f);
     return;
   }
-  cpu_for_each_thread(s.L, s.g, [&](const thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {
-    if (s.active(t.lid, m)) f(t);
+  // Locals: stores through char pointers could otherwise change them, as far as g++ knows.
+  const unsigned char* alive = s.alive;
+  const unsigned char* mm = m ? m : alive;
+  cpu_for_each_region_thread(s.L, s.g, [&](const thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {
+    if (alive[t.li] & mm[t.li]) f(t);
   });
 }
 #endif

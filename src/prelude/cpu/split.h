@@ -46,6 +46,127 @@ struct nth<I, types<H, R...>> {
 template <class L, int I>
 using elem_t = typename remove_cv<typename nth<I, L>::type>::type;
 
+// The unsigned type of an integer's width (advance: wrapping arithmetic).
+template <class I>
+struct unsigned_of;
+#define ALLOY_SPLIT_UNSIGNED(S, U) \
+  template <>                      \
+  struct unsigned_of<S> {          \
+    typedef U type;                \
+  };
+ALLOY_SPLIT_UNSIGNED(char, unsigned char)
+ALLOY_SPLIT_UNSIGNED(signed char, unsigned char)
+ALLOY_SPLIT_UNSIGNED(unsigned char, unsigned char)
+ALLOY_SPLIT_UNSIGNED(short, unsigned short)
+ALLOY_SPLIT_UNSIGNED(unsigned short, unsigned short)
+ALLOY_SPLIT_UNSIGNED(int, unsigned int)
+ALLOY_SPLIT_UNSIGNED(unsigned int, unsigned int)
+ALLOY_SPLIT_UNSIGNED(long, unsigned long)
+ALLOY_SPLIT_UNSIGNED(unsigned long, unsigned long)
+ALLOY_SPLIT_UNSIGNED(long long, unsigned long long)
+ALLOY_SPLIT_UNSIGNED(unsigned long long, unsigned long long)
+#undef ALLOY_SPLIT_UNSIGNED
+
+template <class T>
+constexpr bool is_int = static_cast<T>(1) / static_cast<T>(2) == 0;
+
+/// Largest k * step (in the variable's unsigned type) for which an interchanged loop runs its
+/// vectorisable form: small_steps checks it for the whole loop at group level, advance assumes it,
+/// so that g++ can tell `lid + k * step` does not wrap (contiguous accesses across threads).
+constexpr unsigned long long kSmallStep = 0x7ff00000ull;
+
+/// An interchanged loop's variable in iteration k: `v = start; v += step` k times. In the
+/// variable's type: unsigned arithmetic wraps modulo its width and signed arithmetic does not
+/// overflow where the loop itself does not, so the closed form is exact.
+template <class I, class S>
+ALLOY_FN I advance(I start, S step, uint32_t k) {
+  typedef typename unsigned_of<I>::type U;
+  const U c = static_cast<U>(static_cast<U>(k) * static_cast<U>(step));
+  if (c > kSmallStep) __builtin_unreachable();  // small_steps held for this loop
+  if constexpr (static_cast<I>(-1) < static_cast<I>(0))
+    return static_cast<I>(start + static_cast<I>(c));
+  else
+    return static_cast<I>(start + c);
+}
+
+/// Whether every k * step of a loop with trip counts below khi stays within kSmallStep (a
+/// non-negative integer step).
+template <class S>
+ALLOY_FN bool small_steps(uint32_t khi, S step) {
+  if constexpr (!is_int<S>) {
+    return false;
+  } else {
+    if (step < static_cast<S>(0)) return false;
+    const unsigned long long st = static_cast<unsigned long long>(step);
+    if (st > kSmallStep) return khi <= 1;
+    return (khi ? khi - 1ull : 0ull) * st <= kSmallStep;
+  }
+}
+
+/// The trip count of `for (I v = start; v < end; v += step)` (`<=` when le): a closed form for
+/// 32-bit variables and bounds, exact under C++'s conversions (the comparison's type, wrapping
+/// of unsigned values, no signed overflow); `count` (running the header alone) wherever the
+/// closed form does not hold (a step that is not positive, a value that wraps before the end).
+template <class I, class E, class S, class F>
+ALLOY_FN uint32_t trip_lt(I start, E end, S step, bool le, F&& count) {
+  if constexpr (is_int<I> && is_int<E> && is_int<S> && sizeof(I) == 4 && sizeof(E) <= 4 &&
+                sizeof(S) <= 4) {
+    typedef decltype(start + end) C;  // the comparison's type
+    constexpr bool cu = static_cast<C>(-1) > static_cast<C>(0);
+    const long long x0 = static_cast<long long>(static_cast<C>(start));
+    const long long e = static_cast<long long>(static_cast<C>(end));
+    const I si = static_cast<I>(step);  // v += step adds this, modulo 2^32
+    const long long d =
+        cu ? static_cast<long long>(static_cast<uint32_t>(si)) : static_cast<long long>(si);
+    if (d <= 0) return count();
+    if (le ? x0 > e : x0 >= e) return 0;
+    const long long c = le ? (e - x0) / d + 1 : (e - x0 + d - 1) / d;
+    const long long lim = cu ? 0xffffffffll : 0x7fffffffll;
+    if (c > 0xffffffffll || x0 + c * d > lim) return count();
+    return static_cast<uint32_t>(c);
+  } else {
+    return count();
+  }
+}
+
+/// trip_lt for every thread at once, with end and step uniform and each thread's start in x0:
+/// writes trip[t] for the threads alive and in m and returns true, or returns false (nothing
+/// decided) where a thread needs the exact count (trip_lt's fallback cases). Branch-free, so
+/// the loop vectorises; the division by the step is a multiplication and a correction.
+template <class I, class E, class S>
+ALLOY_FN bool trips_lt(const I* x0s, E end, S step, bool le, uint32_t* trip, uint32_t n,
+                       const unsigned char* alive, const unsigned char* m) {
+  if constexpr (is_int<I> && is_int<E> && is_int<S> && sizeof(I) == 4 && sizeof(E) <= 4 &&
+                sizeof(S) <= 4) {
+    typedef decltype(I() + E()) C;
+    constexpr bool cu = static_cast<C>(-1) > static_cast<C>(0);
+    const long long e = static_cast<long long>(static_cast<C>(end));
+    const I si = static_cast<I>(step);
+    const long long d =
+        cu ? static_cast<long long>(static_cast<uint32_t>(si)) : static_cast<long long>(si);
+    if (d <= 0) return false;
+    const long long lim = cu ? 0xffffffffll : 0x7fffffffll;
+    const double inv = 1.0 / static_cast<double>(d);
+    const long long bias = le ? 0 : d - 1;
+    bool bad = false;
+    for (uint32_t t = 0; t < n; ++t) {
+      const long long x = static_cast<long long>(static_cast<C>(x0s[t]));
+      const bool none = le ? x > e : x >= e;
+      const long long num = none ? 0 : e - x + bias;  // in [0, 2^33)
+      long long q = static_cast<long long>(static_cast<double>(num) * inv);
+      q = q * d > num ? q - 1 : q;
+      q = (q + 1) * d <= num ? q + 1 : q;
+      const long long c = none ? 0 : (le ? q + 1 : q);
+      const bool act = alive[t] && (!m || m[t]);
+      bad |= act && !none && x + c * d > lim;
+      trip[t] = static_cast<uint32_t>(c);
+    }
+    return !bad;
+  } else {
+    return false;
+  }
+}
+
 template <class T>
 ALLOY_FN void copy(T& d, const T& s) {
   d = s;
@@ -125,10 +246,40 @@ struct state {
     return alive[t] && (!m || m[t]);
   }
 
-  /// simd_sum-like functions: out[sg] = the fold of in[] over the simdgroup's lanes that are
+  /// An interchanged loop (msl/regions.cpp): lo / hi = the smallest / largest trip count of the
+  /// threads alive and in mask m (0 / 0 when there is none).
+  ALLOY_FN void trip_range(const uint32_t* trip, const unsigned char* m, uint32_t& lo,
+                           uint32_t& hi) const {
+    uint32_t a = 0xffffffffu, b = 0;
+    for (uint32_t t = 0; t < n; ++t) {
+      if (!active(t, m)) continue;
+      a = trip[t] < a ? trip[t] : a;
+      b = trip[t] > b ? trip[t] : b;
+    }
+    lo = b ? a : 0;
+    hi = b;
+  }
+  /// The mask of iteration k of an interchanged loop: in m, and k below the thread's trip count.
+  ALLOY_FN const unsigned char* trip_mask(unsigned char* km, const uint32_t* trip, uint32_t k,
+                                          const unsigned char* m) const {
+    for (uint32_t t = 0; t < n; ++t) km[t] = (!m || m[t]) && trip[t] > k;
+    return km;
+  }
+
+  /// simd_sum-like functions: out[t] = the fold of in[] over the lanes of t's simdgroup that are
   /// alive and in mask m, in lane order (as the fiber path folds them).
   template <class T, class Op>
   ALLOY_FN void fold(const T* in, T* out, Op op, const unsigned char* m) {
+    if (!m && !any_dead && n % 32 == 0) {
+      // Every lane active: the same lane-order folds, the simdgroups side by side (their
+      // chains interleave; each simdgroup's order of operations is unchanged).
+      const uint32_t groups = n / 32;
+      for (uint32_t sg = 0; sg < groups; ++sg) out[sg] = in[sg * 32];
+      for (uint32_t l = 1; l < 32; ++l)
+        for (uint32_t sg = 0; sg < groups; ++sg) out[sg] = op(out[sg], in[sg * 32 + l]);
+      broadcast(out);
+      return;
+    }
     for (uint32_t base = 0; base < n; base += 32) {
       uint32_t end = n - base < 32 ? n : base + 32;
       bool first = true;
@@ -139,6 +290,18 @@ struct state {
         first = false;
       }
       out[base >> 5] = acc;
+    }
+    broadcast(out);
+  }
+  /// out[sg] (one value per simdgroup) to out[t] for every lane t of simdgroup sg, so that the
+  /// region reading the results loads out[lid], contiguous across threads. Top down: a
+  /// simdgroup's lanes (>= 32 sg) never overlap the entries of lower simdgroups not yet read.
+  template <class T>
+  ALLOY_FN void broadcast(T* out) {
+    for (uint32_t sg = (n + 31) / 32; sg-- > 0;) {
+      const T v = out[sg];
+      const uint32_t end = n - sg * 32 < 32 ? n : sg * 32 + 32;
+      for (uint32_t t = sg * 32; t < end; ++t) out[t] = v;
     }
   }
 
