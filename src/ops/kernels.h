@@ -102,7 +102,6 @@ void run_kernel_grid(const OpKernel& k, const std::vector<Array>& inputs,
 /// type as Metal text, and the kernel header holding the shared helpers and these functors.
 std::string reduction_functor(const std::string& op);
 std::string reduction_identity(const std::string& op, Dtype acc);
-std::string functor_header(const std::vector<std::string>& functors);
 
 /// Test hook: poison outputs (NaN for floats, 0xFF.. patterns otherwise) before each op kernel
 /// runs, so that elements a kernel fails to write are caught.

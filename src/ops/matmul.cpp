@@ -14,7 +14,7 @@
 #include "alloy/ops.h"
 #include "core/array_node.h"
 #include "core/blas.h"
-#include "core/gpu_backend.h"
+#include "core/backend.h"
 #include "core/primitives.h"
 
 namespace alloy {
@@ -81,10 +81,7 @@ Operand operand(const Array& x, Dtype t, bool gpu, std::vector<std::shared_ptr<B
   }
   Device d = gpu ? Device::gpu() : Device::cpu();
   auto buf = allocate(d, static_cast<size_t>(x.size()) * size_of(t));
-  if (gpu)
-    gpu_backend()->copy_strided(node_of(x)->data(), x.shape(), x.strides(), x.dtype(), buf->ptr, t);
-  else
-    copy_convert_host(node_of(x)->data(), x.shape(), x.strides(), x.dtype(), buf->ptr, t);
+  backend(d).copy_strided(node_of(x)->data(), x.shape(), x.strides(), x.dtype(), buf->ptr, t);
   keep.push_back(buf);
   o.data = buf->ptr;
   int nd = x.ndim();
@@ -102,10 +99,7 @@ void matmul_eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, 
   int64_t M = a.shape()[nd - 2], K = a.shape()[nd - 1], N = b.shape()[nd - 1];
   void* c = node_of(out)->data();
   if (K == 0) {  // an empty sum: zeros
-    if (gpu)
-      gpu_backend()->fill(c, out.nbytes(), 0, 1);  // bytes: any size
-    else
-      std::memset(c, 0, out.nbytes());
+    backend(out.device()).fill(c, out.nbytes(), 0, 1);  // bytes: any size
     return;
   }
   Dtype t = out.dtype();
@@ -148,12 +142,8 @@ Array row_contiguous_now(const Array& x, bool gpu) {
   if (x.is_row_contiguous()) return x;
   Array c = make_empty(x.shape(), x.dtype(), x.device());
   if (x.size() == 0) return c;
-  if (gpu)
-    gpu_backend()->copy_strided(node_of(x)->data(), x.shape(), x.strides(), x.dtype(),
-                                node_of(c)->data(), x.dtype());
-  else
-    copy_convert_host(node_of(x)->data(), x.shape(), x.strides(), x.dtype(), node_of(c)->data(),
-                      x.dtype());
+  backend(x.device()).copy_strided(node_of(x)->data(), x.shape(), x.strides(), x.dtype(),
+                                   node_of(c)->data(), x.dtype());
   return c;
 }
 

@@ -314,6 +314,7 @@ std::pair<std::vector<Array>, std::vector<Array>> vjp_impl(const ArraysFn& fun,
       }
     }
     if (!any) continue;
+    StreamContext on(op.stream);  // the derivative's ops run where the op ran
     std::vector<Array> vj;
     if (auto rule = core_vjp(op, r->inputs, cts, r->argnums)) {
       vj = std::move(*rule);
@@ -401,6 +402,7 @@ std::pair<std::vector<Array>, std::vector<Array>> jvp(const ArraysFn& fun,
   for (auto& r : w.ops) {
     std::vector<Array> ts;
     for (int k : r.argnums) ts.push_back(tan.at(key(r.inputs[k])));
+    StreamContext on(r.op->stream);
     std::vector<Array> out;
     if (auto rule = core_jvp(r.op, r.inputs, ts, r.argnums))
       out = std::move(*rule);
