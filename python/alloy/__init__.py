@@ -106,6 +106,20 @@ from ._core import (
     ones,
     zeros_like,
     ones_like,
+    # scans and indexing (src/ops/scan.cpp, indexing.cpp)
+    cumsum,
+    cumprod,
+    cummax,
+    cummin,
+    take,
+    take_along_axis,
+    put_along_axis,
+    split,
+    eye,
+    identity,
+    tri,
+    tril,
+    triu,
     # dtypes
     Dtype,
     bool_,
@@ -158,7 +172,7 @@ from ._core import (
     ImportedFunction,
     UntrustedKernelsError,
 )
-from . import cuda, fast
+from . import cuda, fast, random
 
 __version__ = "0.1.0"
 
@@ -173,7 +187,9 @@ __all__ = [
     "compile_shader", "Library", "LibraryKernel", "CheckError",
     "export_function", "exporter", "import_function", "describe_exported_function",
     "FunctionExporter", "ImportedFunction", "UntrustedKernelsError",
-    "cuda", "fast",
+    "cuda", "fast", "random",
+    "cumsum", "cumprod", "cummax", "cummin", "take", "take_along_axis", "put_along_axis",
+    "split", "eye", "identity", "tri", "tril", "triu",
     "abs",
     "negative",
     "sign",

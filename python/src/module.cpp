@@ -15,4 +15,5 @@ NB_MODULE(_core, m) {
   init_cuda(m);
   bind_library(m);
   init_export(m);
+  init_ops_misc(m);
 }

@@ -402,4 +402,20 @@ void run_kernel(const OpKernel& k, const std::vector<Array>& inputs, std::vector
     ck.eval_cpu(inputs, outputs);
 }
 
+OpKernel generated_kernel(const std::string& cache_key, const std::function<KernelSpec()>& build) {
+  return cached_spec(cache_key, build);
+}
+
+std::string functor_header(const std::vector<std::string>& ops) {
+  return header_for(ops);
+}
+
+std::string reduction_init(const std::string& op, Dtype acc) {
+  return reduce_init(op, acc);
+}
+
+std::string reduction_functor(const std::string& op) {
+  return reduce_functor(op);
+}
+
 }  // namespace alloy::ops

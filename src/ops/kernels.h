@@ -4,6 +4,7 @@
 // generated text is built once per process (a spec cache keyed by op, dtypes and input layouts);
 // its compiled programs live in the kernel layer's variant cache, keyed by content.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,5 +83,14 @@ KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads,
 /// Test hook: poison outputs (NaN for floats, 0xFF.. patterns otherwise) before each op kernel
 /// runs, so that elements a kernel fails to write are caught.
 void set_poison_outputs(bool on);
+
+/// A generated kernel built once per `cache_key` (the spec cache of the other op kernels), for op
+/// kernels written in other files (scans, indexing, random bits).
+OpKernel generated_kernel(const std::string& cache_key, const std::function<KernelSpec()>& build);
+/// The shared functor helpers followed by the functors of `ops` (a generated kernel's header).
+std::string functor_header(const std::vector<std::string>& ops);
+/// The identity of reduction `op` (sum, prod, max, min) in `acc`, and the functor it applies.
+std::string reduction_init(const std::string& op, Dtype acc);
+std::string reduction_functor(const std::string& op);
 
 }  // namespace alloy::ops
