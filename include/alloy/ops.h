@@ -271,7 +271,7 @@ Array triu(const Array& x, int k = 0, StreamOrDevice s = {});
 // A key is a uint32 array of shape (2). Without a key, the next key of a process-wide sequence
 // (seeded from the clock, or by random::seed) is used. Values are MLX's bit for bit (threefry
 // 2x32 in MLX's counter layout, MLX's conversions); normal differs from MLX in the last bits
-// of erfinv.
+// of erfinv (1e-4 relative in the tails).
 
 namespace random {
 /// Seeds the process-wide key sequence.
@@ -303,7 +303,7 @@ Array bernoulli(const Array& p, const Shape& shape, const std::optional<Array>& 
 Array bernoulli(const Array& p, const std::optional<Array>& key = std::nullopt,
                 StreamOrDevice s = {});
 Array bernoulli(const std::optional<Array>& key = std::nullopt, StreamOrDevice s = {});
-/// Integers in [low, high) (MLX's: a float32 uniform draw converted).
+/// Integers in [low, high) (MLX's: the floor of a float32 uniform draw).
 Array randint(const Array& low, const Array& high, const Shape& shape, Dtype dtype = Dtype::int32,
               const std::optional<Array>& key = std::nullopt, StreamOrDevice s = {});
 }  // namespace random
@@ -311,8 +311,8 @@ Array randint(const Array& low, const Array& high, const Shape& shape, Dtype dty
 // ---- printing (src/ops/print.cpp) ------------------------------------------------------------
 
 /// MLX's text of an array, e.g. "array([[1, 2],\n       [3, 4]], dtype=int32)": floats with 6
-/// significant digits, more than 1000 elements summarised (3 entries at each end of every axis
-/// longer than 6). Evaluates the array. `python_bools` writes True/False instead of true/false.
+/// significant digits, every axis longer than 6 summarised (its first and last 3 entries).
+/// Evaluates the array. `python_bools` writes True/False instead of true/false.
 std::string array_repr(const Array& a, bool python_bools = false);
 /// Writes array_repr(a).
 std::ostream& operator<<(std::ostream& os, const Array& a);

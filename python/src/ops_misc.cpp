@@ -48,13 +48,14 @@ Array value_like(nb::handle value, const Array& like) {
 }
 
 bool is_index_array(nb::handle h) {
-  if (h.is_none() || h.ptr() == Py_Ellipsis || PySlice_Check(h.ptr())) return false;
-  if (PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()) || PyIndex_Check(h.ptr())) {
-    // A NumPy integer scalar is an integer index; a 0-d array is an array index.
-    return nb::isinstance<Array>(h);
-  }
   if (nb::isinstance<Array>(h) || nb::isinstance<nb::list>(h)) return true;
-  return nb::hasattr(h, "__array__") || nb::hasattr(h, "__dlpack__");
+  if (PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) return false;
+  if (nb::hasattr(h, "__array__") || nb::hasattr(h, "__dlpack__")) {
+    // A NumPy integer scalar (or 0-d integer array) indexes as an integer.
+    bool scalar = nb::hasattr(h, "shape") && nb::len(nb::object(h.attr("shape"))) == 0;
+    return !(scalar && PyIndex_Check(h.ptr()));
+  }
+  return false;
 }
 
 Array index_array(nb::handle h) {
@@ -103,12 +104,14 @@ Array advanced_index(const Array& a, nb::handle key) {
   int view_axis = 0;
   for (size_t k = 0; k < items.size(); ++k) {
     nb::handle h = items[k];
-    bool integer = (PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr())) && !PyBool_Check(h.ptr()) &&
-                   !nb::isinstance<Array>(h);
+    bool integer = !is_index_array(h) && !PyBool_Check(h.ptr()) &&
+                   (PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()));
     if (is_index_array(h) || integer) {
-      Array i = integer ? Array::from_doubles({static_cast<double>(nb::cast<int64_t>(h))}, {},
-                                              Dtype::int64, Device::cpu())
-                        : index_array(h);
+      Py_ssize_t v = integer ? PyNumber_AsSsize_t(h.ptr(), PyExc_IndexError) : 0;
+      if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+      Array i = integer
+                    ? Array::from_doubles({static_cast<double>(v)}, {}, Dtype::int64, Device::cpu())
+                    : index_array(h);
       idx.push_back(i);
       axes.push_back(view_axis++);
       key_pos.push_back(static_cast<int>(k));
@@ -156,7 +159,7 @@ namespace {
 
 // a[key] = value as a new array (MLX's functional update).
 Array updated(const Array& a, nb::handle key, nb::handle value) {
-  Array v = astype(value_like(value, a), a.dtype());
+  Array v = alloy::astype(value_like(value, a), a.dtype());
   if (!has_array_index(key)) {
     // Integers, slices, None and '...': one slice_update over the original axes.
     Array view = basic_index(a, key);
@@ -189,7 +192,8 @@ Array updated(const Array& a, nb::handle key, nb::handle value) {
         strides.push_back(st);
         counts.push_back(c);
       } else {
-        int64_t i = nb::cast<int64_t>(h);
+        int64_t i = PyNumber_AsSsize_t(p, PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred()) throw nb::python_error();
         if (i < 0) i += n;
         start.push_back(i);
         stop.push_back(i + 1);

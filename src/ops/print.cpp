@@ -15,7 +15,6 @@ namespace alloy {
 
 namespace {
 
-constexpr int64_t kSummariseAbove = 1000;
 constexpr int64_t kEdgeItems = 3;
 
 struct Printer {
@@ -110,7 +109,7 @@ std::string array_repr(const Array& a, bool python_bools) {
   std::vector<uint8_t> bytes = a.to_bytes();
   Strides st(a.ndim(), 1);
   for (int d = a.ndim() - 2; d >= 0; --d) st[d] = st[d + 1] * a.shape()[d + 1];
-  Printer p{bytes.data(), a.dtype(), a.shape(), st, a.size() > kSummariseAbove, python_bools, {}};
+  Printer p{bytes.data(), a.dtype(), a.shape(), st, true, python_bools, {}};
   p.os << "array(";
   if (a.ndim() == 0)
     p.element(0);

@@ -306,7 +306,7 @@ Array randint(const Array& low, const Array& high, const Shape& shape, Dtype dty
   if (is_floating(dtype) || dtype == Dtype::complex64)
     throw std::invalid_argument("[randint] randint only accepts integer dtypes and bool");
   Array u = uniform(low, high, shape, Dtype::float32, key, s);
-  return astype(maximum(u, low, s), dtype, s);
+  return astype(floor(maximum(u, low, s), s), dtype, s);
 }
 
 }  // namespace alloy::random
