@@ -208,6 +208,17 @@ TEST(Export, EveryPrimitiveStateSurvivesTheFile) {
     out.push_back(sum(v, 1));
     out.push_back(argmax(v, 2));
     out.push_back(concatenate({v, v}, 1));
+    // Scans, indexing and random bits (src/ops/scan.cpp, indexing.cpp, random.cpp).
+    Array idx = Array::from_doubles({2, 0}, {2}, int32, Device::cpu());
+    out.push_back(cumsum(v, 1, true, false));
+    out.push_back(take(v, idx, 2));
+    out.push_back(take_along_axis(v, reshape(idx, {1, 1, 2}), 2));
+    out.push_back(put_along_axis(v, reshape(idx, {1, 1, 2}),
+                                 Array::from_doubles({5, 6}, {1, 1, 2}, float32), 2));
+    out.push_back(scatter_add(v, {idx}, Array::from_doubles({1}, {}, float32), {1}));
+    out.push_back(
+        slice_update(v, Array::from_doubles({3}, {}, float32), {0, 0, 1}, {2, 3, 4}, {1, 2, 2}));
+    out.push_back(random::bits({3}, 4, random::key(1)));
     return out;
   };
   auto t = transforms::trace(fn, {x});
