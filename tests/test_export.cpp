@@ -234,6 +234,17 @@ kernel void twice(device const float* x [[buffer(0)]], device float* y [[buffer(
                              reshape(q[1], {1, 24, 2}), reshape(q[2], {1, 24, 2}), std::nullopt,
                              std::nullopt, true, 32, 4));
     out.push_back(stop_gradient(v));  // src/transforms/grad.h
+    // Scans, indexing and random bits (src/ops/scan.cpp, indexing.cpp, random.cpp).
+    Array idx = Array::from_doubles({2, 0}, {2}, int32, Device::cpu());
+    out.push_back(cumsum(v, 1, true, false));
+    out.push_back(take(v, idx, 2));
+    out.push_back(take_along_axis(v, reshape(idx, {1, 1, 2}), 2));
+    out.push_back(put_along_axis(v, reshape(idx, {1, 1, 2}),
+                                 Array::from_doubles({5, 6}, {1, 1, 2}, float32), 2));
+    out.push_back(scatter_add(v, {idx}, Array::from_doubles({1}, {}, float32), {1}));
+    out.push_back(
+        slice_update(v, Array::from_doubles({3}, {}, float32), {0, 0, 1}, {2, 3, 4}, {1, 2, 2}));
+    out.push_back(random::bits({3}, 4, random::key(1)));
     return out;
   };
   auto t = transforms::trace(fn, {x});

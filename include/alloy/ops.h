@@ -11,8 +11,11 @@
 // Python API: it takes the array's dtype unless its kind is wider (a float scalar with an integer
 // array gives float32).
 #pragma once
+#include <iosfwd>
 #include <optional>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "alloy/array.h"
@@ -231,6 +234,120 @@ Array slice(const Array& a, const Shape& start, const Shape& stop, const Shape& 
 Array concatenate(const std::vector<Array>& arrays, int axis = 0, StreamOrDevice s = {});
 /// Joined along a new axis.
 Array stack(const std::vector<Array>& arrays, int axis = 0, StreamOrDevice s = {});
+
+// ---- scans (src/ops/scan.cpp) --------------------------------------------------------------
+// Cumulative sum / product / maximum / minimum along `axis` (over the flattened array when no
+// axis is given). `reverse` scans from the end; `inclusive = false` gives the exclusive scan (the
+// first output is the identity). cumsum of bool gives int32; other dtypes are kept.
+
+Array cumsum(const Array& a, int axis, bool reverse = false, bool inclusive = true,
+             StreamOrDevice s = {});
+Array cumsum(const Array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+Array cumprod(const Array& a, int axis, bool reverse = false, bool inclusive = true,
+              StreamOrDevice s = {});
+Array cumprod(const Array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+Array cummax(const Array& a, int axis, bool reverse = false, bool inclusive = true,
+             StreamOrDevice s = {});
+Array cummax(const Array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+Array cummin(const Array& a, int axis, bool reverse = false, bool inclusive = true,
+             StreamOrDevice s = {});
+Array cummin(const Array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+
+// ---- indexing (src/ops/indexing.cpp) ---------------------------------------------------------
+// Index arrays are any integer dtype; negative indices count from the end. Gathers clamp indices
+// that are still out of range, scatters drop them (MLX leaves both undefined).
+
+/// Elements of `a` at `indices` along `axis`: shape a.shape[:axis] + indices.shape +
+/// a.shape[axis+1:]. Without an axis, indexes the flattened array.
+Array take(const Array& a, const Array& indices, int axis, StreamOrDevice s = {});
+Array take(const Array& a, const Array& indices, StreamOrDevice s = {});
+Array take(const Array& a, int index, int axis, StreamOrDevice s = {});
+/// out[..., i, ...] = a[..., indices[..., i, ...], ...] along `axis` (a and indices broadcast
+/// off the axis); without an axis, over the flattened arrays.
+Array take_along_axis(const Array& a, const Array& indices, int axis, StreamOrDevice s = {});
+Array take_along_axis(const Array& a, const Array& indices, StreamOrDevice s = {});
+/// A copy of `a` with `values` (broadcast to indices' shape) written at `indices` along `axis`.
+Array put_along_axis(const Array& a, const Array& indices, const Array& values, int axis,
+                     StreamOrDevice s = {});
+/// MLX's gather: indices[k] (broadcast together, shape I) index axes[k]; from each indexed
+/// position a slice of `slice_sizes` is taken. Shape I + slice_sizes.
+Array gather(const Array& a, const std::vector<Array>& indices, const std::vector<int>& axes,
+             const Shape& slice_sizes, StreamOrDevice s = {});
+/// MLX's scatter: a copy of `a` with `updates` (shape I + a.shape with 1 on the indexed axes, or
+/// broadcastable to it) written at the positions the indices give. Repeated positions: the last
+/// update wins. scatter_add adds instead (every update counted).
+Array scatter(const Array& a, const std::vector<Array>& indices, const Array& updates,
+              const std::vector<int>& axes, StreamOrDevice s = {});
+Array scatter_add(const Array& a, const std::vector<Array>& indices, const Array& updates,
+                  const std::vector<int>& axes, StreamOrDevice s = {});
+/// A copy of `src` with `update` (broadcast to the slice's shape) written at
+/// src[start:stop:strides] (Python slice bounds per axis; negative ones count from the end).
+Array slice_update(const Array& src, const Array& update, Shape start, Shape stop, Shape strides,
+                   StreamOrDevice s = {});
+Array slice_update(const Array& src, const Array& update, Shape start, Shape stop,
+                   StreamOrDevice s = {});
+/// Views of `a` split along `axis` at `indices`, or into `num_splits` equal parts.
+std::vector<Array> split(const Array& a, const Shape& indices, int axis = 0, StreamOrDevice s = {});
+std::vector<Array> split(const Array& a, int num_splits, int axis = 0, StreamOrDevice s = {});
+/// n x m with ones on diagonal k (eye), on and below it (tri).
+Array eye(int n, int m, int k = 0, Dtype dtype = Dtype::float32, StreamOrDevice s = {});
+Array eye(int n, Dtype dtype = Dtype::float32, StreamOrDevice s = {});
+Array identity(int n, Dtype dtype = Dtype::float32, StreamOrDevice s = {});
+Array tri(int n, int m, int k = 0, Dtype dtype = Dtype::float32, StreamOrDevice s = {});
+Array tri(int n, Dtype dtype = Dtype::float32, StreamOrDevice s = {});
+/// The last two axes' lower (tril: on and below diagonal k) / upper triangle, zeros elsewhere.
+Array tril(const Array& x, int k = 0, StreamOrDevice s = {});
+Array triu(const Array& x, int k = 0, StreamOrDevice s = {});
+
+// ---- random (src/ops/random.cpp): MLX's mx.random with explicit keys -------------------------
+// A key is a uint32 array of shape (2). Without a key, the next key of a process-wide sequence
+// (seeded from the clock, or by random::seed) is used. Values are MLX's bit for bit (threefry
+// 2x32 in MLX's counter layout, MLX's conversions); normal differs from MLX in the last bits
+// of erfinv (1e-4 relative in the tails).
+
+namespace random {
+/// Seeds the process-wide key sequence.
+void seed(uint64_t seed);
+/// The key of a seed: {seed >> 32, seed & 0xffffffff}.
+Array key(uint64_t seed);
+/// `num` new keys, shape (num, 2).
+Array split(const Array& key, int num, StreamOrDevice s = {});
+/// Two new keys.
+std::pair<Array, Array> split(const Array& key, StreamOrDevice s = {});
+/// Random uint32 words (width 4; widths 1 and 2 raise NotSupported).
+Array bits(const Shape& shape, int width = 4, const std::optional<Array>& key = std::nullopt,
+           StreamOrDevice s = {});
+/// Uniform in [low, high) (float16/bfloat16/float32).
+Array uniform(const Array& low, const Array& high, const Shape& shape, Dtype dtype = Dtype::float32,
+              const std::optional<Array>& key = std::nullopt, StreamOrDevice s = {});
+Array uniform(const Shape& shape, Dtype dtype = Dtype::float32,
+              const std::optional<Array>& key = std::nullopt, StreamOrDevice s = {});
+/// Normal with mean `loc` and standard deviation `scale` (sqrt(2) erfinv(uniform(-1, 1))).
+Array normal(const Shape& shape, Dtype dtype, const std::optional<Array>& loc,
+             const std::optional<Array>& scale, const std::optional<Array>& key = std::nullopt,
+             StreamOrDevice s = {});
+Array normal(const Shape& shape = {}, Dtype dtype = Dtype::float32, double loc = 0.0,
+             double scale = 1.0, const std::optional<Array>& key = std::nullopt,
+             StreamOrDevice s = {});
+/// True with probability p (p broadcast to shape).
+Array bernoulli(const Array& p, const Shape& shape, const std::optional<Array>& key = std::nullopt,
+                StreamOrDevice s = {});
+Array bernoulli(const Array& p, const std::optional<Array>& key = std::nullopt,
+                StreamOrDevice s = {});
+Array bernoulli(const std::optional<Array>& key = std::nullopt, StreamOrDevice s = {});
+/// Integers in [low, high) (MLX's: the floor of a float32 uniform draw).
+Array randint(const Array& low, const Array& high, const Shape& shape, Dtype dtype = Dtype::int32,
+              const std::optional<Array>& key = std::nullopt, StreamOrDevice s = {});
+}  // namespace random
+
+// ---- printing (src/ops/print.cpp) ------------------------------------------------------------
+
+/// MLX's text of an array, e.g. "array([[1, 2],\n       [3, 4]], dtype=int32)": floats with 6
+/// significant digits, every axis longer than 6 summarised (its first and last 3 entries).
+/// Evaluates the array. `python_bools` writes True/False instead of true/false.
+std::string array_repr(const Array& a, bool python_bools = false);
+/// Writes array_repr(a).
+std::ostream& operator<<(std::ostream& os, const Array& a);
 
 // ---- operators -------------------------------------------------------------------------------
 

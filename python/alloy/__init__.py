@@ -112,6 +112,20 @@ from ._core import (
     dequantize,
     quantized_matmul,
     gather_qmm,
+    # scans and indexing (src/ops/scan.cpp, indexing.cpp)
+    cumsum,
+    cumprod,
+    cummax,
+    cummin,
+    take,
+    take_along_axis,
+    put_along_axis,
+    split,
+    eye,
+    identity,
+    tri,
+    tril,
+    triu,
     # dtypes
     Dtype,
     bool_,
@@ -174,7 +188,7 @@ from ._core import (
     stop_gradient,
 )
 from ._compile import compile
-from . import cuda, fast
+from . import cuda, fast, random
 
 __version__ = "0.1.0"
 
@@ -190,8 +204,10 @@ __all__ = [
     "export_function", "exporter", "import_function", "describe_exported_function",
     "FunctionExporter", "ImportedFunction", "UntrustedKernelsError",
     "compile", "ShapeExpr",
-    "cuda", "fast",
+    "cuda", "fast", "random",
     "grad", "value_and_grad", "vjp", "jvp", "custom_function", "stop_gradient",
+    "cumsum", "cumprod", "cummax", "cummin", "take", "take_along_axis", "put_along_axis",
+    "split", "eye", "identity", "tri", "tril", "triu",
     "abs",
     "negative",
     "sign",

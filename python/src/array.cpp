@@ -111,6 +111,7 @@ nb::tuple shape_tuple(const Array& a) {
 // a[key] for integers, slices (any step, negative too), None and Ellipsis: a view sharing a's
 // memory (strides and offset changed), as NumPy's basic indexing.
 Array index(const Array& a, nb::handle key) {
+  if (has_array_index(key)) return advanced_index(a, key);  // ops_misc.cpp
   std::vector<nb::handle> items;
   if (nb::isinstance<nb::tuple>(key)) {
     for (nb::handle h : nb::borrow<nb::tuple>(key)) items.push_back(h);
@@ -202,17 +203,11 @@ Array index(const Array& a, nb::handle key) {
   return a.as_strided(std::move(shape), std::move(strides), offset);
 }
 
-std::string repr(nb::handle self, const Array& a) {
-  nb::object np = nb::module_::import_("numpy");
-  // bfloat16 prints through float32 (NumPy has no bfloat16 without ml_dtypes).
-  nb::object x = a.dtype() == Dtype::bfloat16
-                     ? array_to_numpy(nb::none(), python::astype(a, Dtype::float32, Device::cpu()),
-                                      nb::none(), nb::none())
-                     : array_to_numpy(self, a, nb::none(), nb::none());
-  nb::object body =
-      np.attr("array2string")(x, nb::arg("separator") = ", ", nb::arg("prefix") = "array(");
-  return "array(" + nb::cast<std::string>(body) + ", dtype=" + std::string(dtype_name(a.dtype())) +
-         ")";
+// MLX's text (alloy::array_repr: 6 significant digits, large arrays summarised), with Python's
+// True/False; evaluates the array without the GIL.
+std::string repr(const Array& a) {
+  nb::gil_scoped_release release;
+  return array_repr(a, true);
 }
 
 void eval_all(nb::handle h, std::vector<Array>& out) {
@@ -303,7 +298,8 @@ void init_array(nb::module_& m) {
       .def("__getitem__", &index, nb::arg("key"),
            nb::sig("def __getitem__(self, key: object) -> array"),
            "Basic indexing: integers, slices with any step, None and '...' give views of the "
-           "same memory.")
+           "same memory. Integer arrays (alloy, NumPy or lists) index as NumPy's advanced "
+           "indexing (a gather; combined with slices, integers and '...').")
       .def("__len__",
            [](const Array& a) {
              if (a.ndim() == 0) throw nb::type_error("len() of a 0-d array");
@@ -321,8 +317,7 @@ void init_array(nb::module_& m) {
       .def("__int__", [](const Array& a) { return nb::int_(item(a)); })
       .def("__float__", [](const Array& a) { return nb::float_(item(a)); })
       .def(
-          "__repr__", [](nb::handle self) { return repr(self, nb::cast<const Array&>(self)); },
-          nb::sig("def __repr__(self) -> str"))
+          "__repr__", [](const Array& a) { return repr(a); }, nb::sig("def __repr__(self) -> str"))
       .def(
           "__array__",
           [](nb::handle self, nb::handle dtype, nb::handle copy) {
@@ -412,6 +407,10 @@ void init_array(nb::module_& m) {
       nb::sig("def arange(stop: int, dtype: Dtype | None = None, *, device: Device | DeviceType "
               "| None = None) -> array"),
       "0, 1, ..., stop - 1 (int32 unless `dtype`).");
+}
+
+Array basic_index(const Array& a, nb::handle key) {
+  return index(a, key);
 }
 
 }  // namespace alloy::python

@@ -46,6 +46,16 @@ DimsExpr to_dims_expr(nb::handle value, const char* name);
 std::vector<std::vector<ShapeExpr>> to_shape_exprs(nb::handle value);
 // transforms.cpp: grad, value_and_grad, vjp, jvp, custom_function, stop_gradient
 void init_transforms(nb::module_& m);
+void bind_library(nb::module_& m);   // library.cpp: compile_shader, Library, CheckError
+void init_export(nb::module_& m);    // export.cpp: export_function, import_function, exporter
+void init_ops_misc(nb::module_& m);  // ops_misc.cpp: scans, indexing, a[...] = b, alloy.random
+
+/// a[key] (array.cpp): views for integers, slices, None and '...'; advanced_index otherwise.
+Array basic_index(const Array& a, nb::handle key);
+/// Whether `key` (or an item of a tuple key) is an index array (alloy/NumPy array, list).
+bool has_array_index(nb::handle key);
+/// NumPy's advanced indexing (integer arrays, mixed with integers, slices, None, '...').
+Array advanced_index(const Array& a, nb::handle key);
 
 /// MLX's `stream` argument: None, an alloy.Stream, an alloy.Device or alloy.cpu / alloy.gpu
 /// (their default streams). nullopt for None.

@@ -20,4 +20,5 @@ NB_MODULE(_core, m) {
   init_compile(m);
   init_interop(m);
   init_transforms(m);
+  init_ops_misc(m);
 }

@@ -137,7 +137,9 @@ def test_slicing_gives_strided_views(device, rng):
     with pytest.raises(IndexError):
         a[0, 0, 0, 0]
     with pytest.raises(TypeError):
-        a[[0, 1]]
+        a["0"]
+    # Index arrays gather (numpy's advanced indexing; tests/test_ops_misc.py covers it).
+    np.testing.assert_array_equal(np.asarray(a[[0, 1]]), x[[0, 1]])
 
 
 def test_numpy_views_share_memory_without_copies(rng):

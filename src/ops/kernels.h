@@ -107,4 +107,5 @@ std::string reduction_identity(const std::string& op, Dtype acc);
 /// runs, so that elements a kernel fails to write are caught.
 void set_poison_outputs(bool on);
 
+
 }  // namespace alloy::ops

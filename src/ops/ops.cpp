@@ -681,4 +681,24 @@ Array operator>>(const Array& a, const Array& b) {
   return right_shift(a, b);
 }
 
+// ---- placement helpers shared with the other op files (ops_internal.h) ---------------------
+
+namespace ops {
+Device resolve_device(const std::vector<Array>& inputs, StreamOrDevice s) {
+  return op_device(inputs, s);
+}
+Stream resolve_stream(Device d, const StreamOrDevice& s) {
+  return op_stream(d, s);
+}
+Array to_op_device(const Array& a, Device d) {
+  return on_device(a, d);
+}
+void check_op_dtype(Device d, Dtype t, const char* op) {
+  check_device_dtype(d, t, op);
+}
+std::vector<int> normalize_op_axes(const Array& a, std::vector<int> axes, const char* op) {
+  return normalize_axes(a, std::move(axes), op);
+}
+}  // namespace ops
+
 }  // namespace alloy
