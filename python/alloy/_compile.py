@@ -7,8 +7,7 @@ signature of dtypes, devices and shapes unless ``shapeless``; constant folding, 
 subexpressions, dead code and elementwise fusion; replay). See docs/compile.md.
 """
 import functools
-
-import numpy as _np
+import sys
 
 from ._core import _CompiledArrays, array as _array
 
@@ -23,7 +22,9 @@ def _flatten(tree, arrays):
     if isinstance(tree, _array):
         arrays.append(tree)
         return _ARRAY
-    if isinstance(tree, _np.ndarray):
+    # NumPy is optional for alloy: a NumPy array can only be given where NumPy is imported.
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(tree, np.ndarray):
         arrays.append(_array(tree))
         return _ARRAY
     if isinstance(tree, (list, tuple)):

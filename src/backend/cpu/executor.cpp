@@ -167,7 +167,7 @@ struct Run {
   // Runs groups [begin, end) (linear index, x fastest) on the current thread. In loop mode a
   // memory fault inside the kernel stops the launch with an alloy::Error (fault_guard.h).
   void groups(size_t begin, size_t end) {
-    if (fiber_mode) return unguarded_groups(begin, end);
+    if (fiber_mode || !fault_guard_enabled()) return unguarded_groups(begin, end);
     struct Task {
       Run* run;
       size_t begin, end;

@@ -1,5 +1,7 @@
 #include "backend/cpu/fault_guard.h"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 #include <signal.h>
 
@@ -50,6 +52,14 @@ void install_once() {
 }
 
 }  // namespace
+
+bool fault_guard_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("ALLOY_CPU_FAULT_GUARD");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
 
 bool run_fault_guarded(void (*body)(void*), void* arg, FaultInfo* info) {
   install_once();

@@ -24,6 +24,9 @@ struct FaultInfo {
   uintptr_t address = 0;
 };
 
+/// Whether launches guard their groups (ALLOY_CPU_FAULT_GUARD: 1 on, 0 off; default on).
+bool fault_guard_enabled();
+
 /// Runs `body(arg)` on this thread with kernel faults turned into a return of false (`info`
 /// filled in); true when it returned normally. The body must not throw past this call: call it
 /// with a body that catches (a C++ exception cannot unwind through the jump).
