@@ -103,6 +103,7 @@ void skip_without_blas() {
 }  // namespace
 
 TEST(OpsMatmul, ShapesPromotionAndBatchBroadcasting) {
+  StreamContext on_cpu(Device::cpu());  // float64 references: a CPU test on every machine
   skip_without_blas();
   std::vector<std::pair<Shape, Shape>> cases = {
       {{5}, {5}},          {{5}, {5, 3}},       {{4, 5}, {5}},       {{4, 5}, {5, 3}},
@@ -169,6 +170,7 @@ TEST(OpsMatmul, StridedViewsAreReadWhereTheyAre) {
 }
 
 TEST(OpsMatmul, HalfBfloatAndMixedDtypes) {
+  StreamContext on_cpu(Device::cpu());  // float64 references: a CPU test on every machine
   skip_without_blas();
   auto va = randoms(3 * 40, -1, 1, 5), vb = randoms(40 * 7, -1, 1, 6);
   struct Case {
@@ -206,6 +208,7 @@ TEST(OpsMatmul, EmptyAndErrors) {
 }
 
 TEST(OpsMatmul, GradientsMatchFiniteDifferences) {
+  StreamContext on_cpu(Device::cpu());  // float64 references: a CPU test on every machine
   skip_without_blas();
   Shape sa{2, 3, 4}, sb{4, 5};
   auto va = randoms(24, -1, 1, 7), vb = randoms(20, -1, 1, 8);
@@ -503,6 +506,7 @@ TEST(OpsRowReduce, CooperativeKernelsMatchReferenceOnTheCpuBackend) {
 }
 
 TEST(OpsRowReduce, FusedSoftmaxAndLogsumexpBothForms) {
+  StreamContext on_cpu(Device::cpu());  // float64 references: a CPU test on every machine
   for (bool coop : {false, true}) {
     ops::set_cooperative_rows_on_cpu(coop);
     for (int64_t L : {1, 7, 64, 333, 5000}) {
@@ -552,6 +556,7 @@ TEST(OpsRowReduce, FusedSoftmaxAndLogsumexpBothForms) {
 }
 
 TEST(OpsRowReduce, SoftmaxLogsumexpGradientsMatchFiniteDifferences) {
+  StreamContext on_cpu(Device::cpu());  // float64 references: a CPU test on every machine
   auto v = randoms(3 * 7, -2, 2, 12);
   for (bool log : {false, true}) {
     auto f = [&](const std::vector<double>& x) {
@@ -670,6 +675,8 @@ TEST(OpsMatmulKernels, NewKernelsCompileWithNvrtcForSm90) {
 
 TEST(OpsMatmulGpu, MatchTheCpu) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA GPU";
+  StreamContext on_cpu(
+      Device::cpu());  // the references on the CPU; GPU arrays are moved explicitly
   std::string why;
   if (!blas::gpu_blas_available(&why)) GTEST_FAIL() << why;  // the device has the CUDA toolkit
   auto check = [](const Array& got, const Array& want, double tol, const std::string& what) {

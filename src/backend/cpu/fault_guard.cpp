@@ -1,10 +1,9 @@
 #include "backend/cpu/fault_guard.h"
 
-#include <cstdlib>
-
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <mutex>
 
 namespace alloy::cpu {
