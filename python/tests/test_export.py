@@ -253,10 +253,23 @@ def test_mlxfn_keyword_arguments_and_several_functions(tmp_path):
 
 
 def test_mlxfn_unknown_primitive_is_named(tmp_path):
-    path = str(tmp_path / "matmul.mlxfn")
-    mx.export_function(path, lambda x: x @ x.T, mx.array(rand(3, 3)))
-    with pytest.raises(alloy.NotSupportedError, match="MLX primitive 'Matmul'"):
+    path = str(tmp_path / "sort.mlxfn")
+    mx.export_function(path, lambda x: mx.sort(x, axis=1), mx.array(rand(3, 3)))
+    with pytest.raises(alloy.NotSupportedError, match="MLX primitive 'Sort'"):
         alloy.import_function(path)
+
+
+def test_mlxfn_matmul_matches_mlx(tmp_path):
+    path = str(tmp_path / "matmul.mlxfn")
+    x, w = rand(2, 3, 5), rand(5, 4)
+    f = lambda a, b: (a @ b, a @ a.swapaxes(1, 2), mx.matmul(a[0, 0], b))
+    mx.export_function(path, f, mx.array(x), mx.array(w))
+    g = alloy.import_function(path)
+    got = g(alloy.array(x, device=alloy.cpu), alloy.array(w, device=alloy.cpu))
+    want = f(mx.array(x), mx.array(w))
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.array(b), rtol=1e-5, atol=1e-6)
 
 
 def mlx_ops_function(x, y):

@@ -30,6 +30,7 @@
 #include "core/primitives.h"
 #include "kernel/custom_kernel.h"
 #include "ops/functors.h"
+#include "ops/matmul.h"
 #include "ops/primitives.h"
 #include "transforms/export_impl.h"
 #include "transforms/kernel_spec.h"
@@ -318,6 +319,10 @@ const std::map<std::string, StateReader>& mlx_table() {
            std::string op = enum_field(r, "ArgReduce type", {"argmin", "argmax"});
            int32_t axis = r.num<int32_t>("ArgReduce axis");
            return [=](const OpTypes&) { return std::make_shared<ops::ArgReduce>(op, axis); };
+         }},
+        {"Matmul",  // no state fields; MLX's op broadcast the batch axes before it
+         [](Reader&) -> Maker {
+           return [](const OpTypes&) { return std::make_shared<ops::Matmul>(); };
          }},
         {"Concatenate",
          [](Reader& r) -> Maker {
