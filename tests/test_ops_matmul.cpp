@@ -453,6 +453,31 @@ struct CooperativeRowsOnCpu {
 };
 }  // namespace
 
+TEST(OpsRowReduce, MoreRowsThanCudaAllowsAlongY) {
+  // 70,000 rows: one threadgroup per row is more than CUDA's 65,535 threadgroups along y; the
+  // rows continue along z (the CUDA path's kernels, run by the CPU backend).
+  StreamContext on_cpu(Device::cpu());
+  CooperativeRowsOnCpu coop;
+  const int64_t N = 70000, L = 3;
+  auto v = randoms(N * L, -1, 1, 77);
+  Array x = Array::from_doubles(v, {N, L}, Dtype::float32);
+  auto s = sum(x, 1).to_doubles();
+  auto lse = logsumexp(x, 1).to_doubles();
+  ASSERT_EQ(s.size(), static_cast<size_t>(N));
+  for (int64_t r = 0; r < N; r += 997) {
+    double want = 0, m = -INFINITY, e = 0;
+    for (int64_t i = 0; i < L; ++i) {
+      double xi = static_cast<float>(v[r * L + i]);
+      want += xi;
+      m = std::max(m, xi);
+    }
+    for (int64_t i = 0; i < L; ++i) e += std::exp(static_cast<float>(v[r * L + i]) - m);
+    EXPECT_NEAR(s[r], want, 1e-5) << r;
+    EXPECT_NEAR(lse[r], m + std::log(e), 1e-5) << r;
+  }
+  EXPECT_NEAR(s[N - 1], v[(N - 1) * L] + v[(N - 1) * L + 1] + v[(N - 1) * L + 2], 1e-5);
+}
+
 TEST(OpsRowReduce, CooperativeKernelsMatchReferenceOnTheCpuBackend) {
   CooperativeRowsOnCpu coop;  // the CUDA path's kernels, run by the CPU backend
   // Row lengths: one partial simdgroup, several simdgroups, a long row split into pieces.

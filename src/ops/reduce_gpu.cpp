@@ -94,7 +94,10 @@ OpKernel row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out
         "  uint TPG = threads_per_threadgroup.x;\n"
         "  int64_t p = threadgroup_position_in_grid.x;\n"
         "  int64_t P = threadgroups_per_grid.x;\n"
-        "  int64_t row = threadgroup_position_in_grid.y;\n"
+        // Rows along y and z (CUDA allows at most 65,535 threadgroups along y).
+        "  int64_t row = threadgroup_position_in_grid.y +\n"
+        "                int64_t(threadgroup_position_in_grid.z) * threadgroups_per_grid.y;\n"
+        "  if (row >= x_shape[0]) return;\n"
         "  int64_t L = x_shape[1];\n"
         "  int64_t chunk = (L + P - 1) / P;\n"
         "  int64_t lo = p * chunk;\n"
@@ -121,6 +124,15 @@ OpKernel row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out
   });
 }
 
+namespace {
+// The grid of a kernel with one threadgroup (of x threads) per row: rows along y, and along z
+// past CUDA's 65,535 threadgroups along y (the kernels skip rows past the last).
+std::array<int64_t, 3> row_grid(int64_t x, int64_t rows) {
+  constexpr int64_t kMaxY = 65535;
+  return {x, std::min(rows, kMaxY), (rows + kMaxY - 1) / kMaxY};
+}
+}  // namespace
+
 void reduce_rows(const std::string& op, const Array& x, Dtype acc, std::vector<Array>& outputs,
                  bool gpu) {
   int64_t N = x.shape()[0], L = x.shape()[1];
@@ -133,12 +145,13 @@ void reduce_rows(const std::string& op, const Array& x, Dtype acc, std::vector<A
   if (pieces > 1) {
     std::vector<Array> partial{scratch({N, pieces}, acc, x.device())};
     run_kernel_grid(row_reduce_kernel(op, x.dtype(), acc, acc), {x}, partial,
-                    {int64_t(T) * pieces, N, 1}, T, gpu);
+                    row_grid(int64_t(T) * pieces, N), T, gpu);
     int T2 = row_threads(pieces);
-    run_kernel_grid(row_reduce_kernel(op, acc, acc, out), partial, outputs, {T2, N, 1}, T2, gpu);
+    run_kernel_grid(row_reduce_kernel(op, acc, acc, out), partial, outputs, row_grid(T2, N), T2,
+                    gpu);
     return;
   }
-  run_kernel_grid(row_reduce_kernel(op, x.dtype(), acc, out), {x}, outputs, {T, N, 1}, T, gpu);
+  run_kernel_grid(row_reduce_kernel(op, x.dtype(), acc, out), {x}, outputs, row_grid(T, N), T, gpu);
 }
 
 OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool cooperative) {
@@ -161,8 +174,12 @@ OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool c
           s = fmt::format(
               "  uint tid = thread_position_in_threadgroup.x;\n"
               "  uint TPG = threads_per_threadgroup.x;\n"
-              "  int64_t row = threadgroup_position_in_grid.y;\n"
+              "  int64_t row = threadgroup_position_in_grid.y +\n"
+              "                int64_t(threadgroup_position_in_grid.z) * threadgroups_per_grid.y;\n"
               "  int64_t L = x_shape[x_ndim - 1];\n"
+              "  int64_t rows = 1;\n"
+              "  for (int d = 0; d + 1 < x_ndim; ++d) rows *= x_shape[d];\n"
+              "  if (row >= rows) return;\n"
               "  int64_t base = row * L;\n"
               "  {0} m = -INFINITY;\n"
               "  {0} s = 0;\n"
@@ -316,7 +333,7 @@ void RowSoftmax::eval(const std::vector<Array>& in, std::vector<Array>& outputs,
   OpKernel k = row_softmax_kernel(log_, x.dtype(), compute, out.dtype(), coop);
   if (coop) {
     int T = row_threads(L);
-    run_kernel_grid(k, inputs, outputs, {T, N, 1}, T, gpu);
+    run_kernel_grid(k, inputs, outputs, row_grid(T, N), T, gpu);
   } else {
     run_kernel_grid(k, inputs, outputs, {N, 1, 1}, 64, gpu);
   }
