@@ -99,7 +99,7 @@ nb::object rebuild(nb::handle h, const std::vector<Array>* arrays, size_t& i, bo
   if (PyList_Check(h.ptr())) {
     nb::list l;
     for (nb::handle item : h) l.append(rebuild(item, arrays, i, from_slots));
-    return std::move(l);
+    return l;
   }
   if (PyTuple_Check(h.ptr())) {
     nb::list l;
@@ -109,7 +109,7 @@ nb::object rebuild(nb::handle h, const std::vector<Array>* arrays, size_t& i, bo
   if (PyDict_Check(h.ptr())) {
     nb::dict d;
     for (auto [k, v] : nb::borrow<nb::dict>(h)) d[k] = rebuild(v, arrays, i, from_slots);
-    return std::move(d);
+    return d;
   }
   return nb::borrow(h);
 }
