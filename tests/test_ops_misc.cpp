@@ -119,7 +119,10 @@ TEST(OpsScan, MatchReferencesOverDtypesLayoutsAndDirections) {
     std::vector<Combo> combos = {{1, false, true}};
     if (t == Dtype::float32) combos = {{0, false, true}, {2, true, false}, {1, true, true}};
     for (std::string op : {"sum", "prod", "max", "min"}) {
-      for (auto [axis, reverse, inclusive] : combos) {
+      for (auto [axis_b, reverse_b, inclusive_b] : combos) {
+        // Plain copies: clang 14 cannot capture structured bindings in lambdas.
+        int axis = axis_b;
+        bool reverse = reverse_b, inclusive = inclusive_b;
         {
           {
             if (!inclusive && (op == "max" || op == "min")) continue;  // identity is +-inf/limits
@@ -525,8 +528,10 @@ void check_vjp(const std::string& what, const std::function<Array(const Array&)>
 
 TEST(OpsMiscGradients, MatchFiniteDifferences) {
   auto x = randoms(12, 0.5, 1.5, 11);
-  for (auto [axis, rev, incl] :
+  for (auto [axis_b, rev_b, incl_b] :
        std::vector<std::tuple<int, bool, bool>>{{0, false, true}, {1, true, false}}) {
+    int axis = axis_b;  // plain copies: clang 14 cannot capture structured bindings in lambdas
+    bool rev = rev_b, incl = incl_b;
     std::string w = fmt::format("axis {} rev {} incl {}", axis, rev, incl);
     check_vjp(
         "cumsum " + w, [&](const Array& a) { return cumsum(a, axis, rev, incl); }, x, {3, 4}, true);
