@@ -108,3 +108,23 @@ def test_fresh_venv_imports_and_runs(wheel, tmp_path):
     out = _run([str(python), "-I", "-c", SMOKE], cwd=tmp_path, env=env)
     values = [float(v) for v in out.strip().strip("[]").split(",")]
     assert values == [2 * x + 0.25 for x in range(9)]
+
+
+def test_module_carries_no_copy_of_libstdcxx():
+    """The extension uses the process's shared libstdc++, never a copy linked in (as a compiler
+    wrapper adding -static-libstdc++ does): with NumPy 2 (C++, shared libstdc++) imported first,
+    such a copy's locale code found null facets and the first float printed crashed the process
+    (seen on the GPU machine; scripts/device-test.sh builds with the system g++ since)."""
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("binutils' nm is not installed")
+    import alloy._core as core
+
+    defined = ""
+    for flags in (["--defined-only"], ["-D", "--defined-only"]):
+        r = subprocess.run([nm, *flags, core.__file__], capture_output=True, text=True)
+        defined += r.stdout
+    # std::locale's members and the ostream inserter of double live in libstdc++.so only.
+    copies = sorted({m for m in re.findall(r" [TtWw] (_ZNSt6locale\w*|_ZNSo9_M_insertIdE\w*)",
+                                           defined)})
+    assert not copies, f"{core.__file__} holds its own copy of libstdc++: {copies[:5]}"
