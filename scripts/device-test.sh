@@ -49,8 +49,9 @@ if [ -f pyproject.toml ] && { [ "$what" = tests ] || [ "$what" = all ] || [ "$wh
   # one links parts of libstdc++ statically, and a second copy of libstdc++'s locale code inside
   # _core.so, beside the shared libstdc++ NumPy 2 loads first, crashed the first float printed
   # (std::ostream << double -> codecvt, a null facet). tests/test_wheel.py checks for such a copy.
-  pycxx=(); [ -x /usr/bin/g++ ] && pycxx=(env CXX=/usr/bin/g++ CC=/usr/bin/gcc)
-  "${pycxx[@]}" python3 -m pip install -q --no-build-isolation --no-deps . -Cbuild-dir=build-python-device \
+  [ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++ CC=/usr/bin/gcc
+  export CMAKE_PREFIX_PATH=$DEPS/usr  # test_wheel's own `pip wheel .` finds the unpacked packages
+  python3 -m pip install -q --no-build-isolation --no-deps . -Cbuild-dir=build-python-device \
     -Ccmake.define.CMAKE_PREFIX_PATH=$DEPS/usr -Ccmake.define.XXHASH_INCLUDE_DIR=$DEPS/usr/include \
     > "$OUT/pip.log" 2>&1 || tail -20 "$OUT/pip.log"
   (cd python && python3 -X faulthandler -m pytest -q -rfE ${PYTEST_ARGS:-} tests > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log")
