@@ -40,6 +40,7 @@ Alloy on the tensors' device instead of only being a conversion-time artifact:
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import os
 import re
@@ -405,6 +406,17 @@ class _OpState:
 
 _ops: dict[str, _OpState] = {}
 _ops_lock = threading.Lock()
+
+
+@atexit.register
+def _release_kernels() -> None:
+    """torch's op registry keeps the implementations (and through them the kernels) until the
+    process ends, after Python's finalisation: drop the kernels at exit so that they are freed
+    while the extension is still alive (nanobind reported them as leaked otherwise)."""
+    with _ops_lock:
+        for state in _ops.values():
+            state.kernel = None  # type: ignore[assignment]
+    _stream_cache.clear()
 
 
 def _annotation_kind(ann: Any) -> str | None:
