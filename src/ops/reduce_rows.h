@@ -12,13 +12,24 @@
 
 namespace alloy::ops {
 
-/// Threads per threadgroup for rows of `len` elements (a power of two in [32, 1024]).
-int row_threads(int64_t len);
+/// How a cooperative row kernel covers [N, L]: `threads` per row (a power of two in [32, 256],
+/// about 32 elements per thread), `rows` per threadgroup (more than one only when a row has one
+/// simdgroup: no threadgroup memory or barrier then), 64-bit indices when N * L needs them.
+/// Measured on an H100 against torch (docs/performance.md): fewer threads per row with more
+/// elements each, and several short rows per threadgroup, beat a threadgroup of 1,024 per row.
+struct RowLayout {
+  int threads = 32;
+  int rows = 1;
+  bool wide = true;
+};
+RowLayout row_layout(int64_t rows, int64_t len);
 
-/// Reduction `op` (sum, prod, max, min) of an [N, L] row-major input over a (T * P, N) grid of
-/// threadgroups of T = `threads`: threadgroup (p, r) reduces the p-th of P equal pieces of row r
-/// into out[r * P + p] (P = 1: one threadgroup per row).
-OpKernel row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out);
+/// Reduction `op` (sum, prod, max, min) of an [N, L] row-major input with `layout`: threadgroups
+/// of threads * rows threads along x, P of them along x per group of `rows` rows, the groups
+/// along y (and z past 65,535): threadgroup (p, g) reduces the p-th of P equal pieces of rows
+/// g * rows ... into out[r * P + p] (P = 1: one piece per row).
+OpKernel row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out,
+                           RowLayout layout = {});
 
 /// Whether row_reduce_kernel handles this reduction (sum/prod/max/min with a 32- or 64-bit
 /// accumulator).
@@ -32,7 +43,8 @@ void reduce_rows(const std::string& op, const Array& x, Dtype acc, std::vector<A
 /// Softmax (or logsumexp when `log`) over the last axis of an [N, L] input, computing in
 /// `compute`: cooperative (a threadgroup per row: an online max / sum pair combined across
 /// threads, then the outputs) or one thread per row (the CPU's form).
-OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool cooperative);
+OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool cooperative,
+                            RowLayout layout = {});
 
 /// MLX's Softmax / LogSumExp over the last axis (LogSumExp keeps it as size 1).
 class RowSoftmax : public Primitive {
