@@ -454,17 +454,19 @@ struct CooperativeRowsOnCpu {
 }  // namespace
 
 TEST(OpsRowReduce, MoreRowsThanCudaAllowsAlongY) {
-  // 70,000 rows: one threadgroup per row is more than CUDA's 65,535 threadgroups along y; the
-  // rows continue along z (the CUDA path's kernels, run by the CPU backend).
+  // 600,000 short rows, 8 per threadgroup (ops::row_layout): 75,000 threadgroups, more than
+  // CUDA's 65,535 along y; the rows continue along z (the CUDA path's kernels, run by the CPU
+  // backend).
   StreamContext on_cpu(Device::cpu());
   CooperativeRowsOnCpu coop;
-  const int64_t N = 70000, L = 3;
+  const int64_t N = 600000, L = 3;
+  ASSERT_EQ(ops::row_layout(N, L).rows, 8);
   auto v = randoms(N * L, -1, 1, 77);
   Array x = Array::from_doubles(v, {N, L}, Dtype::float32);
   auto s = sum(x, 1).to_doubles();
   auto lse = logsumexp(x, 1).to_doubles();
   ASSERT_EQ(s.size(), static_cast<size_t>(N));
-  for (int64_t r = 0; r < N; r += 997) {
+  for (int64_t r = 0; r < N; r += 4999) {
     double want = 0, m = -INFINITY, e = 0;
     for (int64_t i = 0; i < L; ++i) {
       double xi = static_cast<float>(v[r * L + i]);
@@ -640,19 +642,27 @@ TEST(OpsMatmulKernels, NewKernelsCompileWithNvrtcForSm90) {
                                                           {"min", Dtype::int64, Dtype::int64},
                                                           {"prod", Dtype::float32, Dtype::float32},
                                                           {"sum", Dtype::uint32, Dtype::uint32}}) {
-    auto k = ops::row_reduce_kernel(op, in, acc, acc);
-    std::string why = compile(k, {x.astype(in)}, call({4, 1}, acc, {128, 4, 1}, 128));
-    if (!why.empty()) GTEST_SKIP() << why;
-    ++compiled;
-  }
-  for (bool log : {false, true})
-    for (Dtype t : {Dtype::float32, Dtype::float16, Dtype::bfloat16}) {
-      auto k = ops::row_softmax_kernel(log, t, Dtype::float32, t, true);
-      EXPECT_EQ(
-          compile(k, {x.astype(t)}, call(log ? Shape{4, 1} : Shape{4, 256}, t, {256, 4, 1}, 256)),
-          "");
+    // Layouts: 8 one-simdgroup rows per threadgroup with 32-bit indices; 256 threads per row
+    // with 64-bit indices.
+    for (ops::RowLayout lay : {ops::RowLayout{32, 8, false}, ops::RowLayout{256, 1, true}}) {
+      auto k = ops::row_reduce_kernel(op, in, acc, acc, lay);
+      std::string why =
+          compile(k, {x.astype(in)},
+                  call({4, 1}, acc, {lay.threads * lay.rows, 1, 1}, lay.threads * lay.rows));
+      if (!why.empty()) GTEST_SKIP() << why;
       ++compiled;
     }
+  }
+  for (bool log : {false, true})
+    for (Dtype t : {Dtype::float32, Dtype::float16, Dtype::bfloat16})
+      for (ops::RowLayout lay : {ops::RowLayout{32, 8, false}, ops::RowLayout{256, 1, true}}) {
+        auto k = ops::row_softmax_kernel(log, t, Dtype::float32, t, true, lay);
+        EXPECT_EQ(compile(k, {x.astype(t)},
+                          call(log ? Shape{4, 1} : Shape{4, 256}, t, {lay.threads * lay.rows, 1, 1},
+                               lay.threads * lay.rows)),
+                  "");
+        ++compiled;
+      }
   // Quantized kernels: quantize (three outputs), dequantize, the products (both orientations,
   // with and without gather indices), float16 and float32 inputs.
   for (int bits : {4, 8})

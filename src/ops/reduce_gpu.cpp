@@ -101,10 +101,9 @@ bool row_reduce_supported(const std::string& op, Dtype acc) {
   }
 }
 
-OpKernel row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out,
-                           RowLayout lay) {
-  std::string key = fmt::format("rowcoop|{}|{}|{}|{}|{}|{}|{}", op, dtype_name(in),
-                                dtype_name(acc), dtype_name(out), lay.threads, lay.rows, lay.wide);
+OpKernel row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out, RowLayout lay) {
+  std::string key = fmt::format("rowcoop|{}|{}|{}|{}|{}|{}|{}", op, dtype_name(in), dtype_name(acc),
+                                dtype_name(out), lay.threads, lay.rows, lay.wide);
   return op_kernel(key, [&] {
     KernelSpec spec;
     spec.name = "alloy_" + op + "_rows";
@@ -253,12 +252,11 @@ OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool c
                 "    s = lane < {1} ? ps[lane] : {0}(0);\n",
                 C, lay.threads / 32);
             s += combine;
-            s +=
-                "    if (lane == 0) { pm[0] = m; ps[0] = s; }\n"
-                "  }\n"
-                "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
-                "  m = pm[0];\n"
-                "  s = ps[0];\n";
+            s += "    if (lane == 0) { pm[0] = m; ps[0] = s; }\n"
+                 "  }\n"
+                 "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+                 "  m = pm[0];\n"
+                 "  s = ps[0];\n";
           }
           if (log)
             s +=
