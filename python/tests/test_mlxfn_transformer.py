@@ -224,6 +224,36 @@ def test_mlxfn_transformer_block_from_mlx_cpu(tmp_path):
     np.testing.assert_allclose(np.asarray(mine), want, rtol=1e-4, atol=1e-5)
 
 
+def attention_variant(m, x, w, b, wq, wkv, mask, sinks, off):
+    """LayerNorm, traditional RoPE with per-batch offsets, grouped-query attention with a bool
+    mask and sinks (mlx[cpu] records Unflatten / ExpandDims / Flatten / Select / Concatenate)."""
+    F = m.fast
+    h = F.layer_norm(x, w, b, 1e-5)                       # (2, 6, 16)
+    q = m.transpose(m.reshape(h @ wq, (2, 6, 4, 4)), (0, 2, 1, 3))
+    kv = m.transpose(m.reshape(h @ wkv, (2, 6, 2, 4)), (0, 2, 1, 3))
+    q = F.rope(q, 4, traditional=True, base=500.0, scale=1.0, offset=off)
+    k = F.rope(kv, 4, traditional=True, base=500.0, scale=1.0, offset=off)
+    return F.scaled_dot_product_attention(q, k, kv, scale=0.5, mask=mask, sinks=sinks)
+
+
+def test_mlxfn_gqa_layer_norm_from_mlx_cpu(tmp_path):
+    def args():
+        mask = RNG.random((6, 6)) > 0.4
+        mask[:, 0] = True
+        return [rand(2, 6, 16), rand(16), rand(16), rand(16, 16, scale=0.3),
+                rand(16, 8, scale=0.3), mask, rand(4), np.array([2, 7], dtype=np.int32)]
+
+    path = str(tmp_path / "gqa.mlxfn")
+    mx.export_function(path, lambda *a: attention_variant(mx, *a), *[mx.array(a) for a in args()])
+    g = alloy.import_function(path)
+    a2 = args()
+    want = np.array(attention_variant(mx, *[mx.array(a) for a in a2]))
+    (got,) = g(*[alloy.array(a) for a in a2])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5)
+    mine = attention_variant(alloy, *[alloy.array(a) for a in a2])
+    np.testing.assert_allclose(np.asarray(mine), want, rtol=1e-4, atol=1e-5)
+
+
 def test_mlxfn_gather_scatter_from_mlx_cpu(tmp_path):
     a, upd = rand(9, 4), rand(3, 4)
     idx = np.array([1, 7, -2], dtype=np.int32)
