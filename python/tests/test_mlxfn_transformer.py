@@ -440,6 +440,17 @@ def test_mlxfn_fast_rows_bad_state(tmp_path):
                   (1, 1, 2, 4), np.float32)], [3])
     with pytest.raises(alloy.NotSupportedError, match="logsumexp"):
         alloy.import_function(path)
+    # a hostile Arange: a huge constant is refused before anything is allocated
+    write_mlxfn(path, [(1, (2,), np.float32)],
+                [("op", 3, [], "Arange", lambda w_: w_.b.extend(struct.pack("<3d", 0, 2e9, 1)),
+                  (2000000000,), np.float32)], [3])
+    with pytest.raises(alloy.NotSupportedError, match="Arange"):
+        alloy.import_function(path)
+    write_mlxfn(path, [(1, (2,), np.float32)],
+                [("op", 3, [], "Arange", lambda w_: w_.b.extend(struct.pack("<3d", 0, 5, 1)),
+                  (4,), np.float32)], [3])
+    with pytest.raises(ValueError, match="Arange"):
+        alloy.import_function(path)
     # truncated state
     write_mlxfn(path, [(1, (2, 4), np.float32)],
                 [("op", 3, [1, 1], "RMSNorm", lambda w_: w_.b.extend(b"\x00\x00"), (2, 4),

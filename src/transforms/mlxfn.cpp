@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -347,6 +348,18 @@ const std::map<std::string, StateReader>& mlx_table() {
                   step = r.num<double>("Arange step");
            return [=](const OpTypes& t) -> std::shared_ptr<Primitive> {
              if (!t.in_dtypes.empty()) bad("MLX primitive Arange has inputs");
+             // Checked before anything is allocated: a hostile file must not ask for a huge
+             // constant.
+             double count = std::ceil((stop - start) / step);
+             const Shape& want = t.out_shapes.at(0);
+             if (!std::isfinite(count) || want.size() != 1 ||
+                 std::max(count, 0.0) != static_cast<double>(want[0]))
+               bad(fmt::format("MLX primitive Arange({}, {}, {}) does not give its recorded shape",
+                               start, stop, step));
+             if (want[0] > (int64_t{1} << 26))
+               throw NotSupported("Arange", fmt::format("not supported: an MLX Arange of {} "
+                                                        "elements (import makes it a constant)",
+                                                        want[0]));
              Array a = arange(start, stop, step, t.out_dtypes.at(0), Device::cpu());
              if (a.shape() != t.out_shapes.at(0))
                bad(fmt::format("MLX primitive Arange({}, {}, {}) does not give its recorded shape",
