@@ -245,6 +245,14 @@ kernel void twice(device const float* x [[buffer(0)]], device float* y [[buffer(
     out.push_back(
         slice_update(v, Array::from_doubles({3}, {}, float32), {0, 0, 1}, {2, 3, 4}, {1, 2, 2}));
     out.push_back(random::bits({3}, 4, random::key(1)));
+    // The transformer fast ops (src/ops/fast.cpp).
+    Array v4 = reshape(v, {1, 2, 3, 4});
+    out.push_back(fast::rms_norm(v, std::nullopt, 1e-5f));
+    out.push_back(
+        fast::layer_norm(v, idx.astype(float32).reshape({2}).broadcast_to({2, 2}).reshape({4}),
+                         std::nullopt, 1e-4f));
+    out.push_back(fast::rope(v, 4, true, 100.0f, 0.5f, 1));
+    out.push_back(fast::scaled_dot_product_attention(v4, v4, v4, 0.5f, "causal"));
     return out;
   };
   auto t = transforms::trace(fn, {x});

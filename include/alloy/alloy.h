@@ -6,6 +6,7 @@
 #include "alloy/dtype.h"
 #include "alloy/errors.h"
 #include "alloy/export.h"
+#include "alloy/fast.h"
 #include "alloy/interrupt.h"
 #include "alloy/kernel.h"
 #include "alloy/library.h"

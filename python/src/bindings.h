@@ -49,6 +49,7 @@ void init_transforms(nb::module_& m);
 void bind_library(nb::module_& m);   // library.cpp: compile_shader, Library, CheckError
 void init_export(nb::module_& m);    // export.cpp: export_function, import_function, exporter
 void init_ops_misc(nb::module_& m);  // ops_misc.cpp: scans, indexing, a[...] = b, alloy.random
+void init_fast(nb::module_& m);      // fast.cpp: alloy.fast.rms_norm, layer_norm, rope, sdpa
 
 /// a[key] (array.cpp): views for integers, slices, None and '...'; advanced_index otherwise.
 Array basic_index(const Array& a, nb::handle key);

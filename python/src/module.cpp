@@ -21,4 +21,5 @@ NB_MODULE(_core, m) {
   init_interop(m);
   init_transforms(m);
   init_ops_misc(m);
+  init_fast(m);
 }

@@ -19,19 +19,26 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "alloy/errors.h"
+#include "alloy/ops.h"
 #include "core/array_node.h"
 #include "core/primitives.h"
 #include "kernel/custom_kernel.h"
+#include "ops/fast_primitives.h"
 #include "ops/functors.h"
 #include "ops/matmul.h"
+#include "ops/misc_primitives.h"
 #include "ops/primitives.h"
+#include "ops/reduce_rows.h"
 #include "transforms/export_impl.h"
 #include "transforms/kernel_spec.h"
 
@@ -129,6 +136,10 @@ struct OpTypes {
   const std::vector<Dtype>& in_dtypes;
   const std::vector<Shape>& out_shapes;
   const std::vector<Dtype>& out_dtypes;
+  // A row may reorder MLX's inputs for Alloy's primitive (Alloy's input k is MLX's order[k]),
+  // or, returning nullptr, make the entry a constant (an input-free primitive such as Arange).
+  std::vector<size_t>& order;
+  std::optional<TapeConstant>& constant;
 };
 using Maker = std::function<std::shared_ptr<Primitive>(const OpTypes&)>;
 // Reads an MLX primitive's state (right after its name) and says how to build Alloy's.
@@ -329,6 +340,134 @@ const std::map<std::string, StateReader>& mlx_table() {
            int32_t axis = r.num<int32_t>("Concatenate axis");
            return [=](const OpTypes&) { return std::make_shared<ops::Concatenate>(axis); };
          }},
+        {"Arange",
+         [](Reader& r) -> Maker {
+           // Arange (double start, stop, step): no inputs, so its values are fixed at import
+           // (start + i step, rounded to the recorded dtype).
+           double start = r.num<double>("Arange start"), stop = r.num<double>("Arange stop"),
+                  step = r.num<double>("Arange step");
+           return [=](const OpTypes& t) -> std::shared_ptr<Primitive> {
+             if (!t.in_dtypes.empty()) bad("MLX primitive Arange has inputs");
+             // Checked before anything is allocated: a hostile file must not ask for a huge
+             // constant.
+             double count = std::ceil((stop - start) / step);
+             const Shape& want = t.out_shapes.at(0);
+             if (!std::isfinite(count) || want.size() != 1 ||
+                 std::max(count, 0.0) != static_cast<double>(want[0]))
+               bad(fmt::format("MLX primitive Arange({}, {}, {}) does not give its recorded shape",
+                               start, stop, step));
+             if (want[0] > (int64_t{1} << 26))
+               throw NotSupported("Arange", fmt::format("not supported: an MLX Arange of {} "
+                                                        "elements (import makes it a constant)",
+                                                        want[0]));
+             Array a = arange(start, stop, step, t.out_dtypes.at(0), Device::cpu());
+             if (a.shape() != t.out_shapes.at(0))
+               bad(fmt::format("MLX primitive Arange({}, {}, {}) does not give its recorded shape",
+                               start, stop, step));
+             TapeConstant c;
+             c.shape = a.shape();
+             c.dtype = a.dtype();
+             c.bytes = a.to_bytes();
+             t.constant = std::move(c);
+             return nullptr;
+           };
+         }},
+        {"Softmax",  // bool precise; over the last axis, the output of the input's dtype
+         [](Reader& r) -> Maker {
+           bool precise = r.boolean("Softmax precise");
+           return [=](const OpTypes& t) -> std::shared_ptr<Primitive> {
+             if (t.in_dtypes.size() != 1 || t.out_dtypes.at(0) != t.in_dtypes[0])
+               bad("MLX primitive Softmax: one input of its output's dtype expected");
+             return std::make_shared<ops::RowSoftmax>(false, precise);
+           };
+         }},
+        {"Gather",  // vector<int32> axes, vector<int32> slice_sizes; inputs a, indices...
+         [](Reader& r) -> Maker {
+           std::vector<int> axes;
+           for (int32_t a : r.ints("Gather axes")) axes.push_back(a);
+           Shape sizes = r.shape("Gather slice_sizes");
+           return [=](const OpTypes&) { return std::make_shared<ops::Gather>(axes, sizes); };
+         }},
+        {"GatherAxis",  // int32 axis; inputs a, indices
+         [](Reader& r) -> Maker {
+           int32_t axis = r.num<int32_t>("GatherAxis axis");
+           return [=](const OpTypes&) { return std::make_shared<ops::GatherAxis>(axis); };
+         }},
+        {"Scatter",
+         [](Reader& r) -> Maker {
+           // Scatter::ReduceType {Max, Min, Sum, Prod, None}, vector<int32> axes. MLX's inputs
+           // are a, indices..., updates; Alloy's a, updates, indices...
+           std::string op = enum_field(r, "Scatter type", {"max", "min", "add", "prod", "none"});
+           std::vector<int> axes;
+           for (int32_t a : r.ints("Scatter axes")) axes.push_back(a);
+           return [=](const OpTypes& t) -> std::shared_ptr<Primitive> {
+             if (op != "none" && op != "add")
+               throw NotSupported("Scatter", "not supported: MLX's scatter_" + op +
+                                                 " (Alloy's scatter replaces or adds)");
+             size_t n = t.in_shapes.size();
+             if (n != axes.size() + 2) bad("MLX primitive Scatter: one index array per axis");
+             Shape want = t.in_shapes[1];
+             for (int d = 0; d < static_cast<int>(t.in_shapes[0].size()); ++d)
+               want.push_back(
+                   std::find(axes.begin(), axes.end(), d) != axes.end() ? 1 : t.in_shapes[0][d]);
+             if (t.in_shapes[n - 1] != want)
+               throw NotSupported("Scatter",
+                                  "not supported: MLX scatter updates smaller than the array "
+                                  "off the indexed axes");
+             t.order = {0, n - 1};
+             for (size_t k = 1; k + 1 < n; ++k) t.order.push_back(k);
+             return std::make_shared<ops::Scatter>(op, axes);
+           };
+         }},
+        {"ScatterAxis",
+         [](Reader& r) -> Maker {
+           // ScatterAxis::ReduceType {Sum, None}, int32 axis; inputs a, indices, updates.
+           std::string op = enum_field(r, "ScatterAxis type", {"add", "none"});
+           int32_t axis = r.num<int32_t>("ScatterAxis axis");
+           return [=](const OpTypes&) -> std::shared_ptr<Primitive> {
+             if (op != "none")
+               throw NotSupported("ScatterAxis",
+                                  "not supported: MLX's ScatterAxis Sum (put_along_axis only)");
+             return std::make_shared<ops::ScatterAxis>(axis);
+           };
+         }},
+        // mx.fast primitives: what MLX records where its fused kernels run (Metal); their state
+        // follows MLX's `nullptr` fallback slot, which serializes nothing.
+        {"RMSNorm",  // float eps; inputs x, weight (0-d when none)
+         [](Reader& r) -> Maker {
+           float eps = r.num<float>("RMSNorm eps");
+           return [=](const OpTypes&) { return std::make_shared<ops::RMSNorm>(eps); };
+         }},
+        {"LayerNorm",  // float eps; inputs x, weight, bias
+         [](Reader& r) -> Maker {
+           float eps = r.num<float>("LayerNorm eps");
+           return [=](const OpTypes&) { return std::make_shared<ops::LayerNorm>(eps); };
+         }},
+        {"RoPE",
+         [](Reader& r) -> Maker {
+           // int32 dims, bool traditional, float base, float scale, bool forward; inputs x,
+           // offset, optionally freqs.
+           int32_t dims = r.num<int32_t>("RoPE dims");
+           bool traditional = r.boolean("RoPE traditional");
+           float base = r.num<float>("RoPE base"), scale = r.num<float>("RoPE scale");
+           bool forward = r.boolean("RoPE forward");
+           if (dims <= 0 || dims % 2 != 0) bad(fmt::format("RoPE dims {}", dims));
+           return [=](const OpTypes&) {
+             return std::make_shared<ops::RoPE>(dims, traditional, base, scale, forward);
+           };
+         }},
+        {"ScaledDotProductAttention",
+         [](Reader& r) -> Maker {
+           // float scale, bool do_causal, bool has_sinks, bool output_logsumexp; inputs q, k, v,
+           // the mask when given, the sinks.
+           float scale = r.num<float>("ScaledDotProductAttention scale");
+           bool causal = r.boolean("ScaledDotProductAttention do_causal");
+           bool sinks = r.boolean("ScaledDotProductAttention has_sinks");
+           bool lse = r.boolean("ScaledDotProductAttention output_logsumexp");
+           return [=](const OpTypes&) {
+             return std::make_shared<ops::ScaledDotProductAttention>(scale, causal, sinks, lse);
+           };
+         }},
         {"Full",
          [](Reader&) -> Maker {
            // mx.full / zeros / ones (zeros_like...): its input, already of the output's dtype,
@@ -460,7 +599,22 @@ std::shared_ptr<ImportedFunction::Impl> load_mlxfn_file(const uint8_t* data, siz
                               name));
           }
           if (op.shapes.empty()) bad(fmt::format("primitive {} has no outputs", name));
-          op.primitive = make(OpTypes{in_shapes, in_dtypes, op.shapes, op.dtypes});
+          std::vector<size_t> order;
+          std::optional<TapeConstant> constant;
+          op.primitive = make(OpTypes{in_shapes, in_dtypes, op.shapes, op.dtypes, order, constant});
+          if (constant) {
+            if (out_ids.size() != 1) bad(fmt::format("primitive {} has several outputs", name));
+            uint32_t index = static_cast<uint32_t>(t.constants.size());
+            values[id] = {{ValueRef::Kind::constant, index, 0}, constant->shape, constant->dtype};
+            t.constants.push_back(std::move(*constant));
+            continue;
+          }
+          if (!op.primitive) bad(fmt::format("primitive {} made nothing", name));
+          if (!order.empty()) {
+            std::vector<ValueRef> permuted;
+            for (size_t k : order) permuted.push_back(op.inputs.at(k));
+            op.inputs = std::move(permuted);
+          }
           op.device = Device::cpu();
           uint32_t index = static_cast<uint32_t>(t.ops.size());
           for (uint32_t o = 0; o < out_ids.size(); ++o)
