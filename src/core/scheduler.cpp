@@ -197,12 +197,35 @@ bool fails_for_good(const std::exception_ptr& p) {
   }
 }
 
+// The output lists run_pending hands to a primitive, kept per thread so that a cached call's
+// evaluation allocates none (issue 9's launch overhead). A primitive that evaluates arrays
+// itself (a Python reference function run at evaluation) nests run_pending: nested calls use
+// lists of their own.
+struct RunLists {
+  std::vector<Array> outputs;
+  std::vector<std::shared_ptr<ArrayNode>> live;
+  bool busy = false;
+};
+thread_local RunLists t_run_lists;
+
 // Runs one op on the calling thread: its inputs are ready.
 void run_pending(const std::shared_ptr<PendingOp>& op) {
   // A failed evaluation fails once: reading its outputs again reports the same error.
   if (op->error) std::rethrow_exception(op->error);
-  std::vector<Array> outputs;
-  std::vector<std::shared_ptr<ArrayNode>> live;
+  RunLists nested;
+  RunLists& lists = t_run_lists.busy ? nested : t_run_lists;
+  struct Release {  // empties the lists (they hold nodes) and frees the per-thread ones
+    RunLists& l;
+    bool was_busy;
+    ~Release() {
+      l.outputs.clear();
+      l.live.clear();
+      l.busy = was_busy;
+    }
+  } release{lists, lists.busy};
+  lists.busy = true;
+  std::vector<Array>& outputs = lists.outputs;
+  std::vector<std::shared_ptr<ArrayNode>>& live = lists.live;
   outputs.reserve(op->outputs.size());
   live.reserve(op->outputs.size());
   for (auto& w : op->outputs) live.push_back(w.lock());
