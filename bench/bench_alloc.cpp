@@ -94,6 +94,7 @@ void BM_CachedCallAllocations(benchmark::State& state) {
   call.output_dtypes = {float32};
   call.grid = {n, 1, 1};
   call.threadgroup = {256, 1, 1};
+  call.template_args = {{"T", float32}};
   k({x}, call)[0].eval();  // compiled once
   synchronize(dev);
   int64_t a_call = 0, a_eval = 0, a_release = 0, calls = 0;

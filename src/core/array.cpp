@@ -354,7 +354,7 @@ bool Array::is_evaluated() const {
   return scheduler::is_ready(*node_);
 }
 void Array::eval() const {
-  alloy::eval({*this});
+  scheduler::eval_one(*this);
 }
 
 bool Array::is_row_contiguous() const {

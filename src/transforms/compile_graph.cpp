@@ -103,8 +103,8 @@ std::string graph_trace_blocker(const Trace& t) {
     if (!dynamic_cast<const ViewPrimitive*>(op.primitive.get())) ++launching;
   }
   if (launching < 2) return "fewer than two ops launch kernels (a graph saves nothing)";
-  for (auto& c : t.constants)
-    if (c.device.type != Device::Type::gpu) return "a constant lives on the CPU";
+  // Constants stay (they are the cache entry's): small host ones travel inside the recorded
+  // launches' parameter blocks, larger ones are moved by a copy, which the recording refuses.
   for (size_t i = 0; i < t.outputs.size(); ++i) {
     const ValueRef& r = t.outputs[i];
     if (r.kind != ValueRef::Kind::op)
@@ -208,9 +208,11 @@ std::vector<Array> GraphReplayState::record(const Trace& t, const std::vector<Ar
   try {
     eval(out);
   } catch (...) {
+    // The error belongs to the outputs' evaluation: reading them reports it (the failed ops keep
+    // it, or run again), as for a lazy replay; nothing is recorded.
     gpu.end_recording({}, &why);
     finish(Status::untried, "the recorded replay failed");
-    throw;
+    return out;
   }
   std::vector<ExternalRange> external;
   for (auto& a : inputs) external.push_back({node_of(a)->data(), a.nbytes()});

@@ -34,7 +34,7 @@ struct GraphInput {
 
 /// Why `t` can never replay through a launch graph ("" when it may). Checks: graphs enabled,
 /// every op on the GPU, at least two ops that launch (views launch none), no device moves,
-/// constants on the GPU, every output a distinct non-view op output.
+/// every output a distinct non-view op output.
 std::string graph_trace_blocker(const Trace& t);
 
 /// Why a call with `inputs` cannot record a graph (recorded == nullptr) or cannot use the one
