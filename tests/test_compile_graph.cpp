@@ -31,8 +31,10 @@ using transforms::GraphReplayState;
 Array random_array(const Shape& shape, uint64_t seed, std::optional<Device> dev = std::nullopt) {
   int64_t n = 1;
   for (auto d : shape) n *= d;
-  return Array::from_doubles(testing::random_values(static_cast<size_t>(n), seed, 2, 64), shape,
-                             float32, dev);
+  Array a = Array::from_doubles(testing::random_values(static_cast<size_t>(n), seed, 2, 64), shape,
+                                float32, dev);
+  a.eval();  // materialized: a graph is recorded only on computed inputs
+  return a;
 }
 
 bool contains(const std::string& s, const std::string& part) {
@@ -105,6 +107,7 @@ transforms::Trace gpu_marked(const transforms::TraceFn& fn, const Arrays& exampl
 }
 
 TEST(CompileGraph, TraceDecision) {
+  StreamContext on_cpu(Device::cpu());  // the ops of the traces run on the CPU, GPU or not
   Arrays ex = {random_array({8}, 1), random_array({8}, 2)};
   auto two_ops = [](const Arrays& in) { return Arrays{exp(multiply(in[0], in[1]))}; };
   auto cpu_trace = transforms::trace(two_ops, ex);
@@ -188,6 +191,7 @@ TEST(CompileGraph, InputDecision) {
 }
 
 TEST(CompileGraph, CpuFunctionsReplayOpByOp) {
+  StreamContext on_cpu(Device::cpu());
   auto f = compile([](const Arrays& in) { return Arrays{exp(multiply(in[0], in[1]))}; });
   Array x = random_array({64}, 4), y = random_array({64}, 5);
   auto got = f({x, y})[0].to_doubles();
