@@ -25,7 +25,8 @@ namespace alloy {
 
 namespace detail {
 struct CompileState;
-}
+struct CompileAccess;  // internal introspection (src/transforms/compile.cpp)
+}  // namespace detail
 
 /// A compiled function: call it like the original. Copies share one cache of traces.
 class CompiledFunction {
@@ -48,6 +49,7 @@ class CompiledFunction {
   int constant_count(const std::vector<Array>& inputs) const;
 
  private:
+  friend struct detail::CompileAccess;
   std::shared_ptr<detail::CompileState> state_;
 };
 

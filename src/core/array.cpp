@@ -102,14 +102,14 @@ Array make_empty(const Shape& shape, Dtype dtype, Device device) {
 }
 
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
-                                const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
+                                std::vector<Shape> shapes, std::vector<Dtype> dtypes,
                                 Device device) {
-  return make_pending(std::move(primitive), std::move(inputs), shapes, dtypes,
+  return make_pending(std::move(primitive), std::move(inputs), std::move(shapes), std::move(dtypes),
                       default_stream(device));
 }
 
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
-                                const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
+                                std::vector<Shape> shapes_in, std::vector<Dtype> dtypes_in,
                                 Stream stream) {
   Device device = stream.device;
   auto op = std::make_shared<PendingOp>();
@@ -117,9 +117,13 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
   op->inputs = std::move(inputs);
   op->device = device;
   op->stream = stream;
-  op->shapes = shapes;
-  op->dtypes = dtypes;
+  op->shapes = std::move(shapes_in);
+  op->dtypes = std::move(dtypes_in);
+  const auto& shapes = op->shapes;
+  const auto& dtypes = op->dtypes;
   std::vector<Array> outs;
+  outs.reserve(shapes.size());
+  op->outputs.reserve(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
     checked_nbytes(shapes[i], dtypes[i]);
     auto n = std::make_shared<ArrayNode>();
@@ -350,7 +354,7 @@ bool Array::is_evaluated() const {
   return scheduler::is_ready(*node_);
 }
 void Array::eval() const {
-  alloy::eval({*this});
+  scheduler::eval_one(*this);
 }
 
 bool Array::is_row_contiguous() const {

@@ -64,13 +64,14 @@ Strides row_major_strides(const Shape& shape);
 int64_t checked_numel(const Shape& shape);
 /// A new materialized, row-major node with a fresh buffer on `device` (contents undefined).
 Array make_empty(const Shape& shape, Dtype dtype, Device device);
-/// Outputs of `primitive` applied to `inputs` (pending, row-major).
+/// Outputs of `primitive` applied to `inputs` (pending, row-major). (Shapes and dtypes by value:
+/// callers that are done with theirs move them in, saving copies per call.)
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
-                                const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
+                                std::vector<Shape> shapes, std::vector<Dtype> dtypes,
                                 Stream stream);
 /// The same on the default stream of `device`.
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
-                                const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes,
+                                std::vector<Shape> shapes, std::vector<Dtype> dtypes,
                                 Device device);
 /// The layout of a view output: strides and offset (elements) into its source's buffer.
 struct ViewLayout {

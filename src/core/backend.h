@@ -78,6 +78,29 @@ struct CompiledModule {
   std::vector<const void*> functions;  // per entry; valid while `module` lives
 };
 
+/// A memory range of a recorded launch sequence that changes from replay to replay (compile's
+/// inputs and outputs).
+struct ExternalRange {
+  const void* ptr = nullptr;
+  size_t nbytes = 0;
+};
+
+/// Recorded launches that replay as one unit (CUDA graphs: docs/compile.md). Owns the memory
+/// the launches used besides the external ranges. Replays are serialized on the device.
+class LaunchGraph {
+ public:
+  virtual ~LaunchGraph() = default;
+  /// Kernel launches in the graph.
+  virtual int launches() const = 0;
+  /// Enqueues the launches on the calling thread's current stream, with external range k at
+  /// `ptrs[k]` (same size as recorded). Throws alloy::Error when the launch fails.
+  virtual void launch(const void* const* ptrs, size_t count) = 0;
+  /// Node parameter rewrites done so far (launches whose external pointers changed).
+  virtual int64_t updates() const = 0;
+  /// Whether some recorded launch takes a pointer into external range k.
+  virtual bool uses(size_t external) const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -131,6 +154,19 @@ class Backend {
   /// Bytes of `bytes`/`block` arguments one launch carries without extra memory (CUDA: its
   /// parameter block); the translator's spill variant is used beyond it.
   virtual size_t by_value_capacity() const = 0;
+
+  // ---- launch graphs (compile's replay; docs/compile.md)
+  /// Starts recording the launches the calling thread enqueues from now on (they still run);
+  /// false when the backend cannot (then nothing records).
+  virtual bool begin_recording() { return false; }
+  /// Ends the recording: a graph of what was launched, in which `external` ranges are parameters
+  /// of each replay; nullptr with *why set when the recorded work cannot be replayed that way.
+  virtual std::unique_ptr<LaunchGraph> end_recording(const std::vector<ExternalRange>& external,
+                                                     std::string* why) {
+    (void)external;
+    if (why) *why = "the backend does not record launches";
+    return nullptr;
+  }
 };
 
 /// The CPU backend (always present).

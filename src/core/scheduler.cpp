@@ -197,12 +197,35 @@ bool fails_for_good(const std::exception_ptr& p) {
   }
 }
 
+// The output lists run_pending hands to a primitive, kept per thread so that a cached call's
+// evaluation allocates none (issue 9's launch overhead). A primitive that evaluates arrays
+// itself (a Python reference function run at evaluation) nests run_pending: nested calls use
+// lists of their own.
+struct RunLists {
+  std::vector<Array> outputs;
+  std::vector<std::shared_ptr<ArrayNode>> live;
+  bool busy = false;
+};
+thread_local RunLists t_run_lists;
+
 // Runs one op on the calling thread: its inputs are ready.
 void run_pending(const std::shared_ptr<PendingOp>& op) {
   // A failed evaluation fails once: reading its outputs again reports the same error.
   if (op->error) std::rethrow_exception(op->error);
-  std::vector<Array> outputs;
-  std::vector<std::shared_ptr<ArrayNode>> live;
+  RunLists nested;
+  RunLists& lists = t_run_lists.busy ? nested : t_run_lists;
+  struct Release {  // empties the lists (they hold nodes) and frees the per-thread ones
+    RunLists& l;
+    bool was_busy;
+    ~Release() {
+      l.outputs.clear();
+      l.live.clear();
+      l.busy = was_busy;
+    }
+  } release{lists, lists.busy};
+  lists.busy = true;
+  std::vector<Array>& outputs = lists.outputs;
+  std::vector<std::shared_ptr<ArrayNode>>& live = lists.live;
   outputs.reserve(op->outputs.size());
   live.reserve(op->outputs.size());
   for (auto& w : op->outputs) live.push_back(w.lock());
@@ -510,25 +533,39 @@ void synchronize(std::optional<Device> device) {
   if (first) std::rethrow_exception(first);
 }
 
-void eval(const std::vector<Array>& arrays) {
-  // The common case of one array whose op reads only materialized inputs on a stream with
-  // nothing queued (a kernel call on arrays that exist): run it without building an order.
-  if (arrays.size() == 1 && arrays[0].valid()) {
-    std::shared_ptr<PendingOp> op;
-    bool leaf = true;
-    {
-      std::lock_guard lock(graph_mu());
-      op = node_of(arrays[0])->pending;
-      if (!op) return;
-      leaf = !op->done;
-      for (auto& in : op->inputs) leaf &= in.valid() && !node_of(in)->pending;
-    }
-    if (leaf) {
-      StreamState& st = state_of(op->stream);
-      if (op->device.type == Device::Type::gpu) return run_on_gpu_stream(op, st.gpu);
-      if (st.idle()) return run_pending(op);
-    }
+namespace {
+// The common case of one array whose op reads only materialized inputs on a stream with nothing
+// queued (a kernel call on arrays that exist): runs it without building an order. False when
+// the array needs the general path.
+bool eval_leaf(const Array& a) {
+  if (!a.valid()) return false;
+  std::shared_ptr<PendingOp> op;
+  bool leaf = true;
+  {
+    std::lock_guard lock(graph_mu());
+    op = node_of(a)->pending;
+    if (!op) return true;
+    leaf = !op->done;
+    for (auto& in : op->inputs) leaf &= in.valid() && !node_of(in)->pending;
   }
+  if (!leaf) return false;
+  StreamState& st = state_of(op->stream);
+  if (op->device.type == Device::Type::gpu) {
+    run_on_gpu_stream(op, st.gpu);
+    return true;
+  }
+  if (!st.idle()) return false;
+  run_pending(op);
+  return true;
+}
+}  // namespace
+
+void scheduler::eval_one(const Array& a) {
+  if (!eval_leaf(a)) eval(std::vector<Array>{a});
+}
+
+void eval(const std::vector<Array>& arrays) {
+  if (arrays.size() == 1 && eval_leaf(arrays[0])) return;
   auto order = collect(arrays);
   dispatch(order, /*waiting=*/true);
   for (auto& a : arrays) {

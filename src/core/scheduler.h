@@ -63,6 +63,9 @@ std::vector<std::shared_ptr<PendingOp>> pending_ops(
 /// The op that will produce the node (null when it is materialized), read under the graph mutex.
 std::shared_ptr<PendingOp> pending_of(const ArrayNode& node);
 
+/// eval() of one array; a kernel call on materialized inputs runs without allocating.
+void eval_one(const Array& a);
+
 /// The backend handle of a GPU stream (nullptr: the backend's default stream).
 void* gpu_handle(const Stream& s);
 

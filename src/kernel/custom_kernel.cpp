@@ -251,6 +251,7 @@ std::shared_ptr<KernelVariant> variant_for_key(const std::shared_ptr<const Kerne
   variant->map = call_source_map(*spec, gen.source);
   variant->generated = std::move(gen);
   variant->math_mode = spec->math_mode;
+  variant->spec_key = spec_key;
   std::lock_guard lock(cache.mu);
   return cache.map.emplace(key, variant).first->second;
 }
@@ -268,10 +269,13 @@ std::shared_ptr<KernelVariant> variant_for(const std::shared_ptr<const KernelSpe
 CustomKernel::CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<Dtype> output_dtypes,
                            TemplateArgs template_args, DimsExpr grid, DimsExpr threadgroup,
                            std::vector<std::vector<ShapeExpr>> output_shapes,
-                           std::optional<double> init_value, std::string spec_key,
+                           std::optional<double> init_value, const std::string& spec_key,
                            std::shared_ptr<KernelVariant> variant_hint, std::string hint_key)
     : spec_(std::move(spec)),
-      spec_key_(spec_key.empty() ? spec_content_key(*spec_) : std::move(spec_key)),
+      spec_key_(variant_hint && !spec_key.empty() && variant_hint->spec_key == spec_key
+                    ? std::string()
+                : spec_key.empty() ? spec_content_key(*spec_)
+                                   : spec_key),
       output_dtypes_(std::move(output_dtypes)),
       template_args_(std::move(template_args)),
       grid_(std::move(grid)),
@@ -284,9 +288,11 @@ CustomKernel::CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<D
 
 std::vector<Shape> CustomKernel::output_shapes(const std::vector<Array>& inputs) const {
   std::vector<Shape> out;
+  out.reserve(output_shapes_.size());
   std::vector<Shape> shapes;
   for (auto& dims : output_shapes_) {
     Shape s;
+    s.reserve(dims.size());
     std::optional<std::string> negative;  // the first negative dimension's expression, if any
     for (auto& e : dims) {
       if (!e.is_constant() && shapes.empty()) shapes = shapes_of(inputs);
@@ -312,7 +318,7 @@ std::pair<Dims, Dims> CustomKernel::geometry(const std::vector<Array>& inputs) c
 std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
   std::string vkey = variant_key(inputs, output_dtypes_, template_args_);
   if (hint_ && vkey == hint_key_) return hint_;  // the inputs of the call that built it
-  return variant_for_key(spec_, spec_key_, vkey, inputs, output_dtypes_, template_args_);
+  return variant_for_key(spec_, spec_key(), vkey, inputs, output_dtypes_, template_args_);
 }
 
 namespace {
@@ -707,7 +713,7 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
   }
   auto prim = std::make_shared<kernel::CustomKernel>(spec_, call.output_dtypes, call.template_args,
                                                      grid, tg, std::move(shapes), call.init_value,
-                                                     variants_->spec_key, variant, vkey);
+                                                     variants_->spec_key, variant, std::move(vkey));
   // Validates the geometry and computes the output shapes now: errors at the call, not later.
   prim->geometry(in);
   auto out_shapes = prim->output_shapes(in);
@@ -716,7 +722,7 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     std::fwrite(listing.data(), 1, listing.size(), stdout);
     std::fflush(stdout);
   }
-  return make_pending(prim, std::move(in), out_shapes, call.output_dtypes,
+  return make_pending(std::move(prim), std::move(in), std::move(out_shapes), call.output_dtypes,
                       call.stream ? *call.stream : default_stream(dev));
 }
 

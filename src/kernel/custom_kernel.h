@@ -20,6 +20,7 @@ struct KernelVariant {
   msl::GeneratedSource generated;
   SourceMap map;
   std::string math_mode;
+  std::string spec_key;  // the spec's content key (the cache key's prefix)
   std::mutex mu;
   std::shared_ptr<Program> programs[2][2][2];  // [target][robust][CUDA: shapes_spill]
 
@@ -59,8 +60,8 @@ class CustomKernel : public Primitive {
   CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<Dtype> output_dtypes,
                TemplateArgs template_args, DimsExpr grid, DimsExpr threadgroup,
                std::vector<std::vector<ShapeExpr>> output_shapes, std::optional<double> init_value,
-               std::string spec_key = "", std::shared_ptr<KernelVariant> variant_hint = nullptr,
-               std::string hint_key = "");
+               const std::string& spec_key = {},
+               std::shared_ptr<KernelVariant> variant_hint = nullptr, std::string hint_key = "");
   const char* name() const override { return "CustomKernel"; }
   std::string label() const override { return "CustomKernel(" + spec_->name + ")"; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
@@ -79,7 +80,10 @@ class CustomKernel : public Primitive {
   // Both targets: one binding through the device's backend (kernel/launch.h).
   void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs);
   std::shared_ptr<const KernelSpec> spec_;
-  std::string spec_key_;  // content hash of the spec (the variant cache's key prefix)
+  // Content hash of the spec (the variant cache's key prefix); empty when the hint holds it (no
+  // string copy per call).
+  const std::string& spec_key() const { return spec_key_.empty() ? hint_->spec_key : spec_key_; }
+  std::string spec_key_;
   std::vector<Dtype> output_dtypes_;
   TemplateArgs template_args_;
   DimsExpr grid_, threadgroup_;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "transforms/compile_graph.h"
 #include "transforms/compile_passes.h"
 #include "transforms/trace.h"
 
@@ -28,6 +29,9 @@ struct SignatureHash {
 struct CompiledGraph {
   transforms::Trace trace;
   std::vector<Array> constants;  // made once; arrays are immutable
+  // CUDA graph of the replay (transforms/compile_graph.h); after `constants`, so it is destroyed
+  // (waiting for its last launch) before the constants its launches read.
+  mutable transforms::GraphReplayState gpu;
 };
 
 struct CompileState {
@@ -83,6 +87,8 @@ CompiledFunction::CompiledFunction(Fn fn, bool shapeless)
 
 std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& inputs) const {
   auto g = state_->graph(inputs);
+  auto out = g->gpu.call(g->trace, inputs, g->constants);
+  if (!out.empty()) return out;
   return transforms::replay(g->trace, inputs, std::nullopt, &g->constants);
 }
 
@@ -99,6 +105,20 @@ std::vector<std::string> CompiledFunction::graph(const std::vector<Array>& input
 
 int CompiledFunction::constant_count(const std::vector<Array>& inputs) const {
   return static_cast<int>(state_->graph(inputs)->trace.constants.size());
+}
+
+namespace detail {
+struct CompileAccess {
+  static std::shared_ptr<const CompiledGraph> graph(const CompiledFunction& f,
+                                                    const std::vector<Array>& inputs) {
+    return f.state_->graph(inputs);
+  }
+};
+}  // namespace detail
+
+transforms::GraphReplayState::Info transforms::cuda_graph_info(const CompiledFunction& f,
+                                                               const std::vector<Array>& inputs) {
+  return detail::CompileAccess::graph(f, inputs)->gpu.info();
 }
 
 CompiledFunction compile(CompiledFunction::Fn fn, bool shapeless) {

@@ -11,6 +11,7 @@
 #include "alloy/cuda.h"
 #include "alloy/errors.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/graph.h"
 #include "backend/cuda/jit.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/nvrtc.h"
@@ -79,12 +80,15 @@ class CudaBackend final : public Backend {
     ctx_.make_current();
     Allocator* a = &ctx_.allocator();
     void* p = a->allocate(nbytes);
-    return std::make_shared<Buffer>(p, nbytes, Device::gpu(0),
-                                    [a](void* ptr, size_t) { a->free(ptr); });
+    auto b = std::make_shared<Buffer>(p, nbytes, Device::gpu(0),
+                                      [a](void* ptr, size_t) { a->free(ptr); });
+    if (graph_recording::active()) record_allocation(b);
+    return b;
   }
 
   void copy_to_device(void* dst, const void* src, size_t nbytes) override {
     if (nbytes == 0) return;
+    graph_recording::reject("a host-to-device copy");
     enter();
     ctx_.check(drv_.cuMemcpyHtoDAsync(dptr(dst), src, nbytes, ctx_.stream()), "cuMemcpyHtoDAsync");
     // From pageable memory the driver stages the bytes before returning; from page-locked memory
@@ -94,6 +98,7 @@ class CudaBackend final : public Backend {
 
   void copy_to_host(void* dst, const void* src, size_t nbytes) override {
     if (nbytes == 0) return;
+    graph_recording::reject("a device-to-host copy (the host waits)");
     enter();
     // The data may come from work on any stream: with several, wait for all of them first.
     if (ctx_.has_several_streams()) ctx_.synchronize();
@@ -103,6 +108,7 @@ class CudaBackend final : public Backend {
 
   void copy_device(void* dst, const void* src, size_t nbytes) override {
     if (nbytes == 0) return;
+    graph_recording::reject("a device-to-device copy");
     enter();
     ctx_.check(drv_.cuMemcpyDtoDAsync(dptr(dst), dptr(src), nbytes, ctx_.stream()),
                "cuMemcpyDtoDAsync");
@@ -110,6 +116,7 @@ class CudaBackend final : public Backend {
 
   void copy_strided(const void* src, const Shape& shape, const Strides& strides, Dtype src_dtype,
                     void* dst, Dtype dst_dtype) override {
+    graph_recording::reject("a strided copy");
     enter();
     cuda::copy_strided(ctx_, src, shape, strides, src_dtype, dst, dst_dtype);
   }
@@ -123,6 +130,7 @@ class CudaBackend final : public Backend {
           "size and the address)",
           nbytes, dst, pattern_bytes));
     }
+    graph_recording::reject("a fill");
     enter();
     CUstream s = ctx_.stream();
     switch (pattern_bytes) {
@@ -140,14 +148,21 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void synchronize() override { ctx_.synchronize(); }
+  void synchronize() override {
+    graph_recording::reject("a synchronization");
+    ctx_.synchronize();
+  }
 
   void* create_stream() override { return ctx_.create_stream(); }
   void register_stream(void* stream) override { ctx_.register_stream(cu(stream)); }
   void set_current_stream(void* stream) override { Context::set_current_stream(cu(stream)); }
-  void synchronize_stream(void* stream) override { ctx_.synchronize_stream(cu(stream)); }
+  void synchronize_stream(void* stream) override {
+    graph_recording::reject("a stream synchronization");
+    ctx_.synchronize_stream(cu(stream));
+  }
 
   std::shared_ptr<void> record_event(void* stream) override {
+    graph_recording::reject("an event (work on several streams)");
     enter();
     CUevent e = nullptr;
     constexpr unsigned kDisableTiming = 0x2;
@@ -159,12 +174,14 @@ class CudaBackend final : public Backend {
   }
 
   void stream_wait(void* stream, const std::shared_ptr<void>& event) override {
+    graph_recording::reject("a wait for another stream");
     enter();
     ctx_.check(drv_.cuStreamWaitEvent(cu(stream), static_cast<CUevent>(event.get()), 0),
                "cuStreamWaitEvent");
   }
 
   void event_synchronize(const std::shared_ptr<void>& event) override {
+    graph_recording::reject("a host wait for an event");
     enter();
     CUresult r = drv_.cuEventSynchronize(static_cast<CUevent>(event.get()));
     // An error of the work before the event: report it as a stream synchronize would.
@@ -233,6 +250,7 @@ class CudaBackend final : public Backend {
     // stream-ordered, so its memory is reused only by work enqueued later.
     std::shared_ptr<Buffer> spill;
     if (spilled) {
+      graph_recording::reject("a launch whose arguments spill to device memory");
       std::vector<unsigned char> packed(spill_bytes);
       std::vector<size_t> offsets(d.num_args, 0);
       size_t off = 0;
@@ -263,6 +281,7 @@ class CudaBackend final : public Backend {
     constexpr unsigned kOobCapacity = 64;
     std::shared_ptr<Buffer> log;
     if (d.oob) {
+      graph_recording::reject("a robust-mode launch");
       log = allocate(16 + kOobCapacity * sizeof(alloy_cuda_oob_record));
       fill(log->ptr, 16, 0, 4);
       L.oob_count = static_cast<unsigned*>(log->ptr);
@@ -288,6 +307,12 @@ class CudaBackend final : public Backend {
   }
 
   size_t by_value_capacity() const override { return ALLOY_CUDA_INLINE_BYTES; }
+
+  bool begin_recording() override { return begin_graph_recording(ctx_); }
+  std::unique_ptr<LaunchGraph> end_recording(const std::vector<ExternalRange>& external,
+                                             std::string* why) override {
+    return end_graph_recording(ctx_, external, why);
+  }
 
  private:
   CUstream cu(void* stream) const {

@@ -11,6 +11,7 @@
 
 #include "alloy/errors.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/graph.h"
 
 namespace alloy::blas {
 namespace {
@@ -124,6 +125,7 @@ void gemm_gpu(const Gemm& g) {
   if (!ctx)
     throw std::invalid_argument("no GPU is available: " + cuda::Context::unavailable_reason());
   if (g.m == 0 || g.n == 0 || g.off_a.empty()) return;
+  cuda::graph_recording::reject("a cuBLAS call");
   int t = cuda_type(g.dtype);
   int m = as_int(g.m, "m"), n = as_int(g.n, "n"), k = as_int(g.k, "k");
   int lda = as_int(g.lda, "lda"), ldb = as_int(g.ldb, "ldb");

@@ -104,6 +104,18 @@ std::unique_ptr<Driver> load_driver(const std::string& library_name, std::string
   ok &= bind(lib, d->cuEventSynchronize, "cuEventSynchronize", nullptr, &missing);
   // cuEventElapsedTime_v2 appeared in CUDA 12.8 drivers; older ones have only the first version.
   ok &= bind(lib, d->cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime", &missing);
+  // Optional entry points (CUDA graphs): a driver without them still runs everything else.
+  std::string optional_missing;
+  bind(lib, d->cuGraphCreate, "cuGraphCreate", nullptr, &optional_missing);
+  bind(lib, d->cuGraphDestroy, "cuGraphDestroy", nullptr, &optional_missing);
+  bind(lib, d->cuGraphAddKernelNode, "cuGraphAddKernelNode_v2", "cuGraphAddKernelNode",
+       &optional_missing);
+  bind(lib, d->cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", nullptr,
+       &optional_missing);
+  bind(lib, d->cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2",
+       "cuGraphExecKernelNodeSetParams", &optional_missing);
+  bind(lib, d->cuGraphLaunch, "cuGraphLaunch", nullptr, &optional_missing);
+  bind(lib, d->cuGraphExecDestroy, "cuGraphExecDestroy", nullptr, &optional_missing);
   if (!ok) {
     *error =
         fmt::format("the CUDA driver library {} lacks {} (driver too old?)", library_name, missing);

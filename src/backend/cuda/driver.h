@@ -16,6 +16,22 @@ using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphNode = struct CUgraphNode_st*;
+using CUgraphExec = struct CUgraphExec_st*;
+
+/// cuda.h's CUDA_KERNEL_NODE_PARAMS_v2 (the v1 struct is its prefix, so the v1 entry points
+/// read it too).
+struct KernelNodeParams {
+  CUfunction func = nullptr;
+  unsigned grid_dim[3] = {1, 1, 1};
+  unsigned block_dim[3] = {1, 1, 1};
+  unsigned shared_mem_bytes = 0;
+  void** kernel_params = nullptr;
+  void** extra = nullptr;
+  void* kern = nullptr;     // CUkernel: unused (func is set)
+  CUcontext ctx = nullptr;  // ignored when func is set
+};
 
 // CUresult values we test for (cuda.h: enum cudaError_enum).
 constexpr CUresult CUDA_SUCCESS = 0;
@@ -98,6 +114,24 @@ struct Driver {
   CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
   CUresult (*cuEventSynchronize)(CUevent) = nullptr;
   CUresult (*cuEventElapsedTime)(float* ms, CUevent start, CUevent end) = nullptr;  // _v2 if any
+
+  // CUDA graphs (compile's replay). Optional: null when the driver lacks one of them (then
+  // has_graphs() is false and replays launch kernel by kernel).
+  CUresult (*cuGraphCreate)(CUgraph* graph, unsigned flags) = nullptr;
+  CUresult (*cuGraphDestroy)(CUgraph) = nullptr;
+  CUresult (*cuGraphAddKernelNode)(CUgraphNode* node, CUgraph, const CUgraphNode* deps,
+                                   size_t num_deps, const KernelNodeParams*) = nullptr;  // _v2
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph,
+                                          unsigned long long flags) = nullptr;
+  CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode,
+                                             const KernelNodeParams*) = nullptr;  // _v2
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(CUgraphExec) = nullptr;
+
+  bool has_graphs() const {
+    return cuGraphCreate && cuGraphDestroy && cuGraphAddKernelNode && cuGraphInstantiateWithFlags &&
+           cuGraphExecKernelNodeSetParams && cuGraphLaunch && cuGraphExecDestroy;
+  }
 };
 
 /// Loads the driver library `library_name` and resolves every entry point, without initializing

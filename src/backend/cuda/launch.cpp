@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "alloy/errors.h"
+#include "backend/cuda/graph.h"
 
 namespace alloy::cuda {
 namespace {
@@ -117,6 +118,12 @@ void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
                                            dynamic_shared_bytes, ctx.stream(), params, nullptr);
   if (r != CUDA_SUCCESS) ctx.fail(r, "cuLaunchKernel", name);
   ctx.note_launch(name);
+  if (graph_recording::active()) {
+    const unsigned grid_dims[3] = {blocks_x, L.groups[1], L.groups[2]};
+    const unsigned block_dims[3] = {L.threadgroup[0], L.threadgroup[1], L.threadgroup[2]};
+    record_launch(fn, grid_dims, block_dims, dynamic_shared_bytes, ctx.stream(), L,
+                  layout.param_buffers, np, name);
+  }
 }
 
 }  // namespace alloy::cuda
