@@ -63,8 +63,8 @@ KernelSource kernel_source(const CompileRequest& r) {
 }
 
 std::optional<KernelSource> quick_kernel_source(const CompileRequest& r) {
-  if (!tiered_compile() || std::none_of(r.entries.begin(), r.entries.end(),
-                                        [](const CompileEntry& e) { return e.coarsen > 1; }))
+  if (std::none_of(r.entries.begin(), r.entries.end(),
+                   [](const CompileEntry& e) { return e.coarsen > 1; }))
     return std::nullopt;
   KernelSource k = kernel_source(r);
   k.options.push_back("-DALLOY_QUICK_ENTRY");
@@ -212,7 +212,8 @@ class CudaBackend final : public Backend {
     KernelSource full = kernel_source(r);
     // Coarsened entries cost NVVM and ptxas the body coarsen + 1 times (a third of a small
     // kernel's compile): unless the full compile is at hand, the first call gets the quick one.
-    std::optional<KernelSource> first = quick_kernel_source(r);
+    std::optional<KernelSource> first;
+    if (tiered_compile()) first = quick_kernel_source(r);
     if (first && is_loaded_or_cached(ctx_, full)) first.reset();
     bool quick = first.has_value();
     m->module = load(ctx_, quick ? *first : full);

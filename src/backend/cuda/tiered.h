@@ -6,7 +6,8 @@
 // keeps only its general loop (one group at a time, the body compiled once), so NVVM and ptxas
 // see a third less code. Same parameters, launch layout and results. The full compile then runs
 // on the compile pool (CompiledModule::refine) and the launches switch to it when it is loaded;
-// a full image already in the disk cache is used at once. ALLOY_CUDA_TIERED=0 turns this off.
+// a full image already in the disk cache is used at once. ALLOY_CUDA_TIERED=0 turns this off
+// (alloy_bench sets it: its kernel benchmarks time the full code from the first call on).
 #pragma once
 #include <optional>
 
@@ -20,7 +21,7 @@ namespace alloy::cuda {
 KernelSource kernel_source(const CompileRequest& r);
 
 /// The quick first compile of `r` (kernel_source(r) + -DALLOY_QUICK_ENTRY), or nothing when no
-/// entry is coarsened or ALLOY_CUDA_TIERED=0.
+/// entry is coarsened. (The backend uses it unless ALLOY_CUDA_TIERED=0.)
 std::optional<KernelSource> quick_kernel_source(const CompileRequest& r);
 
 }  // namespace alloy::cuda
