@@ -123,8 +123,8 @@ TEST(CudaTiered, QuickSourceOnlyForCoarsenedEntries) {
   EXPECT_FALSE(cuda::quick_kernel_source(r).has_value());
 }
 
-// Both compiles succeed for sm_90; the quick one's entry holds the body once (its PTX is
-// smaller) and is still a single entry with the same name.
+// Both compiles succeed for sm_90 cubins; the quick one's entry holds the body once (its cubin
+// is smaller) and keeps the entry's name.
 TEST(CudaTiered, QuickEntryCompilesWithNvrtcAndIsSmaller) {
   if (!cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
   const int n = 1 << 20;
@@ -136,20 +136,23 @@ TEST(CudaTiered, QuickEntryCompilesWithNvrtcAndIsSmaller) {
                                        static_cast<int>(c.outputs.size())));
     auto quick = cuda::quick_kernel_source(r);
     ASSERT_TRUE(quick.has_value()) << c.name;
-    std::string full_ptx, quick_ptx;
+    std::string full_cubin, quick_cubin;
     try {
-      auto f = cuda::compile(cuda::kernel_source(r), {"compute_90", false});
-      auto q = cuda::compile(*quick, {"compute_90", false});
-      full_ptx.assign(f.bytes.begin(), f.bytes.end());
-      quick_ptx.assign(q.bytes.begin(), q.bytes.end());
-      auto cubin = cuda::compile(*quick, {"sm_90", true});
-      EXPECT_GT(cubin.bytes.size(), 4u) << c.name;
+      auto f = cuda::compile(cuda::kernel_source(r), {"sm_90", true});
+      auto q = cuda::compile(*quick, {"sm_90", true});
+      full_cubin.assign(f.bytes.begin(), f.bytes.end());
+      quick_cubin.assign(q.bytes.begin(), q.bytes.end());
     } catch (const std::exception& e) {
       ADD_FAILURE() << c.name << ": " << e.what();
       continue;
     }
-    EXPECT_NE(quick_ptx.find(".entry alloy_entry_0"), std::string::npos) << c.name;
-    EXPECT_LT(quick_ptx.size(), full_ptx.size()) << c.name;
+    EXPECT_EQ(quick_cubin.rfind("\x7f"
+                                "ELF",
+                                0),
+              0u)
+        << c.name;
+    EXPECT_NE(quick_cubin.find("alloy_entry_0"), std::string::npos) << c.name;
+    EXPECT_LT(quick_cubin.size(), full_cubin.size()) << c.name;
   }
 }
 
