@@ -19,6 +19,9 @@
 //   BM_NvrtcCold                first compile of a new small kernel (target <= 50 ms): Metal
 //                               signature + translation + NVRTC with the prelude, vs NVRTC on the
 //                               hand-written kernel with no prelude (cost_vs_plain_nvrtc).
+//   BM_NvrtcColdVsCupy          the same for exp(sin(x)) on 1M elements as its first call compiles
+//                               it (quick first compile of the coarsened entry), vs NVRTC on the
+//                               CUDA of a CuPy RawKernel with CuPy's options (target <= 1.0).
 //   BM_NvrtcWarmDisk            the same kernel's cubin from the disk cache (target <= 1 ms).
 //   BM_GpuWarmDisk              a fresh process's first call of a kernel in the disk cache, on the
 //                               GPU, to the end of its execution (target <= 1 ms); peer: the
@@ -34,11 +37,14 @@
 #include "backend/cuda/jit.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/nvrtc.h"
+#include "backend/cuda/tiered.h"
 #include "bench_common.h"
 #include "cache/compile_cache.h"
 #include "core/backend.h"
 #include "example_kernels.h"
+#include "kernel/custom_kernel.h"
 #include "kernel/launch.h"
+#include "kernel/program.h"
 
 namespace {
 
@@ -551,6 +557,73 @@ void BM_NvrtcCold(benchmark::State& state) {
 }
 BENCHMARK(BM_NvrtcCold)->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
 
+// Issue "First-call latency" item 1, the compile part (no GPU needed): a new exp(sin(x)) kernel
+// (1M float32 elements, so its entry is coarsened) through what its first call compiles on the
+// GPU -- signature, translation, NVRTC of the quick first compile (src/backend/cuda/tiered.h) to
+// a cubin -- against NVRTC on the CUDA a CuPy RawKernel user writes, with the options CuPy's
+// RawKernel passes (cupy/_core/core.pyx assemble_cupy_compiler_options and cupy/cuda/compiler.py:
+// --std=c++17, -ftz=true, -arch=sm_XX (a cubin), --device-as-default-execution-space; its -I
+// folders change nothing here), alternately in this process; neither has a cache (Alloy's
+// compile() below never reads the disk: cuda::compile is given a new source each time).
+constexpr const char* kExpSinSource = R"(
+    uint i = thread_position_in_grid.x;
+    out[i] = exp(sin(inp[i]));
+)";
+
+double cupy_nvrtc_seconds(int64_t i) {
+  std::string src =
+      std::string(
+          "extern \"C\" __global__ void expsin(const float* inp, float* out, unsigned n) {\n"
+          "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+          "  if (i < n) out[i] = expf(sinf(inp[i]));\n}\n") +
+      "// cupy " + nonce() + " " + std::to_string(i) + "\n";
+  double t0 = now_s();
+  cuda::nvrtc::compile(
+      src, "kern.cu", {},
+      {"--std=c++17", "-ftz=true", "-arch=" + nvrtc_arch(), "--device-as-default-execution-space"},
+      true);
+  return now_s() - t0;
+}
+
+void BM_NvrtcColdVsCupy(benchmark::State& state) {
+  if (!cuda::nvrtc::available()) return state.SkipWithError("NVRTC not found");
+  const int n = 1 << 20;
+  Array x = random_array({n}, -1.0f, 1.0f, 43, Device::cpu());  // only its dtype/shape matter
+  KernelCall call = nvrtc_call(n);
+  const std::string arch = nvrtc_arch();
+  int cc = std::stoi(arch.substr(arch.find('_') + 1));
+  auto first_compile = [&](int64_t i) {
+    auto k = metal_kernel("expsin", {"inp"}, {"out"}, tagged(kExpSinSource, "cupy", i));
+    double t0 = now_s();
+    kernel::SourceMap map;
+    msl::Translation tr = kernel::call_gpu_translation(k, {x}, call, &map);
+    CompileRequest r = kernel::compile_request(tr, map, "safe");
+    auto quick = cuda::quick_kernel_source(r);
+    cuda::compile(quick ? *quick : cuda::kernel_source(r),
+                  cuda::nvrtc::target_for(cc / 10, cc % 10));
+    return now_s() - t0;
+  };
+  try {  // load NVRTC and the prelude once, outside the timings
+    first_compile(0);
+    cupy_nvrtc_seconds(0);
+  } catch (const std::exception& e) {
+    return state.SkipWithError((std::string("NVRTC compile failed: ") + e.what()).c_str());
+  }
+  PairTimes t;
+  int64_t i = 0;
+  for (auto _ : state) {
+    ++i;
+    double a = first_compile(i);
+    t.alloy += a;
+    t.peer += cupy_nvrtc_seconds(i);
+    ++t.n;
+    state.SetIterationTime(a);
+  }
+  t.report(state, "cupy_nvrtc", /*cost=*/true);
+  state.counters["target"] = 1.0;
+}
+BENCHMARK(BM_NvrtcColdVsCupy)->UseManualTime()->Iterations(7)->Unit(benchmark::kMillisecond);
+
 // The cubin of a kernel compiled before, read back from the disk cache (compile() has no memory
 // level: every call goes to disk). Peer: a cold NVRTC compile of the same kernel in this run.
 void BM_NvrtcWarmDisk(benchmark::State& state) {
@@ -597,8 +670,12 @@ void BM_GpuWarmDisk(benchmark::State& state) {
   fs::path work = fs::temp_directory_path() / ("alloy-bench-gpu-warm-" + nonce());
   try {
     Array x = gpu_array({n}, -1.0f, 1.0f);
-    metal_kernel("bench_gpu_warm", {"inp"}, {"out"}, body)({x}, nvrtc_call(n))[0].eval();
+    auto k = metal_kernel("bench_gpu_warm", {"inp"}, {"out"}, body);
+    k({x}, nvrtc_call(n))[0].eval();
     gpu()->synchronize();
+    // The full cubin on disk before the children start: the first call compiled the quick entry
+    // and its full compile may still run in the background (src/backend/cuda/tiered.h).
+    kernel::compile_call_cubin(k, {x}, nvrtc_call(n), nvrtc_arch());
     // The peer's cubin: the hand-written kernels compiled for this GPU.
     auto image =
         cuda::compile(cuda::KernelSource{"bench_hand", kHandSource, {}, {}},

@@ -8,10 +8,12 @@
 //       -L/usr/local/cuda/lib64 -lnvrtc -lnvJitLink -o /tmp/nvrtc_options
 //   /tmp/nvrtc_options expsin.cu src/prelude [runs]
 //
-// Prints the median wall time of nvrtcCompileProgram + cubin retrieval per variant (each run's
-// source gets a unique comment, as a new kernel would; one NVRTC program per run).
+// Prints the median wall time and process CPU time of nvrtcCompileProgram + cubin retrieval per
+// variant (each run's source gets a unique comment, as a new kernel would; one NVRTC program per
+// run). CPU time is the steadier measure on a loaded machine (NVRTC runs on one thread).
 #include <nvJitLink.h>
 #include <nvrtc.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,12 +39,19 @@ std::string read(const std::string& path) {
   return s.str();
 }
 
+double cpu_ms() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
 int counter = 0;
+double last_cpu = 0;  // CPU ms of the last compile()
 
 // One compile; returns ms (or -1 on failure, printing the log). `lto`: -dlto, then nvJitLink.
 double compile(const std::string& src0, const std::vector<std::string>& opts, bool lto = false) {
   std::string src = src0 + "\n// run " + std::to_string(++counter) + "\n";
-  double t0 = now_ms();
+  double t0 = now_ms(), c0 = cpu_ms();
   nvrtcProgram p;
   nvrtcCreateProgram(&p, src.c_str(), "kernel.cu", 0, nullptr, nullptr);
   std::vector<const char*> o;
@@ -77,6 +86,7 @@ double compile(const std::string& src0, const std::vector<std::string>& opts, bo
     nvrtcGetCUBIN(p, out.data());
   }
   nvrtcDestroyProgram(&p);
+  last_cpu = cpu_ms() - c0;
   return now_ms() - t0;
 }
 
@@ -120,7 +130,15 @@ int main(int argc, char** argv) {
     std::function<double()> run;
   };
   std::vector<Variant> variants = {
-      {"hand-written CUDA, --gpu-architecture=sm_90 (CuPy RawKernel's options)",
+      // cupy/_core/core.pyx assemble_cupy_compiler_options + cupy/cuda/compiler.py (its -I
+      // folders change nothing for this source; --pch only with CUPY_NVRTC_USE_PCH=1).
+      {"hand-written CUDA, CuPy RawKernel's options (--std=c++17 -ftz=true -arch=sm_90 "
+       "--device-as-default-execution-space)",
+       [&] {
+         return compile(hand, {"--std=c++17", "-ftz=true", "-arch=sm_90",
+                               "--device-as-default-execution-space"});
+       }},
+      {"hand-written CUDA, --gpu-architecture=sm_90 only",
        [&] { return compile(hand, {"--gpu-architecture=sm_90"}); }},
       {"hand-written CUDA + Alloy's options",
        [&] {
@@ -128,7 +146,13 @@ int main(int argc, char** argv) {
                         {"--gpu-architecture=sm_90", "--std=c++17", "-default-device", "-minimal"});
        }},
       {"Alloy translated (today's options)", [&] { return compile(alloy, base); }},
+      {"Alloy translated, -DALLOY_QUICK_ENTRY (the first call's quick compile)",
+       [&] { return compile(alloy, with({"-DALLOY_QUICK_ENTRY"}, base)); }},
       {"Alloy translated, no coarsened path", [&] { return compile(single, base); }},
+      {"Alloy quick, -Ofc=mid (NVRTC takes --Ofast-compile= or -Ofc=, not -Ofast-compile=)",
+       [&] {
+         return compile(alloy, with({"-DALLOY_QUICK_ENTRY", "-Ofc=mid"}, base));
+       }},
       {"Alloy, without -minimal", [&] { return compile(alloy, without("-minimal")); }},
       {"Alloy, --pch (automatic precompiled headers)",
        [&] { return compile(alloy, with({"--pch"}, base)); }},
@@ -140,16 +164,20 @@ int main(int argc, char** argv) {
          return compile(alloy, o, true);
        }},
   };
-  // NVRTC 13.0 rejects -Ofast-compile (CUDA 12.8's nvcc has it; NVRTC does not), and the
-  // translated source needs -default-device (user helpers carry no __device__) and C++17.
+  // NVRTC 13.0 accepts -Ofast-compile={0,min,mid,max} (none helped here, see docs/performance.md);
+  // the translated source needs -default-device (user helpers carry no __device__) and C++17.
   compile(hand, {"--gpu-architecture=sm_90"});  // loads NVRTC's builtins once
   compile(alloy, base);
-  std::vector<std::vector<double>> times(variants.size());
+  std::vector<std::vector<double>> times(variants.size()), cpu(variants.size());
   for (int r = 0; r < runs; ++r)
-    for (size_t v = 0; v < variants.size(); ++v) times[v].push_back(variants[v].run());
+    for (size_t v = 0; v < variants.size(); ++v) {
+      times[v].push_back(variants[v].run());
+      cpu[v].push_back(last_cpu);
+    }
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
-  std::printf("NVRTC %d.%d, %d runs each (interleaved), median ms:\n", major, minor, runs);
+  std::printf("NVRTC %d.%d, %d runs each (interleaved), median ms (wall, CPU):\n", major, minor,
+              runs);
   for (size_t v = 0; v < variants.size(); ++v)
-    std::printf("  %8.1f  %s\n", median(times[v]), variants[v].name.c_str());
+    std::printf("  %8.1f %8.1f  %s\n", median(times[v]), median(cpu[v]), variants[v].name.c_str());
 }

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,11 @@ struct CompileRequest {
 struct CompiledModule {
   std::shared_ptr<void> module;        // keeps the code loaded
   std::vector<const void*> functions;  // per entry; valid while `module` lives
+  /// Empty, or work that makes faster code for the same functions (CUDA: a quick first compile
+  /// of coarsened entries, the full one here) and switches `functions` to it when done; the
+  /// caller runs it once, on a background thread. Launches meanwhile use the first code (same
+  /// results). It keeps what it needs alive and reports nothing (failure keeps the first code).
+  std::function<void()> refine;
 };
 
 /// A memory range of a recorded launch sequence that changes from replay to replay (compile's

@@ -12,6 +12,7 @@
 #include "alloy/errors.h"
 #include "core/backend.h"
 #include "core/trace.h"
+#include "kernel/compile_pool.h"
 
 namespace alloy::kernel {
 
@@ -167,6 +168,7 @@ std::shared_ptr<Program> Program::build(const SourceMap& source, msl::Target tar
     p->kernels_.push_back(std::move(k));
   }
   p->module_ = std::move(m.module);
+  if (m.refine) compile_async(std::move(m.refine));
   return p;
 }
 

@@ -174,9 +174,12 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
   if (k.coarsen > 1) {
     // Several whole groups per block: straight-line calls the compiler can interleave (their
     // loads go ahead of the previous group's stores: restrict buffers). Elsewhere, one at a time
-    // with Metal's partial-group ids and the grid check.
+    // with Metal's partial-group ids and the grid check. ALLOY_QUICK_ENTRY (the CUDA backend's
+    // quick first compile, src/backend/cuda/backend.cpp) leaves the unrolled path out: the loop
+    // alone gives the same results, with the body compiled once instead of coarsen + 1 times.
     body = fmt::format(
         "  const unsigned alloy_nb = gridDim.x;\n"
+        "#ifndef ALLOY_QUICK_ENTRY\n"
         "  if (::alloy_entry::cuda_groups_whole(L, {0})) {{\n"
         "#pragma unroll\n"
         "    for (unsigned alloy_k = 0; alloy_k < {0}; ++alloy_k) {{\n"
@@ -186,6 +189,7 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
         "    }}\n"
         "    return;\n"
         "  }}\n"
+        "#endif\n"
         "#pragma unroll 1\n"
         "  for (unsigned alloy_k = 0; alloy_k < {0}; ++alloy_k) {{\n"
         "    const unsigned alloy_gx = blockIdx.x + alloy_k * alloy_nb;\n"

@@ -4,9 +4,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 
 #include "alloy/cuda.h"
 #include "alloy/errors.h"
@@ -15,36 +22,29 @@
 #include "backend/cuda/jit.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/nvrtc.h"
+#include "backend/cuda/tiered.h"
 #include "core/scheduler.h"
+#include "core/trace.h"
 
 namespace alloy {
 namespace cuda {
 // src/backend/cuda/copy.cpp
 void copy_strided(Context& ctx, const void* src, const Shape& shape, const Strides& strides,
                   Dtype src_dtype, void* dst, Dtype dst_dtype);
+
 namespace {
-
-constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
-constexpr unsigned CU_MEMORYTYPE_HOST = 1;
-
-CUdeviceptr dptr(const void* p) {
-  return reinterpret_cast<CUdeviceptr>(p);
+/// Whether a translation with coarsened entries compiles quickly first (ALLOY_QUICK_ENTRY: the
+/// unrolled whole-group path left out, the body compiled once) and fully on a background thread.
+/// ALLOY_CUDA_TIERED=0 compiles fully at once (benchmarks of a kernel's very first launches).
+bool tiered_compile() {
+  static const bool on = [] {
+    const char* v = std::getenv("ALLOY_CUDA_TIERED");
+    return !(v && std::string_view(v) == "0");
+  }();
+  return on;
 }
+}  // namespace
 
-/// A loaded entry and how to launch it (EntryLayout's arrays live here).
-struct LaunchFunction {
-  const Function* fn = nullptr;
-  std::vector<int> param_buffers;
-  uint32_t coarsen = 1;
-};
-
-struct LoadedModule {
-  std::shared_ptr<const Module> module;
-  std::deque<LaunchFunction> functions;  // (addresses handed out: never moves)
-};
-
-/// NVRTC's view of a translation. Math modes never share a cache entry: the options are part of
-/// the key.
 KernelSource kernel_source(const CompileRequest& r) {
   KernelSource k;
   k.name = r.label;
@@ -62,6 +62,39 @@ KernelSource kernel_source(const CompileRequest& r) {
   k.options.push_back("-minimal");
   return k;
 }
+
+std::optional<KernelSource> quick_kernel_source(const CompileRequest& r) {
+  if (std::none_of(r.entries.begin(), r.entries.end(),
+                   [](const CompileEntry& e) { return e.coarsen > 1; }))
+    return std::nullopt;
+  KernelSource k = kernel_source(r);
+  k.options.push_back("-DALLOY_QUICK_ENTRY");
+  return k;
+}
+
+namespace {
+
+constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
+constexpr unsigned CU_MEMORYTYPE_HOST = 1;
+
+CUdeviceptr dptr(const void* p) {
+  return reinterpret_cast<CUdeviceptr>(p);
+}
+
+/// A loaded entry and how to launch it (EntryLayout's arrays live here). `fn` moves from the
+/// quick first compile's function to the full compile's when that is loaded (CompiledModule::
+/// refine); both take the same parameters and launch layout.
+struct LaunchFunction {
+  std::atomic<const Function*> fn{nullptr};
+  std::vector<int> param_buffers;
+  uint32_t coarsen = 1;
+};
+
+struct LoadedModule {
+  std::shared_ptr<const Module> module;
+  std::shared_ptr<const Module> refined;  // the full compile, once loaded (set before `fn`)
+  std::deque<LaunchFunction> functions;   // (addresses handed out: never moves)
+};
 
 // Parameters in the launch block start on 16-byte boundaries (the widest element is 8 bytes).
 size_t block_align(size_t n) {
@@ -193,14 +226,39 @@ class CudaBackend final : public Backend {
 
   CompiledModule compile(const CompileRequest& r) override {
     auto m = std::make_shared<LoadedModule>();
-    m->module = load(ctx_, kernel_source(r));
+    KernelSource full = kernel_source(r);
+    // Coarsened entries cost NVVM and ptxas the body coarsen + 1 times (a third of a small
+    // kernel's compile): unless the full compile is at hand, the first call gets the quick one.
+    std::optional<KernelSource> first;
+    if (tiered_compile()) first = quick_kernel_source(r);
+    if (first && is_loaded_or_cached(ctx_, full)) first.reset();
+    bool quick = first.has_value();
+    m->module = load(ctx_, quick ? *first : full);
     CompiledModule out;
     for (size_t i = 0; i < r.entries.size(); ++i) {
-      LaunchFunction f;
-      f.fn = &m->module->function(i);
+      LaunchFunction& f = m->functions.emplace_back();
+      f.fn.store(&m->module->function(i), std::memory_order_release);
       f.param_buffers = r.entries[i].param_buffers;
       f.coarsen = static_cast<uint32_t>(std::max(1, r.entries[i].coarsen));
-      out.functions.push_back(&m->functions.emplace_back(std::move(f)));
+      out.functions.push_back(&f);
+    }
+    if (quick) {
+      out.refine = [m, full = std::move(full), ctx = &ctx_] {
+        auto t0 = std::chrono::steady_clock::now();
+        try {
+          auto better = load(*ctx, full);
+          m->refined = better;
+          for (size_t i = 0; i < m->functions.size(); ++i)
+            m->functions[i].fn.store(&better->function(i), std::memory_order_release);
+          if (trace::build())
+            std::fprintf(stderr, "alloy: %s: full compile (coarsened entries) ready, %.3f ms\n",
+                         full.name.c_str(), trace::ms_since(t0));
+        } catch (const std::exception& e) {  // the quick code stays
+          if (trace::build())
+            std::fprintf(stderr, "alloy: %s: full compile failed, the quick one stays: %s\n",
+                         full.name.c_str(), e.what());
+        }
+      };
     }
     out.module = std::move(m);
     return out;
@@ -294,7 +352,8 @@ class CudaBackend final : public Backend {
     layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
     layout.coarsen = f.coarsen;
     enter();
-    cuda::launch(ctx_, *f.fn, L, static_cast<uint32_t>(smem), d.label, layout);
+    cuda::launch(ctx_, *f.fn.load(std::memory_order_acquire), L, static_cast<uint32_t>(smem),
+                 d.label, layout);
     if (d.oob) {
       unsigned count = 0;
       copy_to_host(&count, log->ptr, 4);

@@ -5,12 +5,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
 #include <string_view>
+#include <unordered_set>
 
 #include "alloy/errors.h"
 #include "cache/compile_cache.h"
-#include "core/trace.h"
 #include "core/prelude_files.h"
+#include "core/trace.h"
 
 namespace alloy::cuda {
 namespace {
@@ -169,13 +172,42 @@ CompiledImage compile(const KernelSource& k, const nvrtc::Target& t) {
   return compile_for(k, t, cache_key(k, t));
 }
 
-std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k) {
-  const DeviceInfo& info = ctx.info();
-  // The memory level is keyed by what the source and options give (the compiler is fixed for the
-  // process) and by the entries, since a Module holds the entries it was asked for.
+namespace {
+// The memory level is keyed by what the source and options give (the compiler is fixed for the
+// process) and by the entries, since a Module holds the entries it was asked for.
+std::string memory_key(const KernelSource& k) {
   std::string entries;
   for (const auto& e : k.entries) entries += e + '\n';
-  std::string mem_key = cache::hash_hex({k.source, joined_options(k), entries});
+  return cache::hash_hex({k.source, joined_options(k), entries});
+}
+
+// Memory keys of the modules load() has returned in this process.
+struct Loaded {
+  std::mutex mu;
+  std::unordered_set<std::string> keys;
+};
+Loaded& loaded() {
+  static Loaded* l = new Loaded();  // leaked: background compiles may run during exit
+  return *l;
+}
+}  // namespace
+
+bool is_loaded_or_cached(Context& ctx, const KernelSource& k) {
+  {
+    Loaded& l = loaded();
+    std::lock_guard lock(l.mu);
+    if (l.keys.count(memory_key(k))) return true;
+  }
+  auto& cache = cache::CompileCache::global();
+  if (!cache.has_disk()) return false;
+  nvrtc::Target native{ctx.info().arch, true};
+  std::error_code ec;
+  return std::filesystem::exists(cache.entry_path(cache_target(native), cache_key(k, native)), ec);
+}
+
+std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k) {
+  const DeviceInfo& info = ctx.info();
+  std::string mem_key = memory_key(k);
   std::string mem_target = "cuda-" + info.arch + "-module";
   auto any = cache::CompileCache::global().get_or_build(mem_target, mem_key, [&] {
     // Try the device's own architecture in the disk cache before loading NVRTC (loading it
@@ -198,6 +230,11 @@ std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k) {
     CompiledImage image = compile_for(k, t, t.arch == native.arch ? key : cache_key(k, t));
     return std::static_pointer_cast<void>(load_image(ctx, k, std::move(image)));
   });
+  {
+    Loaded& l = loaded();
+    std::lock_guard lock(l.mu);
+    l.keys.insert(std::move(mem_key));
+  }
   return std::static_pointer_cast<const Module>(any);
 }
 

@@ -77,4 +77,8 @@ CompiledImage compile(const KernelSource& k, const nvrtc::Target& target);
 /// device's architecture and loaded. Thread-safe; one compile per key. Throws like compile().
 std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k);
 
+/// Whether load(ctx, k) would find `k` without compiling: loaded before in this process, or its
+/// cubin for the device's architecture in the disk cache (a file check, not verified).
+bool is_loaded_or_cached(Context& ctx, const KernelSource& k);
+
 }  // namespace alloy::cuda

@@ -1,0 +1,27 @@
+// What NVRTC compiles for a translation (CompileRequest -> KernelSource), and the quick first
+// compile of coarsened entries (docs/performance.md, "CUDA cold compile against CuPy").
+//
+// A translation whose CUDA entries are thread-coarsened (several whole threadgroups per block,
+// the body unrolled coarsen + 1 times) compiles first with ALLOY_QUICK_ENTRY defined: the entry
+// keeps only its general loop (one group at a time, the body compiled once), so NVVM and ptxas
+// see a third less code. Same parameters, launch layout and results. The full compile then runs
+// on the compile pool (CompiledModule::refine) and the launches switch to it when it is loaded;
+// a full image already in the disk cache is used at once. ALLOY_CUDA_TIERED=0 turns this off
+// (alloy_bench sets it: its kernel benchmarks time the full code from the first call on).
+#pragma once
+#include <optional>
+
+#include "backend/cuda/jit.h"
+#include "core/backend.h"
+
+namespace alloy::cuda {
+
+/// NVRTC's view of a translation (math-mode options, -minimal). Math modes never share a cache
+/// entry: the options are part of the key.
+KernelSource kernel_source(const CompileRequest& r);
+
+/// The quick first compile of `r` (kernel_source(r) + -DALLOY_QUICK_ENTRY), or nothing when no
+/// entry is coarsened. (The backend uses it unless ALLOY_CUDA_TIERED=0.)
+std::optional<KernelSource> quick_kernel_source(const CompileRequest& r);
+
+}  // namespace alloy::cuda
