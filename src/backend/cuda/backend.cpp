@@ -4,12 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <stdexcept>
 
 #include "alloy/cuda.h"
 #include "alloy/errors.h"
+#include "backend/cuda/blas.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/jit.h"
 #include "backend/cuda/launch.h"
@@ -30,16 +33,34 @@ CUdeviceptr dptr(const void* p) {
   return reinterpret_cast<CUdeviceptr>(p);
 }
 
+struct LoadedModule;
+
 /// A loaded entry and how to launch it (EntryLayout's arrays live here).
 struct LaunchFunction {
-  const Function* fn = nullptr;
+  const Function* fn = nullptr;  // on the device that compiled the module
+  int ordinal = 0;               // that device
+  size_t entry = 0;              // index in the module
+  LoadedModule* owner = nullptr;
   std::vector<int> param_buffers;
   uint32_t coarsen = 1;
 };
 
+/// A compiled translation: loaded on the device that compiled it, and on another device the
+/// first time a launch runs there (a CUmodule belongs to one context; the cubin comes from the
+/// compile cache). The kernel layer's handles stay valid on every device.
 struct LoadedModule {
+  KernelSource source;
   std::shared_ptr<const Module> module;
   std::deque<LaunchFunction> functions;  // (addresses handed out: never moves)
+  std::mutex mu;
+  std::shared_ptr<const Module> on_device[kMaxDevices];  // besides `module`
+
+  const Function& function_on(Context& ctx, const LaunchFunction& f) {
+    std::lock_guard lock(mu);
+    auto& m = on_device[ctx.ordinal()];
+    if (!m) m = load(ctx, source);
+    return m->function(f.entry);
+  }
 };
 
 /// NVRTC's view of a translation. Math modes never share a cache entry: the options are part of
@@ -79,7 +100,7 @@ class CudaBackend final : public Backend {
     ctx_.make_current();
     Allocator* a = &ctx_.allocator();
     void* p = a->allocate(nbytes);
-    return std::make_shared<Buffer>(p, nbytes, Device::gpu(0),
+    return std::make_shared<Buffer>(p, nbytes, Device::gpu(ctx_.ordinal()),
                                     [a](void* ptr, size_t) { a->free(ptr); });
   }
 
@@ -144,7 +165,7 @@ class CudaBackend final : public Backend {
 
   void* create_stream() override { return ctx_.create_stream(); }
   void register_stream(void* stream) override { ctx_.register_stream(cu(stream)); }
-  void set_current_stream(void* stream) override { Context::set_current_stream(cu(stream)); }
+  void set_current_stream(void* stream) override { ctx_.set_current_stream(cu(stream)); }
   void synchronize_stream(void* stream) override { ctx_.synchronize_stream(cu(stream)); }
 
   std::shared_ptr<void> record_event(void* stream) override {
@@ -176,11 +197,15 @@ class CudaBackend final : public Backend {
 
   CompiledModule compile(const CompileRequest& r) override {
     auto m = std::make_shared<LoadedModule>();
-    m->module = load(ctx_, kernel_source(r));
+    m->source = kernel_source(r);
+    m->module = load(ctx_, m->source);
     CompiledModule out;
     for (size_t i = 0; i < r.entries.size(); ++i) {
       LaunchFunction f;
       f.fn = &m->module->function(i);
+      f.ordinal = ctx_.ordinal();
+      f.entry = i;
+      f.owner = m.get();
       f.param_buffers = r.entries[i].param_buffers;
       f.coarsen = static_cast<uint32_t>(std::max(1, r.entries[i].coarsen));
       out.functions.push_back(&m->functions.emplace_back(std::move(f)));
@@ -275,7 +300,8 @@ class CudaBackend final : public Backend {
     layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
     layout.coarsen = f.coarsen;
     enter();
-    cuda::launch(ctx_, *f.fn, L, static_cast<uint32_t>(smem), d.label, layout);
+    const Function& fn = f.ordinal == ctx_.ordinal() ? *f.fn : f.owner->function_on(ctx_, f);
+    cuda::launch(ctx_, fn, L, static_cast<uint32_t>(smem), d.label, layout);
     if (d.oob) {
       unsigned count = 0;
       copy_to_host(&count, log->ptr, 4);
@@ -288,6 +314,12 @@ class CudaBackend final : public Backend {
   }
 
   size_t by_value_capacity() const override { return ALLOY_CUDA_INLINE_BYTES; }
+
+  void gemm(const blas::Gemm& g) override {
+    enter();
+    cuda::gemm(ctx_, g);
+  }
+  bool blas_available(std::string* why) override { return cuda::blas_available(why); }
 
  private:
   CUstream cu(void* stream) const {
@@ -319,39 +351,51 @@ std::string unavailable_reason() {
   return Context::get() ? "" : Context::unavailable_reason();
 }
 
-std::string device_name() {
-  Context* c = Context::get();
+int device_count() {
+  return Context::count();
+}
+
+std::string device_name(int device) {
+  Context* c = Context::get(device);
   return c ? c->info().name : "";
 }
 
-std::string device_arch() {
-  Context* c = Context::get();
+std::string device_arch(int device) {
+  Context* c = Context::get(device);
   return c ? c->info().arch : "";
 }
 
-MemoryStats memory_stats() {
-  Context* c = Context::get();
+MemoryStats memory_stats(int device) {
+  Context* c = Context::existing(device);
   return c ? c->allocator().stats() : MemoryStats{};
 }
 
 void empty_cache() {
-  if (Context* c = Context::get()) c->allocator().empty_cache();
+  for (int i = 0; i < Context::count(); ++i)
+    if (Context* c = Context::existing(i)) c->allocator().empty_cache();
 }
 
 void synchronize() {
-  if (Context* c = Context::get()) c->synchronize();
+  for (int i = 0; i < Context::count(); ++i)
+    if (Context* c = Context::existing(i)) c->synchronize();
 }
 
-Stream stream_from_handle(void* cu_stream) {
-  return scheduler::wrap_gpu_stream(cu_stream);
+Stream stream_from_handle(void* cu_stream, int device) {
+  // The stream's own device (a stream belongs to one device's context); GPU 0 for nullptr, the
+  // legacy/per-thread handles, or a handle the driver does not know.
+  int index = device >= 0 ? device : Context::ordinal_of_stream(static_cast<CUstream>(cu_stream));
+  return scheduler::wrap_gpu_stream(cu_stream, index < 0 ? 0 : index);
 }
 
-bool is_idle() {
-  Context* c = Context::get();
-  if (!c) return true;
-  c->make_current();
-  for (CUstream s : c->streams())
-    if (c->driver().cuStreamQuery(s) != CUDA_SUCCESS) return false;
+bool is_idle(int device) {
+  for (int i = 0; i < Context::count(); ++i) {
+    if (device >= 0 && i != device) continue;
+    Context* c = Context::existing(i);
+    if (!c) continue;
+    c->make_current();
+    for (CUstream s : c->streams())
+      if (c->driver().cuStreamQuery(s) != CUDA_SUCCESS) return false;
+  }
   return true;
 }
 
@@ -360,19 +404,36 @@ void* stream_handle(Stream s) {
     throw std::invalid_argument("cuda::stream_handle: " + s.str() + " is not a GPU stream");
   void* h = scheduler::gpu_handle(s);
   if (h) return h;
-  Context* c = Context::get();
+  Context* c = Context::get(s.device.index);
   return c ? c->default_stream() : nullptr;
 }
 
 }  // namespace cuda
 
-Backend* gpu_backend() {
+static_assert(cuda::kMaxDevices == kMaxGpus);
+
+Backend* gpu_backend(int index) {
   // Leaked on purpose: buffers may be released during static destruction.
-  static Backend* backend = []() -> Backend* {
-    cuda::Context* ctx = cuda::Context::get();
-    return ctx ? new cuda::CudaBackend(*ctx) : nullptr;
-  }();
-  return backend;
+  struct Backends {
+    std::once_flag once[cuda::kMaxDevices];
+    std::atomic<Backend*> backend[cuda::kMaxDevices] = {};
+  };
+  static Backends* all = new Backends();
+  if (index < 0 || index >= cuda::kMaxDevices) return nullptr;
+  if (Backend* b = all->backend[index].load(std::memory_order_acquire)) return b;
+  std::call_once(all->once[index], [&] {
+    if (cuda::Context* ctx = cuda::Context::get(index))
+      all->backend[index].store(new cuda::CudaBackend(*ctx), std::memory_order_release);
+  });
+  return all->backend[index].load(std::memory_order_acquire);
+}
+
+int gpu_count() {
+  return cuda::Context::count();
+}
+
+std::string gpu_unavailable_reason(int index) {
+  return cuda::Context::unavailable_reason(index);
 }
 
 std::vector<char> gpu_compile_offline(const CompileRequest& request, const std::string& arch,

@@ -9,8 +9,8 @@
 
 #include "alloy/errors.h"
 #include "cache/compile_cache.h"
-#include "core/trace.h"
 #include "core/prelude_files.h"
+#include "core/trace.h"
 
 namespace alloy::cuda {
 namespace {
@@ -176,7 +176,10 @@ std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k) {
   std::string entries;
   for (const auto& e : k.entries) entries += e + '\n';
   std::string mem_key = cache::hash_hex({k.source, joined_options(k), entries});
+  // Modules belong to one device's context: one memory entry per device (the disk cache, of
+  // cubins, is shared by devices of one architecture).
   std::string mem_target = "cuda-" + info.arch + "-module";
+  if (info.ordinal != 0) mem_target += "-gpu" + std::to_string(info.ordinal);
   auto any = cache::CompileCache::global().get_or_build(mem_target, mem_key, [&] {
     // Try the device's own architecture in the disk cache before loading NVRTC (loading it
     // takes milliseconds); only a miss, or a device newer than NVRTC, needs NVRTC itself.
