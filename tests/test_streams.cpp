@@ -66,7 +66,7 @@ TEST(Streams, DefaultAndNewStreams) {
     EXPECT_THROW(new_stream(Device::gpu()), std::invalid_argument);
     EXPECT_THROW(cuda::stream_from_handle(nullptr), std::invalid_argument);
   } else {
-    EXPECT_THROW(new_stream(Device::gpu(1)), std::invalid_argument);
+    EXPECT_THROW(new_stream(Device::gpu(gpu_count())), std::invalid_argument);
   }
 }
 
@@ -209,6 +209,83 @@ TEST(Streams, StreamContextSetsTheDefaultOfItsScope) {
   Stream other;
   std::thread([&] { other = to_stream(std::monostate{}); }).join();
   EXPECT_EQ(other, default_stream(before));
+}
+
+// Device indices: GPU i is CUDA's device i (of those CUDA_VISIBLE_DEVICES shows); an index CUDA
+// does not show is a clear error everywhere a device is named.
+TEST(Devices, GpuIndicesFollowWhatCudaShows) {
+  const int n = gpu_count();
+  EXPECT_EQ(n, cuda::device_count());
+  EXPECT_EQ(gpu_available(), n > 0);
+  for (Device bad : {Device::gpu(n), Device::gpu(-1), Device::gpu(1000)}) {
+    EXPECT_THROW(new_stream(bad), std::invalid_argument) << bad.str();
+    EXPECT_THROW(default_stream(bad), std::invalid_argument) << bad.str();
+    EXPECT_THROW(set_default_device(bad), std::invalid_argument) << bad.str();
+    EXPECT_THROW(Array::from_doubles({1.0, 2.0}, {2}, float32, bad), std::invalid_argument);
+    Array host = Array::from_doubles({1.0, 2.0}, {2}, float32, Device::cpu());
+    EXPECT_THROW(host.to(bad), std::invalid_argument) << bad.str();
+  }
+  if (n > 0) {
+    try {
+      new_stream(Device::gpu(n));
+      ADD_FAILURE() << "gpu:" << n << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("gpu:" + std::to_string(n)), std::string::npos) << what;
+      EXPECT_NE(what.find("CUDA shows"), std::string::npos) << what;
+    }
+  }
+}
+
+// Work on two GPUs: arrays, kernels, moves between the GPUs (peer copies ordered by events),
+// streams of the second GPU, its cuBLAS handle, and the default device set to it.
+TEST(Devices, KernelsMovesAndStreamsOnTwoGpus) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs (" << gpu_count() << " here)";
+  const Device g0 = Device::gpu(0), g1 = Device::gpu(1);
+  const size_t len = 1 << 16;
+  const int64_t n = static_cast<int64_t>(len);
+  auto va = random_values(len, 31), vb = random_values(len, 32);
+  Array a0 = Array::from_doubles(va, {n}, float32, g0);
+  Array b1 = Array::from_doubles(vb, {n}, float32, g1);
+  EXPECT_EQ(b1.device(), g1);
+  EXPECT_EQ(cuda::device_arch(1).rfind("sm_", 0), 0u);
+
+  // A kernel on GPU 1 fed from GPU 0, then back to GPU 0, then a new stream of GPU 1.
+  Array out1 = axpb(a0.to(g1), b1, std::nullopt, g1);
+  EXPECT_EQ(out1.device(), g1);
+  Array out0 = axpb(out1.to(g0), a0, std::nullopt, g0);
+  Stream s1 = new_stream(g1);
+  EXPECT_EQ(s1.device, g1);
+  Array chain = axpb(out0.to(g1), b1, s1);
+  auto r1 = axpb_ref(va, vb), r0 = axpb_ref(r1, va), rc = axpb_ref(r0, vb);
+  synchronize(s1);
+  expect_values(chain, rc);
+  expect_values(out0, r0);
+  expect_values(out1, r1);
+  EXPECT_GT(cuda::memory_stats(1).active_bytes, 0u);
+
+  // cuBLAS on GPU 1 (its own handle), against a float64 reference.
+  const int64_t m = 48, k = 40, p = 24;
+  auto vx = random_values(m * k, 33), vy = random_values(k * p, 34);
+  Array x = Array::from_doubles(vx, {m, k}, float32, g1);
+  Array y = Array::from_doubles(vy, {k, p}, float32, g1);
+  Array z = matmul(x, y);
+  EXPECT_EQ(z.device(), g1);
+  std::vector<double> rz(m * p, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < p; ++j)
+      for (int64_t q = 0; q < k; ++q) rz[i * p + j] += vx[i * k + q] * vy[q * p + j];
+  auto got = z.to_doubles();
+  for (size_t i = 0; i < rz.size(); ++i) ASSERT_NEAR(got[i], rz[i], 1e-3 * (1 + std::abs(rz[i])));
+
+  // The default device: new arrays and kernels go to GPU 1.
+  set_default_device(g1);
+  EXPECT_EQ(default_device(), g1);
+  Array d = axpb(b1, b1, std::nullopt);
+  EXPECT_EQ(d.device(), g1);
+  expect_values(d, axpb_ref(vb, vb));
+  set_default_device(g0);
+  EXPECT_EQ(default_device(), g0);
 }
 
 }  // namespace

@@ -19,9 +19,13 @@ struct Device {
 
 /// True when a CUDA driver and GPU were found (loaded with dlopen, so this never fails to link).
 bool gpu_available();
+/// How many GPUs CUDA shows (CUDA_VISIBLE_DEVICES selects them): Device::gpu(0) ..
+/// Device::gpu(gpu_count() - 1). 0 without a driver.
+int gpu_count();
 /// The default device: the GPU when available, else the CPU (or what set_default_device chose).
 Device default_device();
-/// Sets the default device; throws std::invalid_argument for a GPU that is not available.
+/// Sets the default device (any GPU index); throws std::invalid_argument for a GPU that is not
+/// available.
 void set_default_device(Device d);
 
 }  // namespace alloy

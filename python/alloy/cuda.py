@@ -2,6 +2,7 @@
 
 from ._core import (
     cuda_device_arch as device_arch,
+    cuda_device_count as device_count,
     cuda_device_name as device_name,
     cuda_empty_cache as empty_cache,
     cuda_is_available as is_available,
@@ -13,7 +14,7 @@ from ._core import (
 )
 
 __all__ = [
-    "device_arch", "device_name", "empty_cache", "is_available", "memory_stats", "stream_from_handle",
+    "device_arch", "device_count", "device_name", "empty_cache", "is_available", "memory_stats", "stream_from_handle",
     "stream_handle", "synchronize",
     "unavailable_reason",
 ]

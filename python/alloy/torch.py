@@ -294,17 +294,13 @@ def _alloy_stream(device: torch.device) -> Any:
     key = (index, handle)
     s = _stream_cache.get(key)
     if s is None:
-        if index != 0:
-            raise _core.NotSupportedError(
-                f"[alloy.torch] not supported: tensors on {device}; Alloy uses CUDA device 0 "
-                "(choose the GPU with CUDA_VISIBLE_DEVICES)")
         with _stream_lock:
             s = _stream_cache.get(key)
             if s is None:
                 # Handle 0 is CUDA's legacy default stream (torch's default): wrap it as
                 # CU_STREAM_LEGACY (0x1), which orders with it; Alloy's own default stream is
                 # non-blocking and would not.
-                s = _core.cuda_stream_from_handle(handle if handle else _CU_STREAM_LEGACY)
+                s = _core.cuda_stream_from_handle(handle if handle else _CU_STREAM_LEGACY, index)
                 _stream_cache[key] = s
     return s
 

@@ -54,7 +54,8 @@ void init_device(nb::module_& m) {
 
   nb::class_<Device>(m, "Device", "A device: its type (alloy.cpu / alloy.gpu) and index.")
       .def(nb::init<Device::Type, int>(), nb::arg("type"), nb::arg("index") = 0,
-           "A device of `type` (alloy.cpu or alloy.gpu); Alloy uses GPU 0 of those CUDA shows.")
+           "A device of `type` (alloy.cpu or alloy.gpu) and `index`: GPU i is device i of those "
+           "CUDA shows (alloy.gpu_count()); alloy.gpu stands for GPU 0.")
       .def_ro("type", &Device::type, "alloy.cpu or alloy.gpu.")
       .def_ro("index", &Device::index, "Index among the devices of that type.")
       .def("__repr__",
@@ -112,11 +113,12 @@ void init_device(nb::module_& m) {
       "is_available",
       [](nb::handle d) {
         Device dev = *to_device(d, "device");
-        return dev.type == Device::Type::cpu || (gpu_available() && dev.index == 0);
+        if (dev.type == Device::Type::cpu) return dev.index == 0;
+        return gpu_available() && dev.index >= 0 && dev.index < gpu_count();
       },
       nb::arg("device"), nb::sig("def is_available(device: Device | DeviceType) -> bool"),
-      "Whether `device` can be used: the CPU always, the GPU when a CUDA driver and GPU were "
-      "found.");
+      "Whether `device` can be used: the CPU always, GPU i when a CUDA driver was found and CUDA "
+      "shows more than i GPUs (alloy.cuda.device_count()).");
   m.def(
       "synchronize",
       [](nb::handle d) {

@@ -120,11 +120,11 @@ Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as, bool strea
     if (!gpu_available())
       throw std::invalid_argument("the array is in CUDA memory but Alloy has no GPU: " +
                                   cuda::unavailable_reason());
-    if (nd.device_id() != 0)
-      throw std::invalid_argument(
-          "the array is on CUDA device " + std::to_string(nd.device_id()) +
-          "; Alloy uses device 0 (choose the GPU with CUDA_VISIBLE_DEVICES)");
-    dev = Device::gpu();
+    int id = static_cast<int>(nd.device_id());
+    if (id < 0 || id >= gpu_count())
+      throw std::invalid_argument("the array is on CUDA device " + std::to_string(id) +
+                                  "; Alloy sees " + std::to_string(gpu_count()) + " GPU(s)");
+    dev = Device::gpu(id);
   } else {
     throw nb::type_error(("alloy cannot use memory of DLPack device type " +
                           std::to_string(dev_type) + " (only CPU and CUDA)")
@@ -145,13 +145,13 @@ Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as, bool strea
   bool gpu = dev.type == Device::Type::gpu && !stream_ordered;
   void* first = const_cast<void*>(static_cast<const void*>(nd.data()));
   return Array::from_external(first, std::move(shape), std::move(strides), dt, dev,
-                              [holder, gpu]() {
+                              [holder, gpu, dev]() {
                                 // Alloy's kernels may still read the memory, and the producer may
                                 // reuse it once released: wait for Alloy's stream unless it is idle
                                 // (the common case: outputs read, or never run).
                                 if (gpu) {
                                   try {
-                                    if (!cuda::is_idle()) synchronize(Device::gpu());
+                                    if (!cuda::is_idle(dev.index)) synchronize(dev);
                                   } catch (...) {
                                   }
                                 }

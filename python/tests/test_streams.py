@@ -90,3 +90,36 @@ def test_external_torch_stream(rng):
         alloy.eval(out)
     ts.synchronize()
     np.testing.assert_allclose(np.asarray(out), a.astype(np.float64) * 9, rtol=1e-5)
+
+
+def test_gpu_indices_follow_what_cuda_shows():
+    n = alloy.cuda.device_count()
+    assert alloy.is_available(alloy.Device(alloy.gpu, 0)) == (n > 0)
+    missing = alloy.Device(alloy.gpu, n)
+    assert not alloy.is_available(missing)
+    for call in (lambda: alloy.new_stream(missing), lambda: alloy.default_stream(missing),
+                 lambda: alloy.set_default_device(missing),
+                 lambda: alloy.array(np.ones(3, np.float32), device=missing)):
+        with pytest.raises(ValueError, match="not available|no GPU"):
+            call()
+
+
+@pytest.mark.skipif(alloy.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_two_gpus(rng):
+    g0, g1 = alloy.Device(alloy.gpu, 0), alloy.Device(alloy.gpu, 1)
+    a, b = (rng.uniform(-2, 2, size=(1 << 14,)).astype(np.float32) for _ in range(2))
+    x1 = axpb(alloy.array(a, device=g0).to(g1), alloy.array(b, device=g1), alloy.new_stream(g1))
+    assert x1.device == g1
+    x0 = axpb(x1.to(g0), alloy.array(a, device=g0), None)
+    r1 = a.astype(np.float64) * 2 + b
+    np.testing.assert_allclose(np.asarray(x0), r1 * 2 + a, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(x1), r1, rtol=1e-5, atol=1e-5)
+    assert alloy.cuda.memory_stats(1)["active_bytes"] > 0
+    torch = pytest.importorskip("torch")
+    if torch.cuda.device_count() >= 2:  # a tensor on cuda:1 in, on its own stream
+        t = torch.from_numpy(a).to("cuda:1")
+        with torch.cuda.device(1):
+            s = alloy.cuda.stream_from_handle(torch.cuda.current_stream(1).cuda_stream, 1)
+            out = axpb(alloy.from_dlpack(t), alloy.from_dlpack(t), s)
+            assert out.device == g1
+            np.testing.assert_allclose(np.asarray(out), a.astype(np.float64) * 3, rtol=1e-5)

@@ -282,8 +282,12 @@ Array Array::from_external(void* data, Shape shape, Strides strides, Dtype dtype
   if (strides.empty()) strides = row_major_strides(shape);
   if (strides.size() != shape.size())
     throw std::invalid_argument("from_external: strides and shape differ in length");
-  if (device.type == Device::Type::gpu && !gpu_backend())
-    throw std::invalid_argument("from_external: no GPU is available (no CUDA driver or device)");
+  if (device.type == Device::Type::gpu && !gpu_backend(device.index))
+    throw std::invalid_argument(
+        device.index == 0 ? std::string("from_external: no GPU is available (no CUDA driver or "
+                                        "device)")
+                          : "from_external: gpu:" + std::to_string(device.index) +
+                                " is not available: " + gpu_unavailable_reason(device.index));
   // The buffer spans the elements the view can reach; offset 0 is element 0.
   int64_t lo = 0, hi = 0;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -376,11 +380,11 @@ std::vector<uint8_t> Array::to_bytes() const {
   if (n.device.type == Device::Type::gpu) {
     // Copy the span the view covers, then gather on the host.
     if (is_row_contiguous()) {
-      gpu_backend()->copy_to_host(out.data(), n.data(), out.size());
+      backend(n.device).copy_to_host(out.data(), n.data(), out.size());
       return out;
     }
     std::vector<uint8_t> all(n.buffer->nbytes);
-    gpu_backend()->copy_to_host(all.data(), n.buffer->ptr, all.size());
+    backend(n.device).copy_to_host(all.data(), n.buffer->ptr, all.size());
     copy_convert_host(all.data() + n.offset * item, n.shape, n.strides, n.dtype, out.data(),
                       n.dtype);
     return out;
@@ -473,8 +477,7 @@ Array Array::astype(Dtype t) const {
 
 Array Array::to(Device d) const {
   if (d == device()) return *this;
-  if (d.type == Device::Type::gpu && !gpu_backend())
-    throw std::invalid_argument("no GPU is available (no CUDA driver or device)");
+  if (d.type == Device::Type::gpu) backend(d);  // throws when that GPU is not there
   Array src = contiguous();
   return make_pending(std::make_shared<ToDevice>(d), {src}, {shape()}, {dtype()}, d)[0];
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "alloy/array.h"
+#include "core/blas.h"
 #include "core/buffer.h"
 
 namespace alloy {
@@ -173,12 +174,28 @@ class Backend {
     if (why) *why = "the backend does not record launches";
     return nullptr;
   }
+
+  // ---- BLAS: the vendor's library, loaded at run time (OpenBLAS on the CPU, cuBLAS on CUDA)
+  /// Enqueues the product `g` (core/blas.h) like a launch. Throws alloy::NotSupported when the
+  /// library cannot be loaded or does not take g.dtype (the CPU's: float32 and float64; CUDA's:
+  /// float32, float16, bfloat16 with float accumulation).
+  virtual void gemm(const blas::Gemm& g) = 0;
+  /// Whether the BLAS library loads (and why not).
+  virtual bool blas_available(std::string* why = nullptr) = 0;
 };
+
+/// GPUs a process can address: indices 0 .. kMaxGpus - 1.
+constexpr int kMaxGpus = 64;
 
 /// The CPU backend (always present).
 Backend& cpu_backend();
-/// The GPU backend, or nullptr when there is none (no driver / no GPU).
-Backend* gpu_backend();
+/// The backend of GPU `index` (a CUDA ordinal of those CUDA_VISIBLE_DEVICES shows), created on
+/// first use; nullptr when there is no such GPU (no driver, or index >= gpu_count()).
+Backend* gpu_backend(int index = 0);
+/// How many GPUs there are (0 without a driver).
+int gpu_count();
+/// Why gpu_backend(index) is nullptr ("" when it is not).
+std::string gpu_unavailable_reason(int index);
 /// The backend of `device`; throws std::invalid_argument when the device is not present.
 Backend& backend(Device device);
 

@@ -1,6 +1,7 @@
-// Matrix products through the vendors' BLAS libraries, which the backends load at run time (no
-// link-time dependency, as the CUDA driver): OpenBLAS on the CPU (src/backend/cpu/blas.cpp),
-// cuBLAS on CUDA (src/backend/cuda/blas.cpp). The ops layer's Matmul primitive calls these.
+// The description of a matrix product for Backend::gemm (core/backend.h): the backends run it
+// through the vendors' BLAS libraries, loaded at run time (no link-time dependency, as the CUDA
+// driver): OpenBLAS on the CPU (src/backend/cpu/blas.cpp), cuBLAS on CUDA
+// (src/backend/cuda/blas.cpp). The ops layer's Matmul primitive calls them.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,16 +25,5 @@ struct Gemm {
   void* c = nullptr;
   std::vector<int64_t> off_a, off_b;  // one per batch element
 };
-
-/// On the CPU (OpenBLAS's cblas_sgemm / cblas_dgemm): float32 and float64. Throws NotSupported
-/// when OpenBLAS cannot be loaded.
-void gemm_cpu(const Gemm& g);
-/// On the GPU (cuBLAS, on the calling thread's current stream): float32, float16, bfloat16
-/// (float accumulation). Throws NotSupported when cuBLAS cannot be loaded.
-void gemm_gpu(const Gemm& g);
-
-/// Whether the library loads (and why not).
-bool cpu_blas_available(std::string* why = nullptr);
-bool gpu_blas_available(std::string* why = nullptr);
 
 }  // namespace alloy::blas

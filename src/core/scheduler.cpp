@@ -133,7 +133,11 @@ struct StreamState {
 struct Registry {
   std::mutex mu;
   std::vector<std::unique_ptr<StreamState>> streams;  // by index
-  std::atomic<int> default_index[2] = {-1, -1};       // cpu, gpu
+  // Per device: the CPU at 0, GPU i at 1 + i (slot()); -1 until first asked for.
+  std::atomic<int> default_index[1 + kMaxGpus];
+  Registry() {
+    for (auto& i : default_index) i.store(-1);
+  }
 };
 
 // Leaked on purpose: detached workers may still wait on their queues at exit.
@@ -142,8 +146,13 @@ Registry& registry() {
   return *r;
 }
 
+// The device's entry in Registry::default_index (check_device first: index is in range).
 int slot(Device d) {
-  return d.type == Device::Type::cpu ? 0 : 1;
+  return d.type == Device::Type::cpu ? 0 : 1 + d.index;
+}
+
+Backend& gpu_of(int index) {
+  return *gpu_backend(index);  // streams exist for present GPUs only (check_device)
 }
 
 void check_device(Device d, const char* api) {
@@ -151,11 +160,9 @@ void check_device(Device d, const char* api) {
     if (!gpu_backend())
       throw std::invalid_argument(
           fmt::format("{}: no GPU is available (no CUDA driver or device)", api));
-    if (d.index != 0)
-      throw std::invalid_argument(fmt::format(
-          "{}: not supported: GPU index {} (Alloy uses GPU 0 of those CUDA shows; select another "
-          "one with CUDA_VISIBLE_DEVICES)",
-          api, d.index));
+    if (d.index < 0 || d.index >= kMaxGpus || !gpu_backend(d.index))
+      throw std::invalid_argument(fmt::format("{}: gpu:{} is not available: {}", api, d.index,
+                                              gpu_unavailable_reason(d.index)));
   } else if (d.index != 0) {
     throw std::invalid_argument(
         fmt::format("{}: there is one CPU device (index 0), got {}", api, d.index));
@@ -272,7 +279,7 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
 // Runs a GPU op with the backend's current stream set to the op's stream.
 void run_on_gpu_stream(const std::shared_ptr<PendingOp>& op, void* stream) {
   if (!stream) return run_pending(op);
-  Backend* gpu = gpu_backend();
+  Backend* gpu = &gpu_of(op->device.index);
   gpu->set_current_stream(stream);
   try {
     run_pending(op);
@@ -349,24 +356,26 @@ void finish_inline(const std::shared_ptr<PendingOp>& op, std::exception_ptr e) {
 }
 
 void dispatch(std::vector<Scheduled>& order, bool waiting) {
-  Backend* gpu = gpu_backend();
   for (size_t i = 0; i < order.size(); ++i) {
     auto& [op, deps] = order[i];
     StreamState& st = state_of(op->stream);
     // Events on the GPU streams of this op's GPU inputs (enqueued already: a GPU op is done
     // once enqueued), for the op run here.
-    std::vector<std::shared_ptr<void>> gpu_events;
+    std::vector<std::pair<Backend*, std::shared_ptr<void>>> gpu_events;
     try {
       if (op->device.type == Device::Type::gpu) {
         for (auto& d : deps) {
           if (auto e = d->wait_interruptible())
             std::rethrow_exception(e);  // CPU inputs: on the host
-          if (d->gpu && d->gpu_stream != st.gpu)
-            gpu->stream_wait(st.gpu, gpu->record_event(d->gpu_stream));
+          // (An event of another GPU's stream works here too: CUDA orders across devices.)
+          if (d->gpu && (d->gpu_stream != st.gpu || d->gpu_index != op->device.index))
+            gpu_of(op->device.index)
+                .stream_wait(st.gpu, gpu_of(d->gpu_index).record_event(d->gpu_stream));
         }
         run_on_gpu_stream(op, st.gpu);
         op->done->gpu = true;
         op->done->gpu_stream = st.gpu;
+        op->done->gpu_index = op->device.index;
         op->done->finish(nullptr);
         continue;
       }
@@ -376,13 +385,14 @@ void dispatch(std::vector<Scheduled>& order, bool waiting) {
         if (d->finished && d->gpu) {
           lock.unlock();
           if (d->error) std::rethrow_exception(d->error);
-          gpu_events.push_back(gpu->record_event(d->gpu_stream));
+          Backend& g = gpu_of(d->gpu_index);
+          gpu_events.emplace_back(&g, g.record_event(d->gpu_stream));
           continue;
         }
         deps_done &= d->finished && !d->error;
       }
       if (waiting && deps_done && st.idle()) {
-        for (auto& ev : gpu_events) gpu->event_synchronize(ev);
+        for (auto& [g, ev] : gpu_events) g->event_synchronize(ev);
         run_pending(op);
         finish_inline(op, nullptr);
         continue;
@@ -400,7 +410,10 @@ void dispatch(std::vector<Scheduled>& order, bool waiting) {
         for (auto& d : deps) {
           if (auto de = d->wait()) std::rethrow_exception(de);
           // A GPU input: wait for its stream's work so far (at least the producer).
-          if (d->gpu) gpu_backend()->event_synchronize(gpu_backend()->record_event(d->gpu_stream));
+          if (d->gpu) {
+            Backend& g = gpu_of(d->gpu_index);
+            g.event_synchronize(g.record_event(d->gpu_stream));
+          }
         }
         run_pending(op);
       } catch (...) {
@@ -438,28 +451,31 @@ void* gpu_handle(const Stream& s) {
   return state_of(s).gpu;
 }
 
-Stream wrap_gpu_stream(void* handle) {
-  check_device(Device::gpu(), "cuda::stream_from_handle");
-  if (!handle) return default_stream(Device::gpu());
+Stream wrap_gpu_stream(void* handle, int gpu_index) {
+  Device gpu = Device::gpu(gpu_index);
+  check_device(gpu, "cuda::stream_from_handle");
+  if (!handle) return default_stream(gpu);
   {
     Registry& r = registry();
     std::lock_guard lock(r.mu);
     for (auto& st : r.streams)
       if (st->gpu == handle) return st->stream;
   }
-  gpu_backend()->register_stream(handle);
-  return add_stream(Device::gpu(), handle);
+  gpu_of(gpu_index).register_stream(handle);
+  return add_stream(gpu, handle);
 }
 
 }  // namespace scheduler
 
 Stream default_stream(Device device) {
   Registry& r = registry();
-  int i = r.default_index[slot(device)].load(std::memory_order_acquire);
-  if (i >= 0 && device.index == 0) return Stream(i, Device(device.type, 0));
+  if (device.index >= 0 && device.index < (device.type == Device::Type::cpu ? 1 : kMaxGpus)) {
+    int i = r.default_index[slot(device)].load(std::memory_order_acquire);
+    if (i >= 0) return Stream(i, device);
+  }
   check_device(device, "default_stream");
   std::lock_guard lock(r.mu);
-  i = r.default_index[slot(device)].load();
+  int i = r.default_index[slot(device)].load();
   if (i >= 0) return Stream(i, device);
   auto st = std::make_unique<StreamState>();
   st->stream = Stream(static_cast<int>(r.streams.size()), device);
@@ -475,7 +491,7 @@ void set_default_stream(Stream s) {
 
 Stream new_stream(Device device) {
   check_device(device, "new_stream");
-  void* gpu = device.type == Device::Type::gpu ? gpu_backend()->create_stream() : nullptr;
+  void* gpu = device.type == Device::Type::gpu ? gpu_of(device.index).create_stream() : nullptr;
   return add_stream(device, gpu);
 }
 
@@ -512,7 +528,7 @@ Stream to_stream(const StreamOrDevice& s) {
 void synchronize(Stream s) {
   StreamState& st = state_of(s);
   std::exception_ptr e = st.drain();
-  if (s.device.type == Device::Type::gpu) gpu_backend()->synchronize_stream(st.gpu);
+  if (s.device.type == Device::Type::gpu) gpu_of(s.device.index).synchronize_stream(st.gpu);
   if (e) std::rethrow_exception(e);
 }
 
@@ -523,13 +539,13 @@ void synchronize(std::optional<Device> device) {
     Registry& r = registry();
     std::lock_guard lock(r.mu);
     for (auto& st : r.streams)
-      if (st->stream.device.type == d.type) states.push_back(st.get());
+      if (st->stream.device == d) states.push_back(st.get());
   }
   std::exception_ptr first;
   for (auto* st : states)
     if (auto e = st->drain(); e && !first) first = e;
   if (d.type == Device::Type::gpu)
-    if (auto* gpu = gpu_backend()) gpu->synchronize();
+    if (auto* gpu = gpu_backend(d.index)) gpu->synchronize();
   if (first) std::rethrow_exception(first);
 }
 

@@ -36,6 +36,7 @@ struct OpDone {
   std::exception_ptr error;  // it failed
   bool gpu = false;          // enqueued on a GPU stream: completion on the device needs an event
   void* gpu_stream = nullptr;
+  int gpu_index = 0;  // the GPU of gpu_stream
 
   void finish(std::exception_ptr e);
   /// Waits for `finished`; returns the error (null when none).
@@ -70,7 +71,7 @@ void eval_one(const Array& a);
 void* gpu_handle(const Stream& s);
 
 /// The stream of an external GPU stream handle (registered on first use).
-Stream wrap_gpu_stream(void* handle);
+Stream wrap_gpu_stream(void* handle, int gpu_index = 0);
 
 }  // namespace scheduler
 }  // namespace alloy

@@ -1,7 +1,7 @@
 // matmul (include/alloy/ops.h) and its Matmul primitive: the op does MLX's checks, promotion,
 // 1-D promotion and batch broadcasting; evaluation hands each batch of matrices to the backend's
-// BLAS (src/core/blas.h) where they are, reading transposed views as transposed operands, and
-// copies only inputs whose matrices have no unit stride.
+// BLAS (Backend::gemm, src/core/blas.h) where they are, reading transposed views as transposed
+// operands, and copies only inputs whose matrices have no unit stride.
 #include "ops/matmul.h"
 
 #include <fmt/format.h>
@@ -13,8 +13,8 @@
 #include "alloy/errors.h"
 #include "alloy/ops.h"
 #include "core/array_node.h"
-#include "core/blas.h"
 #include "core/backend.h"
+#include "core/blas.h"
 #include "core/primitives.h"
 
 namespace alloy {
@@ -71,7 +71,7 @@ struct Operand {
   std::vector<int64_t> off;
 };
 
-Operand operand(const Array& x, Dtype t, bool gpu, std::vector<std::shared_ptr<Buffer>>& keep) {
+Operand operand(const Array& x, Dtype t, std::vector<std::shared_ptr<Buffer>>& keep) {
   Operand o;
   o.layout = mat_layout(x);
   if (o.layout.ok && x.dtype() == t) {
@@ -79,7 +79,7 @@ Operand operand(const Array& x, Dtype t, bool gpu, std::vector<std::shared_ptr<B
     o.off = batch_offsets(x.shape(), x.strides());
     return o;
   }
-  Device d = gpu ? Device::gpu() : Device::cpu();
+  Device d = x.device();
   auto buf = allocate(d, static_cast<size_t>(x.size()) * size_of(t));
   backend(d).copy_strided(node_of(x)->data(), x.shape(), x.strides(), x.dtype(), buf->ptr, t);
   keep.push_back(buf);
@@ -98,7 +98,7 @@ void matmul_eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, 
   int nd = a.ndim();
   int64_t M = a.shape()[nd - 2], K = a.shape()[nd - 1], N = b.shape()[nd - 1];
   void* c = node_of(out)->data();
-  if (K == 0) {  // an empty sum: zeros
+  if (K == 0) {                                         // an empty sum: zeros
     backend(out.device()).fill(c, out.nbytes(), 0, 1);  // bytes: any size
     return;
   }
@@ -106,7 +106,7 @@ void matmul_eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, 
   // The CPU's BLAS has float32 and float64; half and bfloat compute in float32 there.
   Dtype bt = !gpu && (t == Dtype::float16 || t == Dtype::bfloat16) ? Dtype::float32 : t;
   std::vector<std::shared_ptr<Buffer>> keep;
-  Operand oa = operand(a, bt, gpu, keep), ob = operand(b, bt, gpu, keep);
+  Operand oa = operand(a, bt, keep), ob = operand(b, bt, keep);
   blas::Gemm g;
   g.dtype = bt;
   g.m = M;
@@ -120,19 +120,15 @@ void matmul_eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, 
   g.b = ob.data;
   g.off_a = std::move(oa.off);
   g.off_b = std::move(ob.off);
-  if (gpu) {
-    g.c = c;
-    blas::gemm_gpu(g);
-    return;
-  }
+  Backend& be = backend(out.device());
   if (bt == t) {
     g.c = c;
-    blas::gemm_cpu(g);
+    be.gemm(g);
     return;
   }
   auto tmp = allocate(Device::cpu(), static_cast<size_t>(out.size()) * size_of(bt));
   g.c = tmp->ptr;
-  blas::gemm_cpu(g);
+  be.gemm(g);
   copy_convert_host(tmp->ptr, out.shape(), row_major_strides(out.shape()), bt, c, t);
 }
 
@@ -142,8 +138,9 @@ Array row_contiguous_now(const Array& x, bool gpu) {
   if (x.is_row_contiguous()) return x;
   Array c = make_empty(x.shape(), x.dtype(), x.device());
   if (x.size() == 0) return c;
-  backend(x.device()).copy_strided(node_of(x)->data(), x.shape(), x.strides(), x.dtype(),
-                                   node_of(c)->data(), x.dtype());
+  backend(x.device())
+      .copy_strided(node_of(x)->data(), x.shape(), x.strides(), x.dtype(), node_of(c)->data(),
+                    x.dtype());
   return c;
 }
 

@@ -96,7 +96,7 @@ std::string graph_trace_blocker(const Trace& t) {
   if (!cuda_graphs_enabled()) return "CUDA graphs are disabled";
   int launching = 0;
   for (auto& op : t.ops) {
-    if (op.device.type != Device::Type::gpu)
+    if (op.device != Device::gpu(0))
       return fmt::format("{} runs on the {}", op.primitive->label(), op.device.str());
     if (dynamic_cast<const ToDevice*>(op.primitive.get()))
       return "the function moves data between devices";
@@ -122,7 +122,7 @@ std::string graph_input_blocker(const std::vector<GraphInput>& inputs,
   if (recorded && recorded->size() != inputs.size()) return "another number of inputs";
   for (size_t i = 0; i < inputs.size(); ++i) {
     const GraphInput& g = inputs[i];
-    if (g.device.type != Device::Type::gpu)
+    if (g.device != Device::gpu(0))  // (graphs are recorded on GPU 0's backend)
       return fmt::format("input {} is on the {}", i, g.device.str());
     if (!g.materialized && !(recorded && g.from_graph))
       return fmt::format("input {} is not computed yet", i);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "alloy/errors.h"
+#include "backend/cpu/blas.h"
 #include "backend/cpu/executor.h"
 #include "backend/cpu/jit.h"
 #include "core/backend.h"
@@ -145,6 +146,9 @@ class CpuBackend final : public Backend {
   }
 
   size_t by_value_capacity() const override { return SIZE_MAX; }
+
+  void gemm(const blas::Gemm& g) override { cpu::gemm(g); }
+  bool blas_available(std::string* why) override { return cpu::blas_available(why); }
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // CPU matrix products through OpenBLAS, loaded at run time with dlopen (no link-time dependency;
 // Debian's libopenblas0-pthread provides libopenblas.so.0). The two CBLAS prototypes used are
 // declared here (the CBLAS ABI: 32-bit integers in Debian's libopenblas0).
-#include "core/blas.h"
+#include "backend/cpu/blas.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -88,13 +88,18 @@ int as_int(int64_t v, const char* what) {
 
 }  // namespace
 
-bool cpu_blas_available(std::string* why) {
+}  // namespace alloy::blas
+
+namespace alloy::cpu {
+using namespace blas;
+
+bool blas_available(std::string* why) {
   const OpenBlas& l = openblas();
   if (why) *why = l.error;
   return l.sgemm != nullptr;
 }
 
-void gemm_cpu(const Gemm& g) {
+void gemm(const Gemm& g) {
   const OpenBlas& l = openblas();
   if (!l.sgemm) throw NotSupported("matmul", l.error);
   int m = as_int(g.m, "m"), n = as_int(g.n, "n"), k = as_int(g.k, "k");
@@ -131,4 +136,4 @@ void gemm_cpu(const Gemm& g) {
   }
 }
 
-}  // namespace alloy::blas
+}  // namespace alloy::cpu

@@ -27,7 +27,7 @@ void ToDevice::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& ou
   size_t n = outputs[0].nbytes();
   if (n == 0) return;
   if (in.device().type == Device::Type::gpu)
-    gpu_backend()->copy_to_host(node_of(outputs[0])->data(), node_of(in)->data(), n);
+    backend(in.device()).copy_to_host(node_of(outputs[0])->data(), node_of(in)->data(), n);
   else
     std::memcpy(node_of(outputs[0])->data(), node_of(in)->data(), n);
 }

@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
 
 #include "alloy/cuda.h"
 #include "alloy/errors.h"
+#include "backend/cuda/blas.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/graph.h"
 #include "backend/cuda/jit.h"
@@ -84,16 +86,33 @@ CUdeviceptr dptr(const void* p) {
 /// A loaded entry and how to launch it (EntryLayout's arrays live here). `fn` moves from the
 /// quick first compile's function to the full compile's when that is loaded (CompiledModule::
 /// refine); both take the same parameters and launch layout.
+struct LoadedModule;
 struct LaunchFunction {
-  std::atomic<const Function*> fn{nullptr};
+  std::atomic<const Function*> fn{nullptr};  // on the GPU that compiled the module
+  int ordinal = 0;                           // that GPU
+  size_t entry = 0;                          // index in the module
+  LoadedModule* owner = nullptr;
   std::vector<int> param_buffers;
   uint32_t coarsen = 1;
 };
 
+/// A compiled translation: loaded on the GPU that compiled it, and on another GPU the first time
+/// a launch runs there (a CUmodule belongs to one context; the cubin comes from the compile
+/// cache, the full compile there). The kernel layer's handles stay valid on every GPU.
 struct LoadedModule {
+  KernelSource source;  // the full compile's
   std::shared_ptr<const Module> module;
   std::shared_ptr<const Module> refined;  // the full compile, once loaded (set before `fn`)
   std::deque<LaunchFunction> functions;   // (addresses handed out: never moves)
+  std::mutex mu;
+  std::shared_ptr<const Module> on_device[kMaxDevices];  // on other GPUs
+
+  const Function& function_on(Context& ctx, const LaunchFunction& f) {
+    std::lock_guard lock(mu);
+    auto& m = on_device[ctx.ordinal()];
+    if (!m) m = load(ctx, source);
+    return m->function(f.entry);
+  }
 };
 
 // Parameters in the launch block start on 16-byte boundaries (the widest element is 8 bytes).
@@ -113,7 +132,7 @@ class CudaBackend final : public Backend {
     ctx_.make_current();
     Allocator* a = &ctx_.allocator();
     void* p = a->allocate(nbytes);
-    auto b = std::make_shared<Buffer>(p, nbytes, Device::gpu(0),
+    auto b = std::make_shared<Buffer>(p, nbytes, Device::gpu(ctx_.ordinal()),
                                       [a](void* ptr, size_t) { a->free(ptr); });
     if (graph_recording::active()) record_allocation(b);
     return b;
@@ -188,7 +207,7 @@ class CudaBackend final : public Backend {
 
   void* create_stream() override { return ctx_.create_stream(); }
   void register_stream(void* stream) override { ctx_.register_stream(cu(stream)); }
-  void set_current_stream(void* stream) override { Context::set_current_stream(cu(stream)); }
+  void set_current_stream(void* stream) override { ctx_.set_current_stream(cu(stream)); }
   void synchronize_stream(void* stream) override {
     graph_recording::reject("a stream synchronization");
     ctx_.synchronize_stream(cu(stream));
@@ -233,11 +252,15 @@ class CudaBackend final : public Backend {
     if (tiered_compile()) first = quick_kernel_source(r);
     if (first && is_loaded_or_cached(ctx_, full)) first.reset();
     bool quick = first.has_value();
+    m->source = full;
     m->module = load(ctx_, quick ? *first : full);
     CompiledModule out;
     for (size_t i = 0; i < r.entries.size(); ++i) {
       LaunchFunction& f = m->functions.emplace_back();
       f.fn.store(&m->module->function(i), std::memory_order_release);
+      f.ordinal = ctx_.ordinal();
+      f.entry = i;
+      f.owner = m.get();
       f.param_buffers = r.entries[i].param_buffers;
       f.coarsen = static_cast<uint32_t>(std::max(1, r.entries[i].coarsen));
       out.functions.push_back(&f);
@@ -352,8 +375,9 @@ class CudaBackend final : public Backend {
     layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
     layout.coarsen = f.coarsen;
     enter();
-    cuda::launch(ctx_, *f.fn.load(std::memory_order_acquire), L, static_cast<uint32_t>(smem),
-                 d.label, layout);
+    const Function& fn = f.ordinal == ctx_.ordinal() ? *f.fn.load(std::memory_order_acquire)
+                                                      : f.owner->function_on(ctx_, f);
+    cuda::launch(ctx_, fn, L, static_cast<uint32_t>(smem), d.label, layout);
     if (d.oob) {
       unsigned count = 0;
       copy_to_host(&count, log->ptr, 4);
@@ -372,6 +396,12 @@ class CudaBackend final : public Backend {
                                              std::string* why) override {
     return end_graph_recording(ctx_, external, why);
   }
+
+  void gemm(const blas::Gemm& g) override {
+    enter();
+    cuda::gemm(ctx_, g);
+  }
+  bool blas_available(std::string* why) override { return cuda::blas_available(why); }
 
  private:
   CUstream cu(void* stream) const {
@@ -403,39 +433,51 @@ std::string unavailable_reason() {
   return Context::get() ? "" : Context::unavailable_reason();
 }
 
-std::string device_name() {
-  Context* c = Context::get();
+int device_count() {
+  return Context::count();
+}
+
+std::string device_name(int device) {
+  Context* c = Context::get(device);
   return c ? c->info().name : "";
 }
 
-std::string device_arch() {
-  Context* c = Context::get();
+std::string device_arch(int device) {
+  Context* c = Context::get(device);
   return c ? c->info().arch : "";
 }
 
-MemoryStats memory_stats() {
-  Context* c = Context::get();
+MemoryStats memory_stats(int device) {
+  Context* c = Context::existing(device);
   return c ? c->allocator().stats() : MemoryStats{};
 }
 
 void empty_cache() {
-  if (Context* c = Context::get()) c->allocator().empty_cache();
+  for (int i = 0; i < Context::count(); ++i)
+    if (Context* c = Context::existing(i)) c->allocator().empty_cache();
 }
 
 void synchronize() {
-  if (Context* c = Context::get()) c->synchronize();
+  for (int i = 0; i < Context::count(); ++i)
+    if (Context* c = Context::existing(i)) c->synchronize();
 }
 
-Stream stream_from_handle(void* cu_stream) {
-  return scheduler::wrap_gpu_stream(cu_stream);
+Stream stream_from_handle(void* cu_stream, int device) {
+  // The stream's own device (a stream belongs to one device's context); GPU 0 for nullptr, the
+  // legacy/per-thread handles, or a handle the driver does not know.
+  int index = device >= 0 ? device : Context::ordinal_of_stream(static_cast<CUstream>(cu_stream));
+  return scheduler::wrap_gpu_stream(cu_stream, index < 0 ? 0 : index);
 }
 
-bool is_idle() {
-  Context* c = Context::get();
-  if (!c) return true;
-  c->make_current();
-  for (CUstream s : c->streams())
-    if (c->driver().cuStreamQuery(s) != CUDA_SUCCESS) return false;
+bool is_idle(int device) {
+  for (int i = 0; i < Context::count(); ++i) {
+    if (device >= 0 && i != device) continue;
+    Context* c = Context::existing(i);
+    if (!c) continue;
+    c->make_current();
+    for (CUstream s : c->streams())
+      if (c->driver().cuStreamQuery(s) != CUDA_SUCCESS) return false;
+  }
   return true;
 }
 
@@ -444,19 +486,36 @@ void* stream_handle(Stream s) {
     throw std::invalid_argument("cuda::stream_handle: " + s.str() + " is not a GPU stream");
   void* h = scheduler::gpu_handle(s);
   if (h) return h;
-  Context* c = Context::get();
+  Context* c = Context::get(s.device.index);
   return c ? c->default_stream() : nullptr;
 }
 
 }  // namespace cuda
 
-Backend* gpu_backend() {
+static_assert(cuda::kMaxDevices == kMaxGpus);
+
+Backend* gpu_backend(int index) {
   // Leaked on purpose: buffers may be released during static destruction.
-  static Backend* backend = []() -> Backend* {
-    cuda::Context* ctx = cuda::Context::get();
-    return ctx ? new cuda::CudaBackend(*ctx) : nullptr;
-  }();
-  return backend;
+  struct Backends {
+    std::once_flag once[cuda::kMaxDevices];
+    std::atomic<Backend*> backend[cuda::kMaxDevices] = {};
+  };
+  static Backends* all = new Backends();
+  if (index < 0 || index >= cuda::kMaxDevices) return nullptr;
+  if (Backend* b = all->backend[index].load(std::memory_order_acquire)) return b;
+  std::call_once(all->once[index], [&] {
+    if (cuda::Context* ctx = cuda::Context::get(index))
+      all->backend[index].store(new cuda::CudaBackend(*ctx), std::memory_order_release);
+  });
+  return all->backend[index].load(std::memory_order_acquire);
+}
+
+int gpu_count() {
+  return cuda::Context::count();
+}
+
+std::string gpu_unavailable_reason(int index) {
+  return cuda::Context::unavailable_reason(index);
 }
 
 std::vector<char> gpu_compile_offline(const CompileRequest& request, const std::string& arch,

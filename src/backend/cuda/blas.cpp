@@ -1,7 +1,7 @@
 // GPU matrix products through cuBLAS, loaded at run time with dlopen like the driver (no
 // link-time dependency; the CUDA toolkit's or a pip wheel's libcublas.so.13/.12/.11). The few
 // cuBLAS types and entry points used are declared here (cublas_api.h's stable ABI).
-#include "core/blas.h"
+#include "backend/cuda/blas.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -10,7 +10,6 @@
 #include <mutex>
 
 #include "alloy/errors.h"
-#include "backend/cuda/device.h"
 #include "backend/cuda/graph.h"
 
 namespace alloy::blas {
@@ -44,8 +43,8 @@ struct CuBlas {
   GemmEx gemm = nullptr;
   GemmStridedBatchedEx gemm_strided = nullptr;
   std::string error;
-  std::mutex mu;  // one handle, used by one thread at a time
-  cublasHandle_t handle = nullptr;
+  std::mutex mu;                                  // the handles, each used by one thread at a time
+  cublasHandle_t handle[cuda::kMaxDevices] = {};  // per device (a handle belongs to a context)
 };
 
 CuBlas& cublas() {
@@ -112,18 +111,21 @@ int64_t uniform_stride(const std::vector<int64_t>& off) {
 
 }  // namespace
 
-bool gpu_blas_available(std::string* why) {
+}  // namespace alloy::blas
+
+namespace alloy::cuda {
+using namespace blas;
+
+bool blas_available(std::string* why) {
   CuBlas& l = cublas();
   if (why) *why = l.error;
   return l.gemm != nullptr;
 }
 
-void gemm_gpu(const Gemm& g) {
+void gemm(Context& context, const Gemm& g) {
   CuBlas& l = cublas();
   if (!l.gemm) throw NotSupported("matmul", l.error);
-  cuda::Context* ctx = cuda::Context::get();
-  if (!ctx)
-    throw std::invalid_argument("no GPU is available: " + cuda::Context::unavailable_reason());
+  Context* ctx = &context;
   if (g.m == 0 || g.n == 0 || g.off_a.empty()) return;
   cuda::graph_recording::reject("a cuBLAS call");
   int t = cuda_type(g.dtype);
@@ -133,11 +135,12 @@ void gemm_gpu(const Gemm& g) {
   std::lock_guard lock(l.mu);
   ctx->make_current();
   ctx->check_usable();
-  if (!l.handle) {
-    cublasStatus_t st = l.create(&l.handle);
+  cublasHandle_t& handle = l.handle[ctx->ordinal()];
+  if (!handle) {
+    cublasStatus_t st = l.create(&handle);
     if (st != 0) throw Error("matmul", fmt::format("cublasCreate failed (status {})", st));
   }
-  l.set_stream(l.handle, ctx->stream());
+  l.set_stream(handle, ctx->stream());
   // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets (B, A) and (n, m).
   int opa = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   float one = 1.0f, zero = 0.0f;
@@ -149,12 +152,12 @@ void gemm_gpu(const Gemm& g) {
   ctx->note_launch("cublasGemmEx (matmul)");
   cublasStatus_t st = 0;
   if (sa >= 0 && sb >= 0 && batch <= static_cast<size_t>(std::numeric_limits<int>::max())) {
-    st = l.gemm_strided(l.handle, opb, opa, n, m, k, &one, b + g.off_b[0] * esz, t, ldb, sb,
+    st = l.gemm_strided(handle, opb, opa, n, m, k, &one, b + g.off_b[0] * esz, t, ldb, sb,
                         a + g.off_a[0] * esz, t, lda, sa, &zero, c, t, n, g.m * g.n,
                         static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   } else {
     for (size_t i = 0; i < batch && st == 0; ++i)
-      st = l.gemm(l.handle, opb, opa, n, m, k, &one, b + g.off_b[i] * esz, t, ldb,
+      st = l.gemm(handle, opb, opa, n, m, k, &one, b + g.off_b[i] * esz, t, ldb,
                   a + g.off_a[i] * esz, t, lda, &zero, c + i * g.m * g.n * esz, t, n,
                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   }
@@ -163,4 +166,4 @@ void gemm_gpu(const Gemm& g) {
                                       st, g.m, g.k, g.k, g.n, dtype_name(g.dtype)));
 }
 
-}  // namespace alloy::blas
+}  // namespace alloy::cuda

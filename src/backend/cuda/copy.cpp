@@ -162,24 +162,41 @@ void copy_strided(Context& ctx, const void* src, const Shape& shape, const Strid
   ctx.note_launch("alloy_copy_convert");
 }
 
+/// Device -> device across GPUs, on the destination's current stream (which the scheduler made
+/// wait for the source's producers). Waits for the copy: the source's allocator knows only its
+/// own device's streams, so a block freed there could be reused before this copy read it.
+void copy_peer(Context& dst_ctx, void* dst, Context& src_ctx, const void* src, size_t nbytes) {
+  src_ctx.check_usable();
+  dst_ctx.check_usable();
+  dst_ctx.make_current();
+  CUstream s = dst_ctx.stream();
+  dst_ctx.check(dst_ctx.driver().cuMemcpyPeerAsync(
+                    reinterpret_cast<CUdeviceptr>(dst), dst_ctx.handle(),
+                    reinterpret_cast<CUdeviceptr>(src), src_ctx.handle(), nbytes, s),
+                "cuMemcpyPeerAsync");
+  dst_ctx.synchronize_stream(s);
+}
+
 }  // namespace cuda
 
 void Copy::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
   const Array& in = inputs[0];
   allocate_output(outputs[0]);
   if (in.is_row_contiguous()) {
-    gpu_backend()->copy_device(node_of(outputs[0])->data(), node_of(in)->data(), in.nbytes());
+    backend(in.device()).copy_device(node_of(outputs[0])->data(), node_of(in)->data(), in.nbytes());
     return;
   }
-  gpu_backend()->copy_strided(node_of(in)->data(), in.shape(), in.strides(), in.dtype(),
-                              node_of(outputs[0])->data(), in.dtype());
+  backend(in.device())
+      .copy_strided(node_of(in)->data(), in.shape(), in.strides(), in.dtype(),
+                    node_of(outputs[0])->data(), in.dtype());
 }
 
 void AsType::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
   const Array& in = inputs[0];
   allocate_output(outputs[0]);
-  gpu_backend()->copy_strided(node_of(in)->data(), in.shape(), in.strides(), in.dtype(),
-                              node_of(outputs[0])->data(), dtype_);
+  backend(in.device())
+      .copy_strided(node_of(in)->data(), in.shape(), in.strides(), in.dtype(),
+                    node_of(outputs[0])->data(), dtype_);
 }
 
 void ToDevice::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
@@ -187,10 +204,14 @@ void ToDevice::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& ou
   allocate_output(outputs[0]);
   size_t n = outputs[0].nbytes();
   if (n == 0) return;
-  if (in.device().type == Device::Type::cpu)
-    gpu_backend()->copy_to_device(node_of(outputs[0])->data(), node_of(in)->data(), n);
+  Device to = outputs[0].device(), from = in.device();
+  if (from.type == Device::Type::cpu)
+    backend(to).copy_to_device(node_of(outputs[0])->data(), node_of(in)->data(), n);
+  else if (from == to)
+    backend(to).copy_device(node_of(outputs[0])->data(), node_of(in)->data(), n);
   else
-    gpu_backend()->copy_device(node_of(outputs[0])->data(), node_of(in)->data(), n);
+    cuda::copy_peer(*cuda::Context::get(to.index), node_of(outputs[0])->data(),
+                    *cuda::Context::get(from.index), node_of(in)->data(), n);
 }
 
 }  // namespace alloy

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "alloy/errors.h"
 
@@ -25,29 +27,54 @@ Context::Context(const Driver& drv, CUdevice dev, CUcontext ctx, CUstream stream
       [this] { return this->stream(); });
 }
 
-Context* Context::create(std::string* reason) {
-  const Driver* drv = cuda::driver();
-  if (!drv) {
-    *reason = driver_error();
-    return nullptr;
-  }
+namespace {
+// The driver and how many devices it shows, read once; the contexts, created on first use.
+// Leaked on purpose (see driver.cpp): buffers may be freed during static destruction.
+struct Devices {
+  const Driver* drv = nullptr;
+  int count = 0;
+  std::string reason;  // why there is no device at all
+  std::once_flag once[kMaxDevices];
+  std::atomic<Context*> contexts[kMaxDevices] = {};
+  std::string reasons[kMaxDevices];  // why creating that device's context failed
+};
+
+Devices& devices() {
+  static Devices* d = [] {
+    auto* d = new Devices();
+    d->drv = cuda::driver();
+    if (!d->drv) {
+      d->reason = driver_error();
+      return d;
+    }
+    int count = 0;
+    CUresult r = d->drv->cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS) {
+      d->reason = fmt::format("cuDeviceGetCount failed: {}", error_string(*d->drv, r));
+    } else if (count == 0) {
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      d->reason = fmt::format("no CUDA device found{}",
+                              visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : "");
+    }
+    d->count = std::min(count, kMaxDevices);
+    return d;
+  }();
+  return *d;
+}
+}  // namespace
+
+Context* Context::create(int ordinal, std::string* reason) {
+  const Driver* drv = devices().drv;
   auto fail = [&](CUresult r, const char* call) -> Context* {
-    *reason = fmt::format("{} failed: {}", call, error_string(*drv, r));
+    *reason = fmt::format("GPU {}: {} failed: {}", ordinal, call, error_string(*drv, r));
     return nullptr;
   };
-  int count = 0;
-  CUresult r = drv->cuDeviceGetCount(&count);
-  if (r != CUDA_SUCCESS) return fail(r, "cuDeviceGetCount");
-  if (count == 0) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    *reason = fmt::format("no CUDA device found{}",
-                          visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : "");
-    return nullptr;
-  }
+  CUresult r;
   CUdevice dev = 0;
-  if ((r = drv->cuDeviceGet(&dev, 0)) != CUDA_SUCCESS) return fail(r, "cuDeviceGet");
+  if ((r = drv->cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS) return fail(r, "cuDeviceGet");
 
   DeviceInfo info;
+  info.ordinal = ordinal;
   char name[256] = {};
   if (drv->cuDeviceGetName(name, sizeof(name) - 1, dev) == CUDA_SUCCESS) info.name = name;
   auto attr = [&](int a) {
@@ -70,7 +97,8 @@ Context* Context::create(std::string* reason) {
   info.driver_version = drv->version;
 
   // The primary context is the one the CUDA runtime (PyTorch, CuPy...) uses too, so device
-  // pointers can be shared with them.
+  // pointers can be shared with them. Creating it leaves it current on this thread; every entry
+  // point makes its device's context current (make_current), so no other device is disturbed.
   CUcontext ctx = nullptr;
   if ((r = drv->cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS) {
     return fail(r, "cuDevicePrimaryCtxRetain");
@@ -83,33 +111,59 @@ Context* Context::create(std::string* reason) {
   return new Context(*drv, dev, ctx, stream, std::move(info));
 }
 
-namespace {
-struct Global {
-  Context* context = nullptr;
-  std::string reason;
-};
-}  // namespace
+int Context::count() {
+  return devices().count;
+}
 
-static const Global& global_context() {
-  // Leaked on purpose (see driver.cpp): buffers may be freed during static destruction.
-  static const Global* g = [] {
-    auto* g = new Global();
+int Context::ordinal_of_stream(CUstream stream) {
+  Devices& d = devices();
+  if (!d.drv || !stream) return -1;
+  const Driver& drv = *d.drv;
+  CUcontext owner = nullptr, previous = nullptr;
+  if (drv.cuStreamGetCtx(stream, &owner) != CUDA_SUCCESS || !owner) return -1;
+  // The context's device: asked with that context current, then the caller's restored.
+  CUdevice dev = -1;
+  drv.cuCtxGetCurrent(&previous);
+  bool ok = drv.cuCtxSetCurrent(owner) == CUDA_SUCCESS && drv.cuCtxGetDevice(&dev) == CUDA_SUCCESS;
+  drv.cuCtxSetCurrent(previous);
+  if (!ok) return -1;
+  for (int i = 0; i < d.count; ++i) {
+    CUdevice di = -1;
+    if (drv.cuDeviceGet(&di, i) == CUDA_SUCCESS && di == dev) return i;
+  }
+  return -1;
+}
+
+Context* Context::get(int ordinal) {
+  Devices& d = devices();
+  if (ordinal < 0 || ordinal >= d.count) return nullptr;
+  if (Context* c = d.contexts[ordinal].load(std::memory_order_acquire)) return c;
+  std::call_once(d.once[ordinal], [&] {
     try {
-      g->context = Context::create(&g->reason);
+      d.contexts[ordinal].store(create(ordinal, &d.reasons[ordinal]), std::memory_order_release);
     } catch (const std::exception& e) {
-      g->reason = e.what();
+      d.reasons[ordinal] = e.what();
     }
-    return g;
-  }();
-  return *g;
+  });
+  return d.contexts[ordinal].load(std::memory_order_acquire);
 }
 
-Context* Context::get() {
-  return global_context().context;
+Context* Context::existing(int ordinal) {
+  Devices& d = devices();
+  if (ordinal < 0 || ordinal >= d.count) return nullptr;
+  return d.contexts[ordinal].load(std::memory_order_acquire);
 }
 
-const std::string& Context::unavailable_reason() {
-  return global_context().reason;
+std::string Context::unavailable_reason(int ordinal) {
+  Devices& d = devices();
+  if (d.count == 0) return d.reason;
+  if (ordinal < 0 || ordinal >= d.count) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return fmt::format("there is no GPU {}: CUDA shows {} GPU{}{}", ordinal, d.count,
+                       d.count == 1 ? "" : "s",
+                       visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : "");
+  }
+  return get(ordinal) ? "" : d.reasons[ordinal];
 }
 
 void Context::bind_current() {
@@ -181,7 +235,7 @@ void Context::throw_sticky() const {
               "the CUDA context is unusable after an earlier error: " + sticky_message_);
 }
 
-thread_local CUstream Context::current_stream_ = nullptr;
+thread_local CUstream Context::current_stream_[kMaxDevices] = {};
 
 CUstream Context::create_stream() {
   check_usable();

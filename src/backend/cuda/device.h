@@ -1,7 +1,8 @@
-// The CUDA device Alloy runs on: device 0 (of CUDA_VISIBLE_DEVICES), its primary context (shared
-// with the CUDA runtime, so PyTorch/CuPy pointers are valid here), one non-blocking stream on which
-// every copy and kernel runs in order, the caching allocator, and the bookkeeping that names the
-// kernels behind an asynchronous error.
+// A CUDA device Alloy runs on: device `ordinal` of those CUDA shows (CUDA_VISIBLE_DEVICES), its
+// primary context (shared with the CUDA runtime, so PyTorch/CuPy pointers are valid here), a
+// default non-blocking stream on which copies and kernels run in order, the caching allocator, and
+// the bookkeeping that names the kernels behind an asynchronous error. One Context per device,
+// created on first use.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -34,24 +35,35 @@ struct DeviceInfo {
 /// "sm_<major><minor>".
 std::string arch_name(int cc_major, int cc_minor);
 
+/// Devices a process can address (CUDA ordinals 0 .. kMaxDevices-1).
+constexpr int kMaxDevices = 64;
+
 class Context {
  public:
-  /// The device, initialized on first use; nullptr when there is no usable CUDA driver or device
-  /// (never throws; unavailable_reason() says why).
-  static Context* get();
-  static const std::string& unavailable_reason();
-  /// Initializes the device; get() calls it once (call get(), not this). nullptr and *reason
-  /// when there is no usable device.
-  static Context* create(std::string* reason);
+  /// Device `ordinal`, initialized on first use; nullptr when there is no usable CUDA driver or
+  /// no such device (never throws; unavailable_reason(ordinal) says why).
+  static Context* get(int ordinal = 0);
+  static std::string unavailable_reason(int ordinal = 0);
+  /// How many devices CUDA shows (0 without a driver), at most kMaxDevices.
+  static int count();
+  /// Device `ordinal` if its context exists already (nullptr otherwise: never creates one).
+  static Context* existing(int ordinal);
+  /// The ordinal of the device an external stream (e.g. PyTorch's) belongs to; -1 if unknown.
+  static int ordinal_of_stream(CUstream stream);
 
   const Driver& driver() const { return drv_; }
   const DeviceInfo& info() const { return info_; }
-  /// The stream the calling thread enqueues on: the one set_current_stream() chose, else the
-  /// default stream.
-  CUstream stream() const { return current_stream_ ? current_stream_ : stream_; }
+  int ordinal() const { return info_.ordinal; }
+  CUcontext handle() const { return ctx_; }
+  /// The stream the calling thread enqueues on for this device: the one set_current_stream()
+  /// chose, else the default stream.
+  CUstream stream() const {
+    CUstream s = current_stream_[info_.ordinal];
+    return s ? s : stream_;
+  }
   CUstream default_stream() const { return stream_; }
-  /// Makes the calling thread enqueue on `s` (nullptr: the default stream).
-  static void set_current_stream(CUstream s) { current_stream_ = s; }
+  /// Makes the calling thread enqueue on `s` for this device (nullptr: the default stream).
+  void set_current_stream(CUstream s) { current_stream_[info_.ordinal] = s; }
   /// A new non-blocking stream, owned by the context.
   CUstream create_stream();
   /// Makes an external stream known (its work is fenced by the allocator like Alloy's own).
@@ -96,6 +108,8 @@ class Context {
 
  private:
   Context(const Driver& drv, CUdevice dev, CUcontext ctx, CUstream stream, DeviceInfo info);
+  /// Initializes device `ordinal`; get() calls it once. nullptr and *reason when it fails.
+  static Context* create(int ordinal, std::string* reason);
   void bind_current();
   [[noreturn]] void throw_sticky() const;
   // "a, b, c" (oldest first) and the count of kernels launched since the last synchronization.
@@ -105,7 +119,7 @@ class Context {
   CUdevice dev_;
   CUcontext ctx_;
   CUstream stream_;
-  static thread_local CUstream current_stream_;
+  static thread_local CUstream current_stream_[kMaxDevices];  // per device
   mutable std::mutex streams_mu_;
   std::vector<CUstream> streams_;  // besides stream_: created (owned) and registered ones
   DeviceInfo info_;

@@ -89,6 +89,9 @@ std::unique_ptr<Driver> load_driver(const std::string& library_name, std::string
   ok &= bind(lib, d->cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", nullptr, &missing);
   ok &= bind(lib, d->cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", nullptr, &missing);
   ok &= bind(lib, d->cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", nullptr, &missing);
+  ok &= bind(lib, d->cuMemcpyPeerAsync, "cuMemcpyPeerAsync", nullptr, &missing);
+  ok &= bind(lib, d->cuStreamGetCtx, "cuStreamGetCtx", nullptr, &missing);
+  ok &= bind(lib, d->cuCtxGetDevice, "cuCtxGetDevice", nullptr, &missing);
   ok &= bind(lib, d->cuMemsetD8Async, "cuMemsetD8Async", nullptr, &missing);
   ok &= bind(lib, d->cuMemsetD16Async, "cuMemsetD16Async", nullptr, &missing);
   ok &= bind(lib, d->cuMemsetD32Async, "cuMemsetD32Async", nullptr, &missing);

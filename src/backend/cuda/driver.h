@@ -98,6 +98,10 @@ struct Driver {
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void* src, size_t, CUstream) = nullptr;
   CUresult (*cuMemcpyDtoHAsync)(void* dst, CUdeviceptr src, size_t, CUstream) = nullptr;
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t, CUstream) = nullptr;
+  CUresult (*cuMemcpyPeerAsync)(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                CUcontext src_ctx, size_t, CUstream) = nullptr;
+  CUresult (*cuStreamGetCtx)(CUstream, CUcontext*) = nullptr;
+  CUresult (*cuCtxGetDevice)(CUdevice*) = nullptr;
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t count, CUstream) = nullptr;
   CUresult (*cuMemsetD16Async)(CUdeviceptr, unsigned short, size_t count, CUstream) = nullptr;
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t count, CUstream) = nullptr;

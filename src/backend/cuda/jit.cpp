@@ -208,7 +208,10 @@ bool is_loaded_or_cached(Context& ctx, const KernelSource& k) {
 std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k) {
   const DeviceInfo& info = ctx.info();
   std::string mem_key = memory_key(k);
+  // Modules belong to one device's context: one memory entry per device (the disk cache, of
+  // cubins, is shared by devices of one architecture).
   std::string mem_target = "cuda-" + info.arch + "-module";
+  if (info.ordinal != 0) mem_target += "-gpu" + std::to_string(info.ordinal);
   auto any = cache::CompileCache::global().get_or_build(mem_target, mem_key, [&] {
     // Try the device's own architecture in the disk cache before loading NVRTC (loading it
     // takes milliseconds); only a miss, or a device newer than NVRTC, needs NVRTC itself.
