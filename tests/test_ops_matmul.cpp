@@ -12,7 +12,7 @@
 
 #include "alloy/alloy.h"
 #include "core/array_node.h"
-#include "core/blas.h"
+#include "core/backend.h"
 #include "kernel/custom_kernel.h"
 #include "ops/kernels.h"
 #include "ops/matmul.h"
@@ -97,7 +97,7 @@ std::pair<std::vector<double>, Shape> ref_matmul(const std::vector<double>& a, S
 
 void skip_without_blas() {
   std::string why;
-  if (!blas::cpu_blas_available(&why)) GTEST_SKIP() << why;
+  if (!cpu_backend().blas_available(&why)) GTEST_SKIP() << why;
 }
 
 }  // namespace
@@ -436,7 +436,7 @@ TEST(OpsQuantized, GatherQmmPicksMatricesByIndex) {
   Array xb = Array::from_doubles(randoms(2 * M * K, -1, 1, 24), {2, 1, M, K}, Dtype::float32);
   Array r = quantized_matmul(xb, q[0], q[1], q[2], true, 64, 8);
   EXPECT_EQ(r.shape(), (Shape{2, E, M, N}));
-  if (blas::cpu_blas_available()) {
+  if (cpu_backend().blas_available()) {
     Array ref = matmul(xb, swapaxes(dequantize(q[0], q[1], q[2], 64, 8), -1, -2));
     expect_close(r.to_doubles(), ref.to_doubles(), 1e-5, 1e-4, "batched w");
   }
@@ -713,7 +713,7 @@ TEST(OpsMatmulGpu, MatchTheCpu) {
   StreamContext on_cpu(
       Device::cpu());  // the references on the CPU; GPU arrays are moved explicitly
   std::string why;
-  if (!blas::gpu_blas_available(&why)) GTEST_FAIL() << why;  // the device has the CUDA toolkit
+  if (!gpu_backend()->blas_available(&why)) GTEST_FAIL() << why;  // the device has the CUDA toolkit
   auto check = [](const Array& got, const Array& want, double tol, const std::string& what) {
     ASSERT_EQ(got.device(), Device::gpu()) << what;
     ASSERT_EQ(got.shape(), want.shape()) << what;
