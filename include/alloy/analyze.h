@@ -40,15 +40,15 @@ struct TypedExpression {
 
 /// A call to a barrier or simd function reached from a kernel.
 struct SyncCall {
-  std::string name;  // threadgroup_barrier, simd_sum, quad_shuffle, ...
+  std::string name;      // threadgroup_barrier, simd_sum, quad_shuffle, ...
   bool barrier = false;  // threadgroup_barrier / simdgroup_barrier (else a simd/quad function)
   SourcePlace place;
   std::string function;  // the user function holding the call
 };
 
 struct KernelAnalysis {
-  std::string kernel;    // host name
-  std::string function;  // the instance analysed, e.g. "gemm<float, 32>"
+  std::string kernel;                        // host name
+  std::string function;                      // the instance analysed, e.g. "gemm<float, 32>"
   std::vector<TypedExpression> expressions;  // in the functions the kernel reaches
   std::vector<SyncCall> sync_calls;          // barriers and simd functions it reaches
   /// The token-level translator's view of the same kernel (the CPU backend's choice today): it

@@ -31,10 +31,10 @@ Analysis analyze_source(const kernel::SourceMap& map, const kernel::BindOptions&
   for (size_t i = 0; i < a.kernels.size() && i < token.kernels.size(); ++i) {
     const msl::KernelEntry& e = token.kernels[i];
     a.kernels[i].token_sync = e.fibers || e.split;
-    a.kernels[i].token_sync_path =
-        !a.kernels[i].token_sync ? "loop (no barrier or simd function seen)"
-        : e.sync_path.empty()    ? (e.split ? "split" : "fibers")
-                                 : e.sync_path;
+    a.kernels[i].token_sync_path = !a.kernels[i].token_sync
+                                       ? "loop (no barrier or simd function seen)"
+                                   : e.sync_path.empty() ? (e.split ? "split" : "fibers")
+                                                         : e.sync_path;
   }
   return a;
 }

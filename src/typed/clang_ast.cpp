@@ -2,6 +2,7 @@
 // embedded prelude as in-memory files, then walk each kernel's call graph from its entry.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -211,7 +212,10 @@ class Walker {
     PrintingPolicy pp(ctx_.getLangOpts());
     pp.SuppressScope = true;
     f->getNameForDiagnostic(os, pp, /*Qualified=*/false);
-    return os.str();
+    // The translator renames kernel functions (msl/translate.cpp): the user's name.
+    const std::string prefix = "alloy_kernel_";
+    if (s.starts_with(prefix)) s.erase(0, prefix.size());
+    return s;
   }
 
   ASTContext& ctx_;
@@ -316,8 +320,8 @@ class BodyVisitor : public RecursiveASTVisitor<BodyVisitor> {
   bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr* e) {
     if (e->isTypeDependent() || e->getNumArgs() != 2) return true;
     OverloadedOperatorKind k = e->getOperator();
-    bool compound = k == OO_PlusEqual || k == OO_MinusEqual || k == OO_StarEqual ||
-                    k == OO_SlashEqual;
+    bool compound =
+        k == OO_PlusEqual || k == OO_MinusEqual || k == OO_StarEqual || k == OO_SlashEqual;
     bool arith = k == OO_Plus || k == OO_Minus || k == OO_Star || k == OO_Slash;
     bool comparison = k == OO_Less || k == OO_Greater || k == OO_LessEqual ||
                       k == OO_GreaterEqual || k == OO_EqualEqual || k == OO_ExclaimEqual;
@@ -374,6 +378,12 @@ KernelAnalysis analyse_kernel(const Walker& w, const FunctionDecl* entry) {
     // Depth-first in call order: reverse so the first call is visited first.
     for (auto it = callees.rbegin(); it != callees.rend(); ++it) work.push_back(*it);
   }
+  // In source order (a helper's calls where the helper is written).
+  auto by_place = [](const auto& a, const auto& b) {
+    return std::pair(a.place.line, a.place.column) < std::pair(b.place.line, b.place.column);
+  };
+  std::stable_sort(out.sync_calls.begin(), out.sync_calls.end(), by_place);
+  std::stable_sort(out.expressions.begin(), out.expressions.end(), by_place);
   return out;
 }
 
@@ -399,10 +409,10 @@ Analysis analyze_translation(const msl::Translation& tr, const kernel::SourceMap
   result.parse_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!ast || diagnostics.errors > 0) {
-    std::string log = diagnostics.log.empty() ? "clang could not parse the translation\n"
-                                              : diagnostics.log;
-    throw CompileError(map.label,
-                       "typed analysis: " + kernel::map_compile_log(map, log, filename), log);
+    std::string log =
+        diagnostics.log.empty() ? "clang could not parse the translation\n" : diagnostics.log;
+    throw CompileError(map.label, "typed analysis: " + kernel::map_compile_log(map, log, filename),
+                       log);
   }
   ASTContext& ctx = ast->getASTContext();
   Walker w(ctx, map, filename, tr.code);

@@ -91,10 +91,9 @@ std::vector<size_t> occurrences(const std::string& s, const std::vector<bool>& s
       // Skip a number whole (1e-3 holds a '-').
       size_t j = i;
       bool number = std::isdigit(static_cast<unsigned char>(s[i]));
-      while (j < s.size() &&
-             (ident_char(s[j]) || (number && s[j] == '.') ||
-              (number && (s[j] == '-' || s[j] == '+') && j > i &&
-               std::string_view("eEpP").find(s[j - 1]) != std::string_view::npos)))
+      while (j < s.size() && (ident_char(s[j]) || (number && s[j] == '.') ||
+                              (number && (s[j] == '-' || s[j] == '+') && j > i &&
+                               std::string_view("eEpP").find(s[j - 1]) != std::string_view::npos)))
         ++j;
       i = j;
       continue;
@@ -105,11 +104,10 @@ std::vector<size_t> occurrences(const std::string& s, const std::vector<bool>& s
       // A run such as ")?-" or "<-": the token may be a prefix of the run ("?" before a unary
       // minus); a run is matched at its start only.
       std::string run = s.substr(i, j - i);
-      if (run == token ||
-          (run.size() > token.size() && run.compare(0, token.size(), token) == 0 &&
-           (run[token.size()] == '-' || run[token.size()] == '+' || run[token.size()] == '!' ||
-            run[token.size()] == '~') &&
-           token.back() != run[token.size()]))
+      if (run == token || (run.size() > token.size() && run.compare(0, token.size(), token) == 0 &&
+                           (run[token.size()] == '-' || run[token.size()] == '+' ||
+                            run[token.size()] == '!' || run[token.size()] == '~') &&
+                           token.back() != run[token.size()]))
         r.push_back(i);
       i = j;
       continue;
@@ -147,8 +145,7 @@ std::vector<bool> inserted(const std::string& s) {
 
 }  // namespace
 
-std::string metal_result_type(const std::string& kind, const std::string& a,
-                              const std::string& b) {
+std::string metal_result_type(const std::string& kind, const std::string& a, const std::string& b) {
   if (!scalars().count(a) || !scalars().count(b)) return "";
   if (kind == "comparison") return "bool";
   std::string ma = a == "double" ? "float" : a, mb = b == "double" ? "float" : b;
