@@ -187,6 +187,47 @@ TEST(TypedFrontEnd, UserColumnSkipsTranslatorInsertions) {
   EXPECT_EQ(user_column("a = b - c;", 3, "a = b - c - d;", "-"), 0);  // lines differ: unknown
 }
 
+// The report states each expression's verdict: a mismatch names Metal's type.
+TEST(TypedFrontEnd, ReportNamesMismatches) {
+  Analysis a;
+  KernelAnalysis k;
+  k.kernel = "kern";
+  k.function = "kern<half>";
+  k.token_sync_path = "loop (no barrier or simd function seen)";
+  auto expression = [](int line, int column, std::string op, std::string result, bool agrees) {
+    TypedExpression e;
+    e.place.line = line;
+    e.place.column = column;
+    e.place.where = "body line " + std::to_string(line);
+    e.kind = "binary";
+    e.op = std::move(op);
+    e.operand_types = {"half", "int"};
+    e.result_type = std::move(result);
+    e.metal_type = "half";
+    e.agrees = agrees;
+    e.function = "kern<half>";
+    return e;
+  };
+  k.expressions.push_back(expression(3, 12, "*", "half", true));
+  k.expressions.push_back(expression(4, 9, "+", "float", false));
+  SyncCall c;
+  c.name = "simd_sum";
+  c.place.line = 5;
+  c.place.column = 7;
+  c.place.where = "body line 5";
+  c.function = "kern<half>";
+  k.sync_calls.push_back(c);
+  a.kernels = {k};
+  std::string r = a.report();
+  EXPECT_NE(r.find("body line 3:12 binary '*' (half, int) -> half [Metal: half, agrees]"),
+            std::string::npos)
+      << r;
+  EXPECT_NE(r.find("body line 4:9 binary '+' (half, int) -> float [MISMATCH: Metal gives half]"),
+            std::string::npos)
+      << r;
+  EXPECT_NE(r.find("simd simd_sum at body line 5:7 in kern<half>"), std::string::npos) << r;
+}
+
 // ---- (a) typed expressions over the conformance kernels -----------------------------------------
 
 // Every kernel of tests/conformance/test_types.cpp: whatever mixed expression the analysis finds

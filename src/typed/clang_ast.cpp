@@ -230,7 +230,7 @@ class BodyVisitor : public RecursiveASTVisitor<BodyVisitor> {
  public:
   BodyVisitor(const Walker& w, const FunctionDecl* fn, KernelAnalysis& out,
               std::vector<const FunctionDecl*>& callees)
-      : w_(w), fn_(fn), name_(w.function_name(fn)), out_(out), callees_(callees) {}
+      : w_(w), name_(w.function_name(fn)), out_(out), callees_(callees) {}
 
   bool shouldVisitTemplateInstantiations() const { return true; }
   bool shouldVisitImplicitCode() const { return true; }
@@ -333,7 +333,6 @@ class BodyVisitor : public RecursiveASTVisitor<BodyVisitor> {
 
  private:
   const Walker& w_;
-  const FunctionDecl* fn_;
   std::string name_;
   KernelAnalysis& out_;
   std::vector<const FunctionDecl*>& callees_;
