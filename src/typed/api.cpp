@@ -71,7 +71,12 @@ Analysis analyze_library(const std::string& source, const LibraryOptions& librar
 }
 
 std::string Analysis::report() const {
-  std::string s = fmt::format("typed analysis (Clang, {:.0f} ms parse)\n", parse_ms);
+#ifdef ALLOY_CLANG_VERSION
+  const char* clang = "Clang " ALLOY_CLANG_VERSION;
+#else
+  const char* clang = "Clang";
+#endif
+  std::string s = fmt::format("typed analysis ({}, {:.0f} ms parse)\n", clang, parse_ms);
   for (const KernelAnalysis& k : kernels) {
     s += fmt::format("kernel {} ({})\n", k.kernel, k.function);
     int barriers = 0, simd = 0;
