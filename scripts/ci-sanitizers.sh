@@ -15,7 +15,8 @@ unset ALLOY_WERROR  # -Werror is the gcc build's; clang's warning set differs
 launcher=()
 if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
-        -DALLOY_BUILD_BENCH=OFF -DALLOY_BUILD_TOOLS=OFF "${launcher[@]}")
+        -DALLOY_BUILD_BENCH=OFF -DALLOY_BUILD_TOOLS=OFF "${launcher[@]}"
+        -DALLOY_TYPED=OFF)  # no libclang in sanitizer builds (docs/architecture.md, Typed front end)
 t0=$SECONDS
 stamp() { echo "ci-sanitizers: $1 ($((SECONDS - t0)) s)"; }
 # Time left of CI's limit (.ci/run sets ALLOY_CI_START): a stage that needs more than what is left

@@ -6,7 +6,8 @@ DEB_PKGS=(cmake g++ make pkg-config libfmt-dev libxxhash-dev libcli11-dev libboo
           libtbb-dev libflatbuffers-dev flatbuffers-compiler libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
           clang-format python3-dev
           libopenblas0-pthread  # matmul on the CPU: dlopen("libopenblas.so.0") at run time
-          clang libclang-rt-14-dev)  # clang + its sanitizer/libFuzzer runtimes: ci-sanitizers.sh
+          clang libclang-rt-14-dev  # clang + its sanitizer/libFuzzer runtimes: ci-sanitizers.sh
+          libclang-14-dev libclang-cpp14-dev llvm-14-dev)  # the typed front end (src/typed)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "alloy/alloy.h"
+#include "alloy/analyze.h"
 #include "alloy/translate.h"
 #include "demo.h"
 #include "npy.h"
@@ -54,6 +55,7 @@ struct TranslateArgs {
   std::string source, header, library;
   std::vector<std::string> include_dirs, function_constants;  // --library
   bool ensure_row_contiguous = true, atomic_outputs = false, robust = false;
+  bool analyze = false;  // --analyze: the typed analysis's report instead of the text
   std::string arch = "sm_90", math_mode = "safe";  // --target ptx
 };
 
@@ -95,7 +97,10 @@ int run_translate(const TranslateArgs& a) {
       else
         lib.named_function_constants[key] = value;
     }
-    std::cout << translate_library(read_file(a.library), lib, o);
+    if (a.analyze)
+      std::cout << analyze_library(read_file(a.library), lib).report();
+    else
+      std::cout << translate_library(read_file(a.library), lib, o);
     return 0;
   }
   if (a.source.empty()) throw std::invalid_argument("give --source BODY_FILE or --library FILE");
@@ -116,7 +121,10 @@ int run_translate(const TranslateArgs& a) {
   auto k = metal_kernel(a.name, a.inputs, a.outputs, read_file(a.source),
                         a.header.empty() ? "" : read_file(a.header), a.ensure_row_contiguous,
                         a.atomic_outputs);
-  std::cout << translate(k, inputs, call, o);
+  if (a.analyze)
+    std::cout << analyze(k, inputs, call).report();
+  else
+    std::cout << translate(k, inputs, call, o);
   return 0;
 }
 
@@ -198,6 +206,9 @@ int main(int argc, char** argv) {
   tr->add_option("--library", ta.library, "a whole .metal library instead of a body");
   tr->add_flag("--atomic-outputs", ta.atomic_outputs, "outputs are device atomic<T>*");
   tr->add_flag("--robust", ta.robust, "bounds-checked buffer accesses (robust mode)");
+  tr->add_flag("--analyze", ta.analyze,
+               "print the typed analysis per kernel (Clang): Metal conversions, barriers and "
+               "simd functions reached, with user lines");
   tr->add_flag("!--no-ensure-row-contiguous", ta.ensure_row_contiguous,
                "pass strided inputs as they are");
 
