@@ -275,8 +275,25 @@ class Splitter {
           !keywords().count(toks_[p].text) &&
           (toks_[n].is("=") || toks_[n].is(";") || toks_[n].is(",") || toks_[n].is("[") ||
            toks_[n].is("(") || toks_[n].is("{") || toks_[n].is(":") || toks_[n].is(")")) &&
-          !product_operand(p))
+          !product_operand(p)) {
         locals_.insert(t.text);
+        // The other declarators of the same declaration (`int H = a, W = b, C = c;`): the
+        // name after each comma at the declaration's own nesting level, up to its `;`.
+        int depth = 0;
+        for (size_t j = n; j < toks_.size(); ++j) {
+          const Token& u = toks_[j];
+          if (u.is("(") || u.is("[") || u.is("{")) ++depth;
+          if (u.is(")") || u.is("]") || u.is("}")) {
+            if (--depth < 0) break;
+          }
+          if (depth == 0 && u.is(";")) break;
+          if (depth != 0 || !u.is(",")) continue;
+          size_t d = next(j + 1, toks_.size());
+          while (d < toks_.size() && (toks_[d].is("*") || toks_[d].is("&")))
+            d = next(d + 1, toks_.size());
+          if (d < toks_.size() && toks_[d].kind == TokKind::ident) locals_.insert(toks_[d].text);
+        }
+      }
       if (toks_[p == npos ? 0 : p].is("auto") || (p != npos && toks_[p].is("auto")))
         locals_.insert(t.text);
     }
