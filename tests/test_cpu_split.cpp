@@ -6,7 +6,9 @@
 // alloy_conformance_fibers).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "conformance/harness.h"
 #include "msl/regions.h"
@@ -228,6 +230,92 @@ kernel void k(device const float* x [[buffer(0)]], constant int* x_shape [[buffe
   }
   run_kernel(k, {x}, make_call({{n}}, {float32}, {n, 1, 1}, {tg, 1, 1}),
              [&](auto& o) { expect_close(o[0], ref, 1e-4, 1e-4); });
+}
+
+// Regions under thread-dependent predicates run in blocks of up to 32 threads of one x row:
+// whole blocks unmasked, empty ones skipped, mixed ones per thread (a 40x3 group, so blocks and
+// simdgroups cross x rows; a partial last group; early returns). Loops with a compile-time trip
+// count over a per-thread array stay in their region and are unrolled; a pointer computed from a
+// template parameter (`x + gy * W`) is recomputed in each region rather than stored.
+TEST(CpuSplit, MaskedBlocksAndConstantLoops) {
+  const std::string body = R"MSL(
+    uint lid = thread_index_in_threadgroup;
+    uint sg = simdgroup_index_in_threadgroup;
+    uint gx = thread_position_in_grid.x;
+    uint gy = thread_position_in_grid.y;
+    uint gid = gy * W + gx;
+    const device float* row = x + gy * W;
+    float st[PER];
+    for (int i = 0; i < PER; ++i) st[i] = row[(gx + i) % W] * float(i + 1);
+    if (lid % 11 == 5) { out[gid] = -7.0f; return; }
+    float v = st[0] + st[PER - 1];
+    if (sg == 1) { v = simd_sum(v); }
+    float w = st[1];
+    if (lid % 3 == 0) { w = simd_max(w); }
+    float z = 0.0f;
+    if (lid > 5000) { z = simd_sum(w); }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float acc = 0.0f;
+    for (int i = 0; i < PER; ++i) acc += st[i];
+    out[gid] = v + 2.0f * w + z + 0.5f * acc + row[0];
+  )MSL";
+  alloy::msl::Translation tr;
+  const std::string lib_src = std::string(R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+constant uint W = 40;
+constant int PER = 3;
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              uint thread_index_in_threadgroup [[thread_index_in_threadgroup]],
+              uint simdgroup_index_in_threadgroup [[simdgroup_index_in_threadgroup]],
+              uint2 thread_position_in_grid [[thread_position_in_grid]]) {)MSL") +
+                              body + "}";
+  auto& e = translated(lib_src, alloy::msl::CpuSyncMode::split, tr);
+  ASSERT_TRUE(e.split) << e.sync_path;
+  EXPECT_NE(tr.code.find("GCC unroll"), std::string::npos);
+  EXPECT_EQ(tr.code.find("decltype(row)"), std::string::npos) << "row is stored per thread";
+
+  auto k = metal_kernel("split_masked_blocks", {"x"}, {"out"}, body);
+  constexpr int64_t w = 40, rows = 8, ty = 3, per = 3;
+  auto x = random_array({rows * w}, float32, -1, 1, 9104, Device::cpu());
+  auto xv = x.to_doubles();
+  std::vector<double> ref(rows * w, 0.0);
+  for (int64_t g0 = 0; g0 < rows; g0 += ty) {
+    const int64_t gh = std::min(ty, rows - g0), size = gh * w;
+    std::vector<double> v(size), wv(size), acc(size);
+    auto at = [&](int64_t l) { return (g0 + l / w) * w + l % w; };
+    for (int64_t l = 0; l < size; ++l) {
+      const int64_t gx = l % w, gy = g0 + l / w;
+      double st[per];
+      for (int64_t i = 0; i < per; ++i) st[i] = xv[gy * w + (gx + i) % w] * double(i + 1);
+      v[l] = st[0] + st[per - 1];
+      wv[l] = st[1];
+      acc[l] = st[0] + st[1] + st[2];
+    }
+    for (int64_t l = 0; l < size; ++l) {
+      if (l % 11 == 5) {
+        ref[at(l)] = -7;
+        continue;
+      }
+      const int64_t sg = l / 32, end = std::min(size, sg * 32 + 32);
+      double vv = v[l], ww = wv[l];
+      if (sg == 1) {
+        vv = 0;
+        for (int64_t m = sg * 32; m < end; ++m)
+          if (m % 11 != 5) vv += v[m];
+      }
+      if (l % 3 == 0) {
+        ww = -1e300;
+        for (int64_t m = sg * 32; m < end; ++m)
+          if (m % 11 != 5 && m % 3 == 0) ww = std::max(ww, wv[m]);
+      }
+      ref[at(l)] = vv + 2 * ww + 0.5 * acc[l] + xv[(g0 + l / w) * w];
+    }
+  }
+  run_kernel(k, {x},
+             make_call({{rows * w}}, {float32}, {w, rows, 1}, {w, ty, 1},
+                       {{"W", int(w)}, {"PER", int(per)}}),
+             [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-5); });
 }
 
 }  // namespace

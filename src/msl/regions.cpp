@@ -127,8 +127,9 @@ class Splitter {
     std::set<std::string> deps;
   };
   std::set<std::string, std::less<>> remat_names_;
-  bool flat_text_ = false;                          // region_text on one line
-  std::set<std::string, std::less<>> array_names_;  // local arrays declared so far
+  std::set<std::string, std::less<>> constexpr_names_;  // `constexpr T name = ...` in the body
+  bool flat_text_ = false;                              // region_text on one line
+  std::set<std::string, std::less<>> array_names_;      // local arrays declared so far
   int loop_id_ = 0;
   std::vector<std::vector<Hoisted>> scopes_;
   std::string out_;
@@ -206,7 +207,52 @@ class Splitter {
     return n;
   }
 
+  // `a OP b * name` / `return b & name`: `*`/`&` at p is a binary operator, not part of a
+  // declarator, when the word before it follows an operator (`q + h * Dk;` does not declare
+  // Dk). Only this pattern is excluded from the declared-name superset.
+  bool product_operand(size_t p) const {
+    if (!(toks_[p].is("*") || toks_[p].is("&"))) return false;
+    size_t w = prev(p);
+    if (w == npos) return false;
+    // `... ) * name` / `... ] * name` / `2 * name`: a product, unless the parenthesis closes a
+    // decltype/typeof (`decltype(x)* p`).
+    if (toks_[w].kind == TokKind::number || toks_[w].is("]")) return true;
+    if (toks_[w].is(")")) {
+      int depth = 0;
+      for (size_t j = w + 1; j-- > 0;) {
+        if (toks_[j].is(")")) ++depth;
+        if (toks_[j].is("(") && --depth == 0) {
+          size_t f = prev(j);
+          return f != npos &&
+                 !(toks_[f].is("decltype") || toks_[f].is("__typeof__") || toks_[f].is("typeof"));
+        }
+      }
+      return false;
+    }
+    if (toks_[w].kind != TokKind::ident || keywords().count(toks_[w].text)) return false;
+    size_t c = prev(w);
+    if (c == npos) return false;
+    if (toks_[c].kind == TokKind::ident) return toks_[c].is("return") || toks_[c].is("case");
+    if (toks_[c].kind != TokKind::punct) return false;
+    static const std::set<std::string> kOps = {
+        "=",  "+",  "-",  "*",  "/",  "%",  "<",   ">",   "!",  "~",  "?",  "^",
+        "|",  "&",  "==", "!=", "<=", ">=", "&&",  "||",  "+=", "-=", "*=", "/=",
+        "%=", "&=", "|=", "^=", "<<", ">>", "<<=", ">>=", "[",  ".",  "->"};
+    return kOps.count(toks_[c].text) > 0;
+  }
+
   void prepare() {
+    for (size_t i = 0; i < toks_.size(); ++i) {
+      if (!toks_[i].is("constexpr")) continue;
+      for (size_t j = next(i + 1, toks_.size()); j < toks_.size(); j = next(j + 1, toks_.size())) {
+        if (toks_[j].is(";") || toks_[j].is("{")) break;
+        size_t n = next(j + 1, toks_.size());
+        if (toks_[j].kind == TokKind::ident && n < toks_.size() && toks_[n].is("=")) {
+          constexpr_names_.insert(toks_[j].text);
+          break;
+        }
+      }
+    }
     for (auto& p : params_) {
       if (p.kind == ParamKind::attribute && !uniform_attribute(p.attribute))
         varying_attrs_.insert(p.name);
@@ -228,8 +274,26 @@ class Splitter {
            toks_[p].is("&")) &&
           !keywords().count(toks_[p].text) &&
           (toks_[n].is("=") || toks_[n].is(";") || toks_[n].is(",") || toks_[n].is("[") ||
-           toks_[n].is("(") || toks_[n].is("{") || toks_[n].is(":") || toks_[n].is(")")))
+           toks_[n].is("(") || toks_[n].is("{") || toks_[n].is(":") || toks_[n].is(")")) &&
+          !product_operand(p)) {
         locals_.insert(t.text);
+        // The other declarators of the same declaration (`int H = a, W = b, C = c;`): the
+        // name after each comma at the declaration's own nesting level, up to its `;`.
+        int depth = 0;
+        for (size_t j = n; j < toks_.size(); ++j) {
+          const Token& u = toks_[j];
+          if (u.is("(") || u.is("[") || u.is("{")) ++depth;
+          if (u.is(")") || u.is("]") || u.is("}")) {
+            if (--depth < 0) break;
+          }
+          if (depth == 0 && u.is(";")) break;
+          if (depth != 0 || !u.is(",")) continue;
+          size_t d = next(j + 1, toks_.size());
+          while (d < toks_.size() && (toks_[d].is("*") || toks_[d].is("&")))
+            d = next(d + 1, toks_.size());
+          if (d < toks_.size() && toks_[d].kind == TokKind::ident) locals_.insert(toks_[d].text);
+        }
+      }
       if (toks_[p == npos ? 0 : p].is("auto") || (p != npos && toks_[p].is("auto")))
         locals_.insert(t.text);
     }
@@ -611,9 +675,60 @@ class Splitter {
   }
 
   // `return;` -> the thread ends (split regions skip it from then on).
+  // A name whose value the host compiler knows: a constexpr of the body, or a name that is
+  // neither a kernel parameter nor a local nor a thread attribute (a template parameter or a
+  // program-scope constant).
+  bool compile_time_name(const std::string& n) const {
+    if (constexpr_names_.count(n)) return true;
+    if (locals_.count(n) || varying_attrs_.count(n) || !is_uniform_name(n)) return false;
+    for (auto& p : params_)
+      if (p.name == n) return false;
+    return true;
+  }
+  // `for (T v = A; v OP B; ++v / v++ / v += C)` with A, B, C made of literals and compile-time
+  // names: a trip count g++ knows.
+  bool constant_trip_for(size_t f, size_t e) const {
+    size_t po = next(f + 1, e);
+    if (po >= e || !toks_[po].is("(")) return false;
+    std::vector<size_t> semis;
+    size_t pc = npos;
+    int depth = 0;
+    for (size_t j = po; j < e; ++j) {
+      if (toks_[j].is("(")) ++depth;
+      if (toks_[j].is(")") && --depth == 0) {
+        pc = j;
+        break;
+      }
+      if (depth == 1 && toks_[j].is(";")) semis.push_back(j);
+    }
+    if (pc == npos || semis.size() != 2) return false;
+    size_t eq = po + 1;
+    while (eq < semis[0] && !toks_[eq].is("=")) ++eq;
+    size_t v = prev(eq);
+    if (eq >= semis[0] || v == npos || v <= po || toks_[v].kind != TokKind::ident) return false;
+    const std::string& var = toks_[v].text;
+    for (size_t j = po + 1; j < pc; ++j) {
+      const Token& t = toks_[j];
+      if (t.trivia() || j == v || t.kind == TokKind::number) continue;
+      if (t.kind == TokKind::ident) {
+        if (t.text == var || (j < eq && scalar_type_name(t.text)) || compile_time_name(t.text))
+          continue;
+        return false;
+      }
+      if (t.kind != TokKind::punct || t.is("[") || t.is("->") || t.is(".") || t.is("(") ||
+          t.is(")") || t.is(","))
+        return false;
+    }
+    return true;
+  }
+
   std::string region_text(size_t b, size_t e, int id) {
     std::string s;
     for (size_t i = b; i < e; ++i) {
+      // Loops with a known trip count left inside a region (e.g. over a per-thread array) are
+      // unrolled, so that the region's thread loop is the innermost loop and vectorises across
+      // threads; g++ -O2 does not unroll them where that grows the code.
+      if (toks_[i].is("for") && constant_trip_for(i, e)) s += "_Pragma(\"GCC unroll 16\") ";
       if (toks_[i].kind == TokKind::ident && toks_[i].text == "return") {
         size_t n = next(i + 1, e);
         if (n >= e || !toks_[n].is(";")) cannot("return with a value");

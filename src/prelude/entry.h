@@ -250,9 +250,47 @@ ALLOY_FN void cpu_region(alloy_split::state& s, const unsigned char* m, F&& f) {
   // Locals: stores through char pointers could otherwise change them, as far as g++ knows.
   const unsigned char* alive = s.alive;
   const unsigned char* mm = m ? m : alive;
-  cpu_for_each_region_thread(s.L, s.g, [&](const thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {
-    if (alive[t.li] & mm[t.li]) f(t);
-  });
+  // Blocks of up to 32 threads of one x row (a simdgroup where x is a multiple of 32): a block
+  // with no active thread is skipped, a block with every thread active runs as an unmasked loop
+  // (vectorised), and only mixed blocks test each thread. Predicated simd statements
+  // (`if (sg == 0) { v = simd_sum(v); }`) and interchanged loops' last iterations are mostly
+  // whole or empty blocks. Flags and the alive bytes are 0 or 1.
+  thread_ids t = cpu_ids(s.L, s.g, 0, 0, 0);
+  const u32 nx = t.gsize[0], ny = t.gsize[1], nz = t.gsize[2];
+  if (nx > 1024u || ny > 1024u || nz > 1024u) __builtin_unreachable();
+  for (u32 z = 0; z < nz; ++z) {
+    for (u32 y = 0; y < ny; ++y) {
+      t.local[1] = y;
+      t.local[2] = z;
+      const unsigned long long row = (unsigned long long)nx * (y + (unsigned long long)ny * z);
+      for (u32 x0 = 0; x0 < nx; x0 += 32u) {
+        const u32 len = nx - x0 < 32u ? nx - x0 : 32u;
+        const unsigned long long b = row + x0;
+        u32 cnt = 0;
+        for (u32 j = 0; j < len; ++j) cnt += alive[b + j] & mm[b + j];
+        if (cnt == 0) continue;
+        if (cnt == len) {
+#pragma GCC ivdep
+          for (u32 j = 0; j < len; ++j) {
+            thread_ids u = t;
+            u.local[0] = x0 + j;
+            u.li = b + j;
+            u.lid = static_cast<u32>(u.li);
+            f(u);
+          }
+        } else {
+          for (u32 j = 0; j < len; ++j) {
+            if (!(alive[b + j] & mm[b + j])) continue;
+            thread_ids u = t;
+            u.local[0] = x0 + j;
+            u.li = b + j;
+            u.lid = static_cast<u32>(u.li);
+            f(u);
+          }
+        }
+      }
+    }
+  }
 }
 #endif
 

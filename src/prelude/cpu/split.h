@@ -81,8 +81,12 @@ constexpr unsigned long long kSmallStep = 0x7ff00000ull;
 template <class I, class S>
 ALLOY_FN I advance(I start, S step, uint32_t k) {
   typedef typename unsigned_of<I>::type U;
-  const U c = static_cast<U>(static_cast<U>(k) * static_cast<U>(step));
-  if (c > kSmallStep) __builtin_unreachable();  // small_steps held for this loop
+  U c = static_cast<U>(static_cast<U>(k) * static_cast<U>(step));
+  // small_steps held for this loop, so this changes nothing; it bounds c for g++ without a
+  // branch. (`if (c > kSmallStep) __builtin_unreachable();` left a branch in the thread loop
+  // when the loop over k was versioned for if-conversion: "control flow in loop", and every
+  // region with a select, such as exp's clamps or max, stayed scalar.)
+  if constexpr (sizeof(U) >= 4) c = c < static_cast<U>(kSmallStep) ? c : static_cast<U>(kSmallStep);
   if constexpr (static_cast<I>(-1) < static_cast<I>(0))
     return static_cast<I>(start + static_cast<I>(c));
   else
@@ -148,6 +152,27 @@ ALLOY_FN bool trips_lt(const I* x0s, E end, S step, bool le, uint32_t* trip, uin
     const long long lim = cu ? 0xffffffffll : 0x7fffffffll;
     const double inv = 1.0 / static_cast<double>(d);
     const long long bias = le ? 0 : d - 1;
+    if (e + d <= lim) {
+      // The common case (e.g. `i < n; i += tpg` from `i = lid`), in 32-bit lanes: with
+      // end + step within the comparison type's range, no thread's variable can wrap before the
+      // end (v + c * step <= end + step), so every count is the closed form. A negative start
+      // (signed) takes the general loop below.
+      const uint32_t eb = static_cast<uint32_t>(e + bias);  // < 2^32
+      const uint32_t du = static_cast<uint32_t>(d);
+      const C ec = static_cast<C>(end);
+      bool neg = false;
+      for (uint32_t t = 0; t < n; ++t) {
+        const C x = static_cast<C>(x0s[t]);
+        if constexpr (!cu) neg |= x < static_cast<C>(0);
+        const bool none = le ? x > ec : x >= ec;
+        const uint32_t num = none ? 0u : eb - static_cast<uint32_t>(x);
+        uint32_t q = static_cast<uint32_t>(static_cast<double>(num) * inv);  // off by <= 1
+        q = static_cast<unsigned long long>(q) * du > num ? q - 1u : q;
+        q = (static_cast<unsigned long long>(q) + 1u) * du <= num ? q + 1u : q;
+        trip[t] = none ? 0u : (le ? q + 1u : q);
+      }
+      if (!neg) return true;
+    }
     bool bad = false;
     for (uint32_t t = 0; t < n; ++t) {
       const long long x = static_cast<long long>(static_cast<C>(x0s[t]));
@@ -203,7 +228,7 @@ struct state {
     ex = alive + kMaxThreads;
     cache = ex + 2 * kMaxExchanges * kMaxThreads * kSlot;
     used = kMaxThreads + 2 * kMaxExchanges * kMaxThreads * kSlot + kMaxExchanges * 32 * kSlot;
-    for (uint32_t i = 0; i < n; ++i) alive[i] = 1;
+    memset(alive, 1, n);
     memset(cache_round, 0, sizeof cache_round);
     memset(slots, 0, sizeof slots);
     g->split = this;
@@ -250,11 +275,24 @@ struct state {
   /// threads alive and in mask m (0 / 0 when there is none).
   ALLOY_FN void trip_range(const uint32_t* trip, const unsigned char* m, uint32_t& lo,
                            uint32_t& hi) const {
+    // Branch-free (vectorised): inactive threads count as 0xffffffff for the minimum and 0
+    // for the maximum (masks, not selects: g++ turns those back into branches here).
     uint32_t a = 0xffffffffu, b = 0;
-    for (uint32_t t = 0; t < n; ++t) {
-      if (!active(t, m)) continue;
-      a = trip[t] < a ? trip[t] : a;
-      b = trip[t] > b ? trip[t] : b;
+    const unsigned char* al = alive;
+    if (m) {
+      for (uint32_t t = 0; t < n; ++t) {
+        const uint32_t on = 0u - static_cast<uint32_t>((al[t] != 0) & (m[t] != 0));
+        const uint32_t x = trip[t];
+        a = (x | ~on) < a ? (x | ~on) : a;
+        b = (x & on) > b ? (x & on) : b;
+      }
+    } else {
+      for (uint32_t t = 0; t < n; ++t) {
+        const uint32_t on = 0u - static_cast<uint32_t>(al[t] != 0);
+        const uint32_t x = trip[t];
+        a = (x | ~on) < a ? (x | ~on) : a;
+        b = (x & on) > b ? (x & on) : b;
+      }
     }
     lo = b ? a : 0;
     hi = b;
@@ -262,7 +300,12 @@ struct state {
   /// The mask of iteration k of an interchanged loop: in m, and k below the thread's trip count.
   ALLOY_FN const unsigned char* trip_mask(unsigned char* km, const uint32_t* trip, uint32_t k,
                                           const unsigned char* m) const {
-    for (uint32_t t = 0; t < n; ++t) km[t] = (!m || m[t]) && trip[t] > k;
+    const uint32_t nn = n;  // a local: stores through km could change n, as far as g++ knows
+    if (m) {
+      for (uint32_t t = 0; t < nn; ++t) km[t] = (m[t] != 0) & (trip[t] > k);
+    } else {
+      for (uint32_t t = 0; t < nn; ++t) km[t] = trip[t] > k;
+    }
     return km;
   }
 
@@ -280,10 +323,20 @@ struct state {
       broadcast(out);
       return;
     }
+    const unsigned char* al = alive;
     for (uint32_t base = 0; base < n; base += 32) {
       uint32_t end = n - base < 32 ? n : base + 32;
-      bool first = true;
       T acc = in[base];
+      // Whole or empty simdgroups (the common cases under a predicate) without per-lane tests.
+      uint32_t cnt = 0;
+      for (uint32_t t = base; t < end; ++t) cnt += (al[t] != 0) & (!m || m[t] != 0);
+      if (cnt == 0 || cnt == end - base) {
+        if (cnt)
+          for (uint32_t t = base + 1; t < end; ++t) acc = op(acc, in[t]);
+        out[base >> 5] = acc;
+        continue;
+      }
+      bool first = true;
       for (uint32_t t = base; t < end; ++t) {
         if (!active(t, m)) continue;
         acc = first ? in[t] : op(acc, in[t]);
