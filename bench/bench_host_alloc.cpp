@@ -2,7 +2,8 @@
 // array sits just before a guard page in its own mapping (sub-page arrays too). Run once per
 // setting of ALLOY_HOST_GUARD_PAGES (all: the default; large: only blocks of a page or more;
 // none: the C heap) and compare the alloy_ms columns; within one run, the peer is the C heap
-// (aligned_alloc/free, what the allocator used for sub-page blocks before).
+// (aligned_alloc/free, what the allocator used for sub-page blocks before). Times per operation
+// (one allocation + free, or one op), in ns.
 //
 //   BM_HostAllocReuse/bytes   host_alloc + host_free of one size (the free block is reused: the
 //                             steady state of a kernel called in a loop).
@@ -20,6 +21,14 @@ namespace {
 
 using namespace alloy;
 using namespace alloy::bench;
+
+// Per-operation times are nanoseconds: alloy_ns, <peer>_ns, cost_vs_<peer> = Alloy / peer.
+void report_ns(benchmark::State& state, const PairTimes& t, const std::string& peer) {
+  if (t.n == 0) return;
+  state.counters["alloy_ns"] = 1e9 * t.alloy / t.n;
+  state.counters[peer + "_ns"] = 1e9 * t.peer / t.n;
+  state.counters["cost_vs_" + peer] = t.alloy / t.peer;
+}
 
 const char* guard_setting() {
   const char* v = std::getenv("ALLOY_HOST_GUARD_PAGES");
@@ -49,9 +58,9 @@ void BM_HostAllocReuse(benchmark::State& state) {
     t.alloy += (t1 - t0) / kReps;
     t.peer += (t2 - t1) / kReps;
     ++t.n;
-    state.SetIterationTime((t1 - t0) / kReps);
+    state.SetIterationTime(t1 - t0);
   }
-  t.report(state, "c_heap", true);
+  report_ns(state, t, "c_heap");
   state.SetLabel(std::string("ALLOY_HOST_GUARD_PAGES=") + guard_setting());
 }
 BENCHMARK(BM_HostAllocReuse)->Arg(64)->Arg(1024)->Arg(65536)->UseManualTime();
@@ -79,9 +88,9 @@ void BM_HostAllocFresh(benchmark::State& state) {
     t.alloy += (t1 - t0) / kLive;
     t.peer += (t2 - t1) / kLive;
     ++t.n;
-    state.SetIterationTime((t1 - t0) / kLive);
+    state.SetIterationTime(t1 - t0);
   }
-  t.report(state, "c_heap", true);
+  report_ns(state, t, "c_heap");
   state.SetLabel(std::string("ALLOY_HOST_GUARD_PAGES=") + guard_setting());
 }
 BENCHMARK(BM_HostAllocFresh)->Arg(64)->Arg(1024)->Arg(65536)->UseManualTime();
@@ -118,9 +127,9 @@ void BM_HostAllocEagerOps(benchmark::State& state) {
     t.alloy += (t1 - t0) / kReps;
     t.peer += (t2 - t1) / kReps;
     ++t.n;
-    state.SetIterationTime((t1 - t0) / kReps);
+    state.SetIterationTime(t1 - t0);
   }
-  t.report(state, "cpp_vectors", true);
+  report_ns(state, t, "cpp_vectors");
   state.SetLabel(std::string("ALLOY_HOST_GUARD_PAGES=") + guard_setting());
 }
 BENCHMARK(BM_HostAllocEagerOps)->UseManualTime();
