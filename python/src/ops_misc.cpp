@@ -221,7 +221,7 @@ Array masked_update(const Array& a, const Array& mask, const Array& v) {
   // The selected position's row: the number of Trues before it (rows past the value's last are
   // clamped to it; MLX raises at evaluation).
   Array pos =
-      maximum(subtract(cumsum(reshape(astype(mask, Dtype::int32), {-1})), Array(1)), Array(0));
+      maximum(subtract(cumsum(reshape(alloy::astype(mask, Dtype::int32), {-1})), Array(1)), Array(0));
   Array picked = take(values, pos, 0);  // [mask.size, trailing...]
   return where(m, reshape(picked, a.shape()), a);
 }
