@@ -150,3 +150,22 @@ TEST(OpsColumnReduce, KernelsCompileWithNvrtcForSm90) {
   }
   EXPECT_EQ(compiled, 18);
 }
+
+TEST(OpsColumnReduce, GpuMatchesCpu) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA GPU";
+  // On CUDA, leading and middle axes take the cooperative column kernel.
+  for (auto [shape, axes] : std::vector<std::pair<Shape, std::vector<int>>>{
+           {{4096, 3}, {0}}, {{6, 700, 33}, {1}}, {{70000, 2, 2}, {1}}, {{3, 9000, 2}, {0, 1}}}) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    Array x = Array::from_doubles(randoms(n, n, false), shape, Dtype::float32);
+    Array xg = x.to(Device::gpu());
+    auto want = sum(x, axes).to_doubles(), got = sum(xg, axes).to_doubles();
+    auto wmax = max(x, axes).to_doubles(), gmax = max(xg, axes).to_doubles();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-3) << i;
+      ASSERT_EQ(gmax[i], wmax[i]) << i;
+    }
+  }
+}

@@ -132,3 +132,20 @@ TEST(OpsQuantizedTiled, KernelsCompileWithNvrtcForSm90) {
     }
   EXPECT_EQ(compiled, 6);
 }
+
+TEST(OpsQuantizedTiled, GpuMatchesCpu) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA GPU";
+  // On CUDA, M >= 32 rows take the tiled kernel; the CPU's per-row kernel is the reference.
+  for (int bits : {4, 8}) {
+    Array wf = Array::from_doubles(randoms(96 * 256, 3), {96, 256}, Dtype::float32);
+    auto q = quantize(wf, 64, bits);
+    Array x = Array::from_doubles(randoms(70 * 256, 4), {70, 256}, Dtype::float32);
+    auto want = quantized_matmul(x, q[0], q[1], q[2], true, 64, bits).to_doubles();
+    Device g = Device::gpu();
+    auto got =
+        quantized_matmul(x.to(g), q[0].to(g), q[1].to(g), q[2].to(g), true, 64, bits).to_doubles();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << bits << " " << i;
+  }
+}
