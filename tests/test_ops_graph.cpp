@@ -324,7 +324,8 @@ TEST(OpsKernels, GeneratedKernelsCompileWithNvrtcForSm90) {
   int compiled = 0;
   for (const auto& info : ops::all_ops()) {
     bool ints = info.family == ops::Family::integer_only;
-    Dtype t = ints ? Dtype::int32 : Dtype::float32;
+    Dtype t = ints ? Dtype::int32
+                   : (info.family == ops::Family::complex_part ? Dtype::complex64 : Dtype::float32);
     std::vector<Array> in;
     if (std::string(info.op) == "select")
       in = {Array::from_doubles(randoms(32, 0, 1, 3), shape, Dtype::bool_), c32, s16};

@@ -83,6 +83,17 @@ Array bitwise_invert(const Array& a, StreamOrDevice s = {});
 /// Elementwise NaN / infinity tests (bool; always false for integers).
 Array isnan(const Array& a, StreamOrDevice s = {});
 Array isinf(const Array& a, StreamOrDevice s = {});
+/// Parts of complex64 values: real and imaginary parts (float32), the complex conjugate
+/// (complex64). Real inputs: `real` and `conjugate` return the input, `imag` zeros of its dtype
+/// (MLX). complex64 also takes abs (float32 |z|), negative, sign (z / |z|), square, exp, log,
+/// log2, log10, log1p, sqrt, rsqrt, the trigonometric and hyperbolic functions and their
+/// inverses (principal branches), round (each part), add, subtract, multiply, divide,
+/// floor_divide (a division, as MLX), power, maximum/minimum and comparisons (lexicographic on
+/// (real, imag), as MLX), logical ops, where, sum, prod, max, min, mean, var (a float32),
+/// argmax/argmin, all/any; other ops raise std::invalid_argument, as MLX's ValueError.
+Array real(const Array& a, StreamOrDevice s = {});
+Array imag(const Array& a, StreamOrDevice s = {});
+Array conjugate(const Array& a, StreamOrDevice s = {});
 
 // ---- binary (broadcasting, promoted) -------------------------------------------------------
 

@@ -10,6 +10,8 @@ Cases (ratio = numpy time / Alloy time: > 1 means Alloy is faster):
   sum rows f32   alloy.sum(m, axis=1).eval()  vs m.sum(axis=1), m of 2^13 x 2^13
   sum cols f32   alloy.sum(m, axis=0).eval()  vs m.sum(axis=0)
   sum all f32    alloy.sum(a).eval()          vs x.sum()
+Also printed: each side's process CPU time (all threads) and the CPU-time ratio (numpy / Alloy),
+the one-core-equivalent comparison when other processes share the cores.
 Both sides allocate their output, as a user's `np.exp(x)` / `alloy.exp(a)` do. Alloy runs
 threadgroups on every core this process may use (its affinity mask: run under `taskset -c 0` for
 one core); numpy's ufuncs use one.
@@ -28,17 +30,21 @@ import alloy
 
 
 def alternate(alloy_fn, numpy_fn, repeats):
-    """Median seconds per call of each, sampled alternately."""
-    a, b = [], []
+    """Median wall seconds and median process CPU seconds (all threads) per call of each,
+    sampled alternately."""
+    a, b, ca, cb = [], [], [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         alloy_fn()
-        t1 = time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
         numpy_fn()
-        t2 = time.perf_counter()
+        c2, t2 = time.process_time(), time.perf_counter()
         a.append(t1 - t0)
         b.append(t2 - t1)
-    return statistics.median(a), statistics.median(b)
+        ca.append(c1 - c0)
+        cb.append(c2 - c1)
+    med = statistics.median
+    return med(a), med(b), med(ca), med(cb)
 
 
 def cases(n, rng):
@@ -73,13 +79,17 @@ def main():
     names = args.cases.split(",") if args.cases else list(all_cases)
     print(f"n = 2^{args.log2n}, cores available: {len(os.sched_getaffinity(0))}, "
           f"load average: {os.getloadavg()[0]:.1f}")
-    print(f"{'case':<16} {'alloy':>10} {'numpy':>10} {'ratio':>7}")
+    print(f"{'case':<16} {'alloy':>10} {'numpy':>10} {'ratio':>7} {'alloy cpu':>10} "
+          f"{'numpy cpu':>10} {'cpu ratio':>9}")
     for name in names:
         alloy_fn, numpy_fn = all_cases[name]
         alloy_fn()  # compile (cached on disk afterwards) and warm the allocator
         numpy_fn()
-        ta, tn = alternate(alloy_fn, numpy_fn, args.repeats)
-        print(f"{name:<16} {ta * 1e3:>8.2f}ms {tn * 1e3:>8.2f}ms {tn / ta:>7.2f}")
+        ta, tn, ca, cn = alternate(alloy_fn, numpy_fn, args.repeats)
+        # CPU-time ratio: numpy's process CPU time over Alloy's (summed over its threads), the
+        # one-core-equivalent comparison on a loaded machine.
+        print(f"{name:<16} {ta * 1e3:>8.2f}ms {tn * 1e3:>8.2f}ms {tn / ta:>7.2f} "
+              f"{ca * 1e3:>8.2f}ms {cn * 1e3:>8.2f}ms {cn / max(ca, 1e-9):>9.2f}")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

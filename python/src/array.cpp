@@ -274,6 +274,12 @@ void init_array(nb::module_& m) {
       .def_prop_ro(
           "T", [](const Array& a) { return a.transpose(); },
           "The transposed view (axes reversed), sharing memory.")
+      .def_prop_ro(
+          "real", [](const Array& a) { return alloy::real(a); },
+          "The real part (float32 for complex64; the array itself otherwise).")
+      .def_prop_ro(
+          "imag", [](const Array& a) { return alloy::imag(a); },
+          "The imaginary part (float32 for complex64; zeros otherwise).")
       .def("item", &item, "The value of a one-element array as a Python scalar (evaluates).")
       .def("tolist", &to_list,
            "The elements as nested lists of Python scalars (a scalar for a 0-d array; "

@@ -130,6 +130,10 @@ void init_ops(nb::module_& m) {
       {"bitwise_invert", &bitwise_invert, "~a for integers and bool."},
       {"isnan", &isnan, "Elementwise NaN test."},
       {"isinf", &isinf, "Elementwise infinity test."},
+      {"real", &real, "Real part (float32 for complex64; real inputs are returned)."},
+      {"imag", &imag, "Imaginary part (float32 for complex64; zeros for real inputs)."},
+      {"conjugate", &conjugate, "Complex conjugate (real inputs are returned)."},
+      {"conj", &conjugate, "Complex conjugate (alias of conjugate)."},
   };
   for (const auto& u : unary) {
     Unary f = u.f;

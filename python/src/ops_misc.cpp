@@ -58,11 +58,27 @@ bool is_index_array(nb::handle h) {
   return false;
 }
 
+std::string shape_str(const Shape& s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  return r;
+}
+
+// A boolean mask in a key: Python True/False, or an array (alloy, NumPy, list) of bool.
+std::optional<Array> bool_mask(nb::handle h) {
+  if (PyBool_Check(h.ptr()))
+    return Array::from_doubles({h.ptr() == Py_True ? 1.0 : 0.0}, {}, Dtype::bool_, Device::cpu());
+  if (!is_index_array(h)) return std::nullopt;
+  Array x = as_input(h);
+  if (x.dtype() != Dtype::bool_) return std::nullopt;
+  return x;
+}
+
 Array index_array(nb::handle h) {
   Array x = as_input(h);
-  if (x.dtype() == Dtype::bool_)
-    throw NotSupported("indexing",
-                       "not supported: boolean mask indexing (its shape depends on the values)");
+  // MLX raises the same ValueError: the result's shape would depend on the mask's values, which
+  // a lazy graph does not know (`a[mask] = v` works: a `where`).
+  if (x.dtype() == Dtype::bool_) throw nb::value_error("boolean indices are not yet supported");
   if (!is_integral(x.dtype()))
     throw nb::index_error(("arrays used as indices must be of integer type, got " +
                            std::string(dtype_name(x.dtype())))
@@ -83,12 +99,14 @@ std::vector<nb::handle> key_items(nb::handle key) {
 
 bool has_array_index(nb::handle key) {
   for (nb::handle h : key_items(key))
-    if (is_index_array(h)) return true;
+    if (is_index_array(h) || PyBool_Check(h.ptr())) return true;
   return false;
 }
 
 Array advanced_index(const Array& a, nb::handle key) {
   auto items = key_items(key);
+  for (nb::handle h : items)
+    if (bool_mask(h)) throw nb::value_error("boolean indices are not yet supported");
   int specified = 0;
   for (nb::handle h : items)
     if (!h.is_none() && h.ptr() != Py_Ellipsis) ++specified;
@@ -157,9 +175,68 @@ Array advanced_index(const Array& a, nb::handle key) {
 
 namespace {
 
+// a[mask] = v (MLX's masked_scatter), lazily: `mask` covers a's leading axes (its shape is
+// theirs); a value broadcasting to the trailing axes goes to every selected position (a `where`);
+// a value with one more axis supplies the selected positions in order, its k-th row going to
+// the k-th True (positions = cumsum(mask) - 1, a `take`, then the `where`).
+Array masked_update(const Array& a, const Array& mask, const Array& v) {
+  int k = mask.ndim(), tn = a.ndim() - k;
+  bool leading = k <= a.ndim();
+  for (int d = 0; d < k && leading; ++d) leading = mask.shape()[d] == a.shape()[d];
+  if (!leading)
+    throw nb::value_error(("[masked_scatter] The boolean mask should have the same shape as the "
+                           "beginning of the indexed array but the mask has shape (" +
+                           shape_str(mask.shape()) + ") and the array has shape (" +
+                           shape_str(a.shape()) + ")")
+                              .c_str());
+  Shape trailing(a.shape().begin() + k, a.shape().end());
+  Shape mask_shape = mask.shape();
+  mask_shape.resize(a.ndim(), 1);
+  Array m = reshape(mask, mask_shape);
+  auto broadcasts_to_trailing = [&](const Shape& s) {
+    if (static_cast<int>(s.size()) > tn) return false;
+    for (size_t j = 0; j < s.size(); ++j)
+      if (s[s.size() - 1 - j] != 1 && s[s.size() - 1 - j] != trailing[tn - 1 - j]) return false;
+    return true;
+  };
+  if (v.ndim() <= tn) {
+    if (!broadcasts_to_trailing(v.shape()))
+      throw nb::value_error(("[masked_scatter] Value array shape (" + shape_str(v.shape()) +
+                             ") must be broadcastable with the last " + std::to_string(tn) +
+                             " dimensions of the input.")
+                                .c_str());
+    return where(m, v, a);
+  }
+  Shape rest(v.shape().begin() + 1, v.shape().end());
+  if (v.ndim() != tn + 1 || !broadcasts_to_trailing(rest))
+    throw nb::value_error(("[masked_scatter] Value array shape must be broadcastable with the "
+                           "last " +
+                           std::to_string(tn) + " dimensions of the input.")
+                              .c_str());
+  int64_t n = v.shape()[0];
+  if (n == 0) throw nb::value_error("[masked_scatter] the value array has no rows");
+  Shape vs{n};
+  vs.insert(vs.end(), trailing.begin(), trailing.end());
+  Array values = broadcast_to(v, vs);
+  // The selected position's row: the number of Trues before it (rows past the value's last are
+  // clamped to it; MLX raises at evaluation).
+  Array pos =
+      maximum(subtract(cumsum(reshape(alloy::astype(mask, Dtype::int32), {-1})), Array(1)), Array(0));
+  Array picked = take(values, pos, 0);  // [mask.size, trailing...]
+  return where(m, reshape(picked, a.shape()), a);
+}
+
 // a[key] = value as a new array (MLX's functional update).
 Array updated(const Array& a, nb::handle key, nb::handle value) {
   Array v = alloy::astype(value_like(value, a), a.dtype());
+  if (auto items = key_items(key); items.size() == 1) {
+    if (auto mask = bool_mask(items[0])) return masked_update(a, *mask, v);
+  } else {
+    for (nb::handle h : items)
+      if (bool_mask(h))
+        throw nb::value_error(
+            "boolean masks combined with other indices are not supported in assignments");
+  }
   if (!has_array_index(key)) {
     // Integers, slices, None and '...': one slice_update over the original axes.
     Array view = basic_index(a, key);

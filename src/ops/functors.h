@@ -31,6 +31,9 @@ enum class Family {
   compare,
   /// Logical ops: inputs read as bool, bool result.
   logical,
+  /// Parts of complex64 values (real, imag: float32; conjugate: complex64); the ops return real
+  /// inputs themselves (real, conjugate) or zeros (imag) without a kernel, as MLX.
+  complex_part,
 };
 
 struct OpInfo {
@@ -38,7 +41,11 @@ struct OpInfo {
   const char* primitive;  // "Exp": MLX's primitive name (the registry name)
   int arity;
   Family family;
-  bool bool_ok;       // whether bool inputs are accepted (numpy rejects e.g. negative(bool))
+  bool bool_ok;  // whether bool inputs are accepted (numpy rejects e.g. negative(bool))
+  /// Whether complex64 inputs are accepted (MLX's set): the functor then has a complex64_t
+  /// overload (complex64 is a pair of floats, MLX's `complex64_t`), chosen by overload
+  /// resolution or enable_if on `alloy_is_complex`.
+  bool complex_ok;
   const char* metal;  // the functor's Metal source
   /// Other ops whose functors this one calls (space-separated), placed before it.
   const char* needs = nullptr;

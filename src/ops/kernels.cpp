@@ -73,6 +73,14 @@ OpKernel cached_spec(const std::string& cache_key, const std::function<KernelSpe
 
 const char* kInputNames[] = {"a", "b", "c"};
 
+// Metal text converting `x` from `from` to `to`. A complex64 value is true when either part is
+// non-zero (MLX, numpy); complex64_t's own conversion to a real type keeps the real part.
+std::string convert_expr(const std::string& x, Dtype from, Dtype to) {
+  if (from == Dtype::complex64 && to == Dtype::bool_)
+    return fmt::format("bool(({}) != complex64_t(0.0f, 0.0f))", x);
+  return fmt::format("static_cast<{}>({})", type_name(to), x);
+}
+
 std::string read_expr(const std::string& name, char layout) {
   switch (layout) {
     case 's':
@@ -93,6 +101,9 @@ std::string reduce_init(const std::string& op, Dtype acc) {
   if (op == "all") return "true";
   if (op == "any") return "false";
   bool max = op == "max";
+  // complex64 is ordered lexicographically on (real, imag).
+  if (acc == Dtype::complex64)
+    return max ? "complex64_t(-INFINITY, -INFINITY)" : "complex64_t(INFINITY, INFINITY)";
   if (is_floating(acc)) return max ? "-INFINITY" : "INFINITY";
   switch (acc) {
     case Dtype::bool_:
@@ -176,9 +187,12 @@ OpKernel elementwise_kernel(const ElementwiseKernel& k, const std::vector<Array>
     for (size_t j = 0; j < inputs.size(); ++j) {
       if (j) args += ", ";
       std::string x = read_expr(kInputNames[j], layouts[j]);
-      if (k.via[j] != inputs[j].dtype() && k.via[j] != k.compute[j])
-        x = fmt::format("static_cast<{}>({})", type_name(k.via[j]), x);
-      args += fmt::format("static_cast<{}>({})", type_name(k.compute[j]), x);
+      Dtype from = inputs[j].dtype();
+      if (k.via[j] != from && k.via[j] != k.compute[j]) {
+        x = convert_expr(x, from, k.via[j]);
+        from = k.via[j];
+      }
+      args += convert_expr(x, from, k.compute[j]);
     }
     spec.source = fmt::format(
         "  uint i = thread_position_in_grid.x;\n"
@@ -216,7 +230,7 @@ OpKernel reduce_kernel(const ReduceKernel& k, const Array& x) {
               d);
       std::string cmp = k.op == "argmax" ? ">" : "<";
       std::string better =
-          is_floating(k.acc)
+          is_floating(k.acc) && k.acc != Dtype::complex64
               ? fmt::format("v {} best || (metal::isnan(v) && !metal::isnan(best))", cmp)
               : fmt::format("v {} best", cmp);
       s += fmt::format(

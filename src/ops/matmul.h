@@ -42,4 +42,13 @@ OpKernel dequantize_kernel(Dtype out, int group_size, int bits);
 OpKernel qmm_kernel(Dtype x, Dtype scales, Dtype out, int group_size, int bits, bool transpose,
                     bool gather);
 
+/// The tiled product for many rows (prefill; src/ops/quantized_tiled.cpp), transpose only: a
+/// threadgroup of 256 threads per 32 x 32 output tile over a (256 ceil(N / 32), ceil(M / 32), B)
+/// grid, x's and W's dequantized 32 x 32 blocks staged in threadgroup memory per step along K.
+/// Used on CUDA for M >= kTiledQmmRows; on the CPU only through the test hook.
+constexpr int kTiledQmmRows = 32;
+OpKernel qmm_tiled_kernel(Dtype x, Dtype scales, Dtype out, int group_size, int bits, bool gather);
+void set_tiled_qmm_on_cpu(bool on);
+bool tiled_qmm_on_cpu();
+
 }  // namespace alloy::ops

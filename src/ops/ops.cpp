@@ -139,8 +139,12 @@ Array reduce(const char* op, const Array& a, std::vector<int> axes, bool keepdim
   Device d = op_device({a}, s);
   check_device_dtype(d, a.dtype(), op);
   Array x = on_device(a, d);
-  if (axes.empty()) return x.astype(out);
   std::string_view o = op;
+  // all / any read complex64 values as "either part non-zero" (the kernels' conversions to bool
+  // would keep the real part only).
+  if (a.dtype() == Dtype::complex64 && (o == "all" || o == "any"))
+    x = not_equal(x, scalar_like(0.0, x, false), d);
+  if (axes.empty()) return x.astype(out);
   if ((o == "max" || o == "min")) {
     bool empty_axis = false;
     for (int ax : axes) empty_axis |= a.shape()[ax] == 0;
@@ -157,8 +161,6 @@ Array arg_reduce(const char* op, const Array& a, int axis, bool keepdims, Stream
   axis = normalize_axes(a, {axis}, op)[0];
   if (a.shape()[axis] == 0)
     throw std::invalid_argument(fmt::format("[{}] cannot reduce over an empty axis", op));
-  if (a.dtype() == Dtype::complex64)
-    throw NotSupported(op, fmt::format("not supported: complex64 in {}", op));
   Device d = op_device({a}, s);
   check_device_dtype(d, a.dtype(), op);
   Array x = on_device(a, d);
@@ -296,7 +298,26 @@ Array isnan(const Array& a, StreamOrDevice s) {
 Array isinf(const Array& a, StreamOrDevice s) {
   check_valid(a, "isinf");
   if (!is_floating(a.dtype())) return full(a.shape(), 0.0, Dtype::bool_, op_device({a}, s));
-  return equal(abs(a, s), scalar_like(std::numeric_limits<double>::infinity(), a, false), s);
+  Array m = abs(a, s);  // float32 |z| for complex64 (inf when either part is)
+  return equal(m, scalar_like(std::numeric_limits<double>::infinity(), m, false), s);
+}
+
+// ---- complex parts -----------------------------------------------------------------------
+
+Array real(const Array& a, StreamOrDevice s) {
+  check_valid(a, "real");
+  if (a.dtype() != Dtype::complex64) return on_device(a, op_device({a}, s));
+  return apply_elementwise("real", {a}, s);
+}
+Array imag(const Array& a, StreamOrDevice s) {
+  check_valid(a, "imag");
+  if (a.dtype() != Dtype::complex64) return full(a.shape(), 0.0, a.dtype(), op_device({a}, s));
+  return apply_elementwise("imag", {a}, s);
+}
+Array conjugate(const Array& a, StreamOrDevice s) {
+  check_valid(a, "conjugate");
+  if (a.dtype() != Dtype::complex64) return on_device(a, op_device({a}, s));
+  return apply_elementwise("conjugate", {a}, s);
 }
 
 // ---- binary --------------------------------------------------------------------------------
@@ -393,6 +414,8 @@ Array var(const Array& a, const std::vector<int>& axes, bool keepdims, int ddof,
   int64_t n = reduced_count(a, axes);
   Array x = astype(a, at_least_float(a.dtype()), s);
   Array centered = subtract(x, mean(x, axes, true, s), s);
+  // complex64: the mean of |x - mean|^2, a float32 (MLX, numpy).
+  if (x.dtype() == Dtype::complex64) centered = abs(centered, s);
   Array ss = sum(square(centered, s), axes, keepdims, s);
   double denom = static_cast<double>(n - ddof);
   return multiply(ss, scalar_like(denom > 0 ? 1.0 / denom : std::nan(""), ss, false), s);

@@ -12,6 +12,7 @@
 #include "core/array_node.h"
 #include "ops/kernels.h"
 #include "ops/ops_internal.h"
+#include "ops/reduce_columns.h"
 #include "ops/reduce_rows.h"
 
 namespace alloy::ops {
@@ -28,11 +29,12 @@ ElementwisePlan plan_elementwise(const OpInfo& op, const std::vector<Dtype>& in)
   if (static_cast<int>(in.size()) != op.arity)
     throw std::invalid_argument(
         fmt::format("{}: expected {} inputs, got {}", op.op, op.arity, in.size()));
-  for (auto d : in)
-    if (d == Dtype::complex64)
-      throw NotSupported(op.op, fmt::format("not supported: complex64 inputs to {} (complex ops "
-                                            "are not implemented yet)",
-                                            op.op));
+  bool complex = false;
+  for (size_t j = std::string_view(op.op) == "select" ? 1 : 0; j < in.size(); ++j)
+    complex |= in[j] == Dtype::complex64;
+  // MLX's set of complex ops (its ValueError "Not supported for complex64").
+  if (complex && !op.complex_ok)
+    throw std::invalid_argument(fmt::format("[{}] Not supported for complex64.", op.op));
   ElementwisePlan p;
   size_t n = in.size();
   if (std::string_view(op.op) == "select") {
@@ -82,7 +84,16 @@ ElementwisePlan plan_elementwise(const OpInfo& op, const std::vector<Dtype>& in)
       p.compute.assign(n, Dtype::bool_);
       p.out = Dtype::bool_;
       break;
+    case Family::complex_part:
+      if (t != Dtype::complex64)
+        throw std::invalid_argument(
+            fmt::format("{}: the kernel takes complex64 inputs, got {}", op.op, dtype_name(t)));
+      p.via.assign(n, t);
+      p.compute.assign(n, t);
+      p.out = std::string_view(op.op) == "conjugate" ? t : Dtype::float32;
+      break;
   }
+  if (complex && std::string_view(op.op) == "abs") p.out = Dtype::float32;  // |z|
   return p;
 }
 
@@ -231,8 +242,6 @@ std::vector<Array> Elementwise::jvp(const std::vector<Array>& primals,
 // ---- Reduce ------------------------------------------------------------------------------------
 
 std::pair<Dtype, Dtype> reduce_dtypes(const std::string& op, Dtype in) {
-  if (in == Dtype::complex64)
-    throw NotSupported(op, "not supported: complex64 reductions (not implemented yet)");
   if (op == "all" || op == "any") return {Dtype::bool_, Dtype::bool_};
   if (op == "max" || op == "min") return {opmath(in), in};
   // sum / prod
@@ -307,10 +316,21 @@ void Reduce::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs,
   auto [acc, out] = reduce_dtypes(op_, x.dtype());
   if (out != outputs.at(0).dtype())
     throw std::invalid_argument(label() + ": the output dtype does not match the input's");
-  // Leading axes of a row-contiguous input ("column" reductions): a thread per output would walk
-  // a column with a large stride; instead passes over blocks of rows, adjacent threads reading
-  // adjacent elements, until one row is left.
   int nred = static_cast<int>(axes_.size());
+  // One run of leading or middle axes of a row-contiguous input, on CUDA: the cooperative column
+  // kernel (reduce_columns.h) over the input seen as [outer, reduced, inner].
+  bool run = x.is_row_contiguous() && nred > 0 && x.size() > 0 && axes_.back() < x.ndim() - 1;
+  for (int j = 0; j < nred && run; ++j) run = axes_[j] == axes_[0] + j;
+  if (run && (gpu || cooperative_columns_on_cpu())) {
+    int64_t outer = 1, red = 1, inner = 1;
+    for (int d = 0; d < x.ndim(); ++d)
+      (d < axes_[0] ? outer : d <= axes_.back() ? red : inner) *= x.shape()[d];
+    reduce_columns(op_, row_major_alias(x, {outer, red, inner}), acc, outputs, gpu);
+    return;
+  }
+  // Leading axes of a row-contiguous input ("column" reductions) on the CPU: a thread per output
+  // would walk a column with a large stride; instead passes over blocks of rows, adjacent threads
+  // reading adjacent elements, until one row is left.
   bool leading = x.is_row_contiguous() && nred < x.ndim() && x.size() > 0;
   for (int j = 0; j < nred; ++j) leading &= axes_[j] == j;
   int64_t rows = 1;
@@ -541,6 +561,9 @@ ALLOY_REGISTER_ELEMENTWISE(ErfInv)
 ALLOY_REGISTER_ELEMENTWISE(Floor)
 ALLOY_REGISTER_ELEMENTWISE(Ceil)
 ALLOY_REGISTER_ELEMENTWISE(Round)
+ALLOY_REGISTER_ELEMENTWISE(Real)
+ALLOY_REGISTER_ELEMENTWISE(Imag)
+ALLOY_REGISTER_ELEMENTWISE(Conjugate)
 ALLOY_REGISTER_ELEMENTWISE(LogicalNot)
 ALLOY_REGISTER_ELEMENTWISE(BitwiseInvert)
 ALLOY_REGISTER_ELEMENTWISE(Add)

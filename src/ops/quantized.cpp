@@ -300,6 +300,12 @@ class QuantizedProduct : public Primitive {
     const Shape& x = in[0].shape();
     int64_t N = o.shape().back(), M = gather_ ? x[x.size() - 2] : x[0];
     int64_t B = gather_ ? in[4].size() : 1;
+    if (transpose_ && M >= kTiledQmmRows && (gpu || tiled_qmm_on_cpu())) {
+      // Many rows (prefill): 32 x 32 output tiles sharing each dequantized weight.
+      OpKernel t = qmm_tiled_kernel(in[0].dtype(), in[2].dtype(), o.dtype(), gs_, bits_, gather_);
+      run_kernel_grid(t, in, out, {256 * ((N + 31) / 32), (M + 31) / 32, B}, 256, gpu);
+      return;
+    }
     OpKernel k =
         qmm_kernel(in[0].dtype(), in[2].dtype(), o.dtype(), gs_, bits_, transpose_, gather_);
     int64_t gx = transpose_ ? 32 * N : N;
