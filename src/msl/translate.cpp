@@ -734,19 +734,19 @@ class Translator {
           std::string host;
           bool kernel = false;
           size_t body_start = n;
-          for (size_t j = n; j < semi; ++j) {
-            if (is_attr_open(j)) {
-              size_t c = attr_close_checked(j);
-              if (c > semi) bad("unterminated [[attribute]] (missing ']]')", toks_[j].line);
-              std::string a = compact(j + 2, c - 1);
-              if (a.starts_with("host_name")) {
-                auto q1 = a.find('"'), q2 = a.rfind('"');
-                if (q1 != std::string::npos && q2 > q1) host = a.substr(q1 + 1, q2 - q1 - 1);
-              }
-              if (a == "kernel") kernel = true;
-              j = c;
-              body_start = j + 1;
+          // The instantiation's own attributes lead; those of its parameters (an instantiation
+          // written with the full parameter list) are not its.
+          for (size_t j = n; j < semi && is_attr_open(j); j = next(j)) {
+            size_t c = attr_close_checked(j);
+            if (c > semi) bad("unterminated [[attribute]] (missing ']]')", toks_[j].line);
+            std::string a = compact(j + 2, c - 1);
+            if (a.starts_with("host_name")) {
+              auto q1 = a.find('"'), q2 = a.rfind('"');
+              if (q1 != std::string::npos && q2 > q1) host = a.substr(q1 + 1, q2 - q1 - 1);
             }
+            if (a == "kernel") kernel = true;
+            j = c + 1;
+            body_start = j;
           }
           if (kernel || !host.empty()) {
             // The instance is what follows `decltype(...)`.
@@ -759,7 +759,32 @@ class Translator {
                 bad("unbalanced parentheses in an explicit instantiation", t.line);
               fn = compact(pc + 1, semi);
             } else {
-              fn = compact(body_start, semi);
+              // `void f<T, 4>(params...)`: the declarator before the parameter list.
+              size_t lp = body_start;
+              int angle = 0;
+              for (; lp < semi; ++lp) {
+                if (toks_[lp].is("<")) ++angle;
+                if (toks_[lp].is(">")) --angle;
+                if (toks_[lp].is(">>")) angle -= 2;
+                if (angle <= 0 && toks_[lp].is("(")) break;
+              }
+              size_t name = prev(lp);
+              if (name != std::string::npos && name > body_start &&
+                  (toks_[name].is(">") || toks_[name].is(">>"))) {
+                int depth = 0;
+                for (size_t k = name + 1; k-- > body_start;) {
+                  if (toks_[k].is(">")) ++depth;
+                  if (toks_[k].is(">>")) depth += 2;
+                  if (toks_[k].is("<")) --depth;
+                  if (depth == 0) {
+                    name = prev(k);
+                    break;
+                  }
+                }
+              }
+              fn = lp < semi && name != std::string::npos && name >= body_start
+                       ? compact(name, lp)
+                       : compact(body_start, semi);
             }
             if (host.empty()) host = fn.substr(0, fn.find('<'));
             insts_.push_back({host, fn});
@@ -1187,8 +1212,10 @@ class Translator {
       if (last == std::string::npos || last <= colon || next(q + 1) >= colon) continue;
       std::string a = operand(q + 1, colon), b = operand(colon + 1, end);
       auto cast = [](const std::string& self, const std::string& other) {
-        return " static_cast< ::metal::alloy_detail::cond_t<decltype((" + self + ")), decltype((" +
-               other + "))>>(";
+        // cond_ft's only comma is inside parentheses: the ?: may be a macro's argument.
+        return " static_cast< ::metal::alloy_detail::cond_ft<void( "
+               "::metal::alloy_detail::cond_tag<decltype((" +
+               self + "))>*, ::metal::alloy_detail::cond_tag<decltype((" + other + "))>*)>>(";
       };
       after[q] = cast(a, b) + after[q];
       before[colon] += ")";

@@ -213,6 +213,19 @@ template <class Self, class Other>
 struct cond_operand<Self, Other, 2> : lowp_promote<remove_cvref_t<Self>, remove_cvref_t<Other>> {};
 template <class Self, class Other>
 using cond_t = typename cond_operand<Self, Other>::type;
+// cond_t written so that a ?: inside a macro argument stays one argument (the translator's form):
+// cond_ft<void(cond_tag<decltype((self))>*, cond_tag<decltype((other))>*)>, its only comma inside
+// parentheses (MLX's fft.h passes `rader ? rader_2_steps_ : radix_2_steps_` to a macro).
+template <class T>
+struct cond_tag;
+template <class F>
+struct cond_pair;
+template <class Self, class Other>
+struct cond_pair<void(cond_tag<Self>*, cond_tag<Other>*)> {
+  typedef cond_t<Self, Other> type;
+};
+template <class F>
+using cond_ft = typename cond_pair<F>::type;
 }  // namespace alloy_detail
 
 #define ALLOY_LOWP_BINOP(op)                                                         \
