@@ -118,9 +118,17 @@ class Family:
         return "#include <metal_stdlib>\nusing namespace metal;\n" + self.prelude + inc + self.body
 
 
-def per_dtype(fmt):
-    """`fmt` once per float dtype: {t} Metal type, {n} dtype name."""
-    return "".join(fmt.format(t=METAL_TYPE[n], n=n) for n in DTYPES)
+def per_dtype(fmt, keep=None):
+    """`fmt` once per float dtype ({t} Metal type, {n} dtype name); with `keep`, only its first
+    `keep` lines (the kernels that run) for every dtype and the others for float32 alone (they
+    are compiled, not run: fewer kernels keep the suite's compile time small)."""
+    lines = fmt.splitlines(keepends=True)
+    out = ""
+    for n in DTYPES:
+        for i, line in enumerate(lines):
+            if keep is None or i < keep or n == "float32":
+                out += line.format(t=METAL_TYPE[n], n=n)
+    return out
 
 
 def groups(n, g):
@@ -141,7 +149,7 @@ UNARY = Family(
     per_dtype('instantiate_kernel("v_Exp{n}{n}", unary_v, {t}, {t}, Exp, 1)\n'
               'instantiate_kernel("v2_Sin{n}{n}", unary_v2, {t}, {t}, Sin)\n'
               'instantiate_kernel("gn1_Abs{n}{n}", unary_g, {t}, {t}, Abs, 1, int)\n'
-              'instantiate_kernel("gn4large_Erf{n}{n}", unary_g, {t}, {t}, Erf, 4)\n'),
+              'instantiate_kernel("gn4large_Erf{n}{n}", unary_g, {t}, {t}, Erf, 4)\n', keep=1),
     run_unary)
 
 
@@ -163,7 +171,7 @@ BINARY = Family(
               'instantiate_kernel("vv_Maximum{n}", binary_vv, {t}, {t}, Maximum, 1)\n'
               'instantiate_kernel("sv2_Divide{n}", binary_sv2, {t}, {t}, Divide)\n'
               'instantiate_kernel("g2_Power{n}", binary_g_nd2, {t}, {t}, Power, int)\n'
-              'instantiate_kernel("gn4large_LogAddExp{n}", binary_g, {t}, {t}, LogAddExp, 4)\n'),
+              'instantiate_kernel("gn4large_LogAddExp{n}", binary_g, {t}, {t}, LogAddExp, 4)\n', keep=2),
     run_binary)
 
 
@@ -181,7 +189,7 @@ TERNARY = Family(
     ["utils.h", "ternary_ops.h", "ternary.h"],
     per_dtype('instantiate_kernel("v_Select{n}", ternary_v, {t}, Select, false, false, 1)\n'
               'instantiate_kernel("g2_Select{n}", ternary_g_nd2, {t}, Select, int)\n'
-              'instantiate_kernel("gn4large_Select{n}", ternary_g, {t}, Select, 4)\n'),
+              'instantiate_kernel("gn4large_Select{n}", ternary_g, {t}, Select, 4)\n', keep=1),
     run_ternary)
 
 
@@ -201,7 +209,7 @@ COPY = Family(
     per_dtype('instantiate_kernel("v_copyfloat32{n}", copy_v, float, {t}, 1)\n'
               'instantiate_kernel("g2_copyfloat32{n}", copy_g_nd2, float, {t}, int)\n'
               'instantiate_kernel("gg3large_copy{n}{n}", copy_gg_nd3, {t}, {t})\n'
-              'instantiate_kernel("ggn2_dynamic_copy{n}{n}", copy_gg_dynamic, {t}, {t}, 2, int)\n'),
+              'instantiate_kernel("ggn2_dynamic_copy{n}{n}", copy_gg_dynamic, {t}, {t}, 2, int)\n', keep=2),
     run_copy)
 
 
@@ -232,7 +240,7 @@ SOFTMAX = Family(
     ["utils.h", "softmax.h"],
     per_dtype('instantiate_kernel("block_softmax_{n}", softmax_single_row, {t})\n'
               'instantiate_kernel("looped_softmax_{n}", softmax_looped, {t})\n'
-              'instantiate_kernel("block_softmax_precise_{n}", softmax_single_row, {t}, float)\n'),
+              'instantiate_kernel("block_softmax_precise_{n}", softmax_single_row, {t}, float)\n', keep=2),
     run_softmax)
 
 
@@ -256,7 +264,7 @@ def run_logsumexp(lib, dtype, stream, rng):
 LOGSUMEXP = Family(
     ["utils.h", "logsumexp.h"],
     per_dtype('instantiate_kernel("block_logsumexp_{n}", logsumexp, {t})\n'
-              'instantiate_kernel("looped_logsumexp_{n}", logsumexp_looped, {t})\n'),
+              'instantiate_kernel("looped_logsumexp_{n}", logsumexp_looped, {t})\n', keep=2),
     run_logsumexp)
 
 
@@ -286,7 +294,7 @@ REDUCE = Family(
               'instantiate_kernel("col_reduce_small_1_reduce_min{n}", col_reduce_small, '
               '{t}, {t}, Min<{t}>, int, 1)\n'
               'instantiate_kernel("row_reduce_simple_sum{n}", row_reduce_simple, '
-              '{t}, {t}, Sum<{t}>)\n'),
+              '{t}, {t}, Sum<{t}>)\n', keep=2),
     run_reduce)
 
 
@@ -365,7 +373,7 @@ SORT = Family(
               'instantiate_kernel("nc_block_sort_{n}_{n}_bn64_tn4", block_sort_nc, {t}, {t}, '
               'false, 64, 4)\n'
               'instantiate_kernel("sort_mbsort_{n}_uint32_bn512_tn8", mb_block_sort, {t}, '
-              'uint32_t, true, 512, 8)\n'),
+              'uint32_t, true, 512, 8)\n', keep=2),
     run_sort)
 
 
@@ -390,7 +398,7 @@ GEMV_INST = ("instantiate_kernel(\"gemv_{n}_bm4_bn1_sm1_sn32_tm4_tn4_nc0_axpby0\
              "1, 8, 1, 32, 4, 4, true, true)\n"
              "instantiate_kernel(\"gemv_t_{n}_bm1_bn8_sm1_sn32_tm4_tn4_nc0_axpby0\", gemv_t, {t}, "
              "1, 8, 1, 32, 4, 4, false, false)\n")
-GEMV = Family(["utils.h", "steel/utils.h", "gemv.h"], per_dtype(GEMV_INST), run_gemv)
+GEMV = Family(["utils.h", "steel/utils.h", "gemv.h"], per_dtype(GEMV_INST, keep=1), run_gemv)
 
 
 # hadamard: hadamard_n (N = 2^k in threadgroup memory), hadamard_m.
@@ -414,7 +422,7 @@ def run_hadamard(lib, dtype, stream, rng):
 HADAMARD = Family(
     ["steel/defines.h", "utils.h", "hadamard.h"],
     per_dtype('instantiate_kernel("hadamard_64_{n}", hadamard_n, {t}, 64, 16, 4)\n'
-              'instantiate_kernel("hadamard_256_{n}", hadamard_n, {t}, 256, 16, 4)\n'),
+              'instantiate_kernel("hadamard_256_{n}", hadamard_n, {t}, 256, 16, 4)\n', keep=1),
     run_hadamard)
 
 
@@ -446,12 +454,12 @@ GATHER = Family(
      "indexing/scatter_axis.h", "indexing/gather.h", "indexing/scatter.h"],
     per_dtype('instantiate_kernel("gather_axis_{n}_int32", gather_axis, {t}, int32_t, int, '
               'true, true)\n'
-              'instantiate_kernel("gather_axis_{n}_uint32_nc", gather_axis, {t}, uint32_t, '
-              'int64_t, false, false)\n'
               'instantiate_kernel("scatter_axis_sum_{n}_int32", scatter_axis, {t}, int32_t, int, '
               'Sum<{t}>, true, true)\n'
+              'instantiate_kernel("gather_axis_{n}_uint32_nc", gather_axis, {t}, uint32_t, '
+              'int64_t, false, false)\n'
               'instantiate_kernel("scatter_axis_max_{n}_int64", scatter_axis, {t}, int64_t, '
-              'int64_t, Max<{t}>, false, false)\n'),
+              'int64_t, Max<{t}>, false, false)\n', keep=2),
     run_gather)
 
 
@@ -509,7 +517,7 @@ QUANTIZED = Family(
               'instantiate_kernel("affine_qmv_fast_{n}_gs_64_b_4_batch_0", affine_qmv_fast, '
               '{t}, 64, 4, false)\n'
               'instantiate_kernel("affine_qmm_t_{n}_gs_32_b_8_alN_true_batch_0", affine_qmm_t, '
-              '{t}, 32, 8, true, false)\n'),
+              '{t}, 32, 8, true, false)\n', keep=1),
     run_quantized)
 
 
@@ -534,7 +542,7 @@ SDPA = Family(
     per_dtype('instantiate_kernel("sdpa_vector_{n}_64_64", sdpa_vector, {t}, 64, 64)\n'
               'instantiate_kernel("sdpa_vector_2pass_1_{n}_128_128", sdpa_vector_2pass_1, '
               '{t}, 128, 128)\n'
-              'instantiate_kernel("sdpa_vector_2pass_2_{n}_128", sdpa_vector_2pass_2, {t}, 128)\n'),
+              'instantiate_kernel("sdpa_vector_2pass_2_{n}_128", sdpa_vector_2pass_2, {t}, 128)\n', keep=1),
     run_sdpa,
     function_constants={20: False, 21: False, 22: False, 23: False, 24: False, 25: False, 26: 32})
 

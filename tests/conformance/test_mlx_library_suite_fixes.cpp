@@ -158,8 +158,21 @@ scale<half, 3, true>(
 template [[host_name("scale_float_pos")]] [[kernel]] void scale<float, 2, false>(
     const device float* in [[buffer(0)]], device float* out [[buffer(1)]],
     const constant int& n [[buffer(2)]], uint i [[thread_position_in_grid]]);
+template <int N> struct Params { int scale[N]; };
+template <typename T, int N>
+[[kernel]] void unfold(const device T* in [[buffer(0)]], device float* out [[buffer(1)]],
+                       const constant Params<N>* p [[buffer(2)]],
+                       uint i [[thread_position_in_grid]]) {
+  out[i] = float(in[i]) * p->scale[N - 1];
+}
+// No template arguments written: they are deduced from the parameter types (MLX's conv.metal).
+template [[host_name("unfold_half_2")]] [[kernel]] void unfold(
+    const device half* in [[buffer(0)]], device float* out [[buffer(1)]],
+    const constant Params<2>* p [[buffer(2)]], uint i [[thread_position_in_grid]]);
 )");
-  ASSERT_EQ(lib.kernel_names(), (std::vector<std::string>{"scale_half_neg", "scale_float_pos"}));
+  ASSERT_EQ(lib.kernel_names(),
+            (std::vector<std::string>{"scale_half_neg", "scale_float_pos", "unfold_half_2"}));
+  EXPECT_EQ(lib.kernel_info("unfold_half_2").function, "unfold<half, 2>");
   int n = 48;
   auto xv = random_values(n, -4, 4, 14);
   for_each_device([&](Device dev) {
@@ -175,6 +188,48 @@ template [[host_name("scale_float_pos")]] [[kernel]] void scale<float, 2, false>
     auto xf = Array::from_doubles(xv, {n}, float32, dev);
     y = lib("scale_float_pos", {xf, KernelArg::output({n}, float32), n}, c)[0];
     expect_close(y, std::vector<double>(n, -3.0));
+    auto p = Array::from_doubles({5, 7}, {2}, int32, dev);
+    y = lib("unfold_half_2", {xh, KernelArg::output({n}, float32), p}, c)[0];
+    std::vector<double> ref7;
+    for (double v : xv) ref7.push_back(round_to(float16, v) * 7);
+    expect_close(y, ref7);
+  });
+  expect_cubin(lib);
+}
+
+// half(x) / bfloat(x) of a class that converts to bool only (MLX's _NoMask in gemv_masked.h,
+// whose conversion operators are qualified by address space): through the conversion, as Metal.
+TEST(ConformanceMlxSuite, HalfAndBfloatFromAClassConvertingToBool) {
+  Library lib = compile_library(R"(#include <metal_stdlib>
+using namespace metal;
+struct NoMask {
+  char x;
+  constexpr operator bool() thread { return true; }
+  constexpr operator bool() const device { return true; }
+  constexpr operator bool() const constant { return true; }
+};
+template <typename T>
+[[kernel]] void k(const device float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                  uint i [[thread_position_in_grid]]) {
+  NoMask m;
+  T s = T(m);
+  y[i] = float(s) * x[i] + float(static_cast<T>(m));
+}
+template [[host_name("k_half")]] [[kernel]] decltype(k<half>) k<half>;
+template [[host_name("k_bfloat")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
+)");
+  int n = 32;
+  auto xv = random_values(n, -3, 3, 15);
+  std::vector<double> ref;
+  for (double v : xv) ref.push_back(f32(f32(v) + 1.0));
+  for_each_device([&](Device dev) {
+    auto x = Array::from_doubles(xv, {n}, float32, dev);
+    LibraryCall c;
+    c.threads = dims(n);
+    c.group_size = dims(32);
+    c.device = dev;
+    for (const char* name : {"k_half", "k_bfloat"})
+      expect_close(lib(name, {x, KernelArg::output({n}, float32)}, c)[0], ref);
   });
   expect_cubin(lib);
 }
