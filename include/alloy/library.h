@@ -205,6 +205,9 @@ struct PrecompileOptions {
   bool background = false;
   /// The dtype of each template_dtypes placeholder (by placeholder name; default float32).
   std::map<std::string, Dtype> placeholders;
+  /// Only these kernels (host names), compiled as the other kernels' first calls would not be
+  /// (an unknown name raises std::invalid_argument); every kernel when empty.
+  std::vector<std::string> kernels;
 };
 
 namespace detail {

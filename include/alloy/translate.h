@@ -17,6 +17,9 @@ struct TranslateOptions {
   bool robust = false;             // the robust-mode translation (bounds-checked accesses)
   std::string math_mode = "safe";  // ptx: NVRTC's math flags
   std::string arch = "sm_90";      // ptx: the GPU architecture
+  /// translate_library: only these kernels (host names), the others blanked, as the unit a
+  /// kernel's first call compiles (an unknown name raises std::invalid_argument); all if empty.
+  std::vector<std::string> kernels;
 };
 
 /// The text the call `kernel(inputs, call)` compiles to on `options.target` (the inputs' dtypes

@@ -6,12 +6,14 @@
 #include "alloy/library.h"
 
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -429,8 +431,10 @@ void bind_library(nb::module_& m) {
           "Attach (or, with None, remove) the reference implementation of kernel `name`.")
       .def(
           "precompile",
-          [](const Library& l, nb::handle stream, bool background, nb::handle placeholders) {
+          [](const Library& l, nb::handle stream, bool background, nb::handle placeholders,
+             std::optional<std::vector<std::string>> kernels) {
             PrecompileOptions o;
+            if (kernels) o.kernels = *kernels;
             o.device = to_device(stream, "stream");
             o.background = background;
             if (!placeholders.is_none()) {
@@ -444,17 +448,17 @@ void bind_library(nb::module_& m) {
             l.precompile(o);
           },
           nb::arg("stream").none() = nb::none(), nb::arg("background") = false,
-          nb::arg("placeholders").none() = nb::none(),
+          nb::arg("placeholders").none() = nb::none(), nb::arg("kernels").none() = nb::none(),
           nb::sig("def precompile(self, stream: Stream | Device | DeviceType | None = None, "
-                  "background: bool = False, placeholders: dict[str, Dtype] | None = None) -> "
-                  "None"),
+                  "background: bool = False, placeholders: dict[str, Dtype] | None = None, "
+                  "kernels: Sequence[str] | None = None) -> None"),
           "Compile every kernel now (kernels otherwise compile one at a time, at their first "
           "call on a device), in a few units compiled in parallel. Raises, as a call would, the "
           "error of the first kernel that cannot run and has no reference (CompileError, "
           "NotSupportedError). With ``background=True`` it returns at once and compiles on "
           "background threads; a call of a kernel still compiling waits for it. "
           "``placeholders`` gives the dtype of each template_dtypes placeholder (default "
-          "float32).")
+          "float32). ``kernels`` (host names) compiles only those.")
       .def_prop_ro("source", &Library::source, "The Metal source as given.")
       .def("__repr__", [](const Library& l) {
         std::string names;

@@ -157,6 +157,8 @@ std::vector<KernelRegion> find_kernel_regions(const std::vector<Token>& t) {
             size_t pc = match_fwd(t, po, "(", ")");
             if (pc != npos && pc < semi) after_decltype = pc + 1;
             break;
+          } else if (!t[j].trivia()) {
+            break;  // `void f<T>(params...)`: the parameters' attributes are not the instance's
           }
         }
         for (size_t j = after_decltype; j < semi; ++j) {
@@ -1665,6 +1667,20 @@ std::string compile_library_cubin(const Library& lib, const std::string& arch,
   return "";
 }
 
+std::string library_unit_source(const Library& lib, const std::vector<std::string>& kernels) {
+  const auto& s = detail::LibraryAccess::state(lib);
+  std::map<std::string, std::string> types;
+  for (auto& [input, ph] : s->options.template_dtypes)
+    types[ph] = std::string(msl_type_name(Dtype::float32));
+  std::set<std::string> stubbed, keep;
+  for (auto& [fn, e] : s->unsupported) stubbed.insert(fn);
+  for (auto& k : kernels) {
+    if (!s->find(k)) s->unknown(k);
+    keep.insert(k);
+  }
+  return s->render(types, stubbed, kernels.empty() ? nullptr : &keep);
+}
+
 LibraryStats library_stats(const Library& lib) {
   const auto& s = detail::LibraryAccess::state(lib);
   return {s->units_built.load(), s->kernels_built.load()};
@@ -1866,10 +1882,15 @@ void Library::precompile(const PrecompileOptions& options) const {
   // compiler's fixed cost once). Kernels set aside at reading are not compiled.
   std::vector<std::string> todo;
   std::vector<std::shared_ptr<detail::LibraryJob>> units;
+  std::set<std::string> only(options.kernels.begin(), options.kernels.end());
+  for (auto& k : only)
+    if (!s->find(k)) s->unknown(k);
+  auto wanted = [&](const std::string& host) { return only.empty() || only.count(host) > 0; };
   {
     std::lock_guard lock(v->mu);
     for (auto& k : s->kernels)
-      if (!s->unsupported.count(k.function) && !v->unit_of.count(k.name)) todo.push_back(k.name);
+      if (wanted(k.name) && !s->unsupported.count(k.function) && !v->unit_of.count(k.name))
+        todo.push_back(k.name);
     size_t shards = std::min<size_t>(todo.size(), std::max(1, kernel::compile_concurrency()));
     for (size_t i = 0; i < shards; ++i) {
       std::set<std::string> hosts(
@@ -1892,6 +1913,7 @@ void Library::precompile(const PrecompileOptions& options) const {
   // cannot run and has no reference to fall back to.
   bool fallback = s->fallback();
   for (auto& k : s->kernels) {
+    if (!wanted(k.name)) continue;
     std::exception_ptr failure;
     if (auto it = s->unsupported.find(k.function); it != s->unsupported.end()) {
       failure = it->second;

@@ -51,6 +51,12 @@ std::string compile_library_cubin(const Library& lib, const std::string& arch,
                                   const std::map<std::string, Dtype>& placeholders = {},
                                   const std::vector<std::string>& kernels = {});
 
+/// The text of the unit that compiles the kernels `kernels` (host names; every kernel when
+/// empty) of `lib`'s float32-placeholder variant: the library's expanded source with the other
+/// kernels blanked (lines kept), as a kernel's first call compiles it. Throws
+/// std::invalid_argument for an unknown name.
+std::string library_unit_source(const Library& lib, const std::vector<std::string>& kernels);
+
 /// What a library compiled so far (every target): compilations (units) and the kernels they held.
 struct LibraryStats {
   uint64_t units = 0;

@@ -92,10 +92,20 @@ std::string map_compile_log(const SourceMap& src, const std::string& log,
     if (errors >= 10) break;
   }
   if (errors == 0) {
-    // The error is outside the user's text (prelude or generated entry): show the raw log.
+    // The error is outside the user's text (an included header, the prelude or the generated
+    // entry): show the raw log's error lines with the two lines after each (the source line and
+    // the caret), else its first lines. Warnings before the first error are left out.
+    std::vector<std::string> all;
     std::istringstream in(log);
-    std::string s;
-    for (int i = 0; i < 30 && std::getline(in, s); ++i) out += "  " + s + "\n";
+    for (std::string s; std::getline(in, s);) all.push_back(s);
+    int shown = 0;
+    for (size_t i = 0; i < all.size() && shown < 30; ++i) {
+      if (all[i].find("error") == std::string::npos) continue;
+      for (size_t j = i; j < all.size() && j < i + 3 && shown < 30; ++j, ++shown)
+        out += "  " + all[j] + "\n";
+      i += 2;
+    }
+    for (size_t i = 0; shown == 0 && i < all.size() && i < 30; ++i) out += "  " + all[i] + "\n";
   }
   return out;
 }

@@ -1,6 +1,7 @@
 // alloy/translate.h over the kernel layer's translation and offline GPU compile (program.h).
 #include "alloy/translate.h"
 #include "kernel/custom_kernel.h"
+#include "kernel/library.h"
 #include "kernel/program.h"
 #include "msl/function_constants.h"
 #include "msl/includes.h"
@@ -15,7 +16,9 @@ std::string translate_source(const kernel::SourceMap& map, const kernel::BindOpt
       return map.msl;
     case TranslateTarget::ptx: {
       kernel::check_math_mode(o.math_mode);
-      auto tr = msl::translate(map.msl, kernel::translate_options(map, msl::Target::cuda, bind));
+      auto topt = kernel::translate_options(map, msl::Target::cuda, bind);
+      if (!o.kernels.empty()) topt.expand_macros = false;  // a library unit is expanded already
+      auto tr = msl::translate(map.msl, topt);
       return kernel::compile_ptx(tr, o.math_mode, map, o.arch);
     }
     case TranslateTarget::cuda:
@@ -39,6 +42,16 @@ std::string translate_library(const std::string& source, const LibraryOptions& l
                               const TranslateOptions& options) {
   kernel::SourceMap map;
   map.label = library.name;
+  if (!options.kernels.empty()) {
+    // The unit a first call of these kernels compiles (the library as compile_library reads it).
+    LibraryOptions read = library;
+    read.robust = false;
+    map.msl = kernel::library_unit_source(compile_library(source, read), options.kernels);
+    map.user_text = true;
+    kernel::BindOptions bind;
+    bind.robust = options.robust || library.robust;
+    return translate_source(map, bind, options);
+  }
   msl::FunctionConstants constants{
       {library.function_constants.begin(), library.function_constants.end()},
       {library.named_function_constants.begin(), library.named_function_constants.end()}};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <map>
 #include <optional>
@@ -134,11 +135,15 @@ class Translator {
   Translation out_;
   struct Instantiation {
     std::string host_name, function;
+    // Written with its parameter list (`template [[host_name("x")]] [[kernel]] void f(const
+    // device float* a [[buffer(0)]], ...);`): each parameter's type, attributes and name left out.
+    std::vector<std::string> param_types = {};
   };
   std::vector<Instantiation> insts_;
   struct KernelDecl {
     std::string name;
     bool is_template = false;
+    std::vector<std::string> template_params;  // names, in order
     std::string host_name;
     std::vector<KernelParam> params;
     int max_threads = 0;
@@ -720,6 +725,127 @@ class Translator {
     return params;
   }
 
+  // The type of each parameter of the parameter list opening at `lp` (attributes and the
+  // parameter's name left out), as compact text.
+  std::vector<std::string> instance_param_types(size_t lp) const {
+    std::vector<std::string> types;
+    size_t rp = match(lp, "(", ")");
+    if (rp == std::string::npos) return types;
+    size_t start = lp + 1;
+    int depth = 0;
+    for (size_t j = lp + 1; j <= rp; ++j) {
+      const auto& x = toks_[j];
+      if (j < rp && (x.is("(") || x.is("<") || x.is("["))) ++depth;
+      if (j < rp && (x.is(")") || x.is(">") || x.is("]"))) --depth;
+      if (j < rp && x.is(">>")) depth -= 2;
+      if (j == rp || (depth == 0 && x.is(","))) {
+        std::string type;
+        size_t name = std::string::npos;
+        for (size_t q = start; q < j; ++q) {
+          if (is_attr_open(q)) {
+            size_t c = attr_close(q);
+            if (c == std::string::npos || c >= j) break;
+            q = c;
+            continue;
+          }
+          if (toks_[q].trivia()) continue;
+          if (toks_[q].kind == TokKind::ident) name = q;
+        }
+        for (size_t q = start; q < j; ++q) {
+          if (is_attr_open(q)) {
+            size_t c = attr_close(q);
+            if (c == std::string::npos || c >= j) break;
+            q = c;
+            continue;
+          }
+          if (toks_[q].trivia() || q == name) continue;
+          type += (type.empty() ? "" : " ") + toks_[q].text;
+        }
+        if (!type.empty()) types.push_back(type);
+        start = j + 1;
+      }
+    }
+    return types;
+  }
+
+  // `template [[host_name("x")]] [[kernel]] void f(const device float* in, ...);` names no
+  // template arguments: C++ deduces them from the parameter types, as here: each declared
+  // parameter type is matched against the instance's, binding the template parameters
+  // (`const device T*` / `const device float*`: T = float; `MLXConvParams<N>*` /
+  // `MLXConvParams<2>*`: N = 2). Returns `f<args...>`, or `f` when a parameter stays unbound.
+  static std::string deduce_template_args(const KernelDecl& d, const Instantiation& inst,
+                                          const std::string& name) {
+    auto split = [](const std::string& s) {
+      std::vector<std::string> out;
+      for (size_t i = 0; i < s.size();) {
+        unsigned char c = static_cast<unsigned char>(s[i]);
+        if (std::isspace(c)) {
+          ++i;
+        } else if (std::isalnum(c) || c == '_') {
+          size_t j = i;
+          while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_'))
+            ++j;
+          out.push_back(s.substr(i, j - i));
+          i = j;
+        } else {
+          out.push_back(std::string(1, s[i]));
+          ++i;
+        }
+      }
+      return out;
+    };
+    std::map<std::string, std::vector<std::string>> bound;
+    auto is_param = [&](const std::string& w) {
+      return std::find(d.template_params.begin(), d.template_params.end(), w) !=
+             d.template_params.end();
+    };
+    size_t n = std::min(d.params.size(), inst.param_types.size());
+    for (size_t p = 0; p < n; ++p) {
+      auto a = split(d.params[p].type), b = split(inst.param_types[p]);
+      size_t i = 0, j = 0;
+      while (i < a.size() && j < b.size()) {
+        if (is_param(a[i]) && !bound.count(a[i])) {
+          // Bind to b's tokens up to the token that follows a[i] in a (at bracket depth 0).
+          std::vector<std::string> v;
+          int depth = 0;
+          for (; j < b.size(); ++j) {
+            if (depth == 0 && i + 1 < a.size() && b[j] == a[i + 1]) break;
+            if (b[j] == "<" || b[j] == "(" || b[j] == "[") ++depth;
+            if (b[j] == ">" || b[j] == ")" || b[j] == "]") --depth;
+            v.push_back(b[j]);
+          }
+          bound[a[i]] = v;
+          ++i;
+        } else if (is_param(a[i])) {
+          for (auto& w : bound[a[i]]) {
+            if (j >= b.size() || b[j] != w) break;
+            ++j;
+          }
+          ++i;
+        } else if (a[i] == b[j]) {
+          ++i;
+          ++j;
+        } else {
+          break;
+        }
+      }
+    }
+    std::string args;
+    for (auto& tp : d.template_params) {
+      auto it = bound.find(tp);
+      if (it == bound.end() || it->second.empty()) return name;
+      std::string v;
+      for (auto& w : it->second) {
+        bool word = !w.empty() && (std::isalnum(static_cast<unsigned char>(w[0])) || w[0] == '_');
+        bool prev_word =
+            !v.empty() && (std::isalnum(static_cast<unsigned char>(v.back())) || v.back() == '_');
+        v += (word && prev_word ? " " : "") + w;
+      }
+      args += (args.empty() ? "" : ", ") + v;
+    }
+    return name + "<" + args + ">";
+  }
+
   // Finds kernel functions and explicit instantiations; blanks all [[attributes]].
   void collect_attributes_and_kernels() {
     for (size_t i = 0; i < toks_.size(); ++i) {
@@ -732,21 +858,22 @@ class Translator {
           while (semi < toks_.size() && !toks_[semi].is(";")) ++semi;
           if (semi >= toks_.size()) bad("unterminated explicit instantiation", t.line);
           std::string host;
+          std::vector<std::string> param_types;
           bool kernel = false;
           size_t body_start = n;
-          for (size_t j = n; j < semi; ++j) {
-            if (is_attr_open(j)) {
-              size_t c = attr_close_checked(j);
-              if (c > semi) bad("unterminated [[attribute]] (missing ']]')", toks_[j].line);
-              std::string a = compact(j + 2, c - 1);
-              if (a.starts_with("host_name")) {
-                auto q1 = a.find('"'), q2 = a.rfind('"');
-                if (q1 != std::string::npos && q2 > q1) host = a.substr(q1 + 1, q2 - q1 - 1);
-              }
-              if (a == "kernel") kernel = true;
-              j = c;
-              body_start = j + 1;
+          // The instantiation's own attributes lead; those of its parameters (an instantiation
+          // written with the full parameter list) are not its.
+          for (size_t j = n; j < semi && is_attr_open(j); j = next(j)) {
+            size_t c = attr_close_checked(j);
+            if (c > semi) bad("unterminated [[attribute]] (missing ']]')", toks_[j].line);
+            std::string a = compact(j + 2, c - 1);
+            if (a.starts_with("host_name")) {
+              auto q1 = a.find('"'), q2 = a.rfind('"');
+              if (q1 != std::string::npos && q2 > q1) host = a.substr(q1 + 1, q2 - q1 - 1);
             }
+            if (a == "kernel") kernel = true;
+            j = c + 1;
+            body_start = j;
           }
           if (kernel || !host.empty()) {
             // The instance is what follows `decltype(...)`.
@@ -759,10 +886,36 @@ class Translator {
                 bad("unbalanced parentheses in an explicit instantiation", t.line);
               fn = compact(pc + 1, semi);
             } else {
-              fn = compact(body_start, semi);
+              // `void f<T, 4>(params...)`: the declarator before the parameter list.
+              size_t lp = body_start;
+              int angle = 0;
+              for (; lp < semi; ++lp) {
+                if (toks_[lp].is("<")) ++angle;
+                if (toks_[lp].is(">")) --angle;
+                if (toks_[lp].is(">>")) angle -= 2;
+                if (angle <= 0 && toks_[lp].is("(")) break;
+              }
+              size_t name = prev(lp);
+              if (name != std::string::npos && name > body_start &&
+                  (toks_[name].is(">") || toks_[name].is(">>"))) {
+                int depth = 0;
+                for (size_t k = name + 1; k-- > body_start;) {
+                  if (toks_[k].is(">")) ++depth;
+                  if (toks_[k].is(">>")) depth += 2;
+                  if (toks_[k].is("<")) --depth;
+                  if (depth == 0) {
+                    name = prev(k);
+                    break;
+                  }
+                }
+              }
+              fn = lp < semi && name != std::string::npos && name >= body_start
+                       ? compact(name, lp)
+                       : compact(body_start, semi);
+              if (lp < semi) param_types = instance_param_types(lp);
             }
             if (host.empty()) host = fn.substr(0, fn.find('<'));
-            insts_.push_back({host, fn});
+            insts_.push_back({host, fn, param_types});
             blank_range(i, semi + 1);
             i = semi;
           }
@@ -867,7 +1020,29 @@ class Translator {
           if (q == 0) break;
         }
         size_t tq = prev(q);
-        if (tq != std::string::npos && toks_[tq].is("template")) k.is_template = true;
+        if (tq != std::string::npos && toks_[tq].is("template")) {
+          k.is_template = true;
+          // Parameter names: the last identifier of each `,`-separated piece, before any `=`.
+          int depth = 0;
+          std::string last;
+          bool in_default = false;
+          for (size_t r = q + 1; r <= b; ++r) {
+            const auto& x = toks_[r];
+            bool end = r == b;
+            if (!end && (x.is("<") || x.is("(") || x.is("["))) ++depth;
+            if (!end && (x.is(">") || x.is(")") || x.is("]"))) --depth;
+            if (!end && x.is(">>")) depth -= 2;
+            if (end || (depth == 0 && x.is(","))) {
+              k.template_params.push_back(last);
+              last.clear();
+              in_default = false;
+            } else if (depth == 0 && x.is("=")) {
+              in_default = true;
+            } else if (depth == 0 && !in_default && x.kind == TokKind::ident) {
+              last = x.text;
+            }
+          }
+        }
       }
       // Blank the attributes inside the parameter list.
       for (size_t q = po; q < pc; ++q)
@@ -896,6 +1071,8 @@ class Translator {
           while (!base.empty() && base.back() == ' ') base.pop_back();
           if (base != d.name) continue;
           std::string written = inst.function.substr(inst.function.find_first_not_of(' '));
+          if (written.find('<') == std::string::npos && !inst.param_types.empty())
+            written = deduce_template_args(d, inst, written);
           out_.kernels.push_back({inst.host_name,
                                   kKernelPrefix + written,
                                   d.name,
@@ -1187,8 +1364,10 @@ class Translator {
       if (last == std::string::npos || last <= colon || next(q + 1) >= colon) continue;
       std::string a = operand(q + 1, colon), b = operand(colon + 1, end);
       auto cast = [](const std::string& self, const std::string& other) {
-        return " static_cast< ::metal::alloy_detail::cond_t<decltype((" + self + ")), decltype((" +
-               other + "))>>(";
+        // cond_ft's only comma is inside parentheses: the ?: may be a macro's argument.
+        return " static_cast< ::metal::alloy_detail::cond_ft<void( "
+               "::metal::alloy_detail::cond_tag<decltype((" +
+               self + "))>*, ::metal::alloy_detail::cond_tag<decltype((" + other + "))>*)>>(";
       };
       after[q] = cast(a, b) + after[q];
       before[colon] += ")";

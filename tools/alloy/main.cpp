@@ -53,7 +53,7 @@ struct TranslateArgs {
   std::string name = "kernel";
   std::vector<std::string> inputs, outputs, input_dtypes, input_shapes, output_dtypes, templates;
   std::string source, header, library;
-  std::vector<std::string> include_dirs, function_constants;  // --library
+  std::vector<std::string> include_dirs, function_constants, kernels;  // --library
   bool ensure_row_contiguous = true, atomic_outputs = false, robust = false;
   bool analyze = false;  // --analyze: the typed analysis's report instead of the text
   std::string arch = "sm_90", math_mode = "safe";  // --target ptx
@@ -75,6 +75,7 @@ int run_translate(const TranslateArgs& a) {
   o.robust = a.robust;
   o.math_mode = a.math_mode;
   o.arch = a.arch;
+  o.kernels = a.kernels;
   if (!a.library.empty()) {
     // As compile_library reads it: headers from the include folders, then function constants.
     LibraryOptions lib;
@@ -200,6 +201,8 @@ int main(int argc, char** argv) {
   tr->add_option("--template", ta.templates, "template argument NAME=VALUE (dtype, int, bool)");
   tr->add_option("--source", ta.source, "file holding the kernel body");
   tr->add_option("--include-dir", ta.include_dirs, "folder searched for #include (--library)");
+  tr->add_option("--kernel", ta.kernels,
+                 "--library: only this kernel (host name; repeat), as its first call compiles it");
   tr->add_option("--function-constant", ta.function_constants,
                  "function constant INDEX=VALUE or NAME=VALUE (--library; repeat)");
   tr->add_option("--header", ta.header, "file holding the header");

@@ -400,3 +400,33 @@ ALLOY_FN void fence_threadgroup() {
 }
 
 }  // namespace alloy_target
+
+// Clang's bit builtins, which Metal code may call (MLX's fft.h and hadamard.h compute constexpr
+// sizes with __builtin_ctz): NVRTC has none of them in device code. constexpr loops, so that they
+// fold in constant expressions as on Metal; at run time the compiler sees through them.
+namespace alloy_builtin {
+__host__ __device__ constexpr int ctz(unsigned long long x, int bits) {
+  int n = 0;
+  while (n < bits && !((x >> n) & 1ull)) ++n;
+  return n;
+}
+__host__ __device__ constexpr int clz(unsigned long long x, int bits) {
+  int n = 0;
+  while (n < bits && !((x >> (bits - 1 - n)) & 1ull)) ++n;
+  return n;
+}
+__host__ __device__ constexpr int popcount(unsigned long long x) {
+  int n = 0;
+  for (; x; x &= x - 1) ++n;
+  return n;
+}
+}  // namespace alloy_builtin
+#define __builtin_ctz(x) (::alloy_builtin::ctz(static_cast<unsigned int>(x), 32))
+#define __builtin_ctzl(x) (::alloy_builtin::ctz(static_cast<unsigned long>(x), 64))
+#define __builtin_ctzll(x) (::alloy_builtin::ctz(static_cast<unsigned long long>(x), 64))
+#define __builtin_clz(x) (::alloy_builtin::clz(static_cast<unsigned int>(x), 32))
+#define __builtin_clzl(x) (::alloy_builtin::clz(static_cast<unsigned long>(x), 64))
+#define __builtin_clzll(x) (::alloy_builtin::clz(static_cast<unsigned long long>(x), 64))
+#define __builtin_popcount(x) (::alloy_builtin::popcount(static_cast<unsigned int>(x)))
+#define __builtin_popcountl(x) (::alloy_builtin::popcount(static_cast<unsigned long>(x)))
+#define __builtin_popcountll(x) (::alloy_builtin::popcount(static_cast<unsigned long long>(x)))

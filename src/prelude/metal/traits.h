@@ -297,8 +297,12 @@ struct make_signed : type_identity<typename alloy_traits::ints<sizeof(T)>::s> {}
 template <class T>
 using make_signed_t = typename make_signed<T>::type;
 
-template <class...>
-using void_t = void;
+// Address-space traits: address spaces are erased in translated code, so removing one (or
+// asking for a type without one) leaves the type as it is.
+template <class T>
+struct remove_addrspace : type_identity<T> {};
+template <class T>
+using remove_addrspace_t = typename remove_addrspace<T>::type;
 
 // as_type<T>(x): bit reinterpretation between types of the same size (scalars and vectors).
 template <class To, class From>

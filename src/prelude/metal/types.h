@@ -28,6 +28,16 @@ struct is_builtin_arith_c {
   }
 };
 struct bits_tag {};
+// A class (not half/bfloat themselves) with a conversion to an arithmetic type, e.g. MLX's
+// `_NoMask` (gemv_masked.h), which has only `operator bool()`: Metal's `half(m)` converts
+// through it; C++ finds no half constructor for it, so half and bfloat take one explicitly.
+template <class T>
+struct converts_to_float_c {
+  ALLOY_FN static constexpr bool value() {
+    return __is_class(T) && !is_same<remove_cv_t<T>, half>::value &&
+           !is_same<remove_cv_t<T>, bfloat>::value && is_convertible<T, float>::value;
+  }
+};
 }  // namespace alloy_detail
 
 // IEEE binary16. Arithmetic is done in float and rounded back, which gives the correctly rounded
@@ -40,6 +50,8 @@ struct half {
   template <class T, enable_if_t<alloy_detail::is_builtin_arith_c<T>::value(), int> = 0>
   ALLOY_FN constexpr half(T v) : alloy_bits(alloy_detail::f32_to_f16(static_cast<float>(v))) {}
   ALLOY_FN constexpr half(bfloat b);
+  template <class T, enable_if_t<alloy_detail::converts_to_float_c<T>::value(), int> = 0>
+  ALLOY_FN constexpr explicit half(const T& v) : half(static_cast<float>(v)) {}
   ALLOY_FN constexpr operator float() const { return alloy_detail::f16_to_f32(alloy_bits); }
 
   static ALLOY_FN constexpr half from_bits(uint16_t b) { return half(alloy_detail::bits_tag{}, b); }
@@ -87,6 +99,8 @@ struct bfloat {
   ALLOY_FN constexpr bfloat(T v)
       : alloy_bits(alloy_portable::f32_to_bf16_bits(static_cast<float>(v))) {}
   ALLOY_FN constexpr bfloat(half h) : alloy_bits(alloy_portable::f32_to_bf16_bits(float(h))) {}
+  template <class T, enable_if_t<alloy_detail::converts_to_float_c<T>::value(), int> = 0>
+  ALLOY_FN constexpr explicit bfloat(const T& v) : bfloat(static_cast<float>(v)) {}
   ALLOY_FN constexpr operator float() const { return alloy_portable::bf16_bits_to_f32(alloy_bits); }
 
   static ALLOY_FN constexpr bfloat from_bits(uint16_t b) {
@@ -213,6 +227,19 @@ template <class Self, class Other>
 struct cond_operand<Self, Other, 2> : lowp_promote<remove_cvref_t<Self>, remove_cvref_t<Other>> {};
 template <class Self, class Other>
 using cond_t = typename cond_operand<Self, Other>::type;
+// cond_t written so that a ?: inside a macro argument stays one argument (the translator's form):
+// cond_ft<void(cond_tag<decltype((self))>*, cond_tag<decltype((other))>*)>, its only comma inside
+// parentheses (MLX's fft.h passes `rader ? rader_2_steps_ : radix_2_steps_` to a macro).
+template <class T>
+struct cond_tag;
+template <class F>
+struct cond_pair;
+template <class Self, class Other>
+struct cond_pair<void(cond_tag<Self>*, cond_tag<Other>*)> {
+  typedef cond_t<Self, Other> type;
+};
+template <class F>
+using cond_ft = typename cond_pair<F>::type;
 }  // namespace alloy_detail
 
 #define ALLOY_LOWP_BINOP(op)                                                         \
