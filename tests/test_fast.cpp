@@ -42,6 +42,7 @@ void expect_close(const Array& got, const std::vector<double>& want, double tol)
 }  // namespace
 
 TEST(Fast, RmsNormAndLayerNormMatchFloat64) {
+  StreamContext on_cpu(Device::cpu());  // float64 runs on the CPU (the GPU is the default)
   ops::set_poison_outputs(true);
   const int N = 7, D = 37;
   auto xv = f32(randoms(N * D, 1)), wv = f32(randoms(D, 2)), bv = f32(randoms(D, 3));
@@ -65,6 +66,7 @@ TEST(Fast, RmsNormAndLayerNormMatchFloat64) {
 }
 
 TEST(Fast, RopeMatchesFloat64) {
+  StreamContext on_cpu(Device::cpu());  // float64 runs on the CPU (the GPU is the default)
   const int B = 2, N = 3, T = 5, D = 12, dims = 8;
   auto xv = f32(randoms(B * N * T * D, 4));
   Array x = Array::from_doubles(xv, {B, N, T, D}, Dtype::float32);
@@ -85,6 +87,7 @@ TEST(Fast, RopeMatchesFloat64) {
 }
 
 TEST(Fast, AttentionMatchesFloat64) {
+  StreamContext on_cpu(Device::cpu());  // float64 runs on the CPU (the GPU is the default)
   const int B = 2, H = 4, Hk = 2, Lq = 3, Lk = 6, Dh = 8, Dv = 5;
   auto qv = f32(randoms(B * H * Lq * Dh, 5)), kv = f32(randoms(B * Hk * Lk * Dh, 6)),
        vv = f32(randoms(B * Hk * Lk * Dv, 7));

@@ -749,8 +749,10 @@ TEST(OpsMatmulGpu, MatchTheCpu) {
   for (int i = 0; i < 3; ++i) check(qg[i], q[i], 0, "quantize output " + std::to_string(i));
   auto x = Array::from_doubles(randoms(5 * 2 * 256, -1, 1, 4), {5, 2, 256}, Dtype::float32);
   auto xg = x.to(Device::gpu());
-  check(quantized_matmul(xg, qg[0], qg[1], qg[2], true, 64, 4),
-        quantized_matmul(x, q[0], q[1], q[2], true, 64, 4), 1e-4, "quantized_matmul 3-d w");
+  // (Stacked w: x's batch axes broadcast against w's 4 matrices, as matmul's.)
+  check(quantized_matmul(xg.slice({{0, 4}}), qg[0], qg[1], qg[2], true, 64, 4),
+        quantized_matmul(x.slice({{0, 4}}), q[0], q[1], q[2], true, 64, 4), 1e-4,
+        "quantized_matmul 3-d w");
   auto q2 = quantize(w.slice({{0, 1}}).reshape({64, 256}), 32, 8);
   auto q2g = quantize(w.to(Device::gpu()).slice({{0, 1}}).reshape({64, 256}), 32, 8);
   auto x2 = Array::from_doubles(randoms(7 * 64, -1, 1, 5), {7, 64}, Dtype::float32);
