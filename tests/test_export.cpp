@@ -253,6 +253,11 @@ kernel void twice(device const float* x [[buffer(0)]], device float* y [[buffer(
                          std::nullopt, 1e-4f));
     out.push_back(fast::rope(v, 4, true, 100.0f, 0.5f, 1));
     out.push_back(fast::scaled_dot_product_attention(v4, v4, v4, 0.5f, "causal"));
+    // complex64's parts (src/ops).
+    Array z = v.astype(complex64);
+    out.push_back(real(z));
+    out.push_back(imag(z));
+    out.push_back(conjugate(z));
     return out;
   };
   auto t = transforms::trace(fn, {x});
