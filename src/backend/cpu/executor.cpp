@@ -1,6 +1,5 @@
 #include "backend/cpu/executor.h"
 
-#include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -165,11 +164,10 @@ struct Run {
     }
   }
 
-  // Runs groups [begin, end) (linear index, x fastest) on the current thread. A memory fault
-  // inside the kernel stops the launch with an alloy::Error (fault_guard.h); in fiber mode the
-  // fiber scheduler catches faults of its fibers itself and fails the group with that error.
+  // Runs groups [begin, end) (linear index, x fastest) on the current thread. In loop mode a
+  // memory fault inside the kernel stops the launch with an alloy::Error (fault_guard.h).
   void groups(size_t begin, size_t end) {
-    if (!fault_guard_enabled()) return unguarded_groups(begin, end);
+    if (fiber_mode || !fault_guard_enabled()) return unguarded_groups(begin, end);
     struct Task {
       Run* run;
       size_t begin, end;
@@ -183,12 +181,8 @@ struct Run {
         &task, &info);
     if (!ok) {
       std::lock_guard<std::mutex> lock(mu);
-      if (!error) {
-        const uint32_t* p = this_worker().g.group_pos;
-        error = std::make_exception_ptr(Error(
-            opts.kernel, fault_message(opts.kernel, info, L, opts.buffer_names,
-                                       fmt::format("threadgroup ({}, {}, {})", p[0], p[1], p[2]))));
-      }
+      if (!error)
+        error = std::make_exception_ptr(Error(opts.kernel, fault_message(opts.kernel, info, L)));
       failed = true;
     }
   }
