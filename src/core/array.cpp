@@ -1,6 +1,8 @@
 #include "alloy/array.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <complex>
 #include <cstdio>
 #include <cstdlib>
@@ -194,34 +196,45 @@ Array Array::from_bytes(const void* data, Shape shape, Dtype dtype, std::optiona
 }
 
 namespace {
+// A double to an integer type as NumPy's astype does on x86: in range, the truncated value; out of
+// range, wrapped modulo 2^bits through int64 (C++20 defines that conversion); NaN gives 0. (A
+// plain cast of an out-of-range double is undefined behaviour: UBSan stops CI on it.)
+template <class T>
+T wrap_to_int(double v) {
+  if (std::isnan(v)) return T(0);
+  if (v >= 0x1p63) return static_cast<T>(v < 0x1p64 ? static_cast<uint64_t>(v) : UINT64_MAX);
+  if (v < -0x1p63) return static_cast<T>(INT64_MIN);
+  return static_cast<T>(static_cast<int64_t>(v));
+}
+
 void store_double(void* dst, Dtype t, double v) {
   switch (t) {
     case Dtype::bool_:
       *static_cast<bool*>(dst) = v != 0;
       break;
     case Dtype::int8:
-      *static_cast<int8_t*>(dst) = static_cast<int8_t>(v);
+      *static_cast<int8_t*>(dst) = wrap_to_int<int8_t>(v);
       break;
     case Dtype::int16:
-      *static_cast<int16_t*>(dst) = static_cast<int16_t>(v);
+      *static_cast<int16_t*>(dst) = wrap_to_int<int16_t>(v);
       break;
     case Dtype::int32:
-      *static_cast<int32_t*>(dst) = static_cast<int32_t>(v);
+      *static_cast<int32_t*>(dst) = wrap_to_int<int32_t>(v);
       break;
     case Dtype::int64:
-      *static_cast<int64_t*>(dst) = static_cast<int64_t>(v);
+      *static_cast<int64_t*>(dst) = wrap_to_int<int64_t>(v);
       break;
     case Dtype::uint8:
-      *static_cast<uint8_t*>(dst) = static_cast<uint8_t>(v);
+      *static_cast<uint8_t*>(dst) = wrap_to_int<uint8_t>(v);
       break;
     case Dtype::uint16:
-      *static_cast<uint16_t*>(dst) = static_cast<uint16_t>(v);
+      *static_cast<uint16_t*>(dst) = wrap_to_int<uint16_t>(v);
       break;
     case Dtype::uint32:
-      *static_cast<uint32_t*>(dst) = static_cast<uint32_t>(v);
+      *static_cast<uint32_t*>(dst) = wrap_to_int<uint32_t>(v);
       break;
     case Dtype::uint64:
-      *static_cast<uint64_t*>(dst) = static_cast<uint64_t>(v);
+      *static_cast<uint64_t*>(dst) = wrap_to_int<uint64_t>(v);
       break;
     case Dtype::float16:
       *static_cast<uint16_t*>(dst) = detail::f32_to_f16(static_cast<float>(v));
