@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "alloy/errors.h"
+#include "core/array_node.h"
 #include "kernel/custom_kernel.h"
 #include "ops/functors.h"
 
@@ -459,6 +460,15 @@ void run_kernel_grid(const OpKernel& k, const std::vector<Array>& inputs,
     ck.eval_gpu(inputs, outputs);
   else
     ck.eval_cpu(inputs, outputs);
+}
+
+Array scratch(const Shape& shape, Dtype dtype, Device device) {
+  auto n = std::make_shared<ArrayNode>();
+  n->dtype = dtype;
+  n->shape = shape;
+  n->strides = row_major_strides(shape);
+  n->device = device;
+  return array_of(std::move(n));
 }
 
 }  // namespace alloy::ops

@@ -91,6 +91,10 @@ KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads,
 OpKernel op_kernel(const std::string& cache_key, const std::function<KernelSpec()>& build,
                    bool ensure_row_contiguous = false);
 
+/// An unallocated row-major array for an intermediate pass (the kernel that writes it allocates
+/// it).
+Array scratch(const Shape& shape, Dtype dtype, Device device);
+
 /// Runs a generated kernel over an explicit (x, y, z) grid with threadgroups of `threadgroup`
 /// threads along x (kernels with simdgroup or threadgroup cooperation choose their own).
 void run_kernel_grid(const OpKernel& k, const std::vector<Array>& inputs,
@@ -106,6 +110,5 @@ std::string reduction_identity(const std::string& op, Dtype acc);
 /// Test hook: poison outputs (NaN for floats, 0xFF.. patterns otherwise) before each op kernel
 /// runs, so that elements a kernel fails to write are caught.
 void set_poison_outputs(bool on);
-
 
 }  // namespace alloy::ops

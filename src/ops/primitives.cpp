@@ -300,15 +300,6 @@ Array row_major_alias(const Array& x, const Shape& shape) {
   n->strides = row_major_strides(shape);
   return array_of(std::move(n));
 }
-// An unallocated row-major output for an intermediate pass (the kernel allocates it).
-Array scratch(const Shape& shape, Dtype dtype, Device device) {
-  auto n = std::make_shared<ArrayNode>();
-  n->dtype = dtype;
-  n->shape = shape;
-  n->strides = row_major_strides(shape);
-  n->device = device;
-  return array_of(std::move(n));
-}
 }  // namespace
 
 void Reduce::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) {

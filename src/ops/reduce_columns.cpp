@@ -17,15 +17,6 @@ std::string tname(Dtype t) {
   return std::string(msl_type_name(t));
 }
 
-Array scratch(const Shape& shape, Dtype dtype, Device device) {
-  auto n = std::make_shared<ArrayNode>();
-  n->dtype = dtype;
-  n->shape = shape;
-  n->strides = row_major_strides(shape);
-  n->device = device;
-  return array_of(std::move(n));
-}
-
 }  // namespace
 
 void set_cooperative_columns_on_cpu(bool on) {

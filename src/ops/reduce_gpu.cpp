@@ -20,16 +20,6 @@ std::string tname(Dtype t) {
   return std::string(msl_type_name(t));
 }
 
-// An unallocated row-major output for an intermediate pass (the kernel allocates it).
-Array scratch(const Shape& shape, Dtype dtype, Device device) {
-  auto n = std::make_shared<ArrayNode>();
-  n->dtype = dtype;
-  n->shape = shape;
-  n->strides = row_major_strides(shape);
-  n->device = device;
-  return array_of(std::move(n));
-}
-
 // The cross-thread part every cooperative kernel shares: combine `a0` over the simdgroup with
 // shuffles (every lane ends with the result), then, when a row has several simdgroups, over them
 // through threadgroup memory. Opens a block in which `a0` is the row's result; `write` is true
