@@ -1,7 +1,8 @@
 // compile() (issue 12, item 4), on the CPU and, where one is found, the GPU:
 //   BM_CompileFusedChain/<dev>   sigmoid(exp(x * y - 0.5) * 0.25) + x on 2^26 float32: compiled
 //                                (one fused kernel) vs eager (five op kernels), alternately in
-//                                one run: vs_eager = eager time / compiled time.
+//                                one run, each to the end of its work (synchronized):
+//                                vs_eager = eager time / compiled time.
 //   BM_CompileCacheHit           per call of a compiled one-op function, without evaluation:
 //                                signature + cache lookup + replay, against replay alone (the
 //                                trace replayed directly): hit_us = the difference.
@@ -50,11 +51,15 @@ void BM_CompileFusedChain(benchmark::State& state) {
       worst = std::max(worst, double(std::fabs(a[i] - b[i])));
   }
   PairTimes t;
+  // eval() on a GPU only enqueues: each side waits for its work, so the times are the GPU's.
+  synchronize(dev);
   for (auto _ : state) {
     double t0 = now_s();
     f({x, y})[0].eval();
+    synchronize(dev);
     double t1 = now_s();
     chain({x, y})[0].eval();
+    synchronize(dev);
     double t2 = now_s();
     t.alloy += t1 - t0;
     t.peer += t2 - t1;

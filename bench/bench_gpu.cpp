@@ -121,6 +121,15 @@ extern "C" __global__ void grid_sample_hand(const float* x, const float* grid, f
   out[elem] = (1 - fy) * ((1 - fx) * v00 + fx * v01) + fy * ((1 - fx) * v10 + fx * v11);
 }
 
+// exp_hand with its arguments in one parameter struct the size of Alloy's launch block
+// (alloy_cuda_launch): what the parameter block's size alone costs a launch.
+struct big_param { const float* in; float* out; unsigned n; unsigned char pad[BIG_PARAM_PAD]; };
+extern "C" __global__ void exp_hand_big_param(const big_param p) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= p.n) return;
+  p.out[i] = expf(p.in[i]);
+}
+
 // Inputs too large to generate on the host: a hash of the index in [lo, hi).
 extern "C" __global__ void fill_hash(float* out, unsigned long long n, float lo, float hi) {
   unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
@@ -133,19 +142,29 @@ extern "C" __global__ void fill_hash(float* out, unsigned long long n, float lo,
 }
 )";
 
-enum HandFn { kExpHand, kRowSumHand, kGridSampleHand, kFillHash, kExpHandCoarse };
+enum HandFn { kExpHand, kRowSumHand, kGridSampleHand, kFillHash, kExpHandCoarse, kExpHandBigParam };
+
+// Pad of exp_hand_big_param's struct: its size is then that of alloy_cuda_launch.
+constexpr size_t kBigParamPad = sizeof(alloy_cuda_launch) - 24;
+struct BigParam {
+  const void* in;
+  void* out;
+  unsigned n;
+  unsigned char pad[kBigParamPad];
+};
+static_assert(sizeof(BigParam) == sizeof(alloy_cuda_launch));
 
 cuda::Context* gpu() {
   return gpu_available() ? cuda::Context::get() : nullptr;
 }
 
 const cuda::Module& hand_module() {
-  static std::shared_ptr<const cuda::Module> m = cuda::load(
-      *gpu(), cuda::KernelSource{
-                  "bench_hand",
-                  kHandSource,
-                  {"exp_hand", "rowsum_hand", "grid_sample_hand", "fill_hash", "exp_hand_coarse"},
-                  {}});
+  static std::shared_ptr<const cuda::Module> m =
+      cuda::load(*gpu(), cuda::KernelSource{"bench_hand",
+                                            kHandSource,
+                                            {"exp_hand", "rowsum_hand", "grid_sample_hand",
+                                             "fill_hash", "exp_hand_coarse", "exp_hand_big_param"},
+                                            {"-DBIG_PARAM_PAD=" + std::to_string(kBigParamPad)}});
   return *m;
 }
 
@@ -256,9 +275,14 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   void* out_p = dptr(direct_out);
   unsigned nn = n;
   void* raw_params[] = {&in_p, &out_p, &nn};
+  BigParam big{};
+  big.in = in_p;
+  big.out = out_p;
+  big.n = nn;
+  void* big_params[] = {&big};
   ctx.synchronize();
 
-  double t_mk = 0, t_launch = 0, t_raw = 0, t_build = 0, t_eval = 0, t_free = 0;
+  double t_mk = 0, t_launch = 0, t_raw = 0, t_build = 0, t_eval = 0, t_free = 0, t_big = 0;
   int64_t launches = 0;
   for (auto _ : state) {
     double t0 = now_s();
@@ -287,6 +311,10 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
     pending.clear();
     double t9 = now_s();
     ctx.synchronize();
+    double t10 = now_s();
+    for (int j = 0; j < batch; ++j) launch_raw(kExpHandBigParam, 1, 256, big_params);
+    t_big += now_s() - t10;
+    ctx.synchronize();
     t_build += t7 - t6;
     t_eval += t8 - t7;
     t_free += t9 - t8;
@@ -303,6 +331,8 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   state.counters["build_us"] = 1e6 * t_build / launches;
   state.counters["eval_us"] = 1e6 * t_eval / launches;
   state.counters["release_us"] = 1e6 * t_free / launches;
+  // The raw launch with a parameter block the size of alloy_cuda_launch (what that size costs).
+  state.counters["raw_big_param_us"] = 1e6 * t_big / launches;
   state.counters["target_us"] = 2.0;
 }
 BENCHMARK(BM_GpuLaunchOverhead)->UseManualTime()->Iterations(40)->Unit(benchmark::kMicrosecond);

@@ -6,7 +6,8 @@
 # .deb files in .dev/debs (fetched here with scripts/fetch-device-debs.sh) and are unpacked into a
 # private prefix, never into /.
 #   usage: scripts/device-test.sh [tests|cpp|python|bench|all]   (default all; cpp: C++ tests + GPU
-#   benchmarks, no Python; python: the Python suite only). BENCH_FILTER selects benchmarks (Google Benchmark regex).
+#   benchmarks, no Python; python: the Python suite only). BENCH_FILTER selects benchmarks (Google Benchmark regex),
+#   GTEST_FILTER the C++ tests (a --gtest_filter pattern).
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-/tmp/alloy-out}
@@ -37,7 +38,7 @@ fi
 rc=0
 if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = cpp ]; then
   echo "== C++ tests (GPU present: CUDA variants run)"
-  ./build-gpu/alloy_tests --gtest_brief=1 > "$OUT/tests.log" 2>&1; rc=$?
+  ./build-gpu/alloy_tests --gtest_brief=1 --gtest_filter="${GTEST_FILTER:-*}" > "$OUT/tests.log" 2>&1; rc=$?
   echo "C++ tests exit status: $rc"
   grep -E "^\[  FAILED|^\[  PASSED|^\[  SKIPPED|tests ran" "$OUT/tests.log" | tail -40
   echo "== demo on the GPU"

@@ -53,9 +53,13 @@ def main():
     got = np.asarray(f(x, y))
     np.testing.assert_allclose(got, chain_np(xn, yn), rtol=1e-5, atol=1e-6)
     alloy.eval(chain(x, y))
+
+    def run(fn):  # to the end of the work: eval() on a GPU only enqueues
+        alloy.eval(fn(x, y))
+        alloy.synchronize()
+
     compiled, eager, numpy_t = median_times(
-        [lambda: alloy.eval(f(x, y)), lambda: alloy.eval(chain(x, y)), lambda: chain_np(xn, yn)],
-        args.repeats)
+        [lambda: run(f), lambda: run(chain), lambda: chain_np(xn, yn)], args.repeats)
     print(f"chain 2^{args.log2n} on {args.device}: compiled {compiled * 1e3:.1f} ms, "
           f"eager {eager * 1e3:.1f} ms, numpy {numpy_t * 1e3:.1f} ms; "
           f"compiled vs eager {eager / compiled:.2f}x, vs numpy {numpy_t / compiled:.2f}x "
