@@ -11,6 +11,7 @@
 #include <random>
 
 #include "alloy/alloy.h"
+#include "core/backend.h"
 #include "kernel/custom_kernel.h"
 #include "ops/kernels.h"
 #include "ops/primitives.h"
@@ -384,4 +385,118 @@ TEST(OpsComplex, KernelsCompileWithNvrtcForSm90) {
     compile(op, {a, i}, Dtype::complex64);
   compile("less", {a, i}, Dtype::bool_);
   EXPECT_GT(compiled, 20);
+}
+
+// ---- matmul (OpenBLAS cblas_cgemm/cgemv on the CPU, cuBLAS CUDA_C_32F on CUDA) ----
+
+namespace {
+
+// Row-major [m, k] x [k, n] in complex<double>.
+std::vector<C> ref_matmul(const std::vector<C>& a, const std::vector<C>& b, int64_t m, int64_t k,
+                          int64_t n) {
+  std::vector<C> c(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      C acc = 0;
+      for (int64_t p = 0; p < k; ++p) acc += a[i * k + p] * b[p * n + j];
+      c[i * n + j] = acc;
+    }
+  return c;
+}
+
+std::vector<Device> matmul_devices() {
+  std::vector<Device> d;
+  if (cpu_backend().blas_available()) d.push_back(Device::cpu());
+  if (gpu_available() && backend(Device::gpu()).blas_available()) d.push_back(Device::gpu());
+  return d;
+}
+
+}  // namespace
+
+TEST(OpsComplex, MatmulMatchesReference) {
+  auto devices = matmul_devices();
+  if (devices.empty()) GTEST_SKIP() << "no BLAS library";
+  const int64_t M = 13, K = 37, N = 9;
+  auto av = random_complex(M * K, 2.0, 31), bv = random_complex(K * N, 2.0, 32);
+  auto want = ref_matmul(av, bv, M, K, N);
+  // b stored transposed ([N, K] row-major, read through a transposed view).
+  std::vector<C> bt(N * K);
+  for (int64_t p = 0; p < K; ++p)
+    for (int64_t j = 0; j < N; ++j) bt[j * K + p] = bv[p * N + j];
+  for (Device d : devices) {
+    SCOPED_TRACE(d.str());
+    Array a = complex_array(av, {M, K}).to(d), b = complex_array(bv, {K, N}).to(d);
+    expect_complex_close(matmul(a, b), want, 3e-4, "[13,37] x [37,9]");
+    Array btv = transpose(complex_array(bt, {N, K}).to(d));
+    expect_complex_close(matmul(a, btv), want, 3e-4, "transposed b");
+    // A real operand is promoted to complex64.
+    std::vector<double> re(K * N);
+    std::vector<C> rc(K * N);
+    for (int64_t i = 0; i < K * N; ++i) rc[i] = re[i] = std::real(bv[i]);
+    Array r = Array::from_doubles(re, {K, N}, Dtype::float32, d);
+    Array ar = matmul(a, r);
+    EXPECT_EQ(ar.dtype(), Dtype::complex64);
+    expect_complex_close(ar, ref_matmul(av, rc, M, K, N), 3e-4, "complex x float32");
+    // Vector products (one row / one column: the gemv paths) and a batch.
+    std::vector<C> row(av.begin(), av.begin() + K);
+    expect_complex_close(matmul(complex_array(row, {K}).to(d), b), ref_matmul(row, bv, 1, K, N),
+                         3e-4, "vector x matrix");
+    std::vector<C> colv(K);
+    for (int64_t p = 0; p < K; ++p) colv[p] = bv[p * N];
+    expect_complex_close(matmul(a, complex_array(colv, {K}).to(d)), ref_matmul(av, colv, M, K, 1),
+                         3e-4, "matrix x vector");
+    auto a2 = random_complex(3 * M * K, 1.0, 33);
+    std::vector<C> want2;
+    for (int bi = 0; bi < 3; ++bi) {
+      std::vector<C> ai(a2.begin() + bi * M * K, a2.begin() + (bi + 1) * M * K);
+      auto ci = ref_matmul(ai, bv, M, K, N);
+      want2.insert(want2.end(), ci.begin(), ci.end());
+    }
+    expect_complex_close(matmul(complex_array(a2, {3, M, K}).to(d), b), want2, 3e-4,
+                         "batch of 3 against one matrix");
+  }
+}
+
+// MLX's rule: the cotangent of each factor is the cotangent times the other's conjugate
+// transpose. For L = Re(sum(conj(W) * (A @ B))), linear in A's and B's real and imaginary
+// parts, the vjp with cotangent W is dL/dRe + i dL/dIm: checked by central differences (exact up
+// to rounding for a linear function).
+TEST(OpsComplex, MatmulVjpIsTheConjugateTransposeRule) {
+  if (!cpu_backend().blas_available()) GTEST_SKIP() << "no BLAS library";
+  const int64_t M = 4, K = 5, N = 3;
+  auto av = random_complex(M * K, 1.0, 41), bv = random_complex(K * N, 1.0, 42),
+       wv = random_complex(M * N, 1.0, 43);
+  Array a = complex_array(av, {M, K}), b = complex_array(bv, {K, N}), w = complex_array(wv, {M, N});
+  auto [outs, grads] =
+      vjp([](const std::vector<Array>& in) { return std::vector<Array>{matmul(in[0], in[1])}; },
+          {a, b}, {w});
+  auto loss = [&](const std::vector<C>& x, const std::vector<C>& y) {
+    auto c = ref_matmul(x, y, M, K, N);
+    double l = 0;
+    for (int64_t i = 0; i < M * N; ++i) l += std::real(std::conj(wv[i]) * c[i]);
+    return l;
+  };
+  const double h = 0.5;  // any step: the loss is linear
+  auto numeric = [&](int which) {
+    std::vector<C> x = av, y = bv;
+    std::vector<C>& v = which == 0 ? x : y;
+    std::vector<C> g(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      C keep = v[i];
+      double parts[2];
+      for (int part = 0; part < 2; ++part) {
+        C step = part == 0 ? C(h, 0) : C(0, h);
+        v[i] = keep + step;
+        double up = loss(x, y);
+        v[i] = keep - step;
+        double down = loss(x, y);
+        v[i] = keep;
+        parts[part] = (up - down) / (2 * h);
+      }
+      g[i] = C(parts[0], parts[1]);
+    }
+    return g;
+  };
+  expect_complex_close(grads.at(0), numeric(0), 1e-4, "d/dA");
+  expect_complex_close(grads.at(1), numeric(1), 1e-4, "d/dB");
 }

@@ -161,12 +161,17 @@ std::vector<Array> Matmul::vjp(const std::vector<Array>& primals,
                                const std::vector<Array>& cotangents,
                                const std::vector<int>& argnums, const std::vector<Array>&) {
   const Array& g = cotangents.at(0);
+  // The adjoint of the other factor (MLX's rule: for complex64 the conjugate transpose).
+  auto adjoint = [](const Array& x) {
+    Array t = swapaxes(x, -1, -2);
+    return x.dtype() == Dtype::complex64 ? conjugate(t) : t;
+  };
   std::vector<Array> out;
   for (int k : argnums) {
     if (k == 0)
-      out.push_back(matmul(g, swapaxes(primals[1], -1, -2)));
+      out.push_back(matmul(g, adjoint(primals[1])));
     else
-      out.push_back(matmul(swapaxes(primals[0], -1, -2), g));
+      out.push_back(matmul(adjoint(primals[0]), g));
   }
   return out;
 }
@@ -204,9 +209,7 @@ Array matmul(const Array& a, const Array& b, StreamOrDevice s) {
     throw std::invalid_argument(
         "[matmul] Got 0 dimension input. Inputs must have at least one dimension.");
   Dtype t = promote_types(a.dtype(), b.dtype());
-  if (t == Dtype::complex64)
-    throw NotSupported("matmul", "not supported: complex64 matmul (not implemented yet)");
-  if (!is_floating(t))
+  if (!is_floating(t) && t != Dtype::complex64)
     throw std::invalid_argument(
         fmt::format("[matmul] Only inexact types are supported but {} and {} were provided which "
                     "results in {}, which is not a floating point type.",

@@ -27,6 +27,13 @@ using Dgemm = void (*)(int order, int ta, int tb, int m, int n, int k, double al
                        const double* a, int lda, const double* b, int ldb, double beta, double* c,
                        int ldc);
 
+// The complex products take alpha and beta by address (cblas_cgemm / cblas_cgemv).
+using Cgemm = void (*)(int order, int ta, int tb, int m, int n, int k, const void* alpha,
+                       const void* a, int lda, const void* b, int ldb, const void* beta, void* c,
+                       int ldc);
+using Cgemv = void (*)(int order, int ta, int m, int n, const void* alpha, const void* a, int lda,
+                       const void* x, int incx, const void* beta, void* y, int incy);
+
 using Sgemv = void (*)(int order, int ta, int m, int n, float alpha, const float* a, int lda,
                        const float* x, int incx, float beta, float* y, int incy);
 using Dgemv = void (*)(int order, int ta, int m, int n, double alpha, const double* a, int lda,
@@ -37,6 +44,8 @@ struct OpenBlas {
   Dgemm dgemm = nullptr;
   Sgemv sgemv = nullptr;
   Dgemv dgemv = nullptr;
+  Cgemm cgemm = nullptr;  // complex64; null if the library lacks it (complex matmul then raises)
+  Cgemv cgemv = nullptr;
   std::string error;
 };
 
@@ -63,6 +72,9 @@ const OpenBlas& openblas() {
       l->dgemm = reinterpret_cast<Dgemm>(dlsym(h, "cblas_dgemm"));
       l->sgemv = reinterpret_cast<Sgemv>(dlsym(h, "cblas_sgemv"));
       l->dgemv = reinterpret_cast<Dgemv>(dlsym(h, "cblas_dgemv"));
+      l->cgemm = reinterpret_cast<Cgemm>(dlsym(h, "cblas_cgemm"));
+      l->cgemv = reinterpret_cast<Cgemv>(dlsym(h, "cblas_cgemv"));
+      if (!l->cgemm || !l->cgemv) l->cgemm = nullptr, l->cgemv = nullptr;
       if (l->sgemm && l->dgemm && l->sgemv && l->dgemv) return l;
       tried += fmt::format("\n  {}: lacks cblas_sgemm/dgemm/sgemv/dgemv", name);
       l->sgemm = nullptr;
@@ -130,9 +142,28 @@ void gemm(const Gemm& g) {
   } else if (g.dtype == Dtype::float64) {
     run(static_cast<const double*>(g.a), static_cast<const double*>(g.b), static_cast<double*>(g.c),
         l.dgemm, l.dgemv, 1.0, 0.0);
+  } else if (g.dtype == Dtype::complex64) {
+    if (!l.cgemm)
+      throw NotSupported("matmul",
+                         "not supported: complex64 matmul: the OpenBLAS library found "
+                         "lacks cblas_cgemm");
+    // (re, im) pairs of float, as std::complex<float> and complex64 store them.
+    struct c64 {
+      float re, im;
+    };
+    auto cgemm = [&](int o, int ta_, int tb_, int m_, int n_, int k_, c64 alpha, const c64* a,
+                     int lda_, const c64* b, int ldb_, c64 beta, c64* c, int ldc) {
+      l.cgemm(o, ta_, tb_, m_, n_, k_, &alpha, a, lda_, b, ldb_, &beta, c, ldc);
+    };
+    auto cgemv = [&](int o, int ta_, int m_, int n_, c64 alpha, const c64* a, int lda_,
+                     const c64* x, int incx, c64 beta, c64* y, int incy) {
+      l.cgemv(o, ta_, m_, n_, &alpha, a, lda_, x, incx, &beta, y, incy);
+    };
+    run(static_cast<const c64*>(g.a), static_cast<const c64*>(g.b), static_cast<c64*>(g.c), cgemm,
+        cgemv, c64{1.0f, 0.0f}, c64{0.0f, 0.0f});
   } else {
-    throw std::invalid_argument(
-        fmt::format("gemm_cpu: {} is not a BLAS dtype (float32, float64)", dtype_name(g.dtype)));
+    throw std::invalid_argument(fmt::format(
+        "gemm_cpu: {} is not a BLAS dtype (float32, float64, complex64)", dtype_name(g.dtype)));
   }
 }
 

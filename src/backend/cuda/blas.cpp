@@ -19,7 +19,7 @@ using cublasHandle_t = struct cublasContext*;
 using cublasStatus_t = int;
 constexpr int CUBLAS_OP_N = 0, CUBLAS_OP_T = 1;
 // cudaDataType (library_types.h) and cublasComputeType_t.
-constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
+constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14, CUDA_C_32F = 4;
 constexpr int CUBLAS_COMPUTE_32F = 68;
 constexpr int CUBLAS_GEMM_DEFAULT = -1;
 
@@ -94,9 +94,12 @@ int cuda_type(Dtype t) {
       return CUDA_R_16F;
     case Dtype::bfloat16:
       return CUDA_R_16BF;
+    case Dtype::complex64:
+      return CUDA_C_32F;
     default:
       throw std::invalid_argument(fmt::format(
-          "gemm_gpu: {} is not a GPU BLAS dtype (float32, float16, bfloat16)", dtype_name(t)));
+          "gemm_gpu: {} is not a GPU BLAS dtype (float32, float16, bfloat16, complex64)",
+          dtype_name(t)));
   }
 }
 
@@ -143,7 +146,8 @@ void gemm(Context& context, const Gemm& g) {
   l.set_stream(handle, ctx->stream());
   // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets (B, A) and (n, m).
   int opa = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  float one = 1.0f, zero = 0.0f;
+  // alpha = 1 and beta = 0 in the compute type (float; complex64: (1, 0) and (0, 0)).
+  const float one[2] = {1.0f, 0.0f}, zero[2] = {0.0f, 0.0f};
   auto* a = static_cast<const char*>(g.a);
   auto* b = static_cast<const char*>(g.b);
   auto* c = static_cast<char*>(g.c);
@@ -152,13 +156,13 @@ void gemm(Context& context, const Gemm& g) {
   ctx->note_launch("cublasGemmEx (matmul)");
   cublasStatus_t st = 0;
   if (sa >= 0 && sb >= 0 && batch <= static_cast<size_t>(std::numeric_limits<int>::max())) {
-    st = l.gemm_strided(handle, opb, opa, n, m, k, &one, b + g.off_b[0] * esz, t, ldb, sb,
-                        a + g.off_a[0] * esz, t, lda, sa, &zero, c, t, n, g.m * g.n,
+    st = l.gemm_strided(handle, opb, opa, n, m, k, one, b + g.off_b[0] * esz, t, ldb, sb,
+                        a + g.off_a[0] * esz, t, lda, sa, zero, c, t, n, g.m * g.n,
                         static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   } else {
     for (size_t i = 0; i < batch && st == 0; ++i)
-      st = l.gemm(handle, opb, opa, n, m, k, &one, b + g.off_b[i] * esz, t, ldb,
-                  a + g.off_a[i] * esz, t, lda, &zero, c + i * g.m * g.n * esz, t, n,
+      st = l.gemm(handle, opb, opa, n, m, k, one, b + g.off_b[i] * esz, t, ldb,
+                  a + g.off_a[i] * esz, t, lda, zero, c + i * g.m * g.n * esz, t, n,
                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   }
   if (st != 0)
