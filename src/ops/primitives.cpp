@@ -220,9 +220,12 @@ std::vector<Array> Elementwise::vjp(const std::vector<Array>& primals,
                                     const std::vector<Array>& outputs) {
   StreamContext on(outputs.at(0).device());  // the derivative's ops run where the op ran
   std::vector<Array> out;
-  for (int k : argnums)
-    out.push_back(
-        unbroadcast(multiply(cotangents.at(0), partial(primals, outputs.at(0), k)), primals.at(k)));
+  for (int k : argnums) {
+    // MLX's rule for complex64: the vjp multiplies by the conjugate of the jvp's multiplier.
+    Array p = partial(primals, outputs.at(0), k);
+    if (p.dtype() == Dtype::complex64) p = conjugate(p);
+    out.push_back(unbroadcast(multiply(cotangents.at(0), p), primals.at(k)));
+  }
   return out;
 }
 
@@ -380,7 +383,11 @@ std::vector<Array> Reduce::vjp(const std::vector<Array>& primals,
   Array g = broadcast_to(cotangents.at(0), x.shape());
   if (op_ == "sum") return {g};
   const Array& y = outputs.at(0);
-  if (op_ == "prod") return {multiply(g, divide(broadcast_to(y, x.shape()), x))};
+  if (op_ == "prod") {
+    Array others = divide(broadcast_to(y, x.shape()), x);  // the product of the other elements
+    if (others.dtype() == Dtype::complex64) others = conjugate(others);  // MLX's complex rule
+    return {multiply(g, others)};
+  }
   if (op_ == "max" || op_ == "min") {
     // Ties share the cotangent equally (as MLX): a maximum taken by k equal elements (e.g. of a
     // broadcast) sends each 1/k of it.
