@@ -590,3 +590,61 @@ TEST(OpsComplex, ReductionVjpMatchesFiniteDifferences) {
     expect_complex_close(res.second.at(0), want, 2e-5, op);
   }
 }
+
+// Scans of complex64: cumsum / cumprod in both directions, inclusive and exclusive, and
+// cummax / cummin by the lexicographic order of the reductions (MLX's).
+TEST(OpsComplex, ScansMatchReference) {
+  const int64_t rows = 3, cols = 7;
+  auto v = random_complex(rows * cols, 1.3, 71);
+  v[9] = v[8];  // a tie for the running extremes
+  Array a = complex_array(v, {rows, cols});
+  auto less = [](C x, C y) {
+    return x.real() < y.real() || (x.real() == y.real() && x.imag() < y.imag());
+  };
+  for (const char* op : {"sum", "prod", "max", "min"})
+    for (bool reverse : {false, true})
+      for (bool inclusive : {true, false}) {
+        std::string o = op;
+        std::vector<C> want(rows * cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          bool have = false;
+          C acc = o == "sum" ? C(0) : o == "prod" ? C(1) : C(0);
+          for (int64_t j = 0; j < cols; ++j) {
+            int64_t k = reverse ? cols - 1 - j : j;
+            C x = v[r * cols + k];
+            auto step = [&] {
+              if (o == "sum")
+                acc += x;
+              else if (o == "prod")
+                acc *= x;
+              else if (!have || (o == "max" ? less(acc, x) : less(x, acc)))
+                acc = x;
+              have = true;
+            };
+            if (inclusive) step();
+            want[r * cols + k] = acc;
+            if (!inclusive) step();
+          }
+        }
+        Array got = o == "sum"    ? cumsum(a, 1, reverse, inclusive)
+                    : o == "prod" ? cumprod(a, 1, reverse, inclusive)
+                    : o == "max"  ? cummax(a, 1, reverse, inclusive)
+                                  : cummin(a, 1, reverse, inclusive);
+        std::string what = fmt::format("cum{} reverse {} inclusive {}", o, reverse, inclusive);
+        if ((o == "max" || o == "min") && !inclusive) {
+          // The exclusive extreme's first output is the identity: (-inf, -inf) for cummax and
+          // (inf, inf) for cummin; the other outputs are compared below.
+          auto g = complex_values(got);
+          double inf = o == "max" ? -INFINITY : INFINITY;
+          for (int64_t r = 0; r < rows; ++r) {
+            int64_t first = r * cols + (reverse ? cols - 1 : 0);
+            EXPECT_EQ(g[first], C(inf, inf)) << what;
+            want[first] = g[first] = 0;
+          }
+          std::vector<float> f;
+          for (auto z : g) f.insert(f.end(), {float(z.real()), float(z.imag())});
+          got = Array::from_vector(f, {rows, cols}, Dtype::complex64, Device::cpu());
+        }
+        expect_complex_close(got, want, 2e-5, what);
+      }
+}

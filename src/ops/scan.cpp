@@ -65,8 +65,6 @@ OpKernel scan_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out, int 
 }  // namespace
 
 Dtype scan_dtype(const std::string& op, Dtype in) {
-  if (in == Dtype::complex64)
-    throw NotSupported("cum" + op, "not supported: complex64 scans (not implemented yet)");
   if (op == "sum" && in == Dtype::bool_) return Dtype::int32;
   return in;
 }
@@ -118,31 +116,117 @@ Array scan_op(const std::string& op, const Array& a, int axis, bool reverse, boo
               StreamOrDevice s);
 }
 
-// Gradients: d cumsum: the cotangent scanned the other way; d cumprod (inclusive or exclusive):
-// cumsum(g * y) the other way, divided by x (inputs with zeros give inf/NaN, as the formula).
+namespace {
+
+// `a` shifted by one along `axis` toward the end (`forward`) or the start, the vacated place
+// filled with zeros: an exclusive scan's cotangent as the inclusive scan's.
+Array shift(const Array& a, int axis, bool forward) {
+  int64_t n = a.shape()[axis];
+  Shape start(a.ndim(), 0), stop = a.shape(), zshape = a.shape();
+  zshape[axis] = 1;
+  Array z = zeros(zshape, a.dtype(), a.device());
+  if (n <= 1) return zeros_like(a);
+  if (forward) {
+    stop[axis] = n - 1;
+    return concatenate({z, slice(a, start, stop)}, axis);
+  }
+  start[axis] = 1;
+  return concatenate({slice(a, start, stop), z}, axis);
+}
+
+// 0, 1, ..., n - 1 along `axis` of an array of `ndim` axes (int32, broadcastable).
+Array positions(int64_t n, int ndim, int axis, Device d) {
+  Shape sh(ndim, 1);
+  sh[axis] = n;
+  return reshape(arange(n, Dtype::int32, d), sh);
+}
+
+}  // namespace
+
+// Gradients. cumsum: the cotangent scanned the other way. cumprod: cumsum(g * y) the other way
+// divided by x, with zeros handled as MLX does (the first zero of a scan gets the gradient of
+// the product with it set to 1; the elements after it get 0). cummax / cummin: each output's
+// cotangent goes to the element holding the running extreme there (ties: the latest in scan
+// order, as MLX), summed per element with differences of a cumulative sum. complex64 uses MLX's
+// rule (the conjugate of the derivative).
 std::vector<Array> Scan::vjp(const std::vector<Array>& primals,
                              const std::vector<Array>& cotangents, const std::vector<int>&,
                              const std::vector<Array>& outputs) {
   const Array& g = cotangents.at(0);
+  const Array& x = primals.at(0);
+  StreamContext on(x.device());
   if (op_ == "sum") return {scan_op("sum", g, axis_, !reverse_, inclusive_, {})};
+  auto conj_if_complex = [](const Array& a) {
+    return a.dtype() == Dtype::complex64 ? conjugate(a) : a;
+  };
   if (op_ == "prod") {
-    const Array& x = primals.at(0);
-    return {
-        divide(scan_op("sum", multiply(g, outputs.at(0)), axis_, !reverse_, inclusive_, {}), x)};
+    Array y = outputs.at(0);
+    Array incl = inclusive_ ? y : scan_op("prod", x, axis_, reverse_, true, {});
+    Array excl = inclusive_ ? scan_op("prod", x, axis_, reverse_, false, {}) : y;
+    Array zero = zeros({}, x.dtype(), x.device());
+    Array eq_zero = equal(incl, zero);
+    Array first_zero = logical_and(eq_zero, not_equal(excl, zero));
+    auto partial = [&](const Array& prods) {
+      return scan_op("sum", multiply(g, conj_if_complex(prods)), axis_, !reverse_, inclusive_, {});
+    };
+    Array with_one = scan_op("prod", where(first_zero, ones({}, x.dtype(), x.device()), x), axis_,
+                             reverse_, inclusive_, {});
+    Array grad = divide(partial(y), conj_if_complex(x));
+    return {where(first_zero, partial(with_one), where(eq_zero, zero, grad))};
   }
-  throw NotSupported(label(), "not supported: the gradient of " + label());
+  // cummax / cummin, through the inclusive scan in the same direction.
+  int64_t n = x.shape()[axis_];
+  if (n == 0) return {zeros_like(x)};
+  Array ct = inclusive_ ? g : shift(g, axis_, reverse_);
+  Array y = inclusive_ ? outputs.at(0) : scan_op(op_, x, axis_, reverse_, true, {});
+  Array marked = equal(x, y);  // x holds the running extreme here
+  Array pos = positions(n, x.ndim(), axis_, x.device());
+  Array zero = zeros({}, ct.dtype(), x.device());
+  Shape one_shape = ct.shape();
+  one_shape[axis_] = 1;
+  Array pad = zeros(one_shape, ct.dtype(), x.device());
+  if (!reverse_) {
+    // Element i takes the cotangents of outputs i .. next marked - 1: S[i] - S[next].
+    Array s = scan_op("sum", ct, axis_, true, true, {});
+    Array next = scan_op("min", where(marked, pos, full({}, double(n), Dtype::int32)), axis_, true,
+                         false, {});
+    next = minimum(next, full({}, double(n), Dtype::int32));
+    Array at_next = take_along_axis(concatenate({s, pad}, axis_), next, axis_);
+    return {where(marked, subtract(s, at_next), zero)};
+  }
+  // Reverse scans: element i takes the cotangents of outputs previous marked + 1 .. i.
+  Array s = scan_op("sum", ct, axis_, false, true, {});
+  Array prev =
+      scan_op("max", where(marked, pos, full({}, -1.0, Dtype::int32)), axis_, false, false, {});
+  prev = maximum(prev, full({}, -1.0, Dtype::int32));
+  Array at_prev =
+      take_along_axis(concatenate({pad, s}, axis_), add(prev, ones({}, Dtype::int32)), axis_);
+  return {where(marked, subtract(s, at_prev), zero)};
 }
 
 std::vector<Array> Scan::jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                              const std::vector<int>&) {
   const Array& t = tangents.at(0);
   if (op_ == "sum") return {scan_op("sum", t, axis_, reverse_, inclusive_, {})};
+  const Array& x = primals.at(0);
+  StreamContext on(x.device());
   if (op_ == "prod") {
-    const Array& x = primals.at(0);
     Array y = scan_op("prod", x, axis_, reverse_, inclusive_, {});
     return {multiply(y, scan_op("sum", divide(t, x), axis_, reverse_, inclusive_, {}))};
   }
-  throw NotSupported(label(), "not supported: the gradient of " + label());
+  // cummax / cummin: the tangent of the element holding the running extreme (ties: the latest
+  // in scan order), then shifted for an exclusive scan (its first output is a constant).
+  int64_t n = x.shape()[axis_];
+  if (n == 0) return {zeros_like(t)};
+  Array y = scan_op(op_, x, axis_, reverse_, true, {});
+  Array pos = positions(n, x.ndim(), axis_, x.device());
+  Array owner = reverse_
+                    ? scan_op("min", where(equal(x, y), pos, full({}, double(n), Dtype::int32)),
+                              axis_, true, true, {})
+                    : scan_op("max", where(equal(x, y), pos, full({}, -1.0, Dtype::int32)), axis_,
+                              false, true, {});
+  Array r = take_along_axis(t, owner, axis_);
+  return {inclusive_ ? r : shift(r, axis_, !reverse_)};
 }
 
 namespace {
