@@ -592,6 +592,72 @@ TEST(OpsMiscGradients, MatchFiniteDifferences) {
   EXPECT_EQ(g[0].to_doubles(), (std::vector<double>{cv[4], cv[6]}));
 }
 
+// Scatters' gradients, for the array and the written values, through alloy::vjp and jvp:
+// central differences of sum(cot * f(a, u)). scatter_add with a repeated index (linear: every
+// update counts); scatter and put_along_axis with distinct positions (an overwritten update
+// would get MLX's gathered cotangent, not the zero derivative).
+TEST(OpsMiscGradients, ScattersMatchFiniteDifferences) {
+  using Fn2 = std::function<Array(const Array&, const Array&)>;
+  auto check2 = [](const std::string& what, const Fn2& f, const Shape& sa, const Shape& su) {
+    auto count = [](const Shape& sh) {
+      size_t n = 1;
+      for (auto d : sh) n *= static_cast<size_t>(d);
+      return n;
+    };
+    auto av = randoms(count(sa), -1, 1, 21), uv = randoms(count(su), -1, 1, 22);
+    auto mk = [](const std::vector<double>& v, const Shape& s) {
+      return Array::from_doubles(v, s, Dtype::float64, Device::cpu());
+    };
+    Array y = f(mk(av, sa), mk(uv, su));
+    auto cot = randoms(static_cast<size_t>(y.size()), 0.5, 1.5, 23);
+    auto fn = [&](const std::vector<Array>& in) { return std::vector<Array>{f(in[0], in[1])}; };
+    auto [outs, grads] = vjp(fn, {mk(av, sa), mk(uv, su)}, {mk(cot, y.shape())});
+    auto value = [&](const std::vector<double>& a, const std::vector<double>& u) {
+      auto r = f(mk(a, sa), mk(u, su)).to_doubles();
+      double t = 0;
+      for (size_t i = 0; i < r.size(); ++i) t += cot[i] * r[i];
+      return t;
+    };
+    for (int arg = 0; arg < 2; ++arg) {
+      auto a = av, u = uv;
+      auto& v = arg == 0 ? a : u;
+      std::vector<double> want(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        double keep = v[i];
+        v[i] = keep + 1e-3;
+        double up = value(a, u);
+        v[i] = keep - 1e-3;
+        double down = value(a, u);
+        v[i] = keep;
+        want[i] = (up - down) / 2e-3;
+      }
+      expect_close(grads.at(arg).to_doubles(), want, 1e-8,
+                   what + (arg == 0 ? ": d array" : ": d values"));
+    }
+    // jvp against the vjp: <cot, J t> = <J^T cot, t>.
+    auto ta = randoms(av.size(), -1, 1, 24), tu = randoms(uv.size(), -1, 1, 25);
+    auto [jo, jt] = jvp(fn, {mk(av, sa), mk(uv, su)}, {mk(ta, sa), mk(tu, su)});
+    auto jd = jt.at(0).to_doubles();
+    double lhs = 0, rhs = 0;
+    for (size_t i = 0; i < jd.size(); ++i) lhs += cot[i] * jd[i];
+    auto ga = grads[0].to_doubles(), gu = grads[1].to_doubles();
+    for (size_t i = 0; i < ga.size(); ++i) rhs += ga[i] * ta[i];
+    for (size_t i = 0; i < gu.size(); ++i) rhs += gu[i] * tu[i];
+    EXPECT_NEAR(lhs, rhs, 1e-9 * (1 + std::fabs(rhs))) << "jvp " << what;
+  };
+  Array rep = Array::from_doubles({2, 0, 2}, {3}, Dtype::int32);
+  Array distinct = Array::from_doubles({3, 0, 1}, {3}, Dtype::int32);
+  check2("scatter_add",
+         [&](const Array& a, const Array& u) { return scatter_add(a, {rep}, u, {0}); }, {4, 5},
+         {3, 1, 5});
+  check2("scatter", [&](const Array& a, const Array& u) { return scatter(a, {distinct}, u, {0}); },
+         {4, 5}, {3, 1, 5});
+  Array ia = Array::from_doubles({3, 0, 1, 2, 4, 0}, {3, 2}, Dtype::int32);
+  check2("put_along_axis",
+         [&](const Array& a, const Array& u) { return put_along_axis(a, ia, u, 1); }, {3, 5},
+         {3, 2});
+}
+
 TEST(OpsMiscPrimitives, StateRoundTripsAndEquivalence) {
   std::vector<std::shared_ptr<Primitive>> prims = {
       std::make_shared<ops::Scan>("sum", 1, true, false),

@@ -433,6 +433,36 @@ void ScatterAxis::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>&
   eval(inputs, outputs, true);
 }
 
+// put_along_axis (a copy of a with values written): d a is the cotangent with zeros where values
+// went, d values the cotangent read back there (MLX's rule; indices have none).
+std::vector<Array> ScatterAxis::vjp(const std::vector<Array>& primals,
+                                    const std::vector<Array>& cotangents,
+                                    const std::vector<int>& argnums, const std::vector<Array>&) {
+  const Array &i = primals.at(1), &u = primals.at(2);
+  const Array& g = cotangents.at(0);
+  StreamContext on(g.device());
+  std::vector<Array> out;
+  for (int k : argnums) {
+    if (k == 1) throw std::invalid_argument("[put_along_axis] indices have no gradient");
+    out.push_back(k == 0 ? put_along_axis(g, i, zeros_like(u), axis_)
+                         : take_along_axis(g, i, axis_));
+  }
+  return out;
+}
+
+std::vector<Array> ScatterAxis::jvp(const std::vector<Array>& primals,
+                                    const std::vector<Array>& tangents,
+                                    const std::vector<int>& argnums) {
+  const Array &a = primals.at(0), &i = primals.at(1), &u = primals.at(2);
+  StreamContext on(a.device());
+  Array ta = zeros_like(a), tu = zeros_like(u);
+  for (size_t n = 0; n < argnums.size(); ++n) {
+    if (argnums[n] == 1) throw std::invalid_argument("[put_along_axis] indices have no gradient");
+    (argnums[n] == 0 ? ta : tu) = tangents.at(n);
+  }
+  return {put_along_axis(ta, i, tu, axis_)};
+}
+
 // ---- Scatter -----------------------------------------------------------------------------------
 
 Scatter::Scatter(std::string op, std::vector<int> axes)
@@ -501,6 +531,44 @@ void Scatter::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& out
 }
 void Scatter::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
   eval(inputs, outputs, true);
+}
+
+// scatter / scatter_add: d updates is the cotangent gathered at the indices (the updates' own
+// shape); d a is the cotangent (add) or the cotangent with zeros where updates went (scatter:
+// those elements were overwritten). Repeated indices: as MLX, every update gets its gathered
+// cotangent. Indices have no gradient.
+std::vector<Array> Scatter::vjp(const std::vector<Array>& primals,
+                                const std::vector<Array>& cotangents,
+                                const std::vector<int>& argnums, const std::vector<Array>&) {
+  const Array &a = primals.at(0), &u = primals.at(1);
+  const Array& g = cotangents.at(0);
+  StreamContext on(g.device());
+  std::vector<Array> idx(primals.begin() + 2, primals.end());
+  Shape slice_sizes = a.shape();
+  for (int ax : axes_) slice_sizes[ax] = 1;
+  std::vector<Array> out;
+  for (int k : argnums) {
+    if (k >= 2) throw std::invalid_argument("[scatter] indices have no gradient");
+    if (k == 1)
+      out.push_back(reshape(gather(g, idx, axes_, slice_sizes), u.shape()));
+    else
+      out.push_back(op_ == "add" ? g : scatter(g, idx, zeros_like(u), axes_));
+  }
+  return out;
+}
+
+std::vector<Array> Scatter::jvp(const std::vector<Array>& primals,
+                                const std::vector<Array>& tangents,
+                                const std::vector<int>& argnums) {
+  const Array &a = primals.at(0), &u = primals.at(1);
+  StreamContext on(a.device());
+  std::vector<Array> idx(primals.begin() + 2, primals.end());
+  Array ta = zeros_like(a), tu = zeros_like(u);
+  for (size_t n = 0; n < argnums.size(); ++n) {
+    if (argnums[n] >= 2) throw std::invalid_argument("[scatter] indices have no gradient");
+    (argnums[n] == 0 ? ta : tu) = tangents.at(n);
+  }
+  return {op_ == "add" ? scatter_add(ta, idx, tu, axes_) : scatter(ta, idx, tu, axes_)};
 }
 
 // ---- SliceUpdate -------------------------------------------------------------------------------

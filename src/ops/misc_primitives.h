@@ -89,6 +89,11 @@ class ScatterAxis : public Primitive {
   const char* name() const override { return "ScatterAxis"; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
   PrimitiveState state() const override;
+  std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<Array>& outputs) override;
+  std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
+                         const std::vector<int>& argnums) override;
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
   void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
@@ -104,6 +109,11 @@ class Scatter : public Primitive {
   std::string label() const override { return "Scatter(" + op_ + ")"; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
   PrimitiveState state() const override;
+  std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<Array>& outputs) override;
+  std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
+                         const std::vector<int>& argnums) override;
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
   void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
