@@ -190,6 +190,30 @@ TEST(OpsUnary, IntegerInputsGiveFloat32ForMathAndKeepDtypeOtherwise) {
   }
 }
 
+// round(a, decimals): MLX's arithmetic (float scale and its float inverse, half-way cases to
+// even), so the reference repeats it in float; integers round in float32 and come back.
+TEST(OpsUnary, RoundToDecimals) {
+  auto v = random_values(200, -50, 50, 31, false);
+  for (int decimals : {2, 1, -1}) {
+    float scale = static_cast<float>(std::pow(10.0, decimals));
+    Array a = Array::from_doubles(v, {200}, Dtype::float32, Device::cpu());
+    Array r = round(a, decimals);
+    EXPECT_EQ(r.dtype(), Dtype::float32);
+    std::vector<double> want;
+    for (double x : v) {
+      float t = static_cast<float>(x) * scale;
+      want.push_back(static_cast<float>(std::nearbyint(t) * (1.0f / scale)));
+    }
+    expect_close(r, want, 0, 0, fmt::format("float32, decimals {}", decimals));
+  }
+  std::vector<double> iv = {1234, -1255, 1250, 7, -5, 15};
+  Array ai = Array::from_doubles(iv, {6}, Dtype::int32, Device::cpu());
+  Array ri = round(ai, -1);
+  EXPECT_EQ(ri.dtype(), Dtype::int32);
+  EXPECT_EQ(ri.to_doubles(), (std::vector<double>{1230, -1260, 1250, 10, 0, 20}));
+  EXPECT_EQ(round(ai, 0).to_doubles(), iv);
+}
+
 TEST(OpsUnary, SpecialValues) {
   Array a = Array::from_doubles({NAN, INFINITY, -INFINITY, -0.0, 1, -1}, {6}, Dtype::float32);
   expect_close(erf(a), {NAN, 1, -1, 0, std::erf(1.0), std::erf(-1.0)}, 1e-6, 1e-7, "erf");

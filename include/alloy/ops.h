@@ -77,6 +77,9 @@ Array erfinv(const Array& a, StreamOrDevice s = {});
 Array floor(const Array& a, StreamOrDevice s = {});
 Array ceil(const Array& a, StreamOrDevice s = {});
 Array round(const Array& a, StreamOrDevice s = {});
+/// Rounded to `decimals` places (MLX's: round(a * 10^d) / 10^d computed in a floating dtype,
+/// float32 for integers, then cast back to a's dtype); decimals = 0 is round(a).
+Array round(const Array& a, int decimals, StreamOrDevice s = {});
 Array logical_not(const Array& a, StreamOrDevice s = {});
 /// Bitwise not of integers, logical not of bool.
 Array bitwise_invert(const Array& a, StreamOrDevice s = {});

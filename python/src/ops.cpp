@@ -152,12 +152,11 @@ void init_ops(nb::module_& m) {
   m.def(
       "round",
       [](nb::handle a, int decimals, nb::handle stream) {
-        if (decimals != 0)
-          throw NotSupported("round", "not supported: round with decimals != 0 (not yet)");
-        return round(operand(a, nullptr), to_stream_or_device(stream));
+        return round(operand(a, nullptr), decimals, to_stream_or_device(stream));
       },
       nb::arg("a"), nb::arg("decimals") = 0, nb::kw_only(), nb::arg("stream") = nb::none(),
-      "Round half-way cases to even (integers unchanged).");
+      "Round half-way cases to even (integers unchanged); with decimals, MLX's\n"
+      "round(a * 10**decimals) / 10**decimals (computed in float32 for integers).");
 
   // ---- binary ------------------------------------------------------------------------------
   struct B {

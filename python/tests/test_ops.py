@@ -338,3 +338,19 @@ def test_ops_on_the_gpu_match_numpy():
     np.testing.assert_allclose(np.asarray(alloy.logsumexp(g, axis=1)),
                                np.log(np.exp(x.astype(np.float64)).sum(axis=1)), rtol=1e-5)
     np.testing.assert_array_equal(np.asarray(alloy.argmax(g.T, axis=0)), x.argmax(axis=1))
+
+
+@pytest.mark.parametrize("decimals,dtype", [(2, "float32"), (1, "float16"), (-1, "int32"),
+                                            (-2, "float32"), (3, "bfloat16")])
+def test_round_decimals_matches_mlx_cpu(decimals, dtype):
+    mx = pytest.importorskip("mlx.core")
+    rng = np.random.default_rng(12)
+    v = rng.uniform(-300, 300, 64).astype(np.float32)
+    if dtype == "int32":
+        v = np.round(v)
+    a = alloy.array(v, device=alloy.cpu).astype(getattr(alloy, dtype))
+    m = mx.array(v).astype(getattr(mx, dtype))
+    got = alloy.round(a, decimals)
+    assert got.dtype == a.dtype
+    want = np.array(mx.round(m, decimals).astype(mx.float32))
+    np.testing.assert_array_equal(np.asarray(got.astype(alloy.float32)), want)

@@ -289,6 +289,20 @@ ALLOY_ROUNDING(ceil)
 ALLOY_ROUNDING(round)
 #undef ALLOY_ROUNDING
 
+Array round(const Array& a, int decimals, StreamOrDevice s) {
+  check_valid(a, "round");
+  if (decimals == 0) return round(a, s);
+  if (a.dtype() == Dtype::complex64)
+    throw std::invalid_argument("[round] Not supported for complex64.");
+  Device d = op_device({a}, s);
+  Dtype t = is_floating(a.dtype()) ? a.dtype() : Dtype::float32;
+  // The scale and its inverse in float, as MLX computes them.
+  float scale = static_cast<float>(std::pow(10.0, decimals));
+  Array r = multiply(astype(a, t, s), full({}, scale, t, d), s);
+  r = multiply(round(r, s), full({}, 1.0f / scale, t, d), s);
+  return astype(r, a.dtype(), s);
+}
+
 Array isnan(const Array& a, StreamOrDevice s) {
   check_valid(a, "isnan");
   if (!is_floating(a.dtype())) return full(a.shape(), 0.0, Dtype::bool_, op_device({a}, s));
