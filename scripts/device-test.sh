@@ -7,7 +7,7 @@
 # private prefix, never into /.
 #   usage: scripts/device-test.sh [tests|cpp|python|bench|all]   (default all; cpp: C++ tests + GPU
 #   benchmarks, no Python; python: the Python suite only). BENCH_FILTER selects benchmarks (Google Benchmark regex),
-#   GTEST_FILTER the C++ tests (a --gtest_filter pattern).
+#   GTEST_FILTER the C++ tests (a --gtest_filter pattern), SHARDS the number of test processes.
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-/tmp/alloy-out}
@@ -38,7 +38,16 @@ fi
 rc=0
 if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = cpp ]; then
   echo "== C++ tests (GPU present: CUDA variants run)"
-  ./build-gpu/alloy_tests --gtest_brief=1 --gtest_filter="${GTEST_FILTER:-*}" > "$OUT/tests.log" 2>&1; rc=$?
+  # SHARDS=N runs the suite as N gtest shards at once (the host has 16 cores; one GPU is shared).
+  shards=${SHARDS:-1}
+  pids=()
+  for ((i = 0; i < shards; i++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ./build-gpu/alloy_tests --gtest_brief=1 \
+      --gtest_filter="${GTEST_FILTER:-*}" > "$OUT/tests-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  cat "$OUT"/tests-*.log > "$OUT/tests.log"
   echo "C++ tests exit status: $rc"
   grep -E "^\[  FAILED|^\[  PASSED|^\[  SKIPPED|tests ran" "$OUT/tests.log" | tail -40
   echo "== demo on the GPU"

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <future>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -100,7 +101,15 @@ void expect_compiles_within(const JitConfig& config, std::chrono::seconds limit,
 pid_t spawn_child(const std::vector<std::string>& env) {
   std::vector<std::string> args = {"/proc/self/exe", "--gtest_filter=CacheFaultsChild.Compile"};
   std::vector<std::string> envs;
-  for (char** e = environ; *e; ++e) envs.emplace_back(*e);
+  // The parent's environment, without gtest's sharding (a sharded run would give the child
+  // another shard, where its one test may not be).
+  for (char** e = environ; *e; ++e) {
+    std::string_view v(*e);
+    if (v.rfind("GTEST_TOTAL_SHARDS=", 0) == 0 || v.rfind("GTEST_SHARD_INDEX=", 0) == 0 ||
+        v.rfind("GTEST_SHARD_STATUS_FILE=", 0) == 0)
+      continue;
+    envs.emplace_back(*e);
+  }
   for (auto& e : env) envs.push_back(e);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
