@@ -2,6 +2,7 @@
 // alloy.take / take_along_axis / put_along_axis / split / eye / tri..., NumPy's advanced indexing
 // for a[index_array], MLX's functional a[key] = value (the Python object is rebound to a new graph
 // node; other arrays that shared the old value keep it), and the alloy.random submodule.
+#include <fmt/format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -220,8 +221,8 @@ Array masked_update(const Array& a, const Array& mask, const Array& v) {
   Array values = broadcast_to(v, vs);
   // The selected position's row: the number of Trues before it (rows past the value's last are
   // clamped to it; MLX raises at evaluation).
-  Array pos =
-      maximum(subtract(cumsum(reshape(alloy::astype(mask, Dtype::int32), {-1})), Array(1)), Array(0));
+  Array pos = maximum(subtract(cumsum(reshape(alloy::astype(mask, Dtype::int32), {-1})), Array(1)),
+                      Array(0));
   Array picked = take(values, pos, 0);  // [mask.size, trailing...]
   return where(m, reshape(picked, a.shape()), a);
 }
@@ -296,6 +297,39 @@ Array updated(const Array& a, nb::handle key, nb::handle value) {
   Array u = broadcast_to(v, positions.shape());
   Array flat =
       scatter(reshape(a, {-1}), {reshape(positions, {-1})}, reshape(u, {positions.size(), 1}), {0});
+  return reshape(flat, a.shape());
+}
+
+// MLX's `a.at[key].add(v)`: functional updates that, unlike `a[key] = v`, count every
+// repeated index. The key selects flat positions as indexing does (the key applied to a
+// range); add and subtract are one scatter_add into the flattened array.
+struct ArrayAt {
+  Array a;
+};
+struct ArrayAtIndex {
+  Array a;
+  nb::object key;
+};
+
+Array at_update(const ArrayAtIndex& at, nb::handle value, const char* op) {
+  const Array& a = at.a;
+  std::string o = op;
+  if (o != "add" && o != "subtract")
+    throw NotSupported("at", fmt::format("not supported: a.at[...].{}() (a scatter that "
+                                         "multiplies or takes extremes); a.at[...].add() and "
+                                         ".subtract() are supported",
+                                         o));
+  for (nb::handle h : key_items(at.key))
+    if (bool_mask(h))
+      throw nb::value_error("[at] boolean masks are not supported as indices of a.at[...]");
+  Array v = alloy::astype(value_like(value, a), a.dtype());
+  if (o == "subtract") v = negative(v);
+  Dtype it = a.size() < (int64_t{1} << 31) ? Dtype::int32 : Dtype::int64;
+  Array positions = basic_index(
+      reshape(arange(0, static_cast<double>(a.size()), 1, it, a.device()), a.shape()), at.key);
+  Array u = broadcast_to(v, positions.shape());
+  Array flat = scatter_add(reshape(a, {-1}), {reshape(positions, {-1})},
+                           reshape(u, {positions.size(), 1}), {0});
   return reshape(flat, a.shape());
 }
 
@@ -416,6 +450,26 @@ void init_ops_misc(nb::module_& m) {
       [](const Array& x, int k, nb::handle stream) { return triu(x, k, stream_arg(stream)); },
       nb::arg("x"), nb::arg("k") = 0, nb::kw_only(), nb::arg("stream") = nb::none(),
       "The upper triangle (on and above diagonal k) of the last two axes; zeros elsewhere.");
+
+  nb::class_<ArrayAt>(m, "ArrayAt", "a.at: indexed by a key, gives the updates of those places.")
+      .def(
+          "__getitem__",
+          [](const ArrayAt& at, nb::object key) {
+            return ArrayAtIndex{at.a, std::move(key)};
+          },
+          nb::arg("key"));
+  auto at_index = nb::class_<ArrayAtIndex>(
+      m, "ArrayAtIndex", "a.at[key]: add/subtract give a copy of a updated at the key's places.");
+  for (const char* op : {"add", "subtract", "multiply", "divide", "maximum", "minimum"})
+    at_index.def(
+        op, [op](const ArrayAtIndex& at, nb::handle value) { return at_update(at, value, op); },
+        nb::arg("value"),
+        "A copy of the array with `value` combined at the key's places; repeated indices each "
+        "count (MLX's a.at[...]). multiply/divide/maximum/minimum are not supported yet.");
+  cls.attr("at") = nb::module_::import_("builtins")
+                       .attr("property")(nb::cpp_function(
+                           [](const Array& a) { return ArrayAt{a}; }, nb::is_method(),
+                           "MLX's a.at[key].add(value): updates that count repeated indices."));
 
   cls.attr("__setitem__") = nb::cpp_function(
       [](nb::handle self, nb::handle key, nb::handle value) {

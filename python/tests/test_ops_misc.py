@@ -160,6 +160,37 @@ def test_setitem_is_a_functional_update():
     assert n.tolist() == [0, 1, 0, -2]
 
 
+def test_at_add_counts_repeated_indices():
+    """MLX's a.at[key].add(v) / .subtract(v): every repeated index counts (numpy's np.add.at);
+    the original array is unchanged."""
+    x = rand((5, 4), np.float32)
+    cases = [
+        ([0, 2, 0, 0], rand((4, 4), np.float32)),
+        ((slice(None), [1, 1, 3]), rand((5, 3), np.float32)),
+        (([4, 4, 0], [2, 2, 1]), np.array([1.0, 2.0, 3.0], np.float32)),
+        ((slice(1, 4), 2), 0.5),
+        (Ellipsis, 1.25),
+    ]
+    for key, value in cases:
+        a = arr(x)
+        v = arr(value) if isinstance(value, np.ndarray) else value
+        got = a.at[key].add(v)
+        want = x.copy()
+        np.add.at(want, key, value)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, err_msg=str(key))
+        got = a.at[key].subtract(v)
+        want = x.copy()
+        np.subtract.at(want, key, value)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, err_msg=str(key))
+        np.testing.assert_array_equal(np.asarray(a), x)  # a itself is not changed
+    with pytest.raises(Exception, match="not supported: a.at"):
+        arr(x).at[[0, 0]].multiply(2.0)
+    mx = pytest.importorskip("mlx.core")
+    m = mx.array(x).at[mx.array([0, 2, 0])].add(mx.array(np.ones((3, 4), np.float32)))
+    g = arr(x).at[[0, 2, 0]].add(arr(np.ones((3, 4), np.float32)))
+    np.testing.assert_allclose(np.asarray(g), np.array(m), rtol=1e-6)
+
+
 def test_split_eye_tri():
     x = rand((4, 6), np.float32)
     a = arr(x)
