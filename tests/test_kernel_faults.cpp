@@ -131,6 +131,22 @@ TEST(KernelFaults, SmallBuffersEndAtAGuardPage) {
   for (auto& [p, n] : blocks) host_free(p, n);
 }
 
+TEST(KernelFaults, GuardRegionsSpanOneArrayLength) {
+  // The guard regions before and after a block are at least as long as the block (and 64 KiB):
+  // the threads of a parallel launch start mid-grid, so a y[i + n] overrun's first access can be
+  // anywhere in [n, 2n), not just on the page after the array.
+  for (size_t n : {size_t{4}, size_t{4000}, size_t{16320}, size_t{100000}, size_t{3} << 20}) {
+    void* p = host_alloc(n);
+    uintptr_t lo = 0, hi = 0;
+    auto a = reinterpret_cast<uintptr_t>(p);
+    ASSERT_TRUE(host_guarded_mapping(a, &lo, &hi)) << n;
+    const uintptr_t need = n > (64u << 10) ? n : (64u << 10);
+    EXPECT_GE(a - lo, need) << n;
+    EXPECT_GE(hi - (a + n + 64), need) << n;
+    host_free(p, n);
+  }
+}
+
 TEST(KernelFaults, ManyLiveSmallBuffersFallBackToTheHeap) {
   // Guarded blocks are capped (a share of vm.max_map_count); past the cap blocks still come,
   // from the C heap, and are freed and reused correctly.
@@ -157,6 +173,17 @@ TEST(KernelFaults, ManyLiveSmallBuffersFallBackToTheHeap) {
   expect_good_calls_work();
 }
 
+// An overrun a whole array length past the end (the access of the last thread of y[i + n]) is
+// caught in y's own guard region; with a single guard page it wrote into the mapping above it,
+// or faulted "not next to any of its buffers".
+TEST(KernelFaults, WriteOneLengthPastTheOutputIsAnError) {
+  expect_fault(
+      "write_length_past",
+      "uint i = thread_position_in_grid.x; if (i == 4079) y[i + 4080] = 1; y[i] = x[i];",
+      {kWrote, "16316 bytes past the end of 'y' ([[buffer(1)]]), 16320 bytes: byte offset 32636",
+       "in threadgroup (63, 0, 0)"});
+}
+
 // ---- fiber mode (kernels with barriers that cannot be split) and split mode
 
 TEST(KernelFaults, FiberKernelWritePastIsAnError) {
@@ -173,6 +200,15 @@ TEST(KernelFaults, FiberKernelReadBeforeIsAnErrorNamingTheThread) {
                "int i = int(thread_position_in_grid.x); sync_all(); y[i] = x[i == 5 ? -1100 : i];",
                {kRead, "before the start of 'x' ([[buffer(0)]]), 64 bytes", "in thread (5, 0, 0)"},
                16, kFiberHeader, 16);
+}
+
+TEST(KernelFaults, FiberKernelWriteOneLengthPastIsAnError) {
+  // Fiber groups run in parallel: whichever faults first, the address lies in y's guard region.
+  expect_fault("fiber_write_length_past",
+               "uint i = thread_position_in_grid.x; sync_all(); if (i >= 4000) y[i + 4080] = 1; "
+               "y[i] = x[i];",
+               {kWrote, "past the end of 'y' ([[buffer(1)]]), 16320 bytes", "in thread (40"}, kN,
+               kFiberHeader);
 }
 
 TEST(KernelFaults, FiberKernelFaultsRepeatedly) {

@@ -38,13 +38,24 @@ size_t tail_bytes(size_t n) {
 }
 
 // Guard pages (issue 16, item 7; docs/reliability.md). A guarded block is its own mapping:
-//   [guard page][data pages ...][guard page]
+//   [guard region][data pages ...][guard region]
 // and the block is placed at the END of its data pages (64-byte aligned), so that a kernel running
-// past the array (beyond the 64 bytes of slack, DESIGN.md §2) faults on the guard page at once,
+// past the array (beyond the 64 bytes of slack, DESIGN.md §2) faults in the guard region at once,
 // whatever the array's size: a 4-byte array too. A kernel reading before the array reads the
 // unused front of its own data pages (never another array) and faults once it passes them. The
 // fault becomes an alloy::Error naming the kernel and the buffer (src/backend/cpu/fault_guard.h)
 // instead of overwriting the allocator's metadata or another array.
+//
+// Each guard region is as large as the block's data pages, and at least kMinGuard: a single guard
+// page stops only the first 4 KiB of an overrun, and the threads of a parallel launch do not run
+// in index order, so the first access of a worker thread that starts mid-grid (y[i + n] with i
+// half-way: 2 KiB..16 KiB past a 16 KiB array) skipped a single guard page and wrote into
+// whatever mapping the kernel had placed above it (seen: the main thread's TLS block, whose stack
+// canary then aborted the process with "stack smashing detected"). With guard regions of one
+// array length, any access within one array length (and kMinGuard) before or after an array
+// faults in that array's own guard region. The regions are PROT_NONE address space only (no
+// memory, no commit charge, one mapping each as before); where the address space is short, a
+// block falls back to single guard pages.
 //
 // Cost: a block under a page takes a whole page (4 KiB) and two mappings of the process's
 // vm.max_map_count (65,530 by default, shared with fiber stacks' guard pages and malloc). Live
@@ -98,6 +109,14 @@ size_t span(size_t c) {
   return (c + page_size() - 1) / page_size() * page_size();
 }
 
+// The guard region on each side of a guarded block of class c (see above).
+constexpr size_t kMinGuard = size_t{64} << 10;
+size_t guard_bytes(size_t c) {
+  size_t g = span(c);
+  if (g < kMinGuard) g = (kMinGuard + page_size() - 1) / page_size() * page_size();
+  return g;
+}
+
 // Every guarded mapping, start -> end (guard pages included), for fault messages
 // (host_guarded_mapping). Its own lock: map_guarded/unmap_guarded run outside the pool's.
 struct Mappings {
@@ -111,30 +130,44 @@ Mappings& mappings() {
 
 // A guarded mapping for class c: returns the start of its data pages, or null.
 char* map_guarded(size_t c) {
-  size_t pg = page_size(), s = span(c);
-  void* base =
-      ::mmap(nullptr, s + 2 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const size_t pg = page_size(), s = span(c);
+  size_t guard = guard_bytes(c);
+  void* base = MAP_FAILED;
+  while (true) {
+    base = ::mmap(nullptr, s + 2 * guard, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                  -1, 0);
+    if (base != MAP_FAILED || guard == pg) break;
+    guard = pg;  // no address space for full guard regions: single guard pages
+  }
   if (base == MAP_FAILED) return nullptr;
-  char* data = static_cast<char*>(base) + pg;
+  char* data = static_cast<char*>(base) + guard;
   if (::mprotect(data, s, PROT_READ | PROT_WRITE) != 0) {
-    ::munmap(base, s + 2 * pg);
+    ::munmap(base, s + 2 * guard);
     return nullptr;
   }
   {
     Mappings& m = mappings();
     std::lock_guard lock(m.mu);
     auto b = reinterpret_cast<uintptr_t>(base);
-    m.ranges[b] = b + s + 2 * pg;
+    m.ranges[b] = b + s + 2 * guard;
   }
   return data;
 }
-void unmap_guarded(char* data, size_t c) {
+// Unmaps the guarded mapping whose data pages start at `data` (its extent from the registry: the
+// guard regions may be single pages).
+void unmap_guarded(char* data) {
+  uintptr_t lo = 0, hi = 0;
   {
     Mappings& m = mappings();
     std::lock_guard lock(m.mu);
-    m.ranges.erase(reinterpret_cast<uintptr_t>(data - page_size()));
+    auto it = m.ranges.upper_bound(reinterpret_cast<uintptr_t>(data));
+    if (it == m.ranges.begin()) return;  // not ours: cannot happen
+    --it;
+    lo = it->first;
+    hi = it->second;
+    m.ranges.erase(it);
   }
-  ::munmap(data - page_size(), span(c) + 2 * page_size());
+  ::munmap(reinterpret_cast<void*>(lo), hi - lo);
 }
 
 // Free lists: guarded blocks keyed by their class (holding the start of their data pages), blocks
@@ -201,7 +234,7 @@ void* host_alloc(size_t nbytes) {
       return b;
     }
   }
-  for (auto& [data, key] : unmap) unmap_guarded(data, key);
+  for (auto& block : unmap) unmap_guarded(block.first);
 
   if (want_guard) {
     bool within_budget;
@@ -248,7 +281,7 @@ void host_free(void* b, size_t nbytes) {
   if (heap)
     std::free(b);
   else
-    unmap_guarded(static_cast<char*>(b) + tail_bytes(nbytes) - span(c), c);
+    unmap_guarded(static_cast<char*>(b) + tail_bytes(nbytes) - span(c));
 }
 
 bool host_guarded_mapping(uintptr_t address, uintptr_t* lo, uintptr_t* hi) {
@@ -281,7 +314,7 @@ void host_empty_cache() {
   for (auto& [key, v] : blocks)
     for (void* b : v) {
       if (key % 64 == 0)
-        unmap_guarded(static_cast<char*>(b), key);
+        unmap_guarded(static_cast<char*>(b));
       else
         std::free(b);
     }

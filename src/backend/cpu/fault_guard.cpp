@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -13,10 +15,19 @@
 namespace alloy::cpu {
 namespace {
 
-// The jump target of the kernel running on this thread (null outside kernels). Plain pointers
-// in thread_local storage: read by the signal handler (async-signal-safe: no allocation).
-thread_local sigjmp_buf* t_jump = nullptr;
-thread_local FaultInfo t_fault;
+// The jump target of the kernel running on this thread (null outside kernels), and what the
+// handler saw. Read and written by the signal handler, so they use the initial-exec TLS model: in
+// the Python extension (a dlopen'd library) the default model reaches them through
+// __tls_get_addr, which on a thread's first access allocates that thread's block with malloc (and
+// takes the loader's lock): not async-signal-safe, for instance on a thread that never ran a
+// kernel and faults inside malloc. Initial-exec takes 32 bytes of the static TLS surplus.
+#if defined(__GNUC__)
+#define ALLOY_SIGNAL_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define ALLOY_SIGNAL_TLS
+#endif
+thread_local sigjmp_buf* t_jump ALLOY_SIGNAL_TLS = nullptr;
+thread_local FaultInfo t_fault ALLOY_SIGNAL_TLS;
 
 struct sigaction g_previous_segv, g_previous_bus;
 
@@ -92,7 +103,13 @@ void alt_stack_once() {
   stack_t old{};
   if (sigaltstack(nullptr, &old) == 0 && !(old.ss_flags & SS_DISABLE)) return;  // has one
   thread_local AltStack alt;
-  constexpr size_t kBytes = 64 << 10;
+  // The kernel's signal frame holds the XSAVE state (about 2.7 KiB with AVX-512, 11 KiB with
+  // AMX; _SC_MINSIGSTKSZ says how much here); the handler itself needs a few hundred bytes.
+  size_t kBytes = 64 << 10;
+#ifdef _SC_MINSIGSTKSZ
+  if (long min = ::sysconf(_SC_MINSIGSTKSZ); min > 0 && kBytes < 4 * static_cast<size_t>(min))
+    kBytes = 4 * static_cast<size_t>(min);
+#endif
   void* p = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return;  // faults on an overflowed stack then stay fatal
   stack_t ss{};
@@ -132,6 +149,8 @@ sigjmp_buf* fault_target() {
 sigjmp_buf* set_fault_target(sigjmp_buf* target) {
   sigjmp_buf* prev = t_jump;
   t_jump = target;
+  // The handler reads t_jump: the store must not move past the kernel code that may fault.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   return prev;
 }
 
@@ -142,17 +161,20 @@ FaultInfo last_fault() {
 bool run_fault_guarded(void (*body)(void*), void* arg, FaultInfo* info) {
   prepare_fault_guard();
   sigjmp_buf jump;
-  sigjmp_buf* outer = t_jump;
-  // savemask=0 (no system call per task): the handler is installed with SA_NODEFER, so the
-  // signal mask is the same after the jump.
+  // Neither is changed between sigsetjmp and the jump, so both keep their values after it.
+  sigjmp_buf* const outer = t_jump;
+  FaultInfo* const out = info;
+  // savemask=0 (no system call per task): the handler is installed with SA_NODEFER and an empty
+  // sa_mask, so the kernel adds nothing to the thread's signal mask while it runs, and the mask
+  // after the jump is the one the kernel ran with.
   if (sigsetjmp(jump, 0) != 0) {
-    t_jump = outer;
-    *info = t_fault;
+    set_fault_target(outer);
+    *out = t_fault;
     return false;
   }
-  t_jump = &jump;
+  set_fault_target(&jump);
   body(arg);
-  t_jump = outer;
+  set_fault_target(outer);
   return true;
 }
 
