@@ -209,6 +209,8 @@ void FiberScheduler::entry(transfer_t t) {
     s.ctx_[s.from_] = t.fctx;
   }
   const uint32_t self = s.g_->current;
+  // Until set_fault_target below, this thread's target is still the one of the context that
+  // switched here; only the scheduler code above runs in that window, none of the kernel's.
   if (s.guard_) {
     // A fault inside the kernel lands here, on this fiber's stack (fault_guard.h), and fails the
     // group as an exception would. (Nothing set after sigsetjmp is read after the jump.)
