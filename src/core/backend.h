@@ -51,6 +51,9 @@ struct LaunchDesc {
   uint32_t num_args = 0;
   uint64_t tg_param_bytes[8] = {};  // sizes of the [[threadgroup(n)]] parameters
   const char* label = "";           // the kernel, for messages
+  /// Names [[buffer(n)]] in messages (the kernel's parameter name); null: by index. Used only
+  /// while launch() runs.
+  const std::function<std::string(uint32_t)>* buffer_names = nullptr;
   /// Robust mode: receives the kept out-of-range accesses and their total count (the launch
   /// then completes before launch() returns). Null: not a robust launch.
   std::vector<OobRecord>* oob = nullptr;

@@ -4,9 +4,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
 #include <mutex>
 #include <new>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace alloy {
@@ -26,86 +31,269 @@ size_t size_class(size_t n) {
   return (n + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
 }
 
-// Blocks of whole pages come from their own mapping with an inaccessible guard page on each
-// side (issue 16, item 7): a CPU kernel that runs past its buffer faults (an alloy::Error naming
-// the kernel, src/backend/cpu/fault_guard.h) instead of overwriting the allocator's metadata or
-// another array. Smaller blocks stay on the C heap.
+// The bytes of a block from its start to the guard page after it: the array and its slack,
+// rounded up to the 64-byte alignment (never more than the size class).
+size_t tail_bytes(size_t n) {
+  return (n + kSlack + 63) & ~size_t{63};
+}
+
+// Guard pages (issue 16, item 7; docs/reliability.md). A guarded block is its own mapping:
+//   [guard region][data pages ...][guard region]
+// and the block is placed at the END of its data pages (64-byte aligned), so that a kernel running
+// past the array (beyond the 64 bytes of slack, DESIGN.md §2) faults in the guard region at once,
+// whatever the array's size: a 4-byte array too. A kernel reading before the array reads the
+// unused front of its own data pages (never another array) and faults once it passes them. The
+// fault becomes an alloy::Error naming the kernel and the buffer (src/backend/cpu/fault_guard.h)
+// instead of overwriting the allocator's metadata or another array.
+//
+// Each guard region is as large as the block's data pages, and at least kMinGuard: a single guard
+// page stops only the first 4 KiB of an overrun, and the threads of a parallel launch do not run
+// in index order, so the first access of a worker thread that starts mid-grid (y[i + n] with i
+// half-way: 2 KiB..16 KiB past a 16 KiB array) skipped a single guard page and wrote into
+// whatever mapping the kernel had placed above it (seen: the main thread's TLS block, whose stack
+// canary then aborted the process with "stack smashing detected"). With guard regions of one
+// array length, any access within one array length (and kMinGuard) before or after an array
+// faults in that array's own guard region. The regions are PROT_NONE address space only (no
+// memory, no commit charge, one mapping each as before); where the address space is short, a
+// block falls back to single guard pages.
+//
+// Cost: a block under a page takes a whole page (4 KiB) and two mappings of the process's
+// vm.max_map_count (65,530 by default, shared with fiber stacks' guard pages and malloc). Live
+// guarded blocks are capped at a fifth of that count: past it, cached guarded blocks are unmapped,
+// then blocks come from the C heap (unguarded) until guarded ones are freed.
+// ALLOY_HOST_GUARD_PAGES: "all" (default), "large" (only blocks of a page or more, the behaviour
+// before sub-page blocks were guarded), "0"/"none" (no guard pages: the C heap for everything).
+enum class GuardMode { all, large, none };
+
+GuardMode guard_mode() {
+  static const GuardMode m = [] {
+    const char* v = std::getenv("ALLOY_HOST_GUARD_PAGES");
+    std::string s = v ? v : "";
+    if (s == "0" || s == "none" || s == "off") return GuardMode::none;
+    if (s == "large") return GuardMode::large;
+    return GuardMode::all;
+  }();
+  return m;
+}
+
 size_t page_size() {
   static const size_t p = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   return p;
 }
-bool guarded(size_t c) {
-  return c >= page_size() && c % page_size() == 0;
-}
-void* block_alloc(size_t c) {
-  if (!guarded(c)) return std::aligned_alloc(64, c);
-  size_t pg = page_size();
-  void* base =
-      ::mmap(nullptr, c + 2 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) return nullptr;
-  char* b = static_cast<char*>(base) + pg;
-  if (::mprotect(b, c, PROT_READ | PROT_WRITE) != 0) {
-    ::munmap(base, c + 2 * pg);
-    return nullptr;
-  }
+
+int64_t mapping_budget() {
+  static const int64_t b = [] {
+    int64_t max_maps = 65530;
+    std::ifstream f("/proc/sys/vm/max_map_count");
+    if (int64_t v = 0; f >> v && v > 0) max_maps = v;
+    return max_maps / 5;
+  }();
   return b;
 }
-void block_free(void* b, size_t c) {
-  if (!guarded(c)) return std::free(b);
-  ::munmap(static_cast<char*>(b) - page_size(), c + 2 * page_size());
+
+// Whether blocks of class c are guarded in this mode (the budget aside).
+bool guardable(size_t c) {
+  switch (guard_mode()) {
+    case GuardMode::all:
+      return true;
+    case GuardMode::large:
+      return c >= page_size() && c % page_size() == 0;
+    case GuardMode::none:
+      return false;
+  }
+  return false;
 }
 
+// The data pages of a guarded block of class c.
+size_t span(size_t c) {
+  return (c + page_size() - 1) / page_size() * page_size();
+}
+
+// The guard region on each side of a guarded block of class c (see above).
+constexpr size_t kMinGuard = size_t{64} << 10;
+size_t guard_bytes(size_t c) {
+  size_t g = span(c);
+  if (g < kMinGuard) g = (kMinGuard + page_size() - 1) / page_size() * page_size();
+  return g;
+}
+
+// Every guarded mapping, start -> end (guard pages included), for fault messages
+// (host_guarded_mapping). Its own lock: map_guarded/unmap_guarded run outside the pool's.
+struct Mappings {
+  std::mutex mu;
+  std::map<uintptr_t, uintptr_t> ranges;
+};
+Mappings& mappings() {
+  static Mappings* m = new Mappings;  // never destroyed, as the pool
+  return *m;
+}
+
+// A guarded mapping for class c: returns the start of its data pages, or null.
+char* map_guarded(size_t c) {
+  const size_t pg = page_size(), s = span(c);
+  size_t guard = guard_bytes(c);
+  void* base = MAP_FAILED;
+  while (true) {
+    base = ::mmap(nullptr, s + 2 * guard, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                  -1, 0);
+    if (base != MAP_FAILED || guard == pg) break;
+    guard = pg;  // no address space for full guard regions: single guard pages
+  }
+  if (base == MAP_FAILED) return nullptr;
+  char* data = static_cast<char*>(base) + guard;
+  if (::mprotect(data, s, PROT_READ | PROT_WRITE) != 0) {
+    ::munmap(base, s + 2 * guard);
+    return nullptr;
+  }
+  {
+    Mappings& m = mappings();
+    std::lock_guard lock(m.mu);
+    auto b = reinterpret_cast<uintptr_t>(base);
+    m.ranges[b] = b + s + 2 * guard;
+  }
+  return data;
+}
+// Unmaps the guarded mapping whose data pages start at `data` (its extent from the registry: the
+// guard regions may be single pages).
+void unmap_guarded(char* data) {
+  uintptr_t lo = 0, hi = 0;
+  {
+    Mappings& m = mappings();
+    std::lock_guard lock(m.mu);
+    auto it = m.ranges.upper_bound(reinterpret_cast<uintptr_t>(data));
+    if (it == m.ranges.begin()) return;  // not ours: cannot happen
+    --it;
+    lo = it->first;
+    hi = it->second;
+    m.ranges.erase(it);
+  }
+  ::munmap(reinterpret_cast<void*>(lo), hi - lo);
+}
+
+// Free lists: guarded blocks keyed by their class (holding the start of their data pages), blocks
+// of the C heap by class + 1 (classes are multiples of 64, so the keys never meet).
 struct Pool {
   std::mutex mu;
   std::unordered_map<size_t, std::vector<void*>> free;
   HostAllocatorStats stats;
+  int64_t mappings = 0;                   // guarded blocks mapped (live and cached)
+  std::unordered_set<void*> heap_blocks;  // heap blocks of guardable classes (budget fallback)
 };
 Pool& pool() {
   static Pool* p = new Pool;  // never destroyed: arrays may be released during static teardown
   return *p;
 }
 
+// Unmaps cached guarded blocks (pool lock held; returns them for unmapping outside the lock).
+std::vector<std::pair<char*, size_t>> take_cached_guarded(Pool& p) {
+  std::vector<std::pair<char*, size_t>> out;
+  for (auto& [key, v] : p.free) {
+    if (key % 64 != 0) continue;  // heap blocks
+    for (void* b : v) {
+      out.emplace_back(static_cast<char*>(b), key);
+      p.stats.cached_bytes -= span(key);
+      --p.mappings;
+    }
+    v.clear();
+  }
+  return out;
+}
+
 }  // namespace
 
 void* host_alloc(size_t nbytes) {
-  size_t c = size_class(nbytes);
+  if (nbytes > SIZE_MAX / 2) throw std::bad_alloc();
+  const size_t c = size_class(nbytes);
+  const bool want_guard = guardable(c);
   Pool& p = pool();
+  std::vector<std::pair<char*, size_t>> unmap;
   {
     std::lock_guard lock(p.mu);
     ++p.stats.allocations;
-    auto it = p.free.find(c);
-    if (it != p.free.end() && !it->second.empty()) {
+    if (want_guard) {
+      auto it = p.free.find(c);
+      if (it != p.free.end() && !it->second.empty()) {
+        char* data = static_cast<char*>(it->second.back());
+        it->second.pop_back();
+        ++p.stats.cache_hits;
+        p.stats.cached_bytes -= span(c);
+        p.stats.active_bytes += span(c);
+        return data + span(c) - tail_bytes(nbytes);
+      }
+      if (p.mappings >= mapping_budget()) unmap = take_cached_guarded(p);
+    }
+    auto it = p.free.find(c + 1);
+    if (it != p.free.end() && !it->second.empty() &&
+        (!want_guard || p.mappings >= mapping_budget())) {
       void* b = it->second.back();
       it->second.pop_back();
       ++p.stats.cache_hits;
       p.stats.cached_bytes -= c;
       p.stats.active_bytes += c;
+      if (want_guard) p.heap_blocks.insert(b);
       return b;
     }
-    p.stats.active_bytes += c;
   }
-  void* b = block_alloc(c);
-  if (!b) {
-    std::lock_guard lock(p.mu);
-    p.stats.active_bytes -= c;
-    throw std::bad_alloc();
+  for (auto& block : unmap) unmap_guarded(block.first);
+
+  if (want_guard) {
+    bool within_budget;
+    {
+      std::lock_guard lock(p.mu);
+      within_budget = p.mappings < mapping_budget();
+      if (within_budget) ++p.mappings;
+    }
+    if (within_budget) {
+      if (char* data = map_guarded(c)) {
+        std::lock_guard lock(p.mu);
+        p.stats.active_bytes += span(c);
+        return data + span(c) - tail_bytes(nbytes);
+      }
+      std::lock_guard lock(p.mu);
+      --p.mappings;  // no mapping to be had (vm.max_map_count): the heap instead
+    }
   }
+  void* b = std::aligned_alloc(64, c);
+  if (!b) throw std::bad_alloc();
+  std::lock_guard lock(p.mu);
+  p.stats.active_bytes += c;
+  if (want_guard) p.heap_blocks.insert(b);
   return b;
 }
 
 void host_free(void* b, size_t nbytes) {
-  size_t c = size_class(nbytes);
+  const size_t c = size_class(nbytes);
+  bool heap = !guardable(c);
   Pool& p = pool();
   {
     std::lock_guard lock(p.mu);
-    p.stats.active_bytes -= c;
-    if (p.stats.cached_bytes + c <= kCacheLimit) {
-      p.free[c].push_back(b);
-      p.stats.cached_bytes += c;
+    if (!heap && !p.heap_blocks.empty()) heap = p.heap_blocks.erase(b) != 0;
+    size_t bytes = heap ? c : span(c);
+    void* key_block = heap ? b : static_cast<char*>(b) + tail_bytes(nbytes) - span(c);
+    p.stats.active_bytes -= bytes;
+    if (p.stats.cached_bytes + bytes <= kCacheLimit) {
+      p.free[heap ? c + 1 : c].push_back(key_block);
+      p.stats.cached_bytes += bytes;
       return;
     }
+    if (!heap) --p.mappings;
   }
-  block_free(b, c);
+  if (heap)
+    std::free(b);
+  else
+    unmap_guarded(static_cast<char*>(b) + tail_bytes(nbytes) - span(c));
+}
+
+bool host_guarded_mapping(uintptr_t address, uintptr_t* lo, uintptr_t* hi) {
+  Mappings& m = mappings();
+  std::lock_guard lock(m.mu);
+  auto it = m.ranges.upper_bound(address);
+  if (it == m.ranges.begin()) return false;
+  --it;
+  if (address >= it->second) return false;
+  *lo = it->first;
+  *hi = it->second;
+  return true;
 }
 
 HostAllocatorStats host_allocator_stats() {
@@ -120,9 +308,16 @@ void host_empty_cache() {
     std::lock_guard lock(p.mu);
     blocks.swap(p.free);
     p.stats.cached_bytes = 0;
+    for (auto& [key, v] : blocks)
+      if (key % 64 == 0) p.mappings -= static_cast<int64_t>(v.size());
   }
-  for (auto& [c, v] : blocks)
-    for (void* b : v) block_free(b, c);
+  for (auto& [key, v] : blocks)
+    for (void* b : v) {
+      if (key % 64 == 0)
+        unmap_guarded(static_cast<char*>(b));
+      else
+        std::free(b);
+    }
 }
 
 }  // namespace alloy

@@ -1,7 +1,9 @@
 // Host memory for CPU arrays: 64-byte aligned blocks kept in size classes and reused, so that a
 // kernel called in a loop does not map (and page-fault) fresh memory on every call, as a CUDA
 // caching allocator avoids cudaMalloc. Blocks carry slack at the end (DESIGN.md §2: kernels that
-// read a little past the end before masking do not fault).
+// read a little past the end before masking do not fault). Blocks are placed between guard pages
+// (ALLOY_HOST_GUARD_PAGES; host_allocator.cpp says how), so a CPU kernel running past its buffer
+// faults instead of corrupting the process.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,11 +17,15 @@ struct HostAllocatorStats {
   uint64_t cache_hits = 0;
 };
 
-/// A block of at least `nbytes` (+ slack), 64-byte aligned.
+/// A block of at least `nbytes` (+ slack), 64-byte aligned. Throws std::bad_alloc.
 void* host_alloc(size_t nbytes);
-/// Returns a block from host_alloc(nbytes) for reuse (or frees it past the cache limit).
+/// Returns a block from host_alloc(nbytes) (the same `nbytes`) for reuse (or frees it past the
+/// cache limit).
 void host_free(void* p, size_t nbytes);
 HostAllocatorStats host_allocator_stats();
+/// The guarded mapping (guard pages included) that holds `address`, live or cached: [*lo, *hi).
+/// False when the address is in none (fault messages: src/backend/cpu/fault_guard.cpp).
+bool host_guarded_mapping(uintptr_t address, uintptr_t* lo, uintptr_t* hi);
 /// Frees every cached block.
 void host_empty_cache();
 

@@ -70,6 +70,7 @@ void LaunchBuilder::dims(const Dims& grid, const Dims& threadgroup) {
 void LaunchBuilder::launch(const CompiledKernel& k, Device device, bool robust,
                            const BufferNamer& namer) {
   desc_.function = k.function;
+  desc_.buffer_names = &namer;
   std::vector<OobRecord> oob;
   uint64_t oob_total = 0;
   if (robust) {

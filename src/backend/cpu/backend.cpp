@@ -132,6 +132,7 @@ class CpuBackend final : public Backend {
     set_groups(L);
     ExecOptions opts;
     opts.kernel = d.label;
+    opts.buffer_names = d.buffer_names;
     OobLog log;
     if (d.oob) opts.oob = &log;
     run(L, fn.group, fn.thread, fn.fibers, opts);

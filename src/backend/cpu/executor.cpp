@@ -1,5 +1,6 @@
 #include "backend/cpu/executor.h"
 
+#include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -164,10 +165,11 @@ struct Run {
     }
   }
 
-  // Runs groups [begin, end) (linear index, x fastest) on the current thread. In loop mode a
-  // memory fault inside the kernel stops the launch with an alloy::Error (fault_guard.h).
+  // Runs groups [begin, end) (linear index, x fastest) on the current thread. A memory fault
+  // inside the kernel stops the launch with an alloy::Error (fault_guard.h); in fiber mode the
+  // fiber scheduler catches faults of its fibers itself and fails the group with that error.
   void groups(size_t begin, size_t end) {
-    if (fiber_mode || !fault_guard_enabled()) return unguarded_groups(begin, end);
+    if (!fault_guard_enabled()) return unguarded_groups(begin, end);
     struct Task {
       Run* run;
       size_t begin, end;
@@ -181,8 +183,12 @@ struct Run {
         &task, &info);
     if (!ok) {
       std::lock_guard<std::mutex> lock(mu);
-      if (!error)
-        error = std::make_exception_ptr(Error(opts.kernel, fault_message(opts.kernel, info, L)));
+      if (!error) {
+        const uint32_t* p = this_worker().g.group_pos;
+        error = std::make_exception_ptr(Error(
+            opts.kernel, fault_message(opts.kernel, info, L, opts.buffer_names,
+                                       fmt::format("threadgroup ({}, {}, {})", p[0], p[1], p[2]))));
+      }
       failed = true;
     }
   }

@@ -13,6 +13,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,9 @@ struct ExecOptions {
   bool parallel = true;
   /// Kernel name, for error messages.
   std::string kernel;
+  /// Names [[buffer(n)]] in fault messages (the kernel's parameter names); null: by index. Used
+  /// only during run().
+  const std::function<std::string(uint32_t)>* buffer_names = nullptr;
 };
 
 /// Fills L.groups = ceil(grid / threadgroup) per dimension (0 when grid is 0).
@@ -69,8 +73,9 @@ void set_groups(alloy_cpu_launch& L);
 /// fiber_mode selects thread_fn with fibers, else group_fn. Returns when all groups are done.
 /// Throws std::invalid_argument for a bad launch (threadgroup of 0 or > 1024 threads),
 /// alloy::NotSupported when barriers/simd functions are reached by only some threads (the group
-/// would deadlock), and rethrows the first exception a kernel thread raised (or the interrupt
-/// check threw).
+/// would deadlock), alloy::Error when a kernel thread faulted (fault_guard.h: the message names
+/// the buffer and the thread or group), and rethrows the first exception a kernel thread raised
+/// (or the interrupt check threw).
 void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_thread_fn thread_fn,
          bool fiber_mode, const ExecOptions& options = {});
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "alloy/errors.h"
+#include "backend/cpu/fault_guard.h"
 
 // Scheduling: the fibers of a group switch directly to one another (one context switch per wait,
 // no trip through a central loop). A thread that must wait marks itself and jumps to the next
@@ -116,6 +117,7 @@ void FiberScheduler::reserve(uint32_t nthreads, uint64_t stack_bytes) {
   ctx_ = std::make_unique<fcontext_t[]>(cap);
   state_ = std::make_unique<State[]>(cap);
   sg_ = std::make_unique<SimdGroup[]>((cap + 31) / 32);
+  jumps_ = std::make_unique<sigjmp_buf*[]>(cap);
 #ifdef ALLOY_TSAN
   tsan_fibers_ = std::make_unique<void*[]>(cap);
   for (uint32_t i = 0; i < cap; ++i) tsan_fibers_[i] = __tsan_create_fiber(0);
@@ -164,6 +166,11 @@ void FiberScheduler::run_group(const alloy_cpu_launch* L, alloy_cpu_group* g,
   }
   g->sync = &kSync;
   g->runtime = static_cast<GroupRuntime*>(this);
+  guard_ = fault_guard_enabled();
+  if (guard_) {
+    prepare_fault_guard();
+    outer_jump_ = fault_target();
+  }
 #ifdef ALLOY_TSAN
   tsan_main_ = __tsan_get_current_fiber();
 #endif
@@ -201,16 +208,63 @@ void FiberScheduler::entry(transfer_t t) {
   } else {
     s.ctx_[s.from_] = t.fctx;
   }
-  uint32_t self = s.g_->current;
+  const uint32_t self = s.g_->current;
+  // Until set_fault_target below, this thread's target is still the one of the context that
+  // switched here; only the scheduler code above runs in that window, none of the kernel's.
+  if (s.guard_) {
+    // A fault inside the kernel lands here, on this fiber's stack (fault_guard.h), and fails the
+    // group as an exception would. (Nothing set after sigsetjmp is read after the jump.)
+    sigjmp_buf jump;
+    if (sigsetjmp(jump, 0) != 0) {
+      std::exception_ptr e = s.fault_error(self);
+      s.fail(self, std::move(e));
+    }
+    s.jumps_[self] = &jump;
+    set_fault_target(&jump);
+    s.run_thread(self);
+  } else {
+    s.run_thread(self);
+  }
+  s.finish(self);
+}
+
+void FiberScheduler::run_thread(uint32_t self) {
   std::exception_ptr error;
   try {
-    s.fn_(s.launch, s.g_, self);
+    fn_(launch, g_, self);
   } catch (...) {
     // Caught on the fiber's own stack: exceptions must not unwind across a context switch.
     error = std::current_exception();
   }
-  if (error) s.fail(self, std::move(error));
-  s.finish(self);
+  if (error) fail(self, std::move(error));
+}
+
+// "thread (x, y, z)" (thread_position_in_grid) of the group's thread `self`.
+std::string FiberScheduler::thread_where(uint32_t self) const {
+  uint32_t local[3] = {self % g_->group_size[0], (self / g_->group_size[0]) % g_->group_size[1],
+                       self / (g_->group_size[0] * g_->group_size[1])};
+  uint32_t pos[3];
+  for (int d = 0; d < 3; ++d) pos[d] = g_->group_pos[d] * launch->threadgroup[d] + local[d];
+  return "thread (" + std::to_string(pos[0]) + ", " + std::to_string(pos[1]) + ", " +
+         std::to_string(pos[2]) + ")";
+}
+
+std::exception_ptr FiberScheduler::fault_error(uint32_t self) const {
+  FaultInfo info = last_fault();
+  const std::string& kernel = options->kernel;
+  // A fault on the guard page below a fiber's stack: the thread's stack overflowed.
+  size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto base = reinterpret_cast<uintptr_t>(stacks_);
+  if (guards_ && info.address >= base && info.address < base + map_bytes_ &&
+      (info.address - base) % stack_stride_ < page) {
+    return std::make_exception_ptr(
+        Error(kernel, "kernel '" + kernel + "' overflowed the stack of " + thread_where(self) +
+                          " (" + std::to_string(stack_bytes_ >> 10) +
+                          " KiB per thread of a kernel with barriers or simd functions): large "
+                          "thread-local arrays or deep recursion; the launch was stopped"));
+  }
+  return std::make_exception_ptr(Error(
+      kernel, fault_message(kernel, info, *launch, options->buffer_names, thread_where(self))));
 }
 
 void FiberScheduler::jump(int32_t self, int32_t target) {
@@ -232,6 +286,7 @@ void FiberScheduler::jump(int32_t self, int32_t target) {
 #endif
   transfer_t t = bc::jump_fcontext(to, this);
   asan_arrived();
+  if (guard_) set_fault_target(self >= 0 ? jumps_[self] : outer_jump_);
   // Resumed: save the context of whoever jumped here, so it can be resumed later.
   if (from_ < 0) {
     main_ = t.fctx;

@@ -3,6 +3,7 @@
 // (threadgroup_barrier, simdgroup_barrier, simd exchanges) that the kernel calls through g->sync.
 #pragma once
 #include <boost/context/detail/fcontext.hpp>
+#include <csetjmp>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -76,6 +77,9 @@ class FiberScheduler : public GroupRuntime {
   void reserve(uint32_t nthreads, uint64_t stack_bytes);
   void release_stacks();
   std::string where() const;
+  std::string thread_where(uint32_t self) const;
+  std::exception_ptr fault_error(uint32_t self) const;
+  void run_thread(uint32_t self);
   std::exception_ptr not_supported(const std::string& what) const;
 
   // Pools (grown on demand, never shrunk).
@@ -86,6 +90,11 @@ class FiberScheduler : public GroupRuntime {
   std::unique_ptr<fcontext_t[]> ctx_;
   std::unique_ptr<State[]> state_;
   std::unique_ptr<SimdGroup[]> sg_;
+  // Faults (fault_guard.h): each fiber's jump target, on its own stack, made this thread's fault
+  // target while the fiber runs; outer_jump_ is the worker's own while the main context runs.
+  std::unique_ptr<sigjmp_buf*[]> jumps_;
+  sigjmp_buf* outer_jump_ = nullptr;
+  bool guard_ = false;
 
   // The group being run.
   alloy_cpu_group* g_ = nullptr;

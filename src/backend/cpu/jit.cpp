@@ -48,7 +48,10 @@ constexpr const char* kPchTarget = "cpu-pch";
 // interposable, so it inlines into the thread loop (an exported function of a -fPIC object is
 // otherwise called through the PLT for every thread). -fno-trapping-math: Metal has no
 // floating-point exception flags, and without it the vectoriser may not speculate a conditional
-// float operation. Results are unchanged by all three.
+// float operation. Results are unchanged by all three. -fstack-clash-protection: a frame larger
+// than a page (a big thread-local array) is probed page by page, so a stack overflow faults on
+// the guard page below a fiber's stack (an alloy::Error, fault_guard.h) instead of jumping over it
+// into another fiber's stack.
 constexpr const char* kBaseFlags[] = {"-std=c++20",
                                       "-O2",
                                       "-fPIC",
@@ -58,6 +61,7 @@ constexpr const char* kBaseFlags[] = {"-std=c++20",
                                       "-fno-trapping-math",
                                       "-fvisibility=hidden",
                                       "-fno-semantic-interposition",
+                                      "-fstack-clash-protection",
                                       "-w"};
 // g++ at -O2 vectorises only loops that need no runtime alias check ("very cheap" cost model);
 // a thread loop reading one buffer and writing another needs one.
