@@ -10,6 +10,10 @@ Cases (ratio = numpy time / Alloy time: > 1 means Alloy is faster):
   sum rows f32   alloy.sum(m, axis=1).eval()  vs m.sum(axis=1), m of 2^13 x 2^13
   sum cols f32   alloy.sum(m, axis=0).eval()  vs m.sum(axis=0)
   sum all f32    alloy.sum(a).eval()          vs x.sum()
+  add f16, sum rows/cols f16, max/mean rows/cols f32: the same forms
+  softmax f32    alloy.softmax(m2, axis=-1)   vs e = np.exp(m2 - max); e / e.sum(-1), m2 of
+                                                 2^12 x 2^12 (2^24 elements)
+  logsumexp f32  alloy.logsumexp(m2, axis=-1) vs the same composition in numpy
 Also printed: each side's process CPU time (all threads) and the CPU-time ratio (numpy / Alloy),
 the one-core-equivalent comparison when other processes share the cores.
 Both sides allocate their output, as a user's `np.exp(x)` / `alloy.exp(a)` do. Alloy runs
@@ -57,6 +61,22 @@ def cases(n, rng):
     side = int(round(n ** 0.5))
     m = x[: side * side].reshape(side, side)
     am = alloy.array(m, device=alloy.cpu)
+    m16 = m.astype(np.float16)
+    am16 = alloy.array(m16, device=alloy.cpu)
+    y16 = y.astype(np.float16)
+    b16 = alloy.array(y16, device=alloy.cpu)
+    half = side // 2
+    m2 = np.ascontiguousarray(m[:half, :half])
+    am2 = alloy.array(m2, device=alloy.cpu)
+
+    def np_softmax(v):
+        e = np.exp(v - v.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def np_logsumexp(v):
+        mx = v.max(axis=-1, keepdims=True)
+        return (mx + np.log(np.exp(v - mx).sum(axis=-1, keepdims=True)))[..., 0]
+
     return {
         "exp_f32": (lambda: alloy.exp(a).eval(), lambda: np.exp(x)),
         "add_f32": (lambda: alloy.add(a, b).eval(), lambda: np.add(x, y)),
@@ -65,6 +85,15 @@ def cases(n, rng):
         "sum_rows_f32": (lambda: alloy.sum(am, axis=1).eval(), lambda: m.sum(axis=1)),
         "sum_cols_f32": (lambda: alloy.sum(am, axis=0).eval(), lambda: m.sum(axis=0)),
         "sum_all_f32": (lambda: alloy.sum(a).eval(), lambda: x.sum()),
+        "add_f16": (lambda: alloy.add(a16, b16).eval(), lambda: np.add(x16, y16)),
+        "sum_rows_f16": (lambda: alloy.sum(am16, axis=1).eval(), lambda: m16.sum(axis=1)),
+        "sum_cols_f16": (lambda: alloy.sum(am16, axis=0).eval(), lambda: m16.sum(axis=0)),
+        "max_rows_f32": (lambda: alloy.max(am, axis=1).eval(), lambda: m.max(axis=1)),
+        "max_cols_f32": (lambda: alloy.max(am, axis=0).eval(), lambda: m.max(axis=0)),
+        "mean_rows_f32": (lambda: alloy.mean(am, axis=1).eval(), lambda: m.mean(axis=1)),
+        "softmax_f32": (lambda: alloy.softmax(am2, axis=-1).eval(), lambda: np_softmax(m2)),
+        "logsumexp_f32": (lambda: alloy.logsumexp(am2, axis=-1).eval(),
+                          lambda: np_logsumexp(m2)),
     }
 
 

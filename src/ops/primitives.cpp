@@ -13,6 +13,7 @@
 #include "ops/kernels.h"
 #include "ops/ops_internal.h"
 #include "ops/reduce_columns.h"
+#include "ops/reduce_cpu.h"
 #include "ops/reduce_rows.h"
 
 namespace alloy::ops {
@@ -311,35 +312,19 @@ void Reduce::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs,
   if (out != outputs.at(0).dtype())
     throw std::invalid_argument(label() + ": the output dtype does not match the input's");
   int nred = static_cast<int>(axes_.size());
-  // One run of leading or middle axes of a row-contiguous input, on CUDA: the cooperative column
-  // kernel (reduce_columns.h) over the input seen as [outer, reduced, inner].
+  // One run of leading or middle axes of a row-contiguous input, seen as [outer, reduced, inner]:
+  // on CUDA the cooperative column kernel (reduce_columns.h), on the CPU reduce_cpu.h's.
   bool run = x.is_row_contiguous() && nred > 0 && x.size() > 0 && axes_.back() < x.ndim() - 1;
   for (int j = 0; j < nred && run; ++j) run = axes_[j] == axes_[0] + j;
-  if (run && (gpu || cooperative_columns_on_cpu())) {
+  if (run) {
     int64_t outer = 1, red = 1, inner = 1;
     for (int d = 0; d < x.ndim(); ++d)
       (d < axes_[0] ? outer : d <= axes_.back() ? red : inner) *= x.shape()[d];
-    reduce_columns(op_, row_major_alias(x, {outer, red, inner}), acc, outputs, gpu);
-    return;
-  }
-  // Leading axes of a row-contiguous input ("column" reductions) on the CPU: a thread per output
-  // would walk a column with a large stride; instead passes over blocks of rows, adjacent threads
-  // reading adjacent elements, until one row is left.
-  bool leading = x.is_row_contiguous() && nred < x.ndim() && x.size() > 0;
-  for (int j = 0; j < nred; ++j) leading &= axes_[j] == j;
-  int64_t rows = 1;
-  for (int j = 0; j < nred && leading; ++j) rows *= x.shape()[j];
-  if (leading && rows > kColumnPassRows) {
-    int64_t cols = x.size() / rows;
-    Array cur = row_major_alias(x, {rows, cols});
-    while (rows > kColumnPassRows) {
-      int64_t parts = (rows + kColumnPassRows - 1) / kColumnPassRows;
-      std::vector<Array> partial{scratch({parts, cols}, acc, x.device())};
-      run_kernel(column_pass_kernel(op_, cur.dtype(), acc, acc), {cur}, partial, cols, gpu, parts);
-      cur = partial[0];
-      rows = parts;
-    }
-    run_kernel(column_pass_kernel(op_, cur.dtype(), acc, out), {cur}, outputs, cols, gpu);
+    Array x3 = row_major_alias(x, {outer, red, inner});
+    if (gpu || cooperative_columns_on_cpu())
+      reduce_columns(op_, x3, acc, outputs, gpu);
+    else
+      reduce_columns_cpu(op_, x3, acc, outputs);  // tiles of columns walking rows (reduce_cpu.h)
     return;
   }
   // Few long rows (e.g. every axis of a large array): a first pass over chunks of each row
@@ -353,6 +338,11 @@ void Reduce::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs,
   if ((gpu || cooperative_rows_on_cpu()) && trailing && len >= 64 && x.size() > 0 &&
       row_reduce_supported(op_, acc)) {
     reduce_rows(op_, row_major_alias(x, {n_out, len}), acc, outputs, gpu);
+    return;
+  }
+  // The CPU's lane kernel (reduce_cpu.h): a thread per row (or piece of a long row).
+  if (!gpu && !cooperative_rows_on_cpu() && trailing && nred > 0 && x.size() > 0) {
+    reduce_rows_cpu(op_, row_major_alias(x, {n_out, len}), acc, outputs);
     return;
   }
   if (trailing && len > 4 * kRowChunk && n_out < 256 && x.size() > 0) {
