@@ -390,3 +390,88 @@ kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)
 }
 
 }  // namespace
+
+namespace {
+
+// A value a region only reads is not stored back to its per-thread array at the region's end
+// (regions.cpp, Splitter::writes); every way a region can change one still stores it: a
+// reference parameter, an address taken, a member, an increment, a macro of the header (whose
+// names the statements do not show). Values changed only that way are neither recomputed per
+// region nor kept once per group (they were: `float e = 0.25f;` changed by a macro became one
+// group-wide value, `float a = x[gid];` passed to `thread float&` was recomputed from x).
+TEST(CpuSplit, ValuesStoredBackOnlyWhereChanged) {
+  const std::string header = R"MSL(
+inline void bump(thread float& a, float d) { a += d; }
+#define ADD_TO_E(v) e += (v)
+)MSL";
+  const std::string body = R"MSL(
+    uint lid = thread_position_in_threadgroup.x;
+    uint gid = thread_position_in_grid.x;
+    float a = x[gid];
+    float b = a * 2.0f;
+    float c = a - 1.0f;
+    float2 v = float2(a, b);
+    uint cnt = lid;
+    float e = 0.25f;
+    float ro = a * 3.0f;
+    threadgroup float sh[64];
+    sh[lid] = a;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    bump(a, sh[(lid + 1) % 64]);
+    thread float* pb = &b;
+    *pb += 1.0f;
+    v.y = v.x + 3.0f;
+    cnt++;
+    ADD_TO_E(ro);
+    float r = c * 2.0f + ro;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float s = r + ro;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[gid] = a + b + v.y + float(cnt) + e + s + c + ro;
+  )MSL";
+  alloy::msl::Translation tr;
+  const std::string lib_src = std::string(R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+)MSL") + header + R"MSL(
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              uint2 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+              uint2 thread_position_in_grid [[thread_position_in_grid]]) {)MSL" +
+                              body + "}";
+  auto& e = translated(lib_src, alloy::msl::CpuSyncMode::split, tr);
+  ASSERT_TRUE(e.split) << e.sync_path;
+  auto stores = [&](const std::string& name) {
+    size_t count = 0;
+    const std::string what = "[alloy_t.li], " + name + ");";
+    for (size_t at = tr.code.find(what); at != std::string::npos; at = tr.code.find(what, at + 1))
+      ++count;
+    return count;
+  };
+  // Stored where declared and where changed (`ro`: the region with the macro), not where only
+  // read (`s = r + ro`, the last region).
+  EXPECT_EQ(stores("a"), 2u) << tr.code;
+  EXPECT_EQ(stores("ro"), 2u) << tr.code;
+  EXPECT_EQ(stores("s"), 1u) << tr.code;
+
+  auto k = alloy::metal_kernel("split_store_back", {"x"}, {"out"}, body, header);
+  constexpr int64_t n = 192, tg = 64;
+  auto x = random_array({n}, float32, -1, 1, 9107, Device::cpu());
+  auto xv = x.to_doubles();
+  std::vector<double> ref(n);
+  for (int64_t base = 0; base < n; base += tg) {
+    for (int64_t l = 0; l < tg; ++l) {
+      const int64_t g = base + l;
+      double a = xv[g], b = 2 * a, c = a - 1, vy = a + 3, cnt = l + 1, ro = 3 * a;
+      a += xv[base + (l + 1) % 64];
+      b += 1;
+      double ee = 0.25 + ro;
+      double r = c * 2 + ro;
+      double s = r + ro;
+      ref[g] = a + b + vy + cnt + ee + s + c + ro;
+    }
+  }
+  run_kernel(k, {x}, make_call({{n}}, {float32}, {n, 1, 1}, {tg, 1, 1}),
+             [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-5); });
+}
+
+}  // namespace

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -81,8 +82,29 @@ struct Item {
 
 class Splitter {
  public:
-  Splitter(std::string_view body, const std::vector<KernelParam>& params)
-      : toks_(lex(body)), params_(params) {}
+  Splitter(std::string_view body, const std::vector<KernelParam>& params,
+           const std::vector<std::string>& preprocessor_lines)
+      : toks_(lex(body)), params_(params) {
+    // Macros of the source (its header, a library's file scope) may assign names the statements
+    // do not show (`#define ADD(v) acc += v`): a region using one stores every value back.
+    // An #include other than Metal's own headers may define more: then every region does.
+    for (const std::string& line : preprocessor_lines) {
+      size_t i = line.find_first_not_of(" \t#");
+      if (i == npos) continue;
+      std::string_view rest = std::string_view(line).substr(i);
+      if (rest.starts_with("include")) {
+        if (rest.find("<metal_") == npos) macros_all_ = true;
+        continue;
+      }
+      if (!rest.starts_with("define")) continue;
+      size_t b = line.find_first_not_of(" \t", i + 6);
+      size_t e = b;
+      while (e < line.size() &&
+             (std::isalnum(static_cast<unsigned char>(line[e])) || line[e] == '_'))
+        ++e;
+      if (b != npos && e > b) macros_.insert(line.substr(b, e - b));
+    }
+  }
 
   SplitBody run() {
     SplitBody r;
@@ -130,6 +152,8 @@ class Splitter {
   std::set<std::string, std::less<>> constexpr_names_;  // `constexpr T name = ...` in the body
   bool flat_text_ = false;                              // region_text on one line
   std::set<std::string, std::less<>> array_names_;      // local arrays declared so far
+  std::set<std::string, std::less<>> macros_;           // macro names of the source
+  bool macros_all_ = false;                             // an #include that may define more
   int loop_id_ = 0;
   std::vector<std::vector<Hoisted>> scopes_;
   std::string out_;
@@ -151,6 +175,7 @@ class Splitter {
     size_t last = 0;  // last token index covered
     bool has_return = false;
     std::set<std::string> idents;
+    std::set<std::string> written;  // names the region may change (writes())
     // Typed per-thread values the region stores for a reduction after it: (slot, type
     // expression for the probe).
     std::vector<std::pair<int, std::string>> extra;
@@ -322,6 +347,72 @@ class Splitter {
       if (mod) ++c;
     }
     return c;
+  }
+
+  // Whether code from token `from` on may change `name` in a way assign_count() does not see:
+  // passed as a whole argument to a function that may take it by reference (a user function
+  // `void f(thread float& a)`; Metal's by-value functions and constructors excepted), an
+  // element assigned (`v[0] = ...`, a vector; not for a `pointer`), or a macro of the source used
+  // (it may assign anything).
+  bool changed_otherwise(const std::string& name, size_t from, bool pointer) const {
+    static const std::set<std::string_view> kByValue = {
+        "max",   "min",    "fmax",   "fmin",   "clamp", "abs",   "fabs",   "exp",    "exp2",
+        "log",   "log2",   "sqrt",   "rsqrt",  "pow",   "powr",  "select", "mix",    "fma",
+        "float", "float2", "float3", "float4", "half",  "half2", "half3",  "half4",  "int",
+        "int2",  "int3",   "int4",   "uint",   "uint2", "uint3", "uint4",  "bool",   "sin",
+        "cos",   "tanh",   "floor",  "ceil",   "round", "dot",   "length", "as_type"};
+    for (size_t i = from; i < toks_.size(); ++i) {
+      if (toks_[i].kind != TokKind::ident) continue;
+      if (macros_.count(toks_[i].text)) return true;
+      if (toks_[i].text != name) continue;
+      size_t p = prev(i), n = next(i + 1, toks_.size());
+      if (p == npos || n >= toks_.size()) continue;
+      if (toks_[p].is(".") || toks_[p].is("->") || toks_[p].is("::")) continue;
+      if (toks_[n].is("[")) {
+        if (pointer) continue;  // `p[i] = ...` changes what p points to
+        size_t c = match(n, toks_.size());
+        size_t a = c < toks_.size() ? next(c + 1, toks_.size()) : c;
+        if (a < toks_.size() && assign_op(toks_[a].text)) return true;
+        continue;
+      }
+      if (!(toks_[p].is("(") || toks_[p].is(",")) || !(toks_[n].is(")") || toks_[n].is(",")))
+        continue;
+      // The call whose argument it is: the name before the enclosing '('.
+      size_t open = p;
+      int depth = 0;
+      for (size_t j = i; j-- > 0;) {
+        if (toks_[j].is(")") || toks_[j].is("]")) ++depth;
+        if (toks_[j].is("(") || toks_[j].is("[")) {
+          if (depth == 0) {
+            open = j;
+            break;
+          }
+          --depth;
+        }
+        if (j == 0) open = npos;
+      }
+      if (open == npos || !toks_[open].is("(")) continue;  // an initializer list, a subscript
+      size_t callee = prev(open);
+      if (callee == npos) continue;
+      const Token& c = toks_[callee];
+      if (c.kind != TokKind::ident) {
+        if (c.is(">")) return true;  // a template's call
+        continue;                    // a parenthesised expression
+      }
+      if (!kByValue.count(c.text) && !is_sync_name(c.text)) return true;
+    }
+    return false;
+  }
+
+  // Whether declaration statement `it` declares `name` as a pointer (a `*` before the name).
+  bool declares_pointer(const Item& it, const std::string& name) const {
+    bool star = false;
+    for (size_t i = it.s; i < it.e; ++i) {
+      if (toks_[i].is("*")) star = true;
+      if (toks_[i].kind == TokKind::ident && toks_[i].text == name) return star;
+      if (toks_[i].is(",")) star = false;
+    }
+    return false;
   }
 
   bool is_uniform_name(const std::string& s) const {
@@ -633,7 +724,8 @@ class Splitter {
   bool remat_decl(const Item& it, const Decl& d, std::set<std::string>& deps) const {
     if (d.names.size() != 1 || d.reference || d.array || !d.init) return false;
     const std::string& name = d.names[0];
-    if (assign_count(name) != 1) return false;
+    if (assign_count(name) != 1 || changed_otherwise(name, it.e, declares_pointer(it, name)))
+      return false;
     size_t i = it.s;
     while (i < it.e && !(toks_[i].kind == TokKind::ident && toks_[i].text == name)) ++i;
     i = next(i + 1, it.e);
@@ -665,6 +757,42 @@ class Splitter {
   void idents(size_t b, size_t e, std::set<std::string>& out) const {
     for (size_t i = b; i < e; ++i)
       if (toks_[i].kind == TokKind::ident) out.insert(toks_[i].text);
+  }
+  // The names of [b, e) the statements may change, conservatively: a name counts as only read
+  // where the token after it is one of a few operators or closing tokens that cannot make it an
+  // lvalue being written (`x;`, `x)`, `x]`, `x + ...`, `x < ...`), and the token before it is
+  // no `++`/`--`, `&`, `(`/`,` (an argument: a reference parameter), `.`/`->`/`::`, or `?`/`:`.
+  // Any `&` or `&&` in the range (a reference or pointer bound to a name, a lambda capturing by
+  // reference) makes every name of the range count as changed. A hoisted name the region does
+  // not change is not stored back to its per-thread array at the region's end (a store per
+  // thread and per interchanged loop step otherwise: close_region).
+  void writes(size_t b, size_t e, std::set<std::string>& out) const {
+    static const std::set<std::string_view> kReadNext = {
+        ";", ")", "]", "+", "-", "*", "/", "%", "<", ">", "<=", ">=", "==", "!=", "||", "^", "|"};
+    static const std::set<std::string_view> kWritePrev = {"++", "--", "&",  "(", ",",
+                                                          ".",  "->", "::", "?", ":"};
+    bool any_ref = false;
+    for (size_t i = b; i < e; ++i)
+      if (toks_[i].kind == TokKind::punct && (toks_[i].text == "&" || toks_[i].text == "&&"))
+        any_ref = true;
+    for (size_t i = b; i < e; ++i) {
+      if (toks_[i].kind != TokKind::ident) continue;
+      // A macro of the source may read and change any name: "*" (close_region loads and stores
+      // every value in scope); an unknown #include may define macros: "+" (every value the
+      // region names is stored back).
+      if (macros_.count(toks_[i].text)) out.insert("*");
+      if (macros_all_) out.insert("+");
+      size_t n = next(i + 1, e), p = prev(i);
+      bool read =
+          !any_ref && n < e && toks_[n].kind == TokKind::punct && kReadNext.count(toks_[n].text) &&
+          !(p != npos && toks_[p].kind == TokKind::punct && kWritePrev.count(toks_[p].text));
+      if (!read) out.insert(toks_[i].text);
+    }
+  }
+  // idents() of a range of the open region's code, and the names it may change.
+  void region_idents(size_t b, size_t e) {
+    idents(b, e, rg_.idents);
+    writes(b, e, rg_.written);
   }
 
   void open_region(const std::string& mask) {
@@ -810,7 +938,7 @@ class Splitter {
       }
     }
     rg_.stmts += region_text(it.b, it.e, region_id_);
-    idents(it.b, it.e, rg_.idents);
+    region_idents(it.b, it.e);
     rg_.last = it.e;
   }
 
@@ -845,6 +973,8 @@ class Splitter {
     auto scope = in_scope();
     // Names the region reads, with what the recomputed declarations among them read.
     std::set<std::string> used = r.idents;
+    if (r.written.count("*"))  // a macro: it may use any value in scope
+      for (auto& h : in_scope()) used.insert(h.name);
     for (size_t k = scope.size(); k-- > 0;)
       if (scope[k].slot < 0 && used.count(scope[k].name))
         used.insert(scope[k].deps.begin(), scope[k].deps.end());
@@ -896,7 +1026,9 @@ class Splitter {
       }
       in += fmt::format("alloy_T{0} {1}; ::alloy_split::copy({1}, alloy_h{0}[alloy_t.li]);", h.slot,
                         h.name);
-      out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.slot, h.name);
+      if (r.written.count(h.name) || r.written.count("*") || r.written.count("+") ||
+          array_names_.count(h.name))
+        out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.slot, h.name);
     }
     for (auto& h : hoist)
       out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.second, h.first);
@@ -993,7 +1125,7 @@ class Splitter {
         std::string call = flat(c.first, c.second + 1), arg = flat(ab, ae);
         rg_.extra.push_back({sl, "decltype(" + call + ")"});
         rg_.tail += fmt::format("alloy_h{0}[alloy_t.li] = alloy_T{0}({1});", sl, arg);
-        idents(c.first, c.second + 1, rg_.idents);
+        region_idents(c.first, c.second + 1);
       }
       rg_.last = std::max(rg_.last, s);
       close_region();
@@ -1010,7 +1142,7 @@ class Splitter {
       }
       rg_.head = head;
       rg_.probe = probe;
-      for (auto& c : calls) idents(c.first, c.second + 1, rg_.idents);
+      for (auto& c : calls) region_idents(c.first, c.second + 1);
       return id;
     }
     open_region(mask);
@@ -1018,7 +1150,7 @@ class Splitter {
     for (auto& c : calls) pub += "(void)(" + flat(c.first, c.second + 1) + "); ";
     pub += "alloy_S.lane_done(); ";
     rg_.tail += pub;
-    for (auto& c : calls) idents(c.first, c.second + 1, rg_.idents);
+    for (auto& c : calls) region_idents(c.first, c.second + 1);
     rg_.last = std::max(rg_.last, s);  // the consume pass reads the arguments again
     close_region();
     out_ += fmt::format("alloy_S.simd_round({});", mask);
@@ -1033,7 +1165,7 @@ class Splitter {
     head += "alloy_S.lane_done(); ";
     rg_.head = head;
     rg_.probe = probe;
-    for (auto& c : calls) idents(c.first, c.second + 1, rg_.idents);
+    for (auto& c : calls) region_idents(c.first, c.second + 1);
     return id;
   }
   // [b, e) on one line with each simd call replaced by its consumed result.
@@ -1069,7 +1201,7 @@ class Splitter {
       for (auto& n : d.names) rg_.declared.push_back(n);
     }
     rg_.stmts += s;
-    idents(it.b, it.e, rg_.idents);
+    region_idents(it.b, it.e);
     rg_.last = it.e;
   }
 
@@ -1078,7 +1210,7 @@ class Splitter {
     if (d.group) return true;
     if (d.names.empty() || d.reference || d.array || !d.init) return false;
     for (auto& n : d.names)
-      if (assign_count(n) > 1) return false;
+      if (assign_count(n) > 1 || changed_otherwise(n, it.e, declares_pointer(it, n))) return false;
     // initialisers: everything after the first declarator name
     size_t i = it.s;
     while (i < it.e && !(toks_[i].kind == TokKind::ident && toks_[i].text == d.names[0])) ++i;
@@ -1216,7 +1348,7 @@ class Splitter {
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {};", n, trip);
     }
     rg_.stmts += newlines(text(it.b, it.body_b));
-    idents(it.cb, it.ce, rg_.idents);
+    region_idents(it.cb, it.ce);
     close_region();
     if (group_trip) {
       out_ += fmt::format(
@@ -1225,7 +1357,7 @@ class Splitter {
           n, end_text, step, le, mask);
       open_region(mask);
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {}();", n, count);
-      idents(it.cb, it.ce, rg_.idents);
+      region_idents(it.cb, it.ce);
       close_region();
       out_ += "}";
     }
@@ -1251,6 +1383,8 @@ class Splitter {
     idents(eq + 1, semis[0], deps);
     if (sb) idents(sb, se, deps);
     rg_.idents.insert(deps.begin(), deps.end());
+    writes(eq + 1, semis[0], rg_.written);
+    if (sb) writes(sb, se, rg_.written);
     rg_.remat[v] = {decl, deps};
     rg_.last = it.body_b;
     emit_seq(it.then_, kmask, pred);
@@ -1439,7 +1573,7 @@ class Splitter {
               "alloy_q{0}[alloy_t.li] = !alloy_c; }}",
               p, cond);
           rg_.stmts += newlines(text(it.b, it.body_b));
-          idents(it.cb, it.ce, rg_.idents);
+          region_idents(it.cb, it.ce);
           rg_.last = std::max(rg_.last, it.ce);
           close_region();
           scopes_.push_back({});
@@ -1462,8 +1596,9 @@ class Splitter {
 
 }  // namespace
 
-SplitBody split_kernel_body(std::string_view body, const std::vector<KernelParam>& params) {
-  return Splitter(body, params).run();
+SplitBody split_kernel_body(std::string_view body, const std::vector<KernelParam>& params,
+                            const std::vector<std::string>& preprocessor_lines) {
+  return Splitter(body, params, preprocessor_lines).run();
 }
 
 }  // namespace alloy::msl

@@ -23,7 +23,10 @@ struct SplitBody {
 /// Splits the translated body `body` (the text between the kernel's braces) of a kernel with
 /// parameters `params`. The result uses `alloy_L` / `alloy_g` (the launch and group), which the
 /// caller adds as the kernel's last parameters; attribute parameters receive thread 0's values.
-SplitBody split_kernel_body(std::string_view body, const std::vector<KernelParam>& params);
+/// `preprocessor_lines`: the source's preprocessor lines (its macros may change values the
+/// body's statements do not name).
+SplitBody split_kernel_body(std::string_view body, const std::vector<KernelParam>& params,
+                            const std::vector<std::string>& preprocessor_lines = {});
 
 /// ALLOY_CPU_SYNC: "fibers" forces fibers, "split" prefers splitting (the default, "auto", too:
 /// the splitter falls back to fibers where it cannot split either way).

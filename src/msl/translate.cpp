@@ -1548,7 +1548,10 @@ class Translator {
       if (d.body_open + 1 >= d.body_close) continue;
       std::string body;
       for (size_t i = d.body_open + 1; i < d.body_close; ++i) body += toks_[i].text;
-      SplitBody r = split_kernel_body(body, d.params);
+      std::vector<std::string> pp;  // macros defined outside the body (regions.h)
+      for (const auto& t : toks_)
+        if (t.kind == TokKind::preproc) pp.push_back(t.text);
+      SplitBody r = split_kernel_body(body, d.params, pp);
       if (!r.ok) {
         split_[d.name] = {false, "fibers: " + r.reason};
         continue;
