@@ -40,6 +40,12 @@ struct converts_to_float_c {
 };
 }  // namespace alloy_detail
 
+// Declared only when a translation names them (ALLOY_NEED_LOWP, metal_stdlib.h); otherwise
+// incomplete, which the templates below that name them do not mind.
+#ifndef ALLOY_NEED_LOWP
+struct half;
+struct bfloat;
+#else
 // IEEE binary16. Arithmetic is done in float and rounded back, which gives the correctly rounded
 // half result for + - * / (float has more than 2*11+2 significand bits).
 struct half {
@@ -139,6 +145,8 @@ struct bfloat {
 };
 
 ALLOY_FN constexpr half::half(bfloat b) : alloy_bits(alloy_detail::f32_to_f16(float(b))) {}
+
+#endif  // ALLOY_NEED_LOWP
 
 typedef bfloat bfloat16_t;
 typedef half float16_t;
@@ -268,6 +276,7 @@ ALLOY_LOWP_CMP(>)
 ALLOY_LOWP_CMP(>=)
 #undef ALLOY_LOWP_CMP
 
+#ifdef ALLOY_NEED_LOWP
 // Negation flips the sign bit (exact, also for NaN and zero).
 ALLOY_FN constexpr half operator-(half x) {
   return half::from_bits(x.alloy_bits ^ 0x8000u);
@@ -281,6 +290,7 @@ ALLOY_FN constexpr half operator+(half x) {
 ALLOY_FN constexpr bfloat operator+(bfloat x) {
   return x;
 }
+#endif  // ALLOY_NEED_LOWP
 
 // ---- numeric_limits ----
 //
