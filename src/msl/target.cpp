@@ -64,10 +64,7 @@ std::string cuda_attribute(const KernelParam& p) {
   std::string v = fmt::format("t.{}()", p.attribute);
   if (n == 0) return fmt::format("::alloy_entry::attr_to_param({})", v);
   if (n == 1) return fmt::format("static_cast<{}>({}.x)", elem, v);
-  std::string args;
-  for (int d = 0; d < n; ++d)
-    args += fmt::format("{}static_cast<{}>({}.{})", d ? ", " : "", elem, v, "xyz"[d]);
-  return fmt::format("::metal::vec<{}, {}>({})", elem, n, args);
+  return fmt::format("::alloy_entry::attr_vec<{}, {}>({})", elem, n, v);
 }
 
 bool contains(const std::vector<int>& v, int x) {

@@ -138,6 +138,18 @@ struct attr {  // components only: the CUDA entry converts them itself
 };
 #endif  // ALLOY_ENTRY_ARGS
 
+// An attribute as a vector<E, N> (N = 2, 3): the CUDA entry's binding of `uint3 gid
+// [[thread_position_in_grid]]` and the like. Assigns the components instead of calling vec's
+// constructors, whose overload resolution costs NVRTC milliseconds.
+template <class E, int N>
+ALLOY_FN metal::vec<E, N> attr_vec(attr a) {
+  metal::vec<E, N> v;
+  v.alloy_e[0] = static_cast<E>(a.x);
+  v.alloy_e[1] = static_cast<E>(a.y);
+  if constexpr (N == 3) v.alloy_e[2] = static_cast<E>(a.z);
+  return v;
+}
+
 /// Raw ids of one thread; the attribute functions give Metal's values (MSL spec, attribute
 /// qualifiers for kernel function input arguments). Non-uniform threadgroups: at the grid's
 /// edges a group is partial, and threads_per_threadgroup is its actual size, while

@@ -57,7 +57,9 @@
 // Order matters: each header uses the ones before it. The optional ones use only the core
 // (traits, types, vector, math) and, for sync.h, atomic.h.
 // clang-format off
+#ifdef ALLOY_NEED_LOWP
 #include "half_bits.h"
+#endif
 #include "metal/traits.h"
 #include "metal/types.h"
 #include "metal/vector.h"

@@ -2,7 +2,7 @@
 // float), Metal's promotion rules for them, and numeric_limits.
 #pragma once
 
-// The exact bit conversions (alloy_portable::) are in half_bits.h.
+// The exact bit conversions (alloy_portable::) are in half_bits.h (included with ALLOY_NEED_LOWP).
 
 namespace metal {
 
@@ -12,6 +12,7 @@ typedef unsigned int uint;
 typedef unsigned long ulong;
 
 namespace alloy_detail {
+#ifdef ALLOY_NEED_LOWP
 ALLOY_FN constexpr uint16_t f32_to_f16(float x) {
   if (__builtin_is_constant_evaluated()) return alloy_portable::f32_to_f16_bits(x);
   return alloy_target::f32_to_f16(x);
@@ -20,6 +21,7 @@ ALLOY_FN constexpr float f16_to_f32(uint16_t b) {
   if (__builtin_is_constant_evaluated()) return alloy_portable::f16_bits_to_f32(b);
   return alloy_target::f16_to_f32(b);
 }
+#endif
 template <class T>
 struct is_builtin_arith_c {
   ALLOY_FN static constexpr bool value() {
