@@ -105,9 +105,17 @@ TEST(CudaTiered, QuickSourceOnlyForCoarsenedEntries) {
     std::vector<std::string> want = full.options;
     want.push_back("-DALLOY_QUICK_ENTRY");
     EXPECT_EQ(quick->options, want) << c.name;
-    EXPECT_NE(full.source.find("#ifndef ALLOY_QUICK_ENTRY\n  if (::alloy_entry::cuda_groups_whole"),
+    // The quick entry runs one group per block, launched so (Function::one_group_per_block).
+    EXPECT_NE(full.source.find("#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::thread_ids t = "
+                               "::alloy_entry::cuda_ids_at(L, blockIdx.x, false);\n"),
               std::string::npos)
         << full.source;
+    EXPECT_NE(full.source.find("#else\n  const unsigned alloy_nb = gridDim.x;\n  if "
+                               "(::alloy_entry::cuda_groups_whole"),
+              std::string::npos)
+        << full.source;
+    EXPECT_TRUE(quick->one_group_per_block) << c.name;
+    EXPECT_FALSE(full.one_group_per_block) << c.name;
   }
   // Threads that share threadgroup memory: one group per block, nothing to make quick.
   auto shared = metal_kernel("tg", {"inp"}, {"out"},
@@ -156,28 +164,31 @@ TEST(CudaTiered, QuickEntryCompilesWithNvrtcAndIsSmaller) {
   }
 }
 
-// On the GPU: the first call runs the quick code, later calls the full code once its background
-// compile is loaded; every call matches the float64 reference.
+// On the GPU: the first call runs the quick code (one group per block), later calls the full
+// code once its background compile is loaded (several groups per block where the grid is deep
+// enough: 4M + 77 elements is, on an H100, with a partial last group); every call matches the
+// float64 reference.
 TEST(CudaTiered, FirstAndLaterCallsMatchTheReference) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA GPU";
-  const int n = 1 << 20;
-  auto k =
-      metal_kernel("tiered_expsin", {"inp"}, {"out"},
-                   "uint i = thread_position_in_grid.x;\nout[i] = exp(sin(inp[i]));\n"
-                   "// tiered test " +
-                       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-  auto xs = conformance::random_values(n, -3, 3, 11);
-  std::vector<double> want(n);
-  for (int i = 0; i < n; ++i)
-    want[i] = std::exp(std::sin(static_cast<double>(static_cast<float>(xs[i]))));
-  Array x = Array::from_doubles(xs, {n}, float32, Device::gpu());
-  KernelCall call = call_1d(n, {float32});
-  call.device = Device::gpu();
-  conformance::poison(call);
-  for (int round = 0; round < 6; ++round) {
-    Array out = k({x}, call).at(0);
-    conformance::expect_close(out, want, 2e-6, 1e-6);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (const int n : {1 << 20, (1 << 22) + 77}) {
+    auto k = metal_kernel(
+        "tiered_expsin", {"inp"}, {"out"},
+        "uint i = thread_position_in_grid.x;\nout[i] = exp(sin(inp[i]));\n"
+        "// tiered test " +
+            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+    auto xs = conformance::random_values(n, -3, 3, 11);
+    std::vector<double> want(n);
+    for (int i = 0; i < n; ++i)
+      want[i] = std::exp(std::sin(static_cast<double>(static_cast<float>(xs[i]))));
+    Array x = Array::from_doubles(xs, {n}, float32, Device::gpu());
+    KernelCall call = call_1d(n, {float32});
+    call.device = Device::gpu();
+    conformance::poison(call);
+    for (int round = 0; round < 6; ++round) {
+      Array out = k({x}, call).at(0);
+      conformance::expect_close(out, want, 2e-6, 1e-6);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
   }
 }
 

@@ -50,10 +50,17 @@ TEST(PreludeSelection, SmallKernelNeedsNoOptionalPart) {
     EXPECT_TRUE(s.needs.empty());
     EXPECT_TRUE(s.swizzles.empty());
     EXPECT_EQ(s.math, set_of({"exp"}));
+    // No half/bfloat, packed vector or swizzle; the CUDA entry binds its parameters without the
+    // entry's binding templates (the CPU entries use them: ENTRY_ARGS means nothing there).
+    EXPECT_EQ(s.core, target == alloy::msl::Target::cuda ? std::set<std::string>{}
+                                                         : set_of({"ENTRY_ARGS"}));
     // The translation starts with the selection, before the prelude is included.
     EXPECT_EQ(
         tr.code.rfind(
-            "#define ALLOY_SELECT 1\n#define ALLOY_USE_exp 1\n#include \"metal_stdlib.h\"\n", 0),
+            std::string("#define ALLOY_SELECT 1\n") +
+                (target == alloy::msl::Target::cuda ? "" : "#define ALLOY_NEED_ENTRY_ARGS 1\n") +
+                "#define ALLOY_USE_exp 1\n#include \"metal_stdlib.h\"\n",
+            0),
         0u)
         << tr.code.substr(0, 200);
   }
@@ -179,7 +186,16 @@ TEST(PreludeSelection, Defines) {
   s.swizzles = set_of({"xy"});
   EXPECT_EQ(prelude_defines(s),
             "#define ALLOY_SELECT 1\n#define ALLOY_NEED_MLX 1\n#define ALLOY_NEED_SIMD 1\n"
+            "#define ALLOY_SWIZZLES_2 1\n#define ALLOY_SWIZZLES_3 1\n#define ALLOY_SWIZZLES_4 1\n"
             "#define ALLOY_SWIZZLE_xy 1\n");
+  // A swizzle's member lists: only the vectors that have its components.
+  s = PreludeSelection{};
+  s.swizzles = set_of({"zyx", "ww"});
+  s.core = set_of({"LOWP"});
+  EXPECT_EQ(
+      prelude_defines(s),
+      "#define ALLOY_SELECT 1\n#define ALLOY_NEED_LOWP 1\n#define ALLOY_SWIZZLES_3 1\n"
+      "#define ALLOY_SWIZZLES_4 1\n#define ALLOY_SWIZZLE_ww 1\n#define ALLOY_SWIZZLE_zyx 1\n");
 }
 
 // Every swizzle member of vector.h sits under the guard of its own xyzw name, and both of its

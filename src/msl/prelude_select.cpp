@@ -100,13 +100,35 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& part_math() 
   return m;
 }
 
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
+
+bool contains_ci(std::string_view s, std::string_view what) {
+  for (size_t i = 0; i + what.size() <= s.size(); ++i) {
+    size_t j = 0;
+    while (j < what.size() && (s[i + j] | 0x20) == what[j]) ++j;
+    if (j == what.size()) return true;
+  }
+  return false;
+}
+
+// The core pieces an identifier names (see PreludeSelection::core). Conservative: every name that
+// holds "half", "bfloat" or "float16" (any case: half4, HALF_MAX, packed_bfloat2, float16_t,
+// MAXHALF) or is a half constant (M_PI_H, HUGE_VALH) selects the 16-bit types; a Metal half
+// literal (`1.0h`) is translated to `half(1.0f)`.
+void add_core(std::string_view id, PreludeSelection* s) {
+  if (contains_ci(id, "half") || contains_ci(id, "bfloat") || contains_ci(id, "float16") ||
+      id == "HUGE_VALH" ||
+      (starts_with(id, "M_") && id.size() > 4 && id.substr(id.size() - 2) == "_H"))
+    s->core.insert("LOWP");
+  if (starts_with(id, "packed_")) s->core.insert("PACKED");
+  if (id == "arg" || id == "attr_to_param") s->core.insert("ENTRY_ARGS");
+}
+
 void add_math(const std::string& name, PreludeSelection* s) {
   if (!s->math.insert(name).second) return;
   for (const auto& dep : math_functions().at(name)) add_math(dep, s);
-}
-
-bool starts_with(std::string_view s, std::string_view p) {
-  return s.substr(0, p.size()) == p;
 }
 
 // float2x2 ... half4x4 (and bfloat, should a kernel name it): matrix typedefs.
@@ -138,6 +160,7 @@ std::string swizzle_name(std::string_view s) {
 // `internal`: the name is qualified by one of the prelude's own namespaces (alloy_entry::,
 // alloy_target::, ...), so it is no swizzle: the entry's `::alloy_entry::arg` is no `.arg`.
 void add_identifier(std::string_view id, bool internal, PreludeSelection* s) {
+  add_core(id, s);
   for (const auto& r : rules()) {
     bool hit = false;
     for (auto n : r.names) hit |= id == n;
@@ -206,6 +229,7 @@ void scan_pasting(std::string_view directive, PreludeSelection* s) {
       continue;
     }
     s->needs = prelude_parts();
+    s->core = prelude_core_pieces();
     s->all_math = true;
     if (swizzle_possible) s->all_swizzles = true;
   }
@@ -238,6 +262,7 @@ PreludeSelection select_prelude(std::string_view code) {
   scan(code, &s);
   if (s.all) {
     s.needs.clear();
+    s.core.clear();
     s.swizzles.clear();
     s.math.clear();
     s.all_swizzles = s.all_math = false;
@@ -256,7 +281,16 @@ std::string prelude_defines(const PreludeSelection& s) {
   if (s.all) return "";
   std::string out = "#define ALLOY_SELECT 1\n";
   for (const auto& n : s.needs) out += "#define ALLOY_NEED_" + n + " 1\n";
+  for (const auto& n : s.core) out += "#define ALLOY_NEED_" + n + " 1\n";
   if (s.all_swizzles) out += "#define ALLOY_SWIZZLES_ALL 1\n";
+  // ALLOY_SWIZZLES_<N>: some selected swizzle applies to N-component vectors (metal/vector.h
+  // skips the other vectors' member lists).
+  for (int n : {2, 3, 4}) {
+    bool any = false;
+    for (const auto& w : s.swizzles)
+      any |= w.find_first_not_of(std::string_view("xyzw").substr(0, n)) == std::string::npos;
+    if (any) out += "#define ALLOY_SWIZZLES_" + std::to_string(n) + " 1\n";
+  }
   for (const auto& w : s.swizzles) out += "#define ALLOY_SWIZZLE_" + w + " 1\n";
   if (s.all_math) out += "#define ALLOY_MATH_ALL 1\n";
   for (const auto& f : s.math) out += "#define ALLOY_USE_" + f + " 1\n";
@@ -270,6 +304,11 @@ const std::set<std::string>& prelude_parts() {
     return p;
   }();
   return parts;
+}
+
+const std::set<std::string>& prelude_core_pieces() {
+  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LOWP", "PACKED"};
+  return pieces;
 }
 
 const std::set<std::string>& prelude_math_functions() {

@@ -19,8 +19,12 @@ struct PreludeSelection {
   std::set<std::string> needs;     // optional headers: "INTEGER", "ATOMIC", "SYNC", "SIMD", ...
   std::set<std::string> swizzles;  // swizzle members, xyzw spelling ("xy", "zyx", "xxxx")
   std::set<std::string> math;      // metal/math.h functions ("exp", "clamp", "dot", ...)
-  bool all_swizzles = false;       // every swizzle member (ALLOY_SWIZZLES_ALL)
-  bool all_math = false;           // every math function (ALLOY_MATH_ALL)
+  // Pieces of the core (always-included headers) declared only when named (ALLOY_NEED_<piece>):
+  // "LOWP" half and bfloat (metal/types.h; otherwise incomplete types), "PACKED" packed vectors
+  // (metal/vector.h), "ENTRY_ARGS" the binding templates of prelude/entry.h (CUDA entries).
+  std::set<std::string> core;
+  bool all_swizzles = false;  // every swizzle member (ALLOY_SWIZZLES_ALL)
+  bool all_math = false;      // every math function (ALLOY_MATH_ALL)
 };
 
 /// The optional prelude parts that `code` (a translated source, or any C++/Metal text) names.
@@ -32,6 +36,9 @@ std::string prelude_defines(const PreludeSelection& s);
 
 /// Every optional part select_prelude() knows, as used in ALLOY_NEED_<part>.
 const std::set<std::string>& prelude_parts();
+
+/// Every lazily declared core piece select_prelude() knows, as used in ALLOY_NEED_<piece>.
+const std::set<std::string>& prelude_core_pieces();
 
 /// Every function of metal/math.h select_prelude() knows, as used in ALLOY_USE_<name>.
 const std::set<std::string>& prelude_math_functions();

@@ -34,6 +34,39 @@ std::string call_args(const KernelEntry& k, BufferExpr buffer, const char* bytes
   return args;
 }
 
+// CUDA entries bind a parameter without instantiating the binding templates of prelude/entry.h
+// (they cost a small kernel's NVRTC compile milliseconds): a pointer or reference buffer through
+// alloy_entry::ptr_arg/ref_arg (one conversion per type), an attribute of a known type as plain
+// code. Robust pointers and attributes of other declared types keep the templates
+// (alloy_entry::arg, attr_to_param), which the prelude selection then includes (ENTRY_ARGS).
+
+// The element type and width of an attribute's declared type: "unsigned int", 3 for "uint3";
+// empty when the type is not one of Metal's attribute spellings.
+std::pair<std::string, int> attribute_type(std::string type) {
+  if (type.rfind("const ", 0) == 0) type = type.substr(6);
+  while (!type.empty() && type.back() == ' ') type.pop_back();
+  static const std::pair<const char*, const char*> kScalars[] = {
+      {"uint", "unsigned int"}, {"ushort", "unsigned short"}, {"int", "int"}, {"short", "short"}};
+  for (auto [name, elem] : kScalars) {
+    std::string n = name;
+    if (type == n) return {elem, 1};
+    if (type == n + "2") return {elem, 2};
+    if (type == n + "3") return {elem, 3};
+  }
+  if (type == "unsigned" || type == "unsigned int" || type == "uint32_t")
+    return {"unsigned int", 1};
+  if (type == "unsigned short" || type == "uint16_t") return {"unsigned short", 1};
+  return {"", 0};
+}
+
+std::string cuda_attribute(const KernelParam& p) {
+  auto [elem, n] = attribute_type(p.type);
+  std::string v = fmt::format("t.{}()", p.attribute);
+  if (n == 0) return fmt::format("::alloy_entry::attr_to_param({})", v);
+  if (n == 1) return fmt::format("static_cast<{}>({}.x)", elem, v);
+  return fmt::format("::alloy_entry::attr_vec<{}, {}>({})", elem, n, v);
+}
+
 bool contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -166,8 +199,23 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
       return fmt::format("::alloy_entry::cuda_small_buffer(L, {})", n);
     return fmt::format("L.buffers[{}]", n);
   };
-  std::string args = call_args(k, buffer, "L.buffer_bytes", opt.robust ? "(void*)&L" : "nullptr",
-                               "(alloy_dyn_smem + L.tg_param_offset[{}])");
+  std::string args;
+  for (size_t j = 0; j < k.params.size(); ++j) {
+    const auto& p = k.params[j];
+    if (j) args += ", ";
+    if (p.kind == ParamKind::attribute) {
+      args += cuda_attribute(p);
+      continue;
+    }
+    std::string mem = p.kind == ParamKind::buffer
+                          ? buffer(p.index)
+                          : fmt::format("(alloy_dyn_smem + L.tg_param_offset[{}])", p.index);
+    if (p.kind == ParamKind::buffer && opt.robust)
+      args += fmt::format("::alloy_entry::arg<{0}>(&{1}, {2}, L.buffer_bytes[{3}], {3}, (void*)&L)",
+                          j, k.function, mem, p.index);
+    else
+      args += fmt::format("::alloy_entry::{}_arg{{{}}}", p.is_pointer ? "ptr" : "ref", mem);
+  }
   std::string bounds =
       k.max_total_threads > 0 ? fmt::format("__launch_bounds__({}) ", k.max_total_threads) : "";
   std::string body;
@@ -175,11 +223,16 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
     // Several whole groups per block: straight-line calls the compiler can interleave (their
     // loads go ahead of the previous group's stores: restrict buffers). Elsewhere, one at a time
     // with Metal's partial-group ids and the grid check. ALLOY_QUICK_ENTRY (the CUDA backend's
-    // quick first compile, src/backend/cuda/backend.cpp) leaves the unrolled path out: the loop
-    // alone gives the same results, with the body compiled once instead of coarsen + 1 times.
+    // quick first compile, src/backend/cuda/tiered.h) is launched one group per block
+    // (Function::one_group_per_block): the body once and no loop, which NVVM and ptxas compile
+    // in a fraction of the time, with the same results.
     body = fmt::format(
+        "#ifdef ALLOY_QUICK_ENTRY\n"
+        "  const ::alloy_entry::thread_ids t = ::alloy_entry::cuda_ids_at(L, blockIdx.x, false);\n"
+        "  if (t.outside_grid()) return;\n"
+        "  {1}({2});\n"
+        "#else\n"
         "  const unsigned alloy_nb = gridDim.x;\n"
-        "#ifndef ALLOY_QUICK_ENTRY\n"
         "  if (::alloy_entry::cuda_groups_whole(L, {0})) {{\n"
         "#pragma unroll\n"
         "    for (unsigned alloy_k = 0; alloy_k < {0}; ++alloy_k) {{\n"
@@ -189,7 +242,6 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
         "    }}\n"
         "    return;\n"
         "  }}\n"
-        "#endif\n"
         "#pragma unroll 1\n"
         "  for (unsigned alloy_k = 0; alloy_k < {0}; ++alloy_k) {{\n"
         "    const unsigned alloy_gx = blockIdx.x + alloy_k * alloy_nb;\n"
@@ -197,7 +249,8 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
         "    const ::alloy_entry::thread_ids t = ::alloy_entry::cuda_ids_at(L, alloy_gx, false);\n"
         "    if (t.outside_grid()) continue;\n"
         "    {1}({2});\n"
-        "  }}\n",
+        "  }}\n"
+        "#endif\n",
         k.coarsen, k.function, args);
   } else {
     body = fmt::format(

@@ -16,6 +16,31 @@ namespace alloy_entry {
 
 typedef unsigned int u32;
 
+// A CUDA entry binds a buffer as ptr_arg/ref_arg (one conversion per parameter type) and an
+// attribute of a known declared type as plain code (msl/target.cpp); the binding templates below
+// (arg, the attribute conversions) cost a small kernel's NVRTC compile milliseconds, so a
+// selected CUDA translation gets them only when it names them (robust mode, an attribute of
+// another declared type): ALLOY_NEED_ENTRY_ARGS. The CPU entries use them always.
+#if !defined(ALLOY_SELECT) || !defined(ALLOY_TARGET_CUDA) || defined(ALLOY_NEED_ENTRY_ARGS)
+#define ALLOY_ENTRY_ARGS 1
+#endif
+
+struct ptr_arg {
+  void* p;
+  template <class T>
+  ALLOY_FN operator T*() const {
+    return static_cast<T*>(p);
+  }
+};
+struct ref_arg {
+  void* p;
+  template <class T>
+  ALLOY_FN operator T&() const {
+    return *static_cast<T*>(p);
+  }
+};
+
+#ifdef ALLOY_ENTRY_ARGS
 // ---- minimal traits (NVRTC has no standard library) ----
 template <class T>
 struct remove_ref {
@@ -78,7 +103,8 @@ ALLOY_FN decltype(auto) arg(F, void* p, unsigned long long bytes, unsigned index
   }
 }
 
-// An attribute value; converts to the parameter's declared type (uint, uint2, uint3, ushort...).
+// An attribute value that converts to the parameter's declared type (uint, uint2, uint3,
+// ushort...).
 template <class T>
 struct attr_conv {
   static ALLOY_FN T make(u32 x, u32, u32) { return static_cast<T>(x); }
@@ -102,6 +128,27 @@ struct attr {
     return attr_conv<T>::make(x, y, z);
   }
 };
+// The CUDA entry's binding of an attribute of a declared type it does not spell itself.
+ALLOY_FN attr attr_to_param(attr a) {
+  return a;
+}
+#else
+struct attr {  // components only: the CUDA entry converts them itself
+  u32 x, y, z;
+};
+#endif  // ALLOY_ENTRY_ARGS
+
+// An attribute as a vector<E, N> (N = 2, 3): the CUDA entry's binding of `uint3 gid
+// [[thread_position_in_grid]]` and the like. Assigns the components instead of calling vec's
+// constructors, whose overload resolution costs NVRTC milliseconds.
+template <class E, int N>
+ALLOY_FN metal::vec<E, N> attr_vec(attr a) {
+  metal::vec<E, N> v;
+  v.alloy_e[0] = static_cast<E>(a.x);
+  v.alloy_e[1] = static_cast<E>(a.y);
+  if constexpr (N == 3) v.alloy_e[2] = static_cast<E>(a.z);
+  return v;
+}
 
 /// Raw ids of one thread; the attribute functions give Metal's values (MSL spec, attribute
 /// qualifiers for kernel function input arguments). Non-uniform threadgroups: at the grid's

@@ -11,6 +11,10 @@
 //   ALLOY_USE_<name>: that math function (metal/math.h; the others are deleted stand-ins)
 //   ALLOY_NEED_METAL_INTERNAL  metal/metal_internal.h (__metal_* builtins; brings SIMD)
 //   ALLOY_NEED_ROBUST   robust.h (bounds-checked pointers; the translator's robust mode)
+// The core is partly lazy too: ALLOY_NEED_LOWP declares half and bfloat (otherwise incomplete
+// types: templates naming them still parse), ALLOY_NEED_PACKED the packed vectors,
+// ALLOY_NEED_ENTRY_ARGS entry.h's binding templates for CUDA entries; the target layer's lanes
+// and atomics come with the optional parts that use them (ALLOY_NEED_TARGET_SYNC).
 // Without ALLOY_SELECT (tests, direct includes), everything.
 #ifndef ALLOY_SELECT
 #define ALLOY_MATH_ALL 1
@@ -23,9 +27,25 @@
 #define ALLOY_SWIZZLES_ALL 1
 #define ALLOY_NEED_ROBUST 1
 #define ALLOY_NEED_METAL_INTERNAL 1
+#define ALLOY_NEED_LOWP 1
+#define ALLOY_NEED_PACKED 1
 #endif
 #if defined(ALLOY_NEED_METAL_INTERNAL) && !defined(ALLOY_NEED_SIMD)
 #define ALLOY_NEED_SIMD 1
+#endif
+// The optional headers are written against the whole core.
+#if defined(ALLOY_NEED_INTEGER) || defined(ALLOY_NEED_ATOMIC) || defined(ALLOY_NEED_SYNC) || \
+    defined(ALLOY_NEED_SIMD) || defined(ALLOY_NEED_MATRIX) || defined(ALLOY_NEED_MLX)
+#ifndef ALLOY_NEED_LOWP
+#define ALLOY_NEED_LOWP 1
+#endif
+#ifndef ALLOY_NEED_PACKED
+#define ALLOY_NEED_PACKED 1
+#endif
+#endif
+#if defined(ALLOY_NEED_ATOMIC) || defined(ALLOY_NEED_SYNC) || defined(ALLOY_NEED_SIMD) || \
+    defined(ALLOY_NEED_MATRIX)
+#define ALLOY_NEED_TARGET_SYNC 1
 #endif
 
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
@@ -37,7 +57,9 @@
 // Order matters: each header uses the ones before it. The optional ones use only the core
 // (traits, types, vector, math) and, for sync.h, atomic.h.
 // clang-format off
+#ifdef ALLOY_NEED_LOWP
 #include "half_bits.h"
+#endif
 #include "metal/traits.h"
 #include "metal/types.h"
 #include "metal/vector.h"

@@ -71,6 +71,7 @@ std::optional<KernelSource> quick_kernel_source(const CompileRequest& r) {
     return std::nullopt;
   KernelSource k = kernel_source(r);
   k.options.push_back("-DALLOY_QUICK_ENTRY");
+  k.one_group_per_block = true;
   return k;
 }
 
@@ -373,10 +374,12 @@ class CudaBackend final : public Backend {
     EntryLayout layout;
     layout.param_buffers = f.param_buffers.data();
     layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
-    layout.coarsen = f.coarsen;
     enter();
     const Function& fn = f.ordinal == ctx_.ordinal() ? *f.fn.load(std::memory_order_acquire)
-                                                      : f.owner->function_on(ctx_, f);
+                                                     : f.owner->function_on(ctx_, f);
+    // The quick first compile's entries run one group per block (tiered.h); the full code,
+    // loaded meanwhile or not, its coarsened layout: the layout follows the function launched.
+    layout.coarsen = fn.one_group_per_block ? 1u : f.coarsen;
     cuda::launch(ctx_, fn, L, static_cast<uint32_t>(smem), d.label, layout);
     if (d.oob) {
       unsigned count = 0;

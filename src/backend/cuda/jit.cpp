@@ -136,6 +136,7 @@ std::shared_ptr<Module> load_image(Context& ctx, const KernelSource& k, Compiled
     Function& f = m->functions.emplace_back();
     f.entry = entry;
     f.kernel = k.name;
+    f.one_group_per_block = k.one_group_per_block;
     r = drv.cuModuleGetFunction(&f.handle, m->handle, entry.c_str());
     if (r != CUDA_SUCCESS) {
       throw Error(k.name, fmt::format("kernel {}: entry {} not found in the compiled module: {}",

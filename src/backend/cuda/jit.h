@@ -26,6 +26,10 @@ struct KernelSource {
   std::vector<std::string> entries;        // extern "C" __global__ functions to load, in order
   std::vector<std::string> options;        // NVRTC options; --gpu-architecture is added per device
   std::string program_name = "kernel.cu";  // the file name NVRTC's diagnostics show
+  // The entries run one threadgroup per block whatever their coarsening (the quick first
+  // compile, tiered.h): launches of its functions use the uncoarsened layout. Follows from the
+  // options (-DALLOY_QUICK_ENTRY), so it needs no place in the key.
+  bool one_group_per_block = false;
 };
 
 /// A loaded __global__ function and what launching it needs, queried once at load time.
@@ -36,7 +40,8 @@ struct Function {
   int max_threads = 0;    // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: after register allocation
   int static_shared = 0;  // bytes of __shared__ declared in the source
   int num_regs = 0;
-  int local_bytes = 0;  // spills and local arrays, per thread
+  int local_bytes = 0;               // spills and local arrays, per thread
+  bool one_group_per_block = false;  // KernelSource::one_group_per_block
   // The largest dynamic shared memory this function was configured for (set past 48 KiB).
   mutable std::atomic<int> dynamic_shared_limit{0};
 };

@@ -3,10 +3,12 @@
 //
 // A translation whose CUDA entries are thread-coarsened (several whole threadgroups per block,
 // the body unrolled coarsen + 1 times) compiles first with ALLOY_QUICK_ENTRY defined: the entry
-// keeps only its general loop (one group at a time, the body compiled once), so NVVM and ptxas
-// see a third less code. Same parameters, launch layout and results. The full compile then runs
-// on the compile pool (CompiledModule::refine) and the launches switch to it when it is loaded;
-// a full image already in the disk cache is used at once. ALLOY_CUDA_TIERED=0 turns this off
+// runs one threadgroup per block (the body compiled once, no loop), so NVVM and ptxas see a
+// fraction of the code. Same parameters and results; its functions are launched with the
+// uncoarsened layout (KernelSource/Function::one_group_per_block: the launch reads it from the
+// function it launches). The full compile then runs on the compile pool (CompiledModule::refine)
+// and the launches switch to it (code and layout) when it is loaded; a full image already in the
+// disk cache is used at once. ALLOY_CUDA_TIERED=0 turns this off
 // (alloy_bench sets it: its kernel benchmarks time the full code from the first call on).
 #pragma once
 #include <optional>
@@ -20,8 +22,8 @@ namespace alloy::cuda {
 /// entry: the options are part of the key.
 KernelSource kernel_source(const CompileRequest& r);
 
-/// The quick first compile of `r` (kernel_source(r) + -DALLOY_QUICK_ENTRY), or nothing when no
-/// entry is coarsened. (The backend uses it unless ALLOY_CUDA_TIERED=0.)
+/// The quick first compile of `r` (kernel_source(r) + -DALLOY_QUICK_ENTRY, one group per block),
+/// or nothing when no entry is coarsened. (The backend uses it unless ALLOY_CUDA_TIERED=0.)
 std::optional<KernelSource> quick_kernel_source(const CompileRequest& r);
 
 }  // namespace alloy::cuda

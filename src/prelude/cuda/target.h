@@ -122,6 +122,8 @@ ALLOY_FN uint32_t reverse_bits32(uint32_t x) {
   return __brev(x);
 }
 
+// Lanes and atomics: only for the optional headers that use them (metal_stdlib.h).
+#ifdef ALLOY_NEED_TARGET_SYNC
 // ---- Lanes ----
 
 ALLOY_FN uint32_t lane_id() {
@@ -398,6 +400,8 @@ ALLOY_FN void fence_device() {
 ALLOY_FN void fence_threadgroup() {
   __threadfence_block();
 }
+
+#endif  // ALLOY_NEED_TARGET_SYNC
 
 }  // namespace alloy_target
 

@@ -2,7 +2,7 @@
 // float), Metal's promotion rules for them, and numeric_limits.
 #pragma once
 
-// The exact bit conversions (alloy_portable::) are in half_bits.h.
+// The exact bit conversions (alloy_portable::) are in half_bits.h (included with ALLOY_NEED_LOWP).
 
 namespace metal {
 
@@ -12,6 +12,7 @@ typedef unsigned int uint;
 typedef unsigned long ulong;
 
 namespace alloy_detail {
+#ifdef ALLOY_NEED_LOWP
 ALLOY_FN constexpr uint16_t f32_to_f16(float x) {
   if (__builtin_is_constant_evaluated()) return alloy_portable::f32_to_f16_bits(x);
   return alloy_target::f32_to_f16(x);
@@ -20,6 +21,7 @@ ALLOY_FN constexpr float f16_to_f32(uint16_t b) {
   if (__builtin_is_constant_evaluated()) return alloy_portable::f16_bits_to_f32(b);
   return alloy_target::f16_to_f32(b);
 }
+#endif
 template <class T>
 struct is_builtin_arith_c {
   ALLOY_FN static constexpr bool value() {
@@ -40,6 +42,12 @@ struct converts_to_float_c {
 };
 }  // namespace alloy_detail
 
+// Declared only when a translation names them (ALLOY_NEED_LOWP, metal_stdlib.h); otherwise
+// incomplete, which the templates below that name them do not mind.
+#ifndef ALLOY_NEED_LOWP
+struct half;
+struct bfloat;
+#else
 // IEEE binary16. Arithmetic is done in float and rounded back, which gives the correctly rounded
 // half result for + - * / (float has more than 2*11+2 significand bits).
 struct half {
@@ -139,6 +147,8 @@ struct bfloat {
 };
 
 ALLOY_FN constexpr half::half(bfloat b) : alloy_bits(alloy_detail::f32_to_f16(float(b))) {}
+
+#endif  // ALLOY_NEED_LOWP
 
 typedef bfloat bfloat16_t;
 typedef half float16_t;
@@ -268,6 +278,7 @@ ALLOY_LOWP_CMP(>)
 ALLOY_LOWP_CMP(>=)
 #undef ALLOY_LOWP_CMP
 
+#ifdef ALLOY_NEED_LOWP
 // Negation flips the sign bit (exact, also for NaN and zero).
 ALLOY_FN constexpr half operator-(half x) {
   return half::from_bits(x.alloy_bits ^ 0x8000u);
@@ -281,6 +292,7 @@ ALLOY_FN constexpr half operator+(half x) {
 ALLOY_FN constexpr bfloat operator+(bfloat x) {
   return x;
 }
+#endif  // ALLOY_NEED_LOWP
 
 // ---- numeric_limits ----
 //

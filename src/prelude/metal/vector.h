@@ -206,6 +206,8 @@ struct vec_storage;
 // instance, and NVRTC pays for every one when a vector type is first used (~120 of them for
 // uint3, ~25 ms): a translated kernel gets only the swizzles it names (ALLOY_SWIZZLE_<xyzw
 // spelling>, defined by the translator; see metal_stdlib.h), everything else gets them all.
+// Skipping the lists costs the preprocessor milliseconds too: each is inside ALLOY_SWIZZLES_<N>,
+// which the translator defines when some selected swizzle applies to N-component vectors.
 template <class T>
 struct alignas(2 * sizeof(T)) vec_storage<T, 2> {
   union {
@@ -216,6 +218,7 @@ struct alignas(2 * sizeof(T)) vec_storage<T, 2> {
     struct {
       T r, g;
     };
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLES_2)
 #if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xx)
     swizzle<T, 2, 0, 0> xx, rr;
 #endif
@@ -300,6 +303,7 @@ struct alignas(2 * sizeof(T)) vec_storage<T, 2> {
 #if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_yyyy)
     swizzle<T, 2, 1, 1, 1, 1> yyyy, gggg;
 #endif
+#endif  // ALLOY_SWIZZLES_2
   };
   vec_storage() = default;
   ALLOY_FN constexpr vec_storage(const elems<T, 2>& a) : alloy_e{a.v[0], a.v[1]} {}
@@ -315,6 +319,7 @@ struct alignas(4 * sizeof(T)) vec_storage<T, 3> {
     struct {
       T r, g, b;
     };
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLES_3)
 #if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xx)
     swizzle<T, 3, 0, 0> xx, rr;
 #endif
@@ -666,6 +671,7 @@ struct alignas(4 * sizeof(T)) vec_storage<T, 3> {
 #if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_zzzz)
     swizzle<T, 3, 2, 2, 2, 2> zzzz, bbbb;
 #endif
+#endif  // ALLOY_SWIZZLES_3
   };
   vec_storage() = default;
   ALLOY_FN constexpr vec_storage(const elems<T, 3>& a) : alloy_e{a.v[0], a.v[1], a.v[2]} {}
@@ -681,6 +687,7 @@ struct alignas(4 * sizeof(T)) vec_storage<T, 4> {
     struct {
       T r, g, b, a;
     };
+#if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLES_4)
 #if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_xx)
     swizzle<T, 4, 0, 0> xx, rr;
 #endif
@@ -1689,6 +1696,7 @@ struct alignas(4 * sizeof(T)) vec_storage<T, 4> {
 #if defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLE_wwww)
     swizzle<T, 4, 3, 3, 3, 3> wwww, aaaa;
 #endif
+#endif  // ALLOY_SWIZZLES_4
   };
   vec_storage() = default;
   ALLOY_FN constexpr vec_storage(const elems<T, 4>& a) : alloy_e{a.v[0], a.v[1], a.v[2], a.v[3]} {}
@@ -1961,6 +1969,8 @@ ALLOY_FN alloy_detail::vec_of_t<A> select(const A& a, const B& b, const C& c) {
 
 template <class T, int N>
 struct packed_vec;
+// Defined only when a translation names a packed type (ALLOY_NEED_PACKED, metal_stdlib.h).
+#ifdef ALLOY_NEED_PACKED
 namespace alloy_detail {
 template <class T, int N>
 struct packed_storage;
@@ -2060,6 +2070,7 @@ struct packed_vec : alloy_detail::packed_storage<T, N> {
     return *this = vec<T, N>(*this / v);
   }
 };
+#endif  // ALLOY_NEED_PACKED
 
 // as_type of a swizzle reinterprets the vector it reads.
 template <class To, class T, int N, int... I>

@@ -1,0 +1,182 @@
+// The lazily declared core of the prelude (msl/prelude_select.h, PreludeSelection::core): half and
+// bfloat, packed vectors and the CUDA entry's binding templates are declared only when a
+// translation names them, and swizzle member lists only for the vectors a selected swizzle
+// applies to. Checks which names select which piece, that the CUDA entry binds its parameters
+// without the templates, that translations compile with NVRTC for sm_90 (no GPU needed) with
+// what they select and fail without it (so the pieces are really left out), and that the
+// selection is part of the CUDA cache key.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "alloy/alloy.h"
+#include "backend/cuda/jit.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/tiered.h"
+#include "core/backend.h"
+#include "core/prelude_files.h"
+#include "kernel/custom_kernel.h"
+#include "kernel/program.h"
+#include "msl/prelude_select.h"
+#include "msl/translate.h"
+
+namespace {
+
+using alloy::msl::prelude_defines;
+using alloy::msl::PreludeSelection;
+using alloy::msl::select_prelude;
+
+std::set<std::string> core_of(const std::string& code) {
+  return select_prelude(code).core;
+}
+
+// NVRTC on `src` for sm_90 with the embedded prelude; "" when it compiles, else the log.
+std::string nvrtc_errors(const std::string& src) {
+  std::vector<alloy::cuda::nvrtc::Header> headers;
+  for (const auto& f : alloy::prelude::embedded_files())
+    headers.push_back({f.path.data(), f.text.data()});
+  try {
+    alloy::cuda::nvrtc::compile(src, "unit.cu", headers,
+                                {"--gpu-architecture=sm_90", "--std=c++17", "-default-device",
+                                 "-DALLOY_MATH_SAFE", "-minimal"},
+                                /*cubin=*/true);
+  } catch (const alloy::cuda::nvrtc::CompileFailure& e) {
+    return e.log().empty() ? "failed" : e.log();
+  }
+  return "";
+}
+
+TEST(PreludeCore, PiecesByTheirNames) {
+  const std::set<std::string> lowp = {"LOWP"};
+  for (const char* n :
+       {"half", "half4", "bfloat", "bfloat2", "bfloat16_t", "float16_t", "HALF_MAX", "HALF_EPSILON",
+        "MAXHALF", "HUGE_VALH", "M_PI_H", "M_LN2_H", "half3x3", "simdgroup_half8x8", "is_half"})
+    EXPECT_EQ(core_of(std::string("x = ") + n + ";"), lowp) << n;
+  // A Metal half literal is translated to half(...), which selects it.
+  auto tr = alloy::msl::translate(
+      "kernel void k(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+      "  o[i] = o[i] * 0.5h;\n}\n",
+      {alloy::msl::Target::cuda, "k"});
+  EXPECT_NE(tr.code.find("#define ALLOY_NEED_LOWP 1\n"), std::string::npos) << tr.code;
+  EXPECT_EQ(core_of("packed_float3 p;"), std::set<std::string>{"PACKED"});
+  EXPECT_EQ(core_of("packed_half2 p;"), (std::set<std::string>{"LOWP", "PACKED"}));
+  EXPECT_EQ(core_of("::alloy_entry::arg<0>(&f, p, 4, 0, nullptr)"),
+            std::set<std::string>{"ENTRY_ARGS"});
+  EXPECT_EQ(core_of("::alloy_entry::attr_to_param(t.thread_position_in_grid())"),
+            std::set<std::string>{"ENTRY_ARGS"});
+  // Near misses and what every small kernel names select nothing.
+  for (const char* n : {"float4", "uint3", "float", "exp", "thread_position_in_grid", "packed",
+                        "M_PI_F", "ptr_arg", "alpha", "vec<float, 4>"})
+    EXPECT_TRUE(core_of(n).empty()) << n;
+  // A pasting macro may make any name: every piece.
+  EXPECT_EQ(core_of("#define V(T) T##4 v;\nV(float)\n"), alloy::msl::prelude_core_pieces());
+}
+
+// The CUDA entry binds pointers, `constant T&` scalars and structs, and attributes of Metal's
+// spellings without alloy_entry::arg or the attribute conversions, and the kernel compiles.
+TEST(PreludeCore, CudaEntryBindsWithoutTemplates) {
+  const char* src =
+      "struct Params { float scale; uint n; };\n"
+      "kernel void k(device const float* in [[buffer(0)]], device float* out [[buffer(1)]],\n"
+      "              constant float& bias [[buffer(2)]], constant Params& p [[buffer(3)]],\n"
+      "              constant int* table [[buffer(4)]],\n"
+      "              uint3 gid [[thread_position_in_grid]],\n"
+      "              ushort2 lid [[thread_position_in_threadgroup]],\n"
+      "              uint tid [[thread_index_in_threadgroup]],\n"
+      "              const ushort lane [[thread_index_in_simdgroup]],\n"
+      "              int3 tg [[threadgroup_position_in_grid]]) {\n"
+      "  if (gid.x >= p.n) return;\n"
+      "  out[gid.x] = in[gid.x] * p.scale + bias + float(lid.x + tid + lane + tg.y + table[0]);\n"
+      "}\n";
+  auto tr = alloy::msl::translate(src, {alloy::msl::Target::cuda, "k"});
+  EXPECT_EQ(tr.code.find("alloy_entry::arg"), std::string::npos) << tr.code;
+  EXPECT_EQ(tr.code.find("ALLOY_NEED_ENTRY_ARGS"), std::string::npos) << tr.code;
+  EXPECT_EQ(tr.code.find("ALLOY_NEED_LOWP"), std::string::npos) << tr.code;
+  if (!alloy::cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  EXPECT_EQ(nvrtc_errors(tr.code), "");
+  // Robust pointers and an attribute of another spelling keep the templates, and compile.
+  alloy::msl::TranslateOptions robust{alloy::msl::Target::cuda, "k"};
+  robust.robust = true;
+  auto rt = alloy::msl::translate(src, robust);
+  EXPECT_NE(rt.code.find("#define ALLOY_NEED_ENTRY_ARGS 1\n"), std::string::npos);
+  EXPECT_EQ(nvrtc_errors(rt.code), "");
+  auto vt = alloy::msl::translate(
+      "template <typename T>\n"
+      "kernel void k(device T* out [[buffer(0)]], vec<uint, 2> gid [[thread_position_in_grid]],\n"
+      "              T w [[threads_per_grid]]) {\n"
+      "  out[gid.y * 4 + gid.x] = T(gid.x) + w;\n}\n"
+      "template [[host_name(\"k_f\")]] kernel void k<float>(device float*, vec<uint, 2>, float);\n"
+      "template [[host_name(\"k_u\")]] kernel void k<uint>(device uint*, vec<uint, 2>, uint);\n",
+      {alloy::msl::Target::cuda, "k"});
+  EXPECT_NE(vt.code.find("#define ALLOY_NEED_ENTRY_ARGS 1\n"), std::string::npos) << vt.code;
+  EXPECT_EQ(nvrtc_errors(vt.code), "");
+}
+
+// The pieces are really left out: a use compiles with its piece and fails without it.
+TEST(PreludeCore, LeftOutPiecesFailToCompile) {
+  if (!alloy::cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  auto unit = [](const std::string& defines, const std::string& body) {
+    return defines +
+           "#include \"metal_stdlib.h\"\nnamespace metal {\n"
+           "ALLOY_FN void use(float* o, uint x) {\n" +
+           body + "}\n}  // namespace metal\n";
+  };
+  const std::vector<std::pair<std::string, std::string>> uses = {
+      {"LOWP", "half h = half(o[0]) * 2; bfloat b = bfloat(o[1]); o[0] = float(h + b);\n"},
+      {"PACKED", "packed_float3 p = packed_float3(o[0], o[1], o[2]); o[0] = p.x + p[2];\n"},
+  };
+  for (const auto& [piece, body] : uses) {
+    PreludeSelection s = select_prelude(body);
+    EXPECT_TRUE(s.core.count(piece)) << piece;
+    EXPECT_EQ(nvrtc_errors(unit(prelude_defines(s), body)), "") << piece;
+    s.core.erase(piece);
+    EXPECT_NE(nvrtc_errors(unit(prelude_defines(s), body)), "") << piece << " left out";
+  }
+  // Swizzles: each vector width's member list is there only when a selected swizzle applies to
+  // it (yx: float2, float3, float4; zyx: float3, float4).
+  const std::string swz =
+      "float3 v = float3(o[0]); float2 u = float2(o[1]);\n"
+      "o[0] = v.zyx[0] + u.yx[1];\n";
+  std::string d = prelude_defines(select_prelude(swz));
+  EXPECT_NE(d.find("#define ALLOY_SWIZZLES_2 1\n"), std::string::npos) << d;
+  EXPECT_EQ(nvrtc_errors(unit(d, swz)), "");
+  d.erase(d.find("#define ALLOY_SWIZZLES_2 1\n"), 26);
+  EXPECT_NE(nvrtc_errors(unit(d, swz)), "") << "float2 swizzles left out";
+  EXPECT_EQ(prelude_defines(select_prelude("o[0] = v.zyx[0];")).find("ALLOY_SWIZZLES_2"),
+            std::string::npos);
+}
+
+// What NVRTC compiles for a kernel, and its cache key: two kernels whose translations select
+// different pieces differ in the key (the selection is the source's first lines).
+TEST(PreludeCore, CacheKeyCoversTheSelection) {
+  using namespace alloy;
+  auto request = [](Dtype dtype) {
+    auto k = metal_kernel("core_key", {"inp"}, {"out"},
+                          "uint i = thread_position_in_grid.x;\nout[i] = inp[i] * 2;\n");
+    Array x = zeros({64}, dtype, Device::cpu());
+    KernelCall c;
+    c.output_shapes = {{64}};
+    c.output_dtypes = {dtype};
+    c.grid = {64, 1, 1};
+    c.threadgroup = {32, 1, 1};
+    kernel::SourceMap map;
+    msl::Translation tr = kernel::call_gpu_translation(k, {x}, c, &map);
+    return cuda::kernel_source(kernel::compile_request(tr, map, "safe"));
+  };
+  cuda::KernelSource f32 = request(Dtype::float32), f16 = request(Dtype::float16);
+  EXPECT_EQ(f32.source.find("ALLOY_NEED_LOWP"), std::string::npos);
+  EXPECT_NE(f16.source.find("#define ALLOY_NEED_LOWP 1\n"), std::string::npos);
+  auto sm90 = cuda::nvrtc::target_for(9, 0);
+  EXPECT_NE(cuda::cache_key(f32, sm90), cuda::cache_key(f16, sm90));
+  // The same source with another selection line is another key.
+  cuda::KernelSource other = f32;
+  other.source = "#define ALLOY_NEED_PACKED 1\n" + other.source;
+  EXPECT_NE(cuda::cache_key(f32, sm90), cuda::cache_key(other, sm90));
+  if (!cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  EXPECT_NO_THROW(cuda::compile(f32, sm90));
+  EXPECT_NO_THROW(cuda::compile(f16, sm90));
+}
+
+}  // namespace
