@@ -124,6 +124,9 @@ extern "C" __global__ void grid_sample_hand(const float* x, const float* grid, f
 
 // exp_hand with its arguments in one parameter struct the size of Alloy's launch block
 // (alloy_cuda_launch): what the parameter block's size alone costs a launch.
+#ifndef BIG_PARAM_PAD  // compiled without it elsewhere (BM_GpuWarmDisk's own compile)
+#define BIG_PARAM_PAD 1
+#endif
 struct big_param { const float* in; float* out; unsigned n; unsigned char pad[BIG_PARAM_PAD]; };
 extern "C" __global__ void exp_hand_big_param(const big_param p) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
