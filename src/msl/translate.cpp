@@ -151,6 +151,23 @@ class Translator {
   };
   std::vector<KernelDecl> decls_;
   int tg_slot_ = 0;
+  std::vector<std::pair<int, size_t>> tg_decls_;  // (slot, token) of each threadgroup declaration
+
+  // The nearest earlier threadgroup declaration still in scope at token i (its scope not closed
+  // since), -1 when none: the declaration that i's threadgroup frame offset follows.
+  int visible_tg_slot(size_t i) const {
+    for (size_t d = tg_decls_.size(); d-- > 0;) {
+      int depth = 0;
+      bool closed = false;
+      for (size_t j = tg_decls_[d].second; j < i && !closed; ++j) {
+        if (toks_[j].kind != TokKind::punct) continue;
+        if (toks_[j].is("{")) ++depth;
+        if (toks_[j].is("}")) closed = --depth < 0;
+      }
+      if (!closed) return tg_decls_[d].first;
+    }
+    return -1;
+  }
 
   [[noreturn]] void not_supported(const std::string& what, int line) {
     throw NotSupported(opt_.label, fmt::format("not supported: {} (kernel '{}', Metal source line "
@@ -1248,13 +1265,16 @@ class Translator {
       bad("cannot read a threadgroup declaration", toks_[i].line);
     std::string type = compact(i + 1, nm0);
     std::string code;
+    int prev_slot = visible_tg_slot(i);
     for (size_t d = 0; d < decls.size(); ++d) {
       auto [b, e] = decls[d];
       auto [nm, br] = d == 0 ? std::pair{nm0, br0} : split_name(b, e);
       std::string dims = compact(br, e);
-      code += traits_.threadgroup_decl(type, toks_[nm].text, dims, tg_slot_++);
+      code += traits_.threadgroup_decl(type, toks_[nm].text, dims, tg_slot_, prev_slot);
       code += ' ';
+      prev_slot = tg_slot_++;
     }
+    tg_decls_.push_back({prev_slot, i});
     for (size_t j = i; j <= semi && j < toks_.size(); ++j) blank(j);
     toks_[i].text = code + toks_[i].text;
   }
@@ -1342,10 +1362,26 @@ class Translator {
   // a directive) is left as written.
   void rewrite_conditionals() {
     std::vector<std::string> before(toks_.size()), after(toks_.size());
-    // Significant tokens of [b, e) with what earlier (inner) rewrites inserted, on one line.
+    // Significant tokens of [b, e) with what earlier (inner) rewrites inserted, on one line. The
+    // copy is unevaluated (decltype): the condition of each conditional inside it becomes `true`,
+    // as a conditional's type does not depend on its condition. g++ 12 stops with an internal
+    // compiler error on a conditional inside decltype whose condition divides by a template
+    // parameter (`decltype((K / BN >= 8 ? 8 : 4))`, MLX's steel conv loaders).
     auto operand = [&](size_t b, size_t e) {
+      std::vector<size_t> condition_end(e - b, 0);  // by a condition's first token: its '?'
+      for (size_t i = b; i < e; ++i) {
+        if (toks_[i].kind != TokKind::punct || !toks_[i].is("?")) continue;
+        size_t c = condition_start(i, b);
+        if (c != std::string::npos && next(c) < i) condition_end[c - b] = i;
+      }
       std::string s;
       for (size_t i = b; i < e; ++i) {
+        if (condition_end[i - b] != 0) {
+          if (!s.empty()) s += ' ';
+          s += "true";
+          i = condition_end[i - b] - 1;  // an outer condition covers the inner ones
+          continue;
+        }
         if (toks_[i].trivia()) continue;
         if (!s.empty()) s += ' ';
         s += before[i] + toks_[i].text + after[i];
@@ -1377,6 +1413,29 @@ class Translator {
     }
     if (!any) return;
     for (size_t i = 0; i < toks_.size(); ++i) toks_[i].text = before[i] + toks_[i].text + after[i];
+  }
+  // First token of the condition of the conditional whose '?' is at q, scanning back no further
+  // than b: after the nearest unmatched bracket, ',', '?', ':', ';' or assignment; npos when a
+  // directive is in the way.
+  size_t condition_start(size_t q, size_t b) const {
+    static const std::set<std::string, std::less<>> stops = {
+        ",", "?", ":", ";", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="};
+    int depth = 0;
+    for (size_t i = q; i-- > b;) {
+      const auto& t = toks_[i];
+      if (t.kind == TokKind::preproc) return std::string::npos;
+      if (t.kind != TokKind::punct) continue;
+      const std::string& x = t.text;
+      if (x == ")" || x == "]" || x == "}") {
+        ++depth;
+      } else if (x == "(" || x == "[" || x == "{") {
+        if (depth == 0) return i + 1;
+        --depth;
+      } else if (depth == 0 && stops.count(x)) {
+        return i + 1;
+      }
+    }
+    return b;
   }
   // End of a conditional operand starting at token b: for the middle operand (middle = true) the
   // index of its ':' ; for the last one the index of the first token after it. npos when unsure.
