@@ -144,6 +144,7 @@ class Translator {
     std::string name;
     bool is_template = false;
     std::vector<std::string> template_params;  // names, in order
+    std::vector<bool> template_param_is_type;  // `typename` / `class` parameters
     std::string host_name;
     std::vector<KernelParam> params;
     int max_threads = 0;
@@ -1042,7 +1043,7 @@ class Translator {
           // Parameter names: the last identifier of each `,`-separated piece, before any `=`.
           int depth = 0;
           std::string last;
-          bool in_default = false;
+          bool in_default = false, first = true;
           for (size_t r = q + 1; r <= b; ++r) {
             const auto& x = toks_[r];
             bool end = r == b;
@@ -1051,11 +1052,16 @@ class Translator {
             if (!end && x.is(">>")) depth -= 2;
             if (end || (depth == 0 && x.is(","))) {
               k.template_params.push_back(last);
+              if (k.template_param_is_type.size() < k.template_params.size())
+                k.template_param_is_type.push_back(false);
               last.clear();
               in_default = false;
+              first = true;
             } else if (depth == 0 && x.is("=")) {
               in_default = true;
             } else if (depth == 0 && !in_default && x.kind == TokKind::ident) {
+              if (first) k.template_param_is_type.push_back(x.is("typename") || x.is("class"));
+              first = false;
               last = x.text;
             }
           }
@@ -1087,6 +1093,9 @@ class Translator {
           std::string base = inst.function.substr(0, inst.function.find('<'));
           while (!base.empty() && base.back() == ' ') base.pop_back();
           if (base != d.name) continue;
+          // Overloaded kernel templates sharing the name (MLX's block_masked_gemm): an
+          // instantiation belongs to one whose template parameters can take its arguments.
+          if (overloads(d.name) > 1 && !takes_template_args(d, inst.function)) continue;
           std::string written = inst.function.substr(inst.function.find_first_not_of(' '));
           if (written.find('<') == std::string::npos && !inst.param_types.empty())
             written = deduce_template_args(d, inst, written);
@@ -1110,6 +1119,56 @@ class Translator {
                                 1});
       }
     }
+  }
+
+  size_t overloads(const std::string& name) const {
+    size_t n = 0;
+    for (auto& d : decls_) n += d.is_template && d.name == name;
+    return n;
+  }
+  // Template arguments written in `f<a, b<c, d>, (e > 1)>` ({a, b<c, d>, (e > 1)}).
+  static std::vector<std::string> template_args(const std::string& f) {
+    std::vector<std::string> args;
+    size_t open = f.find('<');
+    if (open == std::string::npos) return args;
+    std::string cur;
+    int angle = 0, paren = 0;
+    for (size_t i = open + 1; i < f.size(); ++i) {
+      char c = f[i];
+      if (c == '(' || c == '[' || c == '{') ++paren;
+      if (c == ')' || c == ']' || c == '}') --paren;
+      if (paren == 0 && c == '<') ++angle;
+      if (paren == 0 && c == '>' && angle-- == 0) break;
+      if (paren == 0 && angle == 0 && c == ',') {
+        args.push_back(cur);
+        cur.clear();
+        continue;
+      }
+      if (c != ' ' || !cur.empty()) cur += c;
+    }
+    args.push_back(cur);
+    return args;
+  }
+  // Whether kernel template d can take the explicit instantiation's written arguments: no more
+  // of them than parameters, and none that is plainly a value (a number, true, false) for a
+  // type parameter, or plainly a type (a scalar type name) for a value parameter.
+  static bool takes_template_args(const KernelDecl& d, const std::string& f) {
+    static const std::set<std::string, std::less<>> types = {
+        "bool",    "char",     "uchar",      "short",     "ushort",      "int",
+        "uint",    "long",     "ulong",      "half",      "bfloat",      "float",
+        "int8_t",  "uint8_t",  "int16_t",    "uint16_t",  "int32_t",     "uint32_t",
+        "int64_t", "uint64_t", "bfloat16_t", "float16_t", "complex64_t", "float32_t"};
+    auto args = template_args(f);
+    if (args.size() > d.template_params.size()) return false;
+    for (size_t i = 0; i < args.size() && i < d.template_param_is_type.size(); ++i) {
+      std::string a = args[i];
+      while (!a.empty() && a.back() == ' ') a.pop_back();
+      bool value = !a.empty() && (std::isdigit(static_cast<unsigned char>(a[0])) || a[0] == '-' ||
+                                  a == "true" || a == "false");
+      bool type = types.count(a) > 0;
+      if (d.template_param_is_type[i] ? value : type) return false;
+    }
+    return true;
   }
 
   // True when the declaration containing token i already says const/constexpr.

@@ -1,7 +1,9 @@
 // Conformance: constructs of MLX's own `.metal` units (scripts/mlx_units.py) that failed to
 // compile unmodified, each in a small library of our own (no MLX code): a conditional nested in
 // another one whose condition divides by a template parameter (MLX's steel conv loaders: g++ 12
-// stopped with an internal compiler error on the translation), and threadgroup arrays past
+// stopped with an internal compiler error on the translation), overloaded kernel templates of one
+// name whose explicit instantiations each fit one overload (MLX's block_masked_gemm), and
+// threadgroup arrays past
 // CUDA's 48 KiB of static shared memory (MLX's float32 attention with head dimension 256 declares
 // 53,760 bytes). CPU run in CI; NVRTC sm_90 compile in CI; the GPU run where there is one.
 #include <gtest/gtest.h>
@@ -88,6 +90,60 @@ TEST(ConformanceMlxSuite, NestedConditionalDividingByATemplateParameter) {
       call.device = dev;
       expect_close(lib(k.name, {x, KernelArg::output({n}, float32)}, call)[0], ref);
     }
+  });
+  expect_cubin(lib);
+}
+
+// Two kernel templates named `masked`, with 3 and 2 template parameters (the second has a
+// default), each explicitly instantiated: each instantiation is one kernel, of the overload whose
+// parameters take its arguments (MLX's steel_gemm_masked.metal; "two kernels are named" before).
+constexpr const char* kOverloadedTemplates = R"(#include <metal_stdlib>
+using namespace metal;
+template <typename T, typename M, int S>
+[[kernel]] void masked(const device T* x [[buffer(0)]], const device M* m [[buffer(1)]],
+                       device float* y [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+  y[i] = bool(m[i]) ? float(x[i]) * S : -1.0f;
+}
+template <typename T, int S, bool neg = false>
+[[kernel]] void masked(const device T* x [[buffer(0)]], device float* y [[buffer(1)]],
+                       uint i [[thread_position_in_grid]]) {
+  y[i] = float(x[i]) * (neg ? -S : S);
+}
+template [[host_name("masked_3")]] [[kernel]] decltype(masked<float, bool, 3>) masked<float, bool, 3>;
+template [[host_name("plain_2")]] [[kernel]] decltype(masked<float, 2>) masked<float, 2>;
+template [[host_name("plain_neg_5")]] [[kernel]] decltype(masked<half, 5, true>) masked<half, 5, true>;
+)";
+
+TEST(ConformanceMlxSuite, OverloadedKernelTemplatesOfOneName) {
+  Library lib = compile_library(kOverloadedTemplates);
+  auto arguments = [&](const char* name) {
+    int n = 0;
+    for (auto& p : lib.kernel_info(name).params) n += p.takes_argument();
+    return n;
+  };
+  EXPECT_EQ(arguments("masked_3"), 3);
+  EXPECT_EQ(arguments("plain_2"), 2);
+  int n = 64;
+  auto xv = random_values(n, -2, 2, 41);
+  std::vector<double> mv;
+  for (int i = 0; i < n; ++i) mv.push_back((i * 7) % 3 == 0);
+  for_each_device([&](Device dev) {
+    auto x = Array::from_doubles(xv, {n}, float32, dev);
+    auto xh = Array::from_doubles(xv, {n}, float16, dev);
+    auto m = Array::from_doubles(mv, {n}, bool_, dev);
+    LibraryCall call;
+    call.threads = dims(n);
+    call.group_size = dims(32);
+    call.device = dev;
+    std::vector<double> r3, r2, r5;
+    for (int i = 0; i < n; ++i) {
+      r3.push_back(mv[i] ? f32(xv[i]) * 3 : -1.0);
+      r2.push_back(f32(xv[i]) * 2);
+      r5.push_back(round_to(float16, xv[i]) * -5);
+    }
+    expect_close(lib("masked_3", {x, m, KernelArg::output({n}, float32)}, call)[0], r3);
+    expect_close(lib("plain_2", {x, KernelArg::output({n}, float32)}, call)[0], r2);
+    expect_close(lib("plain_neg_5", {xh, KernelArg::output({n}, float32)}, call)[0], r5);
   });
   expect_cubin(lib);
 }
