@@ -2,7 +2,8 @@
 // compile unmodified, each in a small library of our own (no MLX code): a conditional nested in
 // another one whose condition divides by a template parameter (MLX's steel conv loaders: g++ 12
 // stopped with an internal compiler error on the translation), overloaded kernel templates of one
-// name whose explicit instantiations each fit one overload (MLX's block_masked_gemm), and
+// name whose explicit instantiations each fit one overload (MLX's block_masked_gemm), a
+// half/bfloat assigned from a class converting to bool (MLX's masked GEMM), and
 // threadgroup arrays past
 // CUDA's 48 KiB of static shared memory (MLX's float32 attention with head dimension 256 declares
 // 53,760 bytes). CPU run in CI; NVRTC sm_90 compile in CI; the GPU run where there is one.
@@ -144,6 +145,48 @@ TEST(ConformanceMlxSuite, OverloadedKernelTemplatesOfOneName) {
     expect_close(lib("masked_3", {x, m, KernelArg::output({n}, float32)}, call)[0], r3);
     expect_close(lib("plain_2", {x, KernelArg::output({n}, float32)}, call)[0], r2);
     expect_close(lib("plain_neg_5", {xh, KernelArg::output({n}, float32)}, call)[0], r5);
+  });
+  expect_cubin(lib);
+}
+
+// A half / bfloat assigned from a class that converts to bool only (MLX's steel_gemm_masked.h:
+// `lhs_mask_op.scale = lhs_mask[i]` with the mask type _NoMask, whose conversion operators are
+// qualified by address space), as Metal: through the conversion.
+TEST(ConformanceMlxSuite, HalfAndBfloatAssignedFromAClassConvertingToBool) {
+  Library lib = compile_library(R"(#include <metal_stdlib>
+using namespace metal;
+struct NoMask {
+  char x;
+  constexpr operator bool() thread { return true; }
+  constexpr operator bool() const device { return true; }
+  constexpr operator bool() const constant { return true; }
+};
+template <typename T>
+struct Scale { T scale; };
+template <typename T>
+[[kernel]] void k(const device float* x [[buffer(0)]], const device NoMask* m [[buffer(1)]],
+                  device float* y [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+  Scale<T> s;
+  s.scale = T(4);
+  if (i % 2 == 0) s.scale = m[0];
+  y[i] = float(s.scale) * x[i];
+}
+template [[host_name("k_half")]] [[kernel]] decltype(k<half>) k<half>;
+template [[host_name("k_bfloat")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
+)");
+  int n = 32;
+  auto xv = random_values(n, -3, 3, 51);
+  std::vector<double> ref;
+  for (int i = 0; i < n; ++i) ref.push_back(f32(xv[i]) * (i % 2 == 0 ? 1 : 4));
+  for_each_device([&](Device dev) {
+    auto x = Array::from_doubles(xv, {n}, float32, dev);
+    auto m = Array::from_doubles(std::vector<double>(n, 7), {n}, uint8, dev);
+    LibraryCall c;
+    c.threads = dims(n);
+    c.group_size = dims(32);
+    c.device = dev;
+    for (const char* name : {"k_half", "k_bfloat"})
+      expect_close(lib(name, {x, m, KernelArg::output({n}, float32)}, c)[0], ref);
   });
   expect_cubin(lib);
 }
