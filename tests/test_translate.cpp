@@ -93,8 +93,17 @@ TEST(Translate, ThreadgroupObjectsPerTarget) {
   EXPECT_NE(cpu.find("tg_slot(0"), std::string::npos);
   EXPECT_NE(cpu.find("tg_slot(1"), std::string::npos);  // `more`, a 2-D array
   auto cuda = user_part(translate(kLibrary, {Target::cuda, "lib"}));
-  EXPECT_NE(cuda.find("__shared__ float partial [ 32 ];"), std::string::npos) << cuda;
-  EXPECT_NE(cuda.find("__shared__ float more [ 2 ] [ 4 ];"), std::string::npos) << cuda;
+  // CUDA: typedef'd, placed at compile time by the object's end in the kernel's threadgroup
+  // frame (a __shared__ variable within Metal's 32 KiB, else dynamic shared memory); `more`
+  // follows `partial`.
+  EXPECT_NE(cuda.find("typedef float alloy_tg_t0 [ 32 ];"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("alloy_tg_t0& partial = ::alloy_target::tg_storage<alloy_tg_t0, "
+                      "alloy_tg_end0, 0>();"),
+            std::string::npos)
+      << cuda;
+  EXPECT_NE(cuda.find("typedef float alloy_tg_t1 [ 2 ] [ 4 ];"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("::alloy_target::tg_end<alloy_tg_t1>(alloy_tg_end0)"), std::string::npos)
+      << cuda;
   // A threadgroup pointer parameter is just a pointer.
   EXPECT_NE(cpu.find("T* scratch"), std::string::npos);
 }

@@ -72,7 +72,7 @@ bool contains(const std::vector<int>& v, int x) {
 }
 
 std::string cpu_threadgroup(const std::string& type, const std::string& name,
-                            const std::string& dims, int slot) {
+                            const std::string& dims, int slot, int) {
   // A reference to storage in the group's arena: the first thread to get here allocates it,
   // the group's other threads (loop iterations or fibers) get the same memory.
   return fmt::format(
@@ -83,8 +83,17 @@ std::string cpu_threadgroup(const std::string& type, const std::string& name,
 }
 
 std::string cuda_threadgroup(const std::string& type, const std::string& name,
-                             const std::string& dims, int) {
-  return fmt::format("__shared__ {} {} {};", type, name, dims);
+                             const std::string& dims, int slot, int prev_slot) {
+  // The object's end in the kernel's threadgroup frame (after the previous declaration's) picks
+  // its place at compile time: a __shared__ variable, or past Metal's 32 KiB (CUDA allows 48 KiB
+  // of static shared memory per block) the top of the dynamic shared memory (tg_storage in
+  // prelude/cuda/target.h).
+  std::string prev = prev_slot < 0 ? "0u" : fmt::format("alloy_tg_end{}", prev_slot);
+  return fmt::format(
+      "typedef {0} alloy_tg_t{3} {2}; constexpr unsigned alloy_tg_end{3} = "
+      "::alloy_target::tg_end<alloy_tg_t{3}>({4}); alloy_tg_t{3}& {1} = "
+      "::alloy_target::tg_storage<alloy_tg_t{3}, alloy_tg_end{3}, {3}>();",
+      type, name, dims, slot, prev);
 }
 
 std::string cpu_unroll(const std::string& count) {

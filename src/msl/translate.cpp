@@ -144,6 +144,7 @@ class Translator {
     std::string name;
     bool is_template = false;
     std::vector<std::string> template_params;  // names, in order
+    std::vector<bool> template_param_is_type;  // `typename` / `class` parameters
     std::string host_name;
     std::vector<KernelParam> params;
     int max_threads = 0;
@@ -151,6 +152,23 @@ class Translator {
   };
   std::vector<KernelDecl> decls_;
   int tg_slot_ = 0;
+  std::vector<std::pair<int, size_t>> tg_decls_;  // (slot, token) of each threadgroup declaration
+
+  // The nearest earlier threadgroup declaration still in scope at token i (its scope not closed
+  // since), -1 when none: the declaration that i's threadgroup frame offset follows.
+  int visible_tg_slot(size_t i) const {
+    for (size_t d = tg_decls_.size(); d-- > 0;) {
+      int depth = 0;
+      bool closed = false;
+      for (size_t j = tg_decls_[d].second; j < i && !closed; ++j) {
+        if (toks_[j].kind != TokKind::punct) continue;
+        if (toks_[j].is("{")) ++depth;
+        if (toks_[j].is("}")) closed = --depth < 0;
+      }
+      if (!closed) return tg_decls_[d].first;
+    }
+    return -1;
+  }
 
   [[noreturn]] void not_supported(const std::string& what, int line) {
     throw NotSupported(opt_.label, fmt::format("not supported: {} (kernel '{}', Metal source line "
@@ -1025,7 +1043,7 @@ class Translator {
           // Parameter names: the last identifier of each `,`-separated piece, before any `=`.
           int depth = 0;
           std::string last;
-          bool in_default = false;
+          bool in_default = false, first = true;
           for (size_t r = q + 1; r <= b; ++r) {
             const auto& x = toks_[r];
             bool end = r == b;
@@ -1034,11 +1052,16 @@ class Translator {
             if (!end && x.is(">>")) depth -= 2;
             if (end || (depth == 0 && x.is(","))) {
               k.template_params.push_back(last);
+              if (k.template_param_is_type.size() < k.template_params.size())
+                k.template_param_is_type.push_back(false);
               last.clear();
               in_default = false;
+              first = true;
             } else if (depth == 0 && x.is("=")) {
               in_default = true;
             } else if (depth == 0 && !in_default && x.kind == TokKind::ident) {
+              if (first) k.template_param_is_type.push_back(x.is("typename") || x.is("class"));
+              first = false;
               last = x.text;
             }
           }
@@ -1070,6 +1093,9 @@ class Translator {
           std::string base = inst.function.substr(0, inst.function.find('<'));
           while (!base.empty() && base.back() == ' ') base.pop_back();
           if (base != d.name) continue;
+          // Overloaded kernel templates sharing the name (MLX's block_masked_gemm): an
+          // instantiation belongs to one whose template parameters can take its arguments.
+          if (overloads(d.name) > 1 && !takes_template_args(d, inst.function)) continue;
           std::string written = inst.function.substr(inst.function.find_first_not_of(' '));
           if (written.find('<') == std::string::npos && !inst.param_types.empty())
             written = deduce_template_args(d, inst, written);
@@ -1093,6 +1119,56 @@ class Translator {
                                 1});
       }
     }
+  }
+
+  size_t overloads(const std::string& name) const {
+    size_t n = 0;
+    for (auto& d : decls_) n += d.is_template && d.name == name;
+    return n;
+  }
+  // Template arguments written in `f<a, b<c, d>, (e > 1)>` ({a, b<c, d>, (e > 1)}).
+  static std::vector<std::string> template_args(const std::string& f) {
+    std::vector<std::string> args;
+    size_t open = f.find('<');
+    if (open == std::string::npos) return args;
+    std::string cur;
+    int angle = 0, paren = 0;
+    for (size_t i = open + 1; i < f.size(); ++i) {
+      char c = f[i];
+      if (c == '(' || c == '[' || c == '{') ++paren;
+      if (c == ')' || c == ']' || c == '}') --paren;
+      if (paren == 0 && c == '<') ++angle;
+      if (paren == 0 && c == '>' && angle-- == 0) break;
+      if (paren == 0 && angle == 0 && c == ',') {
+        args.push_back(cur);
+        cur.clear();
+        continue;
+      }
+      if (c != ' ' || !cur.empty()) cur += c;
+    }
+    args.push_back(cur);
+    return args;
+  }
+  // Whether kernel template d can take the explicit instantiation's written arguments: no more
+  // of them than parameters, and none that is plainly a value (a number, true, false) for a
+  // type parameter, or plainly a type (a scalar type name) for a value parameter.
+  static bool takes_template_args(const KernelDecl& d, const std::string& f) {
+    static const std::set<std::string, std::less<>> types = {
+        "bool",    "char",     "uchar",      "short",     "ushort",      "int",
+        "uint",    "long",     "ulong",      "half",      "bfloat",      "float",
+        "int8_t",  "uint8_t",  "int16_t",    "uint16_t",  "int32_t",     "uint32_t",
+        "int64_t", "uint64_t", "bfloat16_t", "float16_t", "complex64_t", "float32_t"};
+    auto args = template_args(f);
+    if (args.size() > d.template_params.size()) return false;
+    for (size_t i = 0; i < args.size() && i < d.template_param_is_type.size(); ++i) {
+      std::string a = args[i];
+      while (!a.empty() && a.back() == ' ') a.pop_back();
+      bool value = !a.empty() && (std::isdigit(static_cast<unsigned char>(a[0])) || a[0] == '-' ||
+                                  a == "true" || a == "false");
+      bool type = types.count(a) > 0;
+      if (d.template_param_is_type[i] ? value : type) return false;
+    }
+    return true;
   }
 
   // True when the declaration containing token i already says const/constexpr.
@@ -1248,13 +1324,16 @@ class Translator {
       bad("cannot read a threadgroup declaration", toks_[i].line);
     std::string type = compact(i + 1, nm0);
     std::string code;
+    int prev_slot = visible_tg_slot(i);
     for (size_t d = 0; d < decls.size(); ++d) {
       auto [b, e] = decls[d];
       auto [nm, br] = d == 0 ? std::pair{nm0, br0} : split_name(b, e);
       std::string dims = compact(br, e);
-      code += traits_.threadgroup_decl(type, toks_[nm].text, dims, tg_slot_++);
+      code += traits_.threadgroup_decl(type, toks_[nm].text, dims, tg_slot_, prev_slot);
       code += ' ';
+      prev_slot = tg_slot_++;
     }
+    tg_decls_.push_back({prev_slot, i});
     for (size_t j = i; j <= semi && j < toks_.size(); ++j) blank(j);
     toks_[i].text = code + toks_[i].text;
   }
@@ -1342,10 +1421,26 @@ class Translator {
   // a directive) is left as written.
   void rewrite_conditionals() {
     std::vector<std::string> before(toks_.size()), after(toks_.size());
-    // Significant tokens of [b, e) with what earlier (inner) rewrites inserted, on one line.
+    // Significant tokens of [b, e) with what earlier (inner) rewrites inserted, on one line. The
+    // copy is unevaluated (decltype): the condition of each conditional inside it becomes `true`,
+    // as a conditional's type does not depend on its condition. g++ 12 stops with an internal
+    // compiler error on a conditional inside decltype whose condition divides by a template
+    // parameter (`decltype((K / BN >= 8 ? 8 : 4))`, MLX's steel conv loaders).
     auto operand = [&](size_t b, size_t e) {
+      std::vector<size_t> condition_end(e - b, 0);  // by a condition's first token: its '?'
+      for (size_t i = b; i < e; ++i) {
+        if (toks_[i].kind != TokKind::punct || !toks_[i].is("?")) continue;
+        size_t c = condition_start(i, b);
+        if (c != std::string::npos && next(c) < i) condition_end[c - b] = i;
+      }
       std::string s;
       for (size_t i = b; i < e; ++i) {
+        if (condition_end[i - b] != 0) {
+          if (!s.empty()) s += ' ';
+          s += "true";
+          i = condition_end[i - b] - 1;  // an outer condition covers the inner ones
+          continue;
+        }
         if (toks_[i].trivia()) continue;
         if (!s.empty()) s += ' ';
         s += before[i] + toks_[i].text + after[i];
@@ -1377,6 +1472,29 @@ class Translator {
     }
     if (!any) return;
     for (size_t i = 0; i < toks_.size(); ++i) toks_[i].text = before[i] + toks_[i].text + after[i];
+  }
+  // First token of the condition of the conditional whose '?' is at q, scanning back no further
+  // than b: after the nearest unmatched bracket, ',', '?', ':', ';' or assignment; npos when a
+  // directive is in the way.
+  size_t condition_start(size_t q, size_t b) const {
+    static const std::set<std::string, std::less<>> stops = {
+        ",", "?", ":", ";", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="};
+    int depth = 0;
+    for (size_t i = q; i-- > b;) {
+      const auto& t = toks_[i];
+      if (t.kind == TokKind::preproc) return std::string::npos;
+      if (t.kind != TokKind::punct) continue;
+      const std::string& x = t.text;
+      if (x == ")" || x == "]" || x == "}") {
+        ++depth;
+      } else if (x == "(" || x == "[" || x == "{") {
+        if (depth == 0) return i + 1;
+        --depth;
+      } else if (depth == 0 && stops.count(x)) {
+        return i + 1;
+      }
+    }
+    return b;
   }
   // End of a conditional operand starting at token b: for the middle operand (middle = true) the
   // index of its ':' ; for the last one the index of the first token after it. npos when unsure.

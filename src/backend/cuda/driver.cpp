@@ -98,6 +98,7 @@ std::unique_ptr<Driver> load_driver(const std::string& library_name, std::string
   ok &= bind(lib, d->cuModuleLoadData, "cuModuleLoadData", nullptr, &missing);
   ok &= bind(lib, d->cuModuleUnload, "cuModuleUnload", nullptr, &missing);
   ok &= bind(lib, d->cuModuleGetFunction, "cuModuleGetFunction", nullptr, &missing);
+  ok &= bind(lib, d->cuModuleGetGlobal, "cuModuleGetGlobal_v2", nullptr, &missing);
   ok &= bind(lib, d->cuFuncGetAttribute, "cuFuncGetAttribute", nullptr, &missing);
   ok &= bind(lib, d->cuFuncSetAttribute, "cuFuncSetAttribute", nullptr, &missing);
   ok &= bind(lib, d->cuLaunchKernel, "cuLaunchKernel", nullptr, &missing);

@@ -108,6 +108,8 @@ struct Driver {
   CUresult (*cuModuleLoadData)(CUmodule* module, const void* image) = nullptr;
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction* fn, CUmodule, const char* name) = nullptr;
+  CUresult (*cuModuleGetGlobal)(CUdeviceptr* ptr, size_t* bytes, CUmodule,
+                                const char* name) = nullptr;  // _v2
   CUresult (*cuFuncGetAttribute)(int* value, int attribute, CUfunction) = nullptr;
   CUresult (*cuFuncSetAttribute)(CUfunction, int attribute, int value) = nullptr;
   CUresult (*cuLaunchKernel)(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned bx,

@@ -132,8 +132,15 @@ std::shared_ptr<Module> load_image(Context& ctx, const KernelSource& k, Compiled
     throw Error(k.name, fmt::format("cannot load kernel {} for {}: {}{}", k.name, image.target.arch,
                                     error_string(drv, r), hint));
   }
+  // Defined when a threadgroup object of the module lives in dynamic shared memory.
+  CUdeviceptr marker = 0;
+  size_t marker_bytes = 0;
+  bool large_threadgroup =
+      drv.cuModuleGetGlobal(&marker, &marker_bytes, m->handle,
+                            "_ZN12alloy_target8tg_largeILi1EEE") == CUDA_SUCCESS;
   for (const auto& entry : k.entries) {
     Function& f = m->functions.emplace_back();
+    f.large_threadgroup = large_threadgroup;
     f.entry = entry;
     f.kernel = k.name;
     f.one_group_per_block = k.one_group_per_block;

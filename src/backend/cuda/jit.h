@@ -42,6 +42,9 @@ struct Function {
   int num_regs = 0;
   int local_bytes = 0;               // spills and local arrays, per thread
   bool one_group_per_block = false;  // KernelSource::one_group_per_block
+  // The module places threadgroup objects past Metal's 32 KiB in dynamic shared memory
+  // (alloy_target::tg_storage, prelude/cuda/target.h): launched with all the device allows.
+  bool large_threadgroup = false;
   // The largest dynamic shared memory this function was configured for (set past 48 KiB).
   mutable std::atomic<int> dynamic_shared_limit{0};
 };

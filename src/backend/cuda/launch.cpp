@@ -92,6 +92,13 @@ void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
       L.groups[0] > static_cast<uint32_t>(info.max_grid_dim[0])) {
     bad_shape(fn, L, ctx, name);
   }
+  // Threadgroup objects in dynamic shared memory sit above the threadgroup parameters, at the top
+  // of all the dynamic shared memory the device allows (alloy_target::tg_storage).
+  if (fn.large_threadgroup) {
+    int all = ctx.info().max_shared_per_block_optin - fn.static_shared;
+    if (all > static_cast<int>(dynamic_shared_bytes))
+      dynamic_shared_bytes = static_cast<uint32_t>(all / 16 * 16);
+  }
   if (static_cast<int64_t>(dynamic_shared_bytes) + fn.static_shared > kDefaultSharedLimit &&
       fn.dynamic_shared_limit.load(std::memory_order_relaxed) <
           static_cast<int>(dynamic_shared_bytes)) {

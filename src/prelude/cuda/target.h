@@ -24,6 +24,38 @@ typedef unsigned long uintptr_t;
 
 namespace alloy_target {
 
+// ---- threadgroup declarations (the translator's CUDA form, src/msl/target.cpp) ----
+// `threadgroup T a[N];` becomes a reference to tg_storage<T[N], end, slot>(), where `end` is the
+// object's end in the kernel's threadgroup frame (declaration order, 16-byte granules), a
+// constant of the instantiation. Objects ending within Metal's 32 KiB are __shared__ variables.
+// Past it (MLX instantiates kernels declaring more than Metal allows, e.g. its float32 attention
+// with head dimension 256: 53,760 bytes), CUDA's 48 KiB limit on static shared memory would
+// reject the kernel: they sit in the block's dynamic shared memory instead, `end` bytes below its
+// top (threadgroup parameters start at its bottom). A module holding such an object defines
+// tg_large<1>; the backend then launches its functions with all the dynamic shared memory the
+// device allows (src/backend/cuda/launch.cpp), and a block that got less stops (__trap).
+#define ALLOY_TG_STATIC_MAX 32768u
+template <class T>
+ALLOY_FN constexpr unsigned tg_end(unsigned prev) {
+  return (prev + static_cast<unsigned>(sizeof(T)) + 15u) / 16u * 16u;
+}
+template <int N>
+__device__ int tg_large = 0;
+template <class T, unsigned End, int Slot>
+ALLOY_FN T& tg_storage() {
+  if constexpr (End <= ALLOY_TG_STATIC_MAX) {
+    __shared__ T storage;
+    return storage;
+  } else {
+    extern __shared__ __align__(16) unsigned char alloy_dyn_smem[];
+    unsigned size;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(size));
+    if (End > size) __trap();
+    asm volatile("" ::"l"(&tg_large<1>));
+    return *reinterpret_cast<T*>(alloy_dyn_smem + (size - End));
+  }
+}
+
 ALLOY_FN void copy_bytes(void* dst, const void* src, size_t n) {
   memcpy(dst, src, n);
 }

@@ -60,6 +60,12 @@ struct half {
   ALLOY_FN constexpr half(bfloat b);
   template <class T, enable_if_t<alloy_detail::converts_to_float_c<T>::value(), int> = 0>
   ALLOY_FN constexpr explicit half(const T& v) : half(static_cast<float>(v)) {}
+  // `h = m` of such a class (MLX's steel_gemm_masked.h assigns a mask element to a half scale):
+  // Metal converts through the class's conversion, then to half.
+  template <class T, enable_if_t<alloy_detail::converts_to_float_c<T>::value(), int> = 0>
+  ALLOY_FN constexpr half& operator=(const T& v) {
+    return *this = half(static_cast<float>(v));
+  }
   ALLOY_FN constexpr operator float() const { return alloy_detail::f16_to_f32(alloy_bits); }
 
   static ALLOY_FN constexpr half from_bits(uint16_t b) { return half(alloy_detail::bits_tag{}, b); }
@@ -109,6 +115,10 @@ struct bfloat {
   ALLOY_FN constexpr bfloat(half h) : alloy_bits(alloy_portable::f32_to_bf16_bits(float(h))) {}
   template <class T, enable_if_t<alloy_detail::converts_to_float_c<T>::value(), int> = 0>
   ALLOY_FN constexpr explicit bfloat(const T& v) : bfloat(static_cast<float>(v)) {}
+  template <class T, enable_if_t<alloy_detail::converts_to_float_c<T>::value(), int> = 0>
+  ALLOY_FN constexpr bfloat& operator=(const T& v) {
+    return *this = bfloat(static_cast<float>(v));
+  }
   ALLOY_FN constexpr operator float() const { return alloy_portable::bf16_bits_to_f32(alloy_bits); }
 
   static ALLOY_FN constexpr bfloat from_bits(uint16_t b) {
