@@ -16,6 +16,8 @@
 
 #include "alloy/alloy.h"
 #include "alloy/library.h"
+#include "alloy/translate.h"
+#include "backend/cuda/nvrtc.h"
 #include "conformance/harness.h"
 #include "kernel/library.h"
 
@@ -244,6 +246,22 @@ TEST(ConformanceMlxSuite, ThreadgroupArraysPastCudaStaticSharedLimit) {
     });
   }
   expect_cubin(lib);
+}
+
+// Only a module holding a threadgroup object past 32 KiB defines the marker that makes the
+// backend launch it with all the dynamic shared memory the device allows: every module defined it
+// once (a non-dependent name in the prelude's template), and a row sum with 128 bytes of
+// threadgroup memory ran at one block per multiprocessor (0.15x hand-written CUDA on an H100).
+TEST(ConformanceMlxSuite, OnlyLargeThreadgroupModulesAskForAllSharedMemory) {
+  if (!cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  auto ptx_of = [](const char* kernel) {
+    TranslateOptions o;
+    o.target = TranslateTarget::ptx;
+    o.kernels = {kernel};
+    return translate_library(kLargeThreadgroup, LibraryOptions{}, o);
+  };
+  EXPECT_EQ(ptx_of("small_float").find("tg_large"), std::string::npos);
+  EXPECT_NE(ptx_of("big_float").find("tg_large"), std::string::npos);
 }
 
 }  // namespace

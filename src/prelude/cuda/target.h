@@ -51,7 +51,10 @@ ALLOY_FN T& tg_storage() {
     unsigned size;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(size));
     if (End > size) __trap();
-    asm volatile("" ::"l"(&tg_large<1>));
+    // tg_large<1> named through End: a non-dependent name would be instantiated with the
+    // template's definition, so every module would define it (and launch with all the dynamic
+    // shared memory the device allows: one block per multiprocessor).
+    asm volatile("" ::"l"(&tg_large<static_cast<int>(End > ALLOY_TG_STATIC_MAX)>));
     return *reinterpret_cast<T*>(alloy_dyn_smem + (size - End));
   }
 }
