@@ -10,6 +10,7 @@
 #include "alloy/alloy.h"
 #include "kernel/custom_kernel.h"
 #include "ops/reduce_columns.h"
+#include "reduce_reference.h"
 
 using namespace alloy;
 
@@ -29,34 +30,6 @@ std::vector<double> randoms(size_t n, uint64_t seed, bool integer) {
   std::vector<double> v(n);
   for (auto& x : v) x = integer ? std::floor(u(rng) * 40) : u(rng);
   return v;
-}
-
-// Reference reduction of row-major `v` of `shape` over `axes` (kept as size 1) in float64.
-std::vector<double> reference(const std::string& op, const std::vector<double>& v,
-                              const Shape& shape, const std::vector<int>& axes) {
-  int nd = static_cast<int>(shape.size());
-  Shape out_shape = shape;
-  for (int a : axes) out_shape[a] = 1;
-  int64_t n_out = 1;
-  for (auto d : out_shape) n_out *= d;
-  double init = op == "sum" ? 0 : op == "prod" ? 1 : op == "max" ? -INFINITY : INFINITY;
-  if (op == "all") init = 1;
-  if (op == "any") init = 0;
-  std::vector<double> r(n_out, init);
-  std::vector<int64_t> idx(nd, 0);
-  for (size_t i = 0; i < v.size(); ++i) {
-    int64_t o = 0;
-    for (int d = 0; d < nd; ++d) o = o * out_shape[d] + (out_shape[d] == 1 ? 0 : idx[d]);
-    double x = v[i];
-    if (op == "sum") r[o] += x;
-    if (op == "prod") r[o] *= x;
-    if (op == "max") r[o] = std::max(r[o], x);
-    if (op == "min") r[o] = std::min(r[o], x);
-    if (op == "all") r[o] = r[o] && x != 0;
-    if (op == "any") r[o] = r[o] || x != 0;
-    for (int d = nd - 1; d >= 0 && ++idx[d] == shape[d]; --d) idx[d] = 0;
-  }
-  return r;
 }
 
 }  // namespace
@@ -88,7 +61,7 @@ TEST(OpsColumnReduce, CooperativeKernelMatchesReferenceOnTheCpuBackend) {
         Array y = op == "sum"   ? sum(x, c.axes, true)
                   : op == "max" ? max(x, c.axes, true)
                                 : min(x, c.axes, true);
-        auto want = reference(op, v, c.shape, c.axes);
+        auto want = alloy::test::reduce_reference(op, v, c.shape, c.axes);
         auto got = y.to_doubles();
         ASSERT_EQ(got.size(), want.size());
         double rows = static_cast<double>(n) / static_cast<double>(want.size());
@@ -112,13 +85,13 @@ TEST(OpsColumnReduce, CooperativeKernelMatchesReferenceOnTheCpuBackend) {
   auto v = randoms(3 * 700 * 5, 99, false);
   for (auto& e : v) e = 1 + e / 700;
   Array x = Array::from_doubles(v, s, Dtype::float64);
-  auto want = reference("prod", v, s, {1});
+  auto want = alloy::test::reduce_reference("prod", v, s, {1});
   auto got = prod(x, {1}, true).to_doubles();
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12 * want[i]);
   std::vector<double> bits(3 * 700 * 5, 1.0);
   bits[2 * 3500 + 600 * 5 + 4] = 0;
   Array b = Array::from_doubles(bits, s, Dtype::bool_);
-  EXPECT_EQ(all(b, {1}, true).to_doubles(), reference("all", bits, s, {1}));
+  EXPECT_EQ(all(b, {1}, true).to_doubles(), alloy::test::reduce_reference("all", bits, s, {1}));
   EXPECT_EQ(any(logical_not(b), std::vector<int>{0, 1}, true).to_doubles(),
             (std::vector<double>{0, 0, 0, 0, 1}));
   // Empty reduced axis: the identity.

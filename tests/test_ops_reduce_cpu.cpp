@@ -11,6 +11,7 @@
 
 #include "alloy/alloy.h"
 #include "ops/kernels.h"
+#include "reduce_reference.h"
 
 using namespace alloy;
 
@@ -22,34 +23,6 @@ std::vector<double> randoms(size_t n, uint64_t seed, double lo, double hi, bool 
   std::vector<double> v(n);
   for (auto& x : v) x = integer ? std::floor(u(rng) * 40) : u(rng);
   return v;
-}
-
-// Reference reduction of row-major `v` of `shape` over `axes` (kept as size 1) in float64.
-std::vector<double> reference(const std::string& op, const std::vector<double>& v,
-                              const Shape& shape, const std::vector<int>& axes) {
-  int nd = static_cast<int>(shape.size());
-  Shape out_shape = shape;
-  for (int a : axes) out_shape[a] = 1;
-  int64_t n_out = 1;
-  for (auto d : out_shape) n_out *= d;
-  double init = op == "sum" ? 0 : op == "prod" ? 1 : op == "max" ? -INFINITY : INFINITY;
-  if (op == "all") init = 1;
-  if (op == "any") init = 0;
-  std::vector<double> r(n_out, init);
-  std::vector<int64_t> idx(nd, 0);
-  for (size_t i = 0; i < v.size(); ++i) {
-    int64_t o = 0;
-    for (int d = 0; d < nd; ++d) o = o * out_shape[d] + (out_shape[d] == 1 ? 0 : idx[d]);
-    double x = v[i];
-    if (op == "sum") r[o] += x;
-    if (op == "prod") r[o] *= x;
-    if (op == "max") r[o] = std::isnan(r[o]) || std::isnan(x) ? NAN : std::max(r[o], x);
-    if (op == "min") r[o] = std::isnan(r[o]) || std::isnan(x) ? NAN : std::min(r[o], x);
-    if (op == "all") r[o] = r[o] && x != 0;
-    if (op == "any") r[o] = r[o] || x != 0;
-    for (int d = nd - 1; d >= 0 && ++idx[d] == shape[d]; --d) idx[d] = 0;
-  }
-  return r;
 }
 
 Array reduce(const std::string& op, const Array& x, const std::vector<int>& axes) {
@@ -103,7 +76,7 @@ TEST(OpsReduceCpu, RowsAndColumnsMatchReference) {
                    .to_doubles();  // the values the kernels read
       Array x = Array::from_doubles(v, c.shape, t);
       for (std::string op : {"sum", "max", "min"}) {
-        auto want = reference(op, v, c.shape, c.axes);
+        auto want = alloy::test::reduce_reference(op, v, c.shape, c.axes);
         auto got = reduce(op, x, c.axes).to_doubles();
         ASSERT_EQ(got.size(), want.size());
         double len = static_cast<double>(n) / static_cast<double>(want.size());
@@ -136,11 +109,11 @@ TEST(OpsReduceCpu, ProdAllAnyMeanAndNan) {
     auto v = randoms(n, 7, -1, 1, false);
     for (auto& e : v) e = 1 + e / 4096;
     Array x = Array::from_doubles(v, shape, Dtype::float64);
-    auto want = reference("prod", v, shape, axes);
+    auto want = alloy::test::reduce_reference("prod", v, shape, axes);
     auto got = prod(x, axes, true).to_doubles();
     for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-12 * want[i]) << i;
     // mean in float32 against float64.
-    auto wsum = reference("sum", v, shape, axes);
+    auto wsum = alloy::test::reduce_reference("sum", v, shape, axes);
     auto gmean = mean(x.astype(Dtype::float32), axes, true).to_doubles();
     double len = static_cast<double>(n) / static_cast<double>(wsum.size());
     for (size_t i = 0; i < gmean.size(); ++i) ASSERT_NEAR(gmean[i], wsum[i] / len, 2e-6) << i;
@@ -148,17 +121,19 @@ TEST(OpsReduceCpu, ProdAllAnyMeanAndNan) {
     std::vector<double> bits(n, 1.0);
     bits[n - 1] = 0;
     Array b = Array::from_doubles(bits, shape, Dtype::bool_);
-    EXPECT_EQ(all(b, axes, true).to_doubles(), reference("all", bits, shape, axes));
+    EXPECT_EQ(all(b, axes, true).to_doubles(),
+              alloy::test::reduce_reference("all", bits, shape, axes));
     std::vector<double> one(n, 0.0);
     one[n - 1] = 1;
     Array o = Array::from_doubles(one, shape, Dtype::bool_);
-    EXPECT_EQ(any(o, axes, true).to_doubles(), reference("any", one, shape, axes));
+    EXPECT_EQ(any(o, axes, true).to_doubles(),
+              alloy::test::reduce_reference("any", one, shape, axes));
     // A NaN in the middle of the input reaches its max and min, in every lane position.
     auto w = randoms(n, 9, -1, 1, false);
     w[n / 2 + 3] = NAN;
     Array xn = Array::from_doubles(w, shape, Dtype::float32);
     for (std::string op : {"max", "min"}) {
-      auto wn = reference(op, w, shape, axes);
+      auto wn = alloy::test::reduce_reference(op, w, shape, axes);
       auto gn = reduce(op, xn, axes).to_doubles();
       int nans = 0;
       for (size_t i = 0; i < gn.size(); ++i) {

@@ -16,19 +16,11 @@
 #include "alloy/alloy.h"
 #include "alloy/library.h"
 #include "conformance/harness.h"
+#include "conformance/library_helpers.h"
 #include "kernel/library.h"
 
 namespace {
 using namespace conformance;
-
-void expect_cubin(const Library& lib) {
-  std::string why = kernel::compile_library_cubin(lib, "sm_90");
-  if (!why.empty()) std::printf("NVRTC compile skipped: %s\n", why.c_str());
-}
-
-Dims dims(int x) {
-  return Dims{x, 1, 1};
-}
 
 constexpr const char* kConditionalParams = R"(#include <metal_stdlib>
 using namespace metal;

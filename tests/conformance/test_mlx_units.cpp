@@ -19,19 +19,11 @@
 #include "alloy/translate.h"
 #include "backend/cuda/nvrtc.h"
 #include "conformance/harness.h"
+#include "conformance/library_helpers.h"
 #include "kernel/library.h"
 
 namespace {
 using namespace conformance;
-
-void expect_cubin(const Library& lib) {
-  std::string why = kernel::compile_library_cubin(lib, "sm_90");
-  if (!why.empty()) std::printf("NVRTC compile skipped: %s\n", why.c_str());
-}
-
-Dims dims(int x) {
-  return Dims{x, 1, 1};
-}
 
 // A static constant initialised by nested conditionals whose inner condition divides by template
 // parameters (as MLX's Conv2DWeightBlockLoader::vec_size), and in a kernel body a conditional
