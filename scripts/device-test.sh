@@ -7,7 +7,8 @@
 # private prefix, never into /.
 #   usage: scripts/device-test.sh [tests|cpp|python|bench|all]   (default all; cpp: C++ tests + GPU
 #   benchmarks, no Python; python: the Python suite only). BENCH_FILTER selects benchmarks (Google Benchmark regex),
-#   GTEST_FILTER the C++ tests (a --gtest_filter pattern), SHARDS the number of test processes.
+#   GTEST_FILTER the C++ tests (a --gtest_filter pattern), SHARDS the number of test processes,
+#   PYTEST_K a pytest -k expression for the Python suite (spaces allowed), PYTEST_ARGS more options.
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-/tmp/alloy-out}
@@ -64,7 +65,7 @@ if [ -f pyproject.toml ] && { [ "$what" = tests ] || [ "$what" = all ] || [ "$wh
   python3 -m pip install -q --no-build-isolation --no-deps . -Cbuild-dir=build-python-device \
     -Ccmake.define.CMAKE_PREFIX_PATH=$DEPS/usr -Ccmake.define.XXHASH_INCLUDE_DIR=$DEPS/usr/include \
     > "$OUT/pip.log" 2>&1 || tail -20 "$OUT/pip.log"
-  (cd python && python3 -X faulthandler -m pytest -q -rfE ${PYTEST_ARGS:-} tests > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log")
+  (cd python && python3 -X faulthandler -m pytest -q -rfE ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-} tests > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log")
 fi
 if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = cpp ]; then
   echo "== benchmarks"
