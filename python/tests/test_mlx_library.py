@@ -14,7 +14,7 @@ with the full parameter list, function constants given as MLX's host code gives 
     outputs, compared with NumPy (float64 references, tolerances by dtype).
 
 Families whose kernel templates are not in the wheel (MLX keeps arg_reduce, rope, layer/rms norm,
-random, arange in its `.metal` units) are covered by `scripts/mlx_units.py` over MLX's source
+random and conv in its `.metal` units) are covered by `scripts/mlx_units.py` over MLX's source
 (docs/msl-support.md, "MLX's kernel library").
 """
 
@@ -151,6 +151,22 @@ UNARY = Family(
               'instantiate_kernel("gn1_Abs{n}{n}", unary_g, {t}, {t}, Abs, 1, int)\n'
               'instantiate_kernel("gn4large_Erf{n}{n}", unary_g, {t}, {t}, Erf, 4)\n', keep=1),
     run_unary)
+
+
+# arange: the one kernel of arange.h (arange.metal instantiates it per type).
+def run_arange(lib, dtype, stream, rng):
+    n = 250  # indices exact in every dtype (bfloat16: 8 significant bits)
+    t = DTYPES[dtype]
+    start, step = t(rng.uniform(-3, 3)), t(rng.uniform(0.1, 0.9))
+    out = lib[f"arange{dtype}"](start, step, poison(n, dtype), threads=n, group_size=64,
+                                stream=stream)
+    # Metal: uint * T is a T product, then a T sum (one rounding each).
+    idx = np.arange(n).astype(t)
+    check(out, f64((start + (idx * step).astype(t)).astype(t)), dtype)
+
+
+ARANGE = Family(["utils.h", "arange.h"], per_dtype('instantiate_kernel("arange{n}", arange, {t})\n'),
+                run_arange)
 
 
 # binary: binary_vv / binary_sv / binary_g_nd2 / binary_g.
@@ -578,6 +594,7 @@ FFT = Family(
 
 
 FAMILIES = {
+    "arange": ARANGE,
     "unary": UNARY,
     "binary": BINARY,
     "ternary": TERNARY,
