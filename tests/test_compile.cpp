@@ -131,6 +131,64 @@ TEST_F(CompileTest, ShapelessBroadcastingFollowsBothShapes) {
             (std::vector<std::string>{"Fused(multiply,add)"}));
 }
 
+// A training step: w - 0.1 * d/dw sum(exp(x * w) * 0.5 + sin(x)). The gradient of the sum
+// broadcasts the cotangent to the traced shape (a Broadcast holding it), so a shapeless compile
+// must trace again for new sizes: before, a call with n = 1 after n = 8 returned 8 values and
+// n = 3 raised "shapes (3) and (8) cannot be broadcast".
+TEST_F(CompileTest, ShapelessGradientStepFollowsNewSizes) {
+  auto loss = [](const Arrays& in) {
+    return sum(add(multiply(exp(multiply(in[0], in[1])), Array(0.5f)), sin(in[0])));
+  };
+  auto step = [&](const Arrays& in) {
+    return Arrays{subtract(in[1], multiply(Array(0.1f), grad(loss, 1)(in)[0]))};
+  };
+  auto f = compile(step, /*shapeless=*/true);
+  uint64_t seed = 70;
+  int traces = 0;
+  for (int64_t n : {8, 1, 3, 100, 8}) {
+    Array x = random_array({n}, float32, seed++), w = random_array({n}, float32, seed++);
+    Array got = f({x, w})[0];
+    ASSERT_EQ(got.shape(), (Shape{n})) << "n=" << n;
+    auto xs = x.to_doubles(), ws = w.to_doubles(), g = got.to_doubles();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(g[i], ws[i] - 0.1 * xs[i] * std::exp(xs[i] * ws[i]) * 0.5, 1e-5)
+          << "n=" << n << " i=" << i;
+    if (n != 8 || traces == 0) ++traces;  // the second n = 8 replays the first trace
+    EXPECT_EQ(f.trace_count(), traces) << "n=" << n;
+  }
+}
+
+// An explicit broadcast_to keeps its shape whatever the other operand's shape: the fused chain
+// reads only the elementwise ops' own broadcasts through (before, x of shape (1,) gave (1,)).
+TEST_F(CompileTest, ShapelessExplicitBroadcastKeepsItsShape) {
+  auto fn = [](const Arrays& in) {
+    return Arrays{multiply(broadcast_to(sum(in[0]), Shape{8}), in[0])};
+  };
+  auto f = compile(fn, /*shapeless=*/true);
+  for (int64_t n : {8, 1}) {
+    Array x = random_array({n}, float32, 90 + n);
+    Array got = f({x})[0], want = fn({x})[0];
+    ASSERT_EQ(got.shape(), want.shape()) << "n=" << n;
+    expect_close(got.to_doubles(), want.to_doubles(), 1e-6, "n=" + std::to_string(n));
+  }
+  EXPECT_EQ(f.trace_count(), 2);
+}
+
+// A reshape to a shape made from the input's shape: traced again for each new shape (the
+// Reshape holds the traced target), results as calling the function.
+TEST_F(CompileTest, ShapelessReshapeTracesAgainForNewShapes) {
+  auto fn = [](const Arrays& in) {
+    const Shape& s = in[0].shape();
+    return Arrays{sum(reshape(in[0], {s[0] * s[1]}))};  // C++ reads the shape itself
+  };
+  auto f = compile(fn, /*shapeless=*/true);
+  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{2, 3}, {4, 5}, {2, 3}}) {
+    Array x = random_array({r, c}, float32, 95 + r);
+    expect_close(f({x})[0].to_doubles(), fn({x})[0].to_doubles(), 1e-5, "reshape");
+  }
+  EXPECT_EQ(f.trace_count(), 2);
+}
+
 TEST_F(CompileTest, ChainIsOneFusedKernel) {
   auto f = compile(chain);
   Arrays in{random_array({64}, float32, 1), random_array({64}, float32, 2)};

@@ -304,6 +304,24 @@ TEST(Export, ShapelessKernelFollowsThreeSizes) {
   }
 }
 
+// A shapeless file is replayed without the function: a trace holding shapes of its call (here
+// a reshape to the traced size) cannot be written shapeless (before, the import replayed it on
+// other shapes with the traced target).
+TEST(Export, ShapelessRefusesATraceHoldingTheCallsShapes) {
+  Array x = Array::from_doubles(random_values(6, 3), {2, 3}, float32, Device::cpu());
+  auto flatten = [](const Args& a) { return Args{a[0].reshape({a[0].size()})}; };
+  std::string path = temp_path("shapeless_reshape.alloy");
+  try {
+    export_function(path, flatten, {x}, /*shapeless=*/true);
+    FAIL() << "exported";
+  } catch (const NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("Reshape holds shapes of the call"), std::string::npos)
+        << e.what();
+  }
+  export_function(path, flatten, {x}, /*shapeless=*/false);  // per shape: fine
+  EXPECT_EQ(import_function(path, ImportOptions{}).shapeless(), false);
+}
+
 TEST(Export, ShapelessConstantGridKernelRefusesOtherShapes) {
   Array scale = Array::from_doubles({1.0}, {1}, float32, Device::cpu());
   Array x = Array::from_doubles(random_values(16, 16), {16}, float32, Device::cpu());

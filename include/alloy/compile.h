@@ -11,8 +11,11 @@
 // left out (only the number of dimensions counts), so new sizes replay the same graph: every
 // primitive recomputes its output shapes from its inputs, and a custom kernel's grid,
 // threadgroup and output shapes follow when they were given as ShapeExprs (a kernel traced with
-// constant geometry raises alloy::NotSupported naming it when its input shapes change).
-// See docs/compile.md.
+// constant geometry raises alloy::NotSupported naming it when its input shapes change). A trace
+// that holds shapes of its call -- a reshape to a shape, a slice's bounds, an explicit
+// broadcast_to (gradients of reductions and broadcasts make them), or a shape the function read
+// (note_shape_read) -- replays only on the shapes it was traced for: other shapes trace the
+// function again, so results are always those of calling it. See docs/compile.md.
 #pragma once
 #include <functional>
 #include <memory>
@@ -56,5 +59,12 @@ class CompiledFunction {
 /// Compiles `fn` (see the header comment). shapeless: one trace serves inputs of any shapes of
 /// the same ranks.
 CompiledFunction compile(CompiledFunction::Fn fn, bool shapeless = false);
+
+/// For bindings: user code read the shape of an array that is not evaluated yet (in Python,
+/// `x.shape`, `x.size`, `len(x)`...). While a function is traced (compile, export) that makes
+/// its trace depend on the shapes of the call (a shapeless compile traces it again for new
+/// shapes); elsewhere it does nothing. C++ functions that turn shapes into values or shapes
+/// inside a shapeless compile must call it themselves.
+void note_shape_read();
 
 }  // namespace alloy

@@ -183,15 +183,14 @@ from ._core import (
     UntrustedKernelsError,
     # compile (kernel geometry as expressions of the input shapes)
     ShapeExpr,
-    # gradients (include/alloy/transforms.h)
-    grad,
-    value_and_grad,
+    # gradients (include/alloy/transforms.h; grad and value_and_grad in _transforms.py)
     vjp,
     jvp,
     custom_function,
     stop_gradient,
 )
 from ._compile import compile
+from ._transforms import grad, value_and_grad
 from . import cuda, fast, random
 
 __version__ = "0.1.0"

@@ -100,6 +100,13 @@ nb::object item(const Array& a) {
   return element(bytes.data(), a.dtype());
 }
 
+// Python code reading the shape of an array not evaluated yet: inside a traced function (compile,
+// export) its trace now depends on the call's shapes (alloy::note_shape_read).
+const Array& shape_read(const Array& a) {
+  if (!a.is_evaluated()) alloy::note_shape_read();
+  return a;
+}
+
 nb::tuple shape_tuple(const Array& a) {
   const Shape& s = a.shape();
   PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
@@ -262,13 +269,16 @@ void init_array(nb::module_& m) {
           "an alloy.array, a NumPy array (its dtype is kept; bfloat16 through ml_dtypes) or any "
           "object with __dlpack__ or the buffer protocol. `dtype` converts; `device` defaults to "
           "alloy.default_device().")
-      .def_prop_ro("shape", &shape_tuple, "The dimensions, a tuple of ints.")
+      .def_prop_ro(
+          "shape", [](const Array& a) { return shape_tuple(shape_read(a)); },
+          "The dimensions, a tuple of ints.")
       .def_prop_ro(
           "dtype", [](const Array& a) { return a.dtype(); }, "The element type (alloy.Dtype).")
       .def_prop_ro("ndim", &Array::ndim, "Number of dimensions.")
       .def_prop_ro(
-          "size", [](const Array& a) { return a.size(); }, "Number of elements.")
-      .def_prop_ro("nbytes", &Array::nbytes, "size * itemsize.")
+          "size", [](const Array& a) { return shape_read(a).size(); }, "Number of elements.")
+      .def_prop_ro(
+          "nbytes", [](const Array& a) { return shape_read(a).nbytes(); }, "size * itemsize.")
       .def_prop_ro("itemsize", &Array::itemsize, "Bytes per element.")
       .def_prop_ro("device", &Array::device, "The device holding the array.")
       .def_prop_ro(
@@ -309,7 +319,7 @@ void init_array(nb::module_& m) {
       .def("__len__",
            [](const Array& a) {
              if (a.ndim() == 0) throw nb::type_error("len() of a 0-d array");
-             return a.shape()[0];
+             return shape_read(a).shape()[0];
            })
       .def("__bool__",
            [](const Array& a) {

@@ -207,8 +207,8 @@ GradSpec grad_spec(nb::handle argnums, nb::handle argnames, const char* fn) {
 
 // fun(*args, **kwargs) and the gradient of its (first) output with respect to the arguments of
 // `spec`, as MLX's value_and_grad returns them.
-nb::tuple value_and_grad_call(nb::callable fun, const GradSpec& spec, nb::args args,
-                              nb::kwargs kwargs, const char* fn) {
+nb::tuple value_and_grad_call(nb::callable fun, const GradSpec& spec, nb::tuple args,
+                              nb::dict kwargs, const char* fn) {
   int n = static_cast<int>(nb::len(args));
   std::vector<int> nums;
   for (int a : spec.argnums) {
@@ -271,18 +271,15 @@ nb::tuple value_and_grad_call(nb::callable fun, const GradSpec& spec, nb::args a
   return nb::make_tuple(value, g);
 }
 
-nb::object py_value_and_grad(nb::callable fun, nb::handle argnums, nb::handle argnames) {
-  GradSpec spec = grad_spec(argnums, argnames, "value_and_grad");
-  return nb::cpp_function([fun, spec](nb::args args, nb::kwargs kwargs) {
-    return value_and_grad_call(fun, spec, args, kwargs, "value_and_grad");
-  });
-}
-
-nb::object py_grad(nb::callable fun, nb::handle argnums, nb::handle argnames) {
-  GradSpec spec = grad_spec(argnums, argnames, "grad");
-  return nb::cpp_function([fun, spec](nb::args args, nb::kwargs kwargs) {
-    return nb::object(value_and_grad_call(fun, spec, args, kwargs, "grad")[1]);
-  });
+// alloy.grad / value_and_grad are Python closures (python/alloy/_transforms.py) over `fun` and
+// a _GradSpec, calling this with each call: a function held by a C++ closure is invisible to
+// Python's garbage collector, and a module-level gradient function reaches itself through its
+// function's globals (a cycle never freed: nanobind reported leaked arrays at exit).
+nb::object py_grad_call(nb::callable fun, const GradSpec& spec, bool grad_only, nb::tuple args,
+                        nb::dict kwargs) {
+  const char* fn = grad_only ? "grad" : "value_and_grad";
+  nb::tuple r = value_and_grad_call(fun, spec, args, kwargs, fn);
+  return grad_only ? nb::object(r[1]) : nb::object(r);
 }
 
 // ---- custom_function ---------------------------------------------------------------------------
@@ -349,9 +346,38 @@ class CustomFunction {
   void set_vjp(nb::callable f) { vjp_ = hold(f); }
   void set_jvp(nb::callable f) { jvp_ = hold(f); }
 
+  // Garbage collection (a decorated module-level function reaches itself through its globals):
+  // the functions are reported only while this object alone holds them; while a graph node
+  // built by a call holds one too, the node still needs it and nothing is reported.
+  int traverse(visitproc visit, void* arg) const {
+    for (const Ref* r : {&fun_, &vjp_, &jvp_})
+      if (*r && r->use_count() == 1) Py_VISIT((*r)->get().ptr());
+    return 0;
+  }
+  void clear() {
+    for (Ref* r : {&fun_, &vjp_, &jvp_})
+      if (*r && r->use_count() == 1) r->reset();
+  }
+
  private:
   Ref fun_, vjp_, jvp_;
 };
+
+int custom_function_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<CustomFunction>(self)->traverse(visit, arg);
+}
+
+int custom_function_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<CustomFunction>(self)->clear();
+  return 0;
+}
+
+PyType_Slot custom_function_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(custom_function_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(custom_function_clear)},
+    {0, nullptr}};
 
 }  // namespace
 
@@ -363,23 +389,18 @@ void init_transforms(nb::module_& m) {
   m.def("jvp", &py_jvp, nb::arg("fun"), nb::arg("primals"), nb::arg("tangents"),
         "Jacobian-vector product of ``fun`` at ``primals`` with ``tangents`` (one per primal, of "
         "its shape). Returns ``(outputs, jvps)``, two lists. As ``mlx.core.jvp``.");
-  m.def("value_and_grad", &py_value_and_grad, nb::arg("fun"), nb::arg("argnums") = nb::none(),
-        nb::arg("argnames") = nb::list(),
-        nb::sig("def value_and_grad(fun: Callable, argnums: int | Sequence[int] | None = None, "
-                "argnames: str | Sequence[str] = []) -> Callable"),
-        "A function returning ``(value, grad)``: ``fun``'s result and the gradient of its output "
-        "(a scalar array, or the first element of a returned list/tuple) with respect to the "
-        "positional arguments ``argnums`` (default 0) and keyword arguments ``argnames``. "
-        "Arguments may be nested lists, tuples and dicts of arrays; each gradient has its "
-        "argument's structure. ``argnums`` an int: that argument's gradient; a sequence: a tuple "
-        "of them; with ``argnames``: ``(positional, {name: gradient})``. As "
-        "``mlx.core.value_and_grad``.");
-  m.def("grad", &py_grad, nb::arg("fun"), nb::arg("argnums") = nb::none(),
-        nb::arg("argnames") = nb::list(),
-        nb::sig("def grad(fun: Callable, argnums: int | Sequence[int] | None = None, "
-                "argnames: str | Sequence[str] = []) -> Callable"),
-        "The gradient function of ``fun``: ``value_and_grad`` without the value. As "
-        "``mlx.core.grad``.");
+  nb::class_<GradSpec>(m, "_GradSpec",
+                       "Which arguments alloy.grad / value_and_grad differentiate (checked).")
+      .def(
+          "__init__",
+          [](GradSpec* self, nb::handle argnums, nb::handle argnames, const std::string& fn) {
+            new (self) GradSpec(grad_spec(argnums, argnames, fn.c_str()));
+          },
+          nb::arg("argnums").none(), nb::arg("argnames").none(), nb::arg("fn"));
+  m.def("_grad_call", &py_grad_call, nb::arg("fun"), nb::arg("spec"), nb::arg("grad_only"),
+        nb::arg("args"), nb::arg("kwargs"),
+        "fun(*args, **kwargs) and its gradient as alloy.value_and_grad gives them (grad_only: the "
+        "gradient alone, as alloy.grad).");
   m.def(
       "stop_gradient",
       [](const Array& a, nb::handle stream) {
@@ -389,7 +410,7 @@ void init_transforms(nb::module_& m) {
       nb::arg("a"), nb::kw_only(), nb::arg("stream") = nb::none(),
       "The same values with no gradient flowing through them (a view).");
   nb::class_<CustomFunction>(
-      m, "custom_function",
+      m, "custom_function", nb::type_slots(custom_function_slots),
       "Wraps a function of arrays so that it can be given its own vjp and jvp, as "
       "``mlx.core.custom_function``::\n\n"
       "    @alloy.custom_function\n"

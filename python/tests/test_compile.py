@@ -210,13 +210,76 @@ def test_constant_grid_under_shapeless_names_the_kernel():
 
     @alloy.compile(shapeless=True)
     def f(x):
-        return k(inputs=[x], output_shapes=[x.shape], output_dtypes=[alloy.float32],
-                 grid=(x.size, 1, 1), threadgroup=(32, 1, 1))[0]
+        return k(inputs=[x], output_shapes=[(8,)], output_dtypes=[alloy.float32],
+                 grid=(8, 1, 1), threadgroup=(32, 1, 1))[0]
 
     x = rand((8,))
     np.testing.assert_allclose(np.asarray(f(alloy.array(x))), np.exp(x), rtol=1e-6)
     with pytest.raises(alloy.NotSupportedError, match="myexp.*constant grid"):
         f(alloy.array(rand((64,))))
+
+
+def test_geometry_read_from_shapes_traces_again_under_shapeless():
+    # x.shape / x.size read while tracing: the geometry is the traced call's, so new shapes
+    # trace the function again (right results) instead of replaying the traced geometry.
+    k = alloy.metal_kernel(name="myexp", input_names=["inp"], output_names=["out"], source=MYEXP)
+
+    @alloy.compile(shapeless=True)
+    def f(x):
+        return k(inputs=[x], output_shapes=[x.shape], output_dtypes=[alloy.float32],
+                 grid=(x.size, 1, 1), threadgroup=(32, 1, 1))[0]
+
+    for n in (8, 64, 8):
+        x = rand((n,))
+        np.testing.assert_allclose(np.asarray(f(alloy.array(x))), np.exp(x), rtol=1e-6)
+    assert f.trace_count == 2
+
+
+def test_shapeless_gradient_step_follows_new_sizes():
+    # The gradient of a sum broadcasts its cotangent to the traced shape: before, n = 1 after
+    # n = 8 returned 8 values and n = 3 raised "shapes (3) and (8) cannot be broadcast".
+    def loss(x, w):
+        return alloy.sum(alloy.exp(x * w) * 0.5 + alloy.sin(x))
+
+    def step(x, w):
+        return w - 0.1 * alloy.grad(loss, argnums=1)(x, w)
+
+    f = alloy.compile(step, shapeless=True)
+    for n in (8, 1, 3, 100):
+        x, w = rand((n,)), rand((n,))
+        got = np.asarray(f(alloy.array(x), alloy.array(w)))
+        x64, w64 = x.astype(np.float64), w.astype(np.float64)
+        assert got.shape == (n,)
+        np.testing.assert_allclose(got, w64 - 0.1 * x64 * np.exp(x64 * w64) * 0.5, rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_shapeless_values_made_from_shapes():
+    # x.shape[0] turned into a value (a mean by hand) and an explicit broadcast_to: both are the
+    # call's shapes, so each new shape is traced; results equal calling the function.
+    def f(x):
+        return alloy.sum(x) / x.shape[0] + alloy.broadcast_to(alloy.max(x), (4,))
+
+    g = alloy.compile(f, shapeless=True)
+    for n in (4, 1, 16):
+        x = rand((n,))
+        want = np.asarray(f(alloy.array(x)))
+        got = np.asarray(g(alloy.array(x)))
+        assert got.shape == want.shape == (4,)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # Elementwise chains that read no shapes keep one trace for every size, as do slices with
+    # open ends; a negative bound is the call's dimension minus one: traced again.
+    h = alloy.compile(lambda x, row: x * row + 1.0, shapeless=True)
+    for n, m in ((2, 3), (5, 3), (1, 9)):
+        h(alloy.array(rand((n, m))), alloy.array(rand((m,))))
+    assert h.trace_count == 1
+    every_other = alloy.compile(lambda x: x[::2] * 2.0, shapeless=True)
+    all_but_last = alloy.compile(lambda x: x[:-1] * 2.0, shapeless=True)
+    for n in (8, 13):
+        x = rand((n,))
+        np.testing.assert_allclose(np.asarray(every_other(alloy.array(x))), x[::2] * 2)
+        np.testing.assert_allclose(np.asarray(all_but_last(alloy.array(x))), x[:-1] * 2)
+    assert every_other.trace_count == 1 and all_but_last.trace_count == 2
 
 
 def test_geometry_lambda_that_needs_values_falls_back_to_concrete_shapes():

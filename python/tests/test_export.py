@@ -111,7 +111,19 @@ def test_shapeless_views_at_three_sizes(tmp_path):
 
 def test_shapeless_constant_grid_kernel_refuses_other_shapes(tmp_path):
     path = str(tmp_path / "k.alloy")
-    alloy.export_function(path, alloy_fn(), alloy.array(rand(4, 8)), shapeless=True)
+    # Geometry read from shapes (v.size, v.shape): a shapeless file could not follow it.
+    with pytest.raises(alloy.NotSupportedError, match="read the shapes of its inputs"):
+        alloy.export_function(path, alloy_fn(), alloy.array(rand(4, 8)), shapeless=True)
+    k = alloy.metal_kernel(name="exp2x", input_names=["inp"], output_names=["out"],
+                           source=EXP_SOURCE)
+
+    def literal(x):  # literal geometry: exported; other shapes are refused naming the kernel
+        v = x[:, ::2].transpose()
+        return k(inputs=[v], template=[("T", alloy.float32)], grid=(16, 1, 1),
+                 threadgroup=(64, 1, 1), output_shapes=[(4, 4)], output_dtypes=[alloy.float32],
+                 stream=alloy.cpu)[0].transpose(), x
+
+    alloy.export_function(path, literal, alloy.array(rand(4, 8)), shapeless=True)
     f = alloy.import_function(path, trust_kernels=True, device=alloy.cpu)
     x = rand(4, 8)
     np.testing.assert_allclose(np.asarray(f(alloy.array(x))[0]), alloy_reference(x)[0],

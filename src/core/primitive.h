@@ -81,6 +81,12 @@ class Primitive {
   virtual PrimitiveState state() const = 0;
   /// Same function of the inputs? Default: same name and equal state.
   virtual bool is_equivalent(const Primitive& other) const;
+  /// True when output_shapes() (or what the outputs hold) comes from shapes or bounds recorded in
+  /// the state at the call (a reshape's target, a slice's bounds, a broadcast's shape) rather than
+  /// from the inputs' shapes alone: replayed on inputs of other shapes, the primitive would keep
+  /// the call's shapes where the function, called again, would compute others. A shapeless
+  /// compile traces a function holding one again for new shapes instead of replaying it.
+  virtual bool shapes_from_state() const { return false; }
 
   /// Gradient hooks. cotangents: one per output; returns one cotangent per entry of argnums.
   virtual std::vector<Array> vjp(const std::vector<Array>& primals,

@@ -34,10 +34,12 @@ std::shared_ptr<SliceView> SliceView::from_slices(const Shape& shape,
                                                   const std::vector<alloy::Slice>& sl) {
   if (sl.size() > shape.size()) throw std::invalid_argument("slice: more slices than dimensions");
   std::vector<int64_t> starts, stops, steps;
+  bool from_shape = false;  // a bound made from the dimension: negative, or clamped to it
   for (size_t ax = 0; ax < shape.size(); ++ax) {
     alloy::Slice s = ax < sl.size() ? sl[ax] : alloy::Slice{};
     if (s.step == 0) throw std::invalid_argument("slice: step cannot be zero");
     int64_t dim = shape[ax];
+    for (auto v : {s.start, s.stop}) from_shape |= v && (*v < 0 || *v > dim);
     auto norm = [&](std::optional<int64_t> v, int64_t dflt, int64_t lo, int64_t hi) {
       if (!v) return dflt;
       int64_t x = *v < 0 ? *v + dim : *v;
@@ -60,7 +62,9 @@ std::shared_ptr<SliceView> SliceView::from_slices(const Shape& shape,
     stops.push_back(stop);
     steps.push_back(s.step);
   }
-  return std::make_shared<SliceView>(std::move(starts), std::move(stops), std::move(steps));
+  auto view = std::make_shared<SliceView>(std::move(starts), std::move(stops), std::move(steps));
+  view->from_shape_ = from_shape;
+  return view;
 }
 
 ViewLayout SliceView::layout(const Array& in) const {
@@ -151,7 +155,14 @@ ViewLayout Broadcast::layout(const Array& in) const {
 PrimitiveState Broadcast::state() const {
   PrimitiveState s(1);
   s.set("shape", shape_);
+  if (implicit_) s.set("implicit", true);  // absent: explicit (files written before it existed)
   return s;
+}
+
+Array broadcast_operand(const Array& x, Shape shape) {
+  checked_numel(shape);
+  auto prim = std::make_shared<Broadcast>(std::move(shape), true);
+  return make_pending_view(prim, x, prim->layout(x));
 }
 
 ViewLayout AsStrided::layout(const Array& in) const {
@@ -256,7 +267,8 @@ ALLOY_REGISTER_PRIMITIVE(Reshape, [](const PrimitiveState& s) {
   return std::make_shared<Reshape>(s.get_as<Ints>("shape"));
 })
 ALLOY_REGISTER_PRIMITIVE(Broadcast, [](const PrimitiveState& s) {
-  return std::make_shared<Broadcast>(s.get_as<Ints>("shape"));
+  return std::make_shared<Broadcast>(s.get_as<Ints>("shape"),
+                                     s.has("implicit") && s.get_as<bool>("implicit"));
 })
 ALLOY_REGISTER_PRIMITIVE(AsStrided, [](const PrimitiveState& s) {
   return std::make_shared<AsStrided>(s.get_as<Ints>("shape"), s.get_as<Ints>("strides"),

@@ -35,9 +35,14 @@ class SliceView : public ViewPrimitive {
   const char* name() const override { return "Slice"; }
   ViewLayout layout(const Array& input) const override;
   PrimitiveState state() const override;
+  /// Open ends are stored open and explicit non-negative bounds re-clamp to any shape as numpy
+  /// clamps them (layout), so only bounds that from_slices made from the dimension (negative,
+  /// or clamped to it) hold the call's shape.
+  bool shapes_from_state() const override { return from_shape_; }
 
  private:
   std::vector<int64_t> starts_, stops_, steps_;
+  bool from_shape_ = false;
 };
 
 class Transpose : public ViewPrimitive {
@@ -61,6 +66,7 @@ class Reshape : public ViewPrimitive {
   const char* name() const override { return "Reshape"; }
   ViewLayout layout(const Array& input) const override;
   PrimitiveState state() const override;
+  bool shapes_from_state() const override { return true; }
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<Array>& outputs) override;
@@ -69,17 +75,28 @@ class Reshape : public ViewPrimitive {
   Shape shape_;
 };
 
-/// Numpy broadcasting of the input to `shape` (stride 0 along broadcast axes).
+/// Numpy broadcasting of the input to `shape` (stride 0 along broadcast axes). `implicit`: made
+/// by an elementwise op to bring its operands to their common shape (ops::broadcast_operand), so
+/// the shape is by construction the broadcast of that op's operand shapes: compile's fusion may
+/// read the source instead and broadcast it itself, also for new shapes. An explicit
+/// broadcast_to keeps its shape whatever the other operands are.
 class Broadcast : public ViewPrimitive {
  public:
-  explicit Broadcast(Shape shape) : shape_(std::move(shape)) {}
+  explicit Broadcast(Shape shape, bool implicit = false)
+      : shape_(std::move(shape)), implicit_(implicit) {}
   const char* name() const override { return "Broadcast"; }
   ViewLayout layout(const Array& input) const override;
   PrimitiveState state() const override;
+  bool shapes_from_state() const override { return true; }
+  bool implicit() const { return implicit_; }
 
  private:
   Shape shape_;
+  bool implicit_;
 };
+
+/// `x` broadcast to `shape` as an elementwise op's operand (Broadcast with implicit = true).
+Array broadcast_operand(const Array& x, Shape shape);
 
 /// Any shape/strides/offset over the input's buffer, relative to the input's element 0 (as
 /// numpy's as_strided; the caller promises the view stays inside the buffer: checked).
@@ -90,6 +107,7 @@ class AsStrided : public ViewPrimitive {
   const char* name() const override { return "AsStrided"; }
   ViewLayout layout(const Array& input) const override;
   PrimitiveState state() const override;
+  bool shapes_from_state() const override { return true; }
 
  private:
   Shape shape_;

@@ -910,6 +910,9 @@ class LibraryKernelOp : public Primitive {
 
   const char* name() const override { return "LibraryKernel"; }
   std::string label() const override { return "LibraryKernel(" + s_.label + ")"; }
+  // Threads and new buffers are fixed for the call's shapes (output_shapes refuses others): a
+  // shapeless compile traces the function again for new shapes.
+  bool shapes_from_state() const override { return true; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override {
     if (inputs.size() != s_.input_shapes.size())
       throw std::invalid_argument(fmt::format("[library] kernel '{}' takes {} input(s), {} given",

@@ -50,6 +50,7 @@ class Gather : public Primitive {
  public:
   Gather(std::vector<int> axes, Shape slice_sizes);
   const char* name() const override { return "Gather"; }
+  bool shapes_from_state() const override { return true; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
   PrimitiveState state() const override;
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
@@ -127,6 +128,7 @@ class SliceUpdate : public Primitive {
  public:
   SliceUpdate(Shape start, Shape stop, Shape strides);
   const char* name() const override { return "SliceUpdate"; }
+  bool shapes_from_state() const override { return true; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
   PrimitiveState state() const override;
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
@@ -146,6 +148,7 @@ class RandomBits : public Primitive {
  public:
   RandomBits(Shape shape, int width);
   const char* name() const override { return "RandomBits"; }
+  bool shapes_from_state() const override { return true; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
   PrimitiveState state() const override;
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;

@@ -13,6 +13,7 @@
 
 #include "alloy/errors.h"
 #include "core/array_node.h"
+#include "core/primitives.h"
 #include "ops/functors.h"
 #include "ops/ops_internal.h"
 #include "ops/primitives.h"
@@ -205,7 +206,7 @@ Array apply_elementwise(const std::string& op, const std::vector<Array>& inputs,
   std::vector<Array> in;
   for (auto& a : inputs) {
     Array x = on_device(a, d);
-    if (x.ndim() > 0 && x.shape() != shape) x = x.broadcast_to(shape);
+    if (x.ndim() > 0 && x.shape() != shape) x = broadcast_operand(x, shape);
     in.push_back(std::move(x));
   }
   return make_pending(std::make_shared<Elementwise>(op), std::move(in), {shape}, {plan.out},

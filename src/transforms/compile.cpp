@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "core/primitives.h"
 #include "transforms/compile_graph.h"
 #include "transforms/compile_passes.h"
 #include "transforms/trace.h"
@@ -28,6 +29,10 @@ struct SignatureHash {
 
 struct CompiledGraph {
   transforms::Trace trace;
+  // Under shapeless: the trace holds shapes of the call it was traced for (a primitive's
+  // shapes_from_state: reshape targets, slice bounds, explicit broadcasts, ...), so it replays
+  // only on the traced input shapes (trace.input_shapes); other shapes are traced again.
+  bool fixed_shapes = false;
   std::vector<Array> constants;  // made once; arrays are immutable
   // CUDA graph of the replay (transforms/compile_graph.h); after `constants`, so it is destroyed
   // (waiting for its last launch) before the constants its launches read.
@@ -41,9 +46,12 @@ struct CompileState {
   std::unordered_map<Signature, std::shared_ptr<const CompiledGraph>, SignatureHash> cache;
   std::atomic<int> traces{0};
 
-  Signature signature(const std::vector<Array>& inputs) const {
+  // `dims`: with every input's dimensions even when shapeless (then marked, so that such a key
+  // never equals a shapeless one).
+  Signature signature(const std::vector<Array>& inputs, bool dims) const {
     Signature s;
-    s.reserve(1 + inputs.size() * 6);
+    s.reserve(2 + inputs.size() * 6);
+    if (dims && shapeless) s.push_back(-1);
     s.push_back(static_cast<int64_t>(inputs.size()));
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Array& a = inputs[i];
@@ -53,13 +61,23 @@ struct CompileState {
       s.push_back(static_cast<int64_t>(a.dtype()));
       s.push_back(static_cast<int64_t>(d.type) * 65536 + d.index);
       s.push_back(a.ndim());
-      if (!shapeless) s.insert(s.end(), a.shape().begin(), a.shape().end());
+      if (dims) s.insert(s.end(), a.shape().begin(), a.shape().end());
     }
     return s;
   }
 
   std::shared_ptr<const CompiledGraph> graph(const std::vector<Array>& inputs) {
-    Signature key = signature(inputs);
+    auto g = lookup(signature(inputs, !shapeless), inputs);
+    if (shapeless && g->fixed_shapes) {
+      bool same = true;
+      for (size_t i = 0; i < inputs.size() && same; ++i)
+        same = inputs[i].shape() == g->trace.input_shapes[i];
+      if (!same) g = lookup(signature(inputs, true), inputs);
+    }
+    return g;
+  }
+
+  std::shared_ptr<const CompiledGraph> lookup(Signature key, const std::vector<Array>& inputs) {
     {
       std::lock_guard lock(mu);
       auto it = cache.find(key);
@@ -69,7 +87,21 @@ struct CompileState {
     auto g = std::make_shared<CompiledGraph>();
     g->trace = transforms::trace(fn, inputs);
     traces.fetch_add(1, std::memory_order_relaxed);
+    // Shapes of the call are in the trace when a primitive recorded them: before optimization
+    // (folding can turn one into a constant of the traced shape), except the elementwise ops'
+    // own broadcasts, which fusion reads through; after it, any such primitive left.
+    auto fixed = [](const transforms::TapeOp& op, bool skip_operand_broadcasts) {
+      if (!op.primitive->shapes_from_state()) return false;
+      auto* b = dynamic_cast<const Broadcast*>(op.primitive.get());
+      return !(skip_operand_broadcasts && b && b->implicit());
+    };
+    if (shapeless) {
+      g->fixed_shapes = g->trace.shapes_read;
+      for (auto& op : g->trace.ops) g->fixed_shapes |= fixed(op, true);
+    }
     transforms::optimize(g->trace);
+    if (shapeless)
+      for (auto& op : g->trace.ops) g->fixed_shapes |= fixed(op, false);
     g->constants = transforms::make_constants(g->trace, std::nullopt);
     std::lock_guard lock(mu);
     return cache.emplace(std::move(key), std::move(g)).first->second;

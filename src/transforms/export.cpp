@@ -260,6 +260,23 @@ void FunctionExporter::operator()(const Args& args, const Kwargs& kwargs) {
         return fn(a, kw);
       },
       flat);
+  // A shapeless file is replayed on other shapes without the function: a trace that holds the
+  // call's shapes (compile traces such a function again; see docs/compile.md) would compute with
+  // the traced ones there. Export does not fuse, so the elementwise ops' own broadcasts count too.
+  if (state_->shapeless) {
+    std::string why = rec.trace.shapes_read ? "the function read the shapes of its inputs" : "";
+    for (auto& op : rec.trace.ops)
+      if (why.empty() && op.primitive->shapes_from_state())
+        why = op.primitive->label() + " holds shapes of the call";
+    if (!why.empty())
+      throw NotSupported(
+          "export_function",
+          fmt::format("not supported: exporting this function shapeless ({}): replayed on other "
+                      "shapes it would keep the traced ones. Export it with shapeless=False, "
+                      "once per input shape (a file holds several), or give kernel geometry as "
+                      "shape expressions",
+                      why));
+  }
   for (auto& r : state_->traces)
     if (same_signature(r, rec, state_->shapeless))
       throw std::invalid_argument(

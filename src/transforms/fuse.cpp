@@ -244,11 +244,13 @@ void fuse_elementwise(Trace& t) {
       if (r.kind == ValueRef::Kind::op) consumers[r.index].push_back(i);
   for (auto& r : t.outputs)
     if (r.kind == ValueRef::Kind::op) is_output[r.index] = true;
-  // What a chain reads for a value: the source of a Broadcast view (the fused kernel broadcasts
-  // it itself, also for new shapes under shapeless replay), else the value.
+  // What a chain reads for a value: the source of an elementwise op's own (implicit) Broadcast
+  // view (the fused kernel broadcasts it itself, also for new shapes under shapeless replay), else
+  // the value. An explicit broadcast_to keeps its view: its shape does not follow the operands.
   auto source = [&](const ValueRef& r) {
-    if (r.kind == ValueRef::Kind::op && dynamic_cast<Broadcast*>(t.ops[r.index].primitive.get()))
-      return t.ops[r.index].inputs.at(0);
+    if (r.kind == ValueRef::Kind::op)
+      if (auto* b = dynamic_cast<Broadcast*>(t.ops[r.index].primitive.get()); b && b->implicit())
+        return t.ops[r.index].inputs.at(0);
     return r;
   };
   auto elementwise = [&](size_t i) {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "alloy/compile.h"
 #include "alloy/errors.h"
 #include "core/array_node.h"
 #include "core/primitives.h"
@@ -52,6 +53,9 @@ std::string shape_str(const Shape& s) {
 
 }  // namespace
 
+// Where note_shape_read() reports while a function is traced on this thread.
+static thread_local bool* g_shape_reads = nullptr;
+
 Trace trace(const TraceFn& fn, const std::vector<Array>& example_inputs) {
   Trace t;
   std::vector<Array> placeholders;
@@ -68,7 +72,20 @@ Trace trace(const TraceFn& fn, const std::vector<Array>& example_inputs) {
     t.input_dtypes.push_back(e.dtype());
     t.input_devices.push_back(e.device());
   }
-  std::vector<Array> outputs = fn(placeholders);
+  std::vector<Array> outputs;
+  {
+    bool* outer = g_shape_reads;
+    g_shape_reads = &t.shapes_read;
+    struct Restore {
+      bool* outer;
+      bool* mine;
+      ~Restore() {
+        g_shape_reads = outer;
+        if (outer && *mine) *outer = true;  // a trace inside a trace: the outer one read it too
+      }
+    } restore{outer, &t.shapes_read};
+    outputs = fn(placeholders);
+  }
   if (outputs.empty()) throw std::invalid_argument("trace: the function returned no arrays");
 
   std::unordered_map<const PendingOp*, uint32_t> op_index;
@@ -262,3 +279,7 @@ std::vector<Array> replay(const Trace& t, const std::vector<Array>& inputs,
 }
 
 }  // namespace alloy::transforms
+
+void alloy::note_shape_read() {
+  if (transforms::g_shape_reads) *transforms::g_shape_reads = true;
+}

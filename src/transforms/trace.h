@@ -60,6 +60,9 @@ struct Trace {
   std::vector<TapeConstant> constants;
   std::vector<TapeOp> ops;  // in evaluation order: an op's inputs come before it
   std::vector<ValueRef> outputs;
+  // The function read the shape of a traced value (note_shape_read): what it built may hold the
+  // traced shapes as values. Not written to files.
+  bool shapes_read = false;
 };
 
 using TraceFn = std::function<std::vector<Array>(const std::vector<Array>& inputs)>;
