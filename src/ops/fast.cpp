@@ -25,10 +25,6 @@ namespace alloy {
 namespace ops {
 namespace {
 
-std::string tname(Dtype t) {
-  return std::string(msl_type_name(t));
-}
-
 // The dtype a kernel computes in for output dtype `out`.
 Dtype compute_of(Dtype out) {
   return out == Dtype::float64 ? Dtype::float64 : Dtype::float32;

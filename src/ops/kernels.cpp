@@ -23,10 +23,6 @@ namespace {
 
 std::atomic<bool> g_poison{false};
 
-std::string type_name(Dtype t) {
-  return std::string(msl_type_name(t));
-}
-
 // The functor texts an op needs (its own after those it calls), after the shared helpers.
 void add_functor(std::string& header, const std::string& op) {
   const OpInfo& info = op_info(op);
@@ -79,7 +75,7 @@ const char* kInputNames[] = {"a", "b", "c"};
 std::string convert_expr(const std::string& x, Dtype from, Dtype to) {
   if (from == Dtype::complex64 && to == Dtype::bool_)
     return fmt::format("bool(({}) != complex64_t(0.0f, 0.0f))", x);
-  return fmt::format("static_cast<{}>({})", type_name(to), x);
+  return fmt::format("static_cast<{}>({})", tname(to), x);
 }
 
 std::string read_expr(const std::string& name, char layout) {
@@ -146,6 +142,21 @@ std::string reduction_functor(const std::string& op) {
 std::string reduction_identity(const std::string& op, Dtype acc) {
   return reduce_init(op, acc);
 }
+
+OpKernel reduction_kernel(const std::string& key, const std::string& op, Dtype acc,
+                          const std::string& suffix,
+                          const std::function<std::string(const ReductionText&)>& source) {
+  return op_kernel(key, [&] {
+    KernelSpec spec;
+    spec.name = "alloy_" + op + "_" + suffix;
+    spec.input_names = {"x"};
+    spec.output_names = {"out"};
+    std::string f = reduction_functor(op);
+    spec.header = functor_header({f});
+    spec.source = source({f + "_functor()", tname(acc), reduction_identity(op, acc)});
+    return spec;
+  });
+}
 std::string functor_header(const std::vector<std::string>& functors) {
   return header_for(functors);
 }
@@ -198,7 +209,7 @@ OpKernel elementwise_kernel(const ElementwiseKernel& k, const std::vector<Array>
     spec.source = fmt::format(
         "  uint i = thread_position_in_grid.x;\n"
         "  out[i] = static_cast<{}>({}_functor()({}));\n",
-        type_name(k.out), k.op, args);
+        tname(k.out), k.op, args);
     return spec;
   });
 }
@@ -217,7 +228,7 @@ OpKernel reduce_kernel(const ReduceKernel& k, const Array& x) {
     spec.name = "alloy_" + k.op;
     spec.input_names = {"x"};
     spec.output_names = {"out"};
-    std::string acc = type_name(k.acc), out = type_name(k.out);
+    std::string acc = tname(k.acc), out = tname(k.out);
     std::string s = "  uint o = thread_position_in_grid.x;\n";
     if (arg) {
       spec.header = header_for({});
@@ -315,7 +326,7 @@ OpKernel column_pass_kernel(const std::string& op, Dtype in, Dtype acc, Dtype ou
     spec.name = "alloy_" + op + "_columns";
     spec.input_names = {"x"};
     spec.output_names = {"out"};
-    std::string f = reduce_functor(op), F = f + "_functor()", a = type_name(acc);
+    std::string f = reduce_functor(op), F = f + "_functor()", a = tname(acc);
     spec.header = header_for({f});
     spec.source = fmt::format(
         "  int64_t c = thread_position_in_grid.x, p = thread_position_in_grid.y;\n"
@@ -329,7 +340,7 @@ OpKernel column_pass_kernel(const std::string& op, Dtype in, Dtype acc, Dtype ou
         "    a = r < R ? {3}(a, v) : a;\n"
         "  }}\n"
         "  out[p * C + c] = static_cast<{4}>(a);\n",
-        kColumnPassRows, a, reduce_init(op, acc), F, type_name(out));
+        kColumnPassRows, a, reduce_init(op, acc), F, tname(out));
     return spec;
   });
 }
@@ -342,7 +353,7 @@ OpKernel row_chunk_kernel(const std::string& op, Dtype in, Dtype acc) {
     spec.name = "alloy_" + op + "_chunks";
     spec.input_names = {"x"};
     spec.output_names = {"out"};
-    std::string f = reduce_functor(op), F = f + "_functor()", a = type_name(acc);
+    std::string f = reduce_functor(op), F = f + "_functor()", a = tname(acc);
     spec.header = header_for({f});
     std::string s = fmt::format(
         "  int64_t q = thread_position_in_grid.x, o = thread_position_in_grid.y;\n"
@@ -416,23 +427,34 @@ KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads,
   return call;
 }
 
-void run_kernel(const OpKernel& k, const std::vector<Array>& inputs, std::vector<Array>& outputs,
-                int64_t threads, bool gpu, int64_t rows) {
-  KernelCall call = kernel_call(outputs.at(0).shape(), outputs[0].dtype(), threads, gpu, rows);
+void launch_op_kernel(const OpKernel& k, const std::vector<Array>& inputs,
+                      std::vector<Array>& outputs, std::array<int64_t, 3> grid,
+                      std::array<int64_t, 3> threadgroup, bool gpu) {
   std::vector<Dtype> dtypes;
   std::vector<std::vector<ShapeExpr>> shapes;
   for (auto& o : outputs) {
     dtypes.push_back(o.dtype());
     shapes.emplace_back(o.shape().begin(), o.shape().end());
   }
-  kernel::CustomKernel ck(k.spec, std::move(dtypes), {},
-                          DimsExpr{ShapeExpr(call.grid[0]), ShapeExpr(call.grid[1]), ShapeExpr(1)},
-                          DimsExpr{ShapeExpr(call.threadgroup[0]), ShapeExpr(1), ShapeExpr(1)},
-                          std::move(shapes), call.init_value, k.key);
+  std::optional<double> init;
+  if (g_poison)
+    init = is_floating(outputs.at(0).dtype()) ? std::numeric_limits<double>::quiet_NaN() : 77.0;
+  auto dims = [](const std::array<int64_t, 3>& d) {
+    return DimsExpr{ShapeExpr(d[0]), ShapeExpr(d[1]), ShapeExpr(d[2])};
+  };
+  kernel::CustomKernel ck(k.spec, std::move(dtypes), {}, dims(grid), dims(threadgroup),
+                          std::move(shapes), init, k.key);
   if (gpu)
     ck.eval_gpu(inputs, outputs);
   else
     ck.eval_cpu(inputs, outputs);
+}
+
+void run_kernel(const OpKernel& k, const std::vector<Array>& inputs, std::vector<Array>& outputs,
+                int64_t threads, bool gpu, int64_t rows) {
+  KernelCall call = kernel_call(outputs.at(0).shape(), outputs[0].dtype(), threads, gpu, rows);
+  launch_op_kernel(k, inputs, outputs, {call.grid[0], call.grid[1], 1}, {call.threadgroup[0], 1, 1},
+                   gpu);
 }
 
 void run_kernel_grid(const OpKernel& k, const std::vector<Array>& inputs,
@@ -443,23 +465,7 @@ void run_kernel_grid(const OpKernel& k, const std::vector<Array>& inputs,
       throw NotSupported("alloy ops", fmt::format("not supported: an op grid of {} threads along "
                                                   "one axis (at most 2^31 - 1 for now)",
                                                   g));
-  std::vector<Dtype> dtypes;
-  std::vector<std::vector<ShapeExpr>> shapes;
-  for (auto& o : outputs) {
-    dtypes.push_back(o.dtype());
-    shapes.emplace_back(o.shape().begin(), o.shape().end());
-  }
-  std::optional<double> init;
-  if (g_poison)
-    init = is_floating(outputs.at(0).dtype()) ? std::numeric_limits<double>::quiet_NaN() : 77.0;
-  kernel::CustomKernel ck(k.spec, std::move(dtypes), {},
-                          DimsExpr{ShapeExpr(grid[0]), ShapeExpr(grid[1]), ShapeExpr(grid[2])},
-                          DimsExpr{ShapeExpr(threadgroup), ShapeExpr(1), ShapeExpr(1)},
-                          std::move(shapes), init, k.key);
-  if (gpu)
-    ck.eval_gpu(inputs, outputs);
-  else
-    ck.eval_cpu(inputs, outputs);
+  launch_op_kernel(k, inputs, outputs, grid, {threadgroup, 1, 1}, gpu);
 }
 
 Array scratch(const Shape& shape, Dtype dtype, Device device) {

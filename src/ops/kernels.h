@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "alloy/array.h"
+#include "alloy/dtype.h"
 #include "alloy/kernel.h"
 
 namespace alloy::ops {
@@ -95,6 +96,14 @@ OpKernel op_kernel(const std::string& cache_key, const std::function<KernelSpec(
 /// it).
 Array scratch(const Shape& shape, Dtype dtype, Device device);
 
+/// Runs a generated kernel over `grid` threads in groups of `threadgroup` (Metal's
+/// dispatchThreads), writing `outputs` (unallocated, their shapes and dtypes set), on the CPU or
+/// the GPU; outputs are poisoned first under set_poison_outputs. run_kernel and run_kernel_grid
+/// choose the geometry; kernels with their own use this.
+void launch_op_kernel(const OpKernel& k, const std::vector<Array>& inputs,
+                      std::vector<Array>& outputs, std::array<int64_t, 3> grid,
+                      std::array<int64_t, 3> threadgroup, bool gpu);
+
 /// Runs a generated kernel over an explicit (x, y, z) grid with threadgroups of `threadgroup`
 /// threads along x (kernels with simdgroup or threadgroup cooperation choose their own).
 void run_kernel_grid(const OpKernel& k, const std::vector<Array>& inputs,
@@ -106,6 +115,23 @@ void run_kernel_grid(const OpKernel& k, const std::vector<Array>& inputs,
 /// type as Metal text, and the kernel header holding the shared helpers and these functors.
 std::string reduction_functor(const std::string& op);
 std::string reduction_identity(const std::string& op, Dtype acc);
+
+/// The Metal name of a dtype in generated kernel text (float, half, bfloat16_t, ...).
+inline std::string tname(Dtype t) {
+  return std::string(msl_type_name(t));
+}
+
+/// What a reduction kernel's text names: the op's functor call `F` ("add_functor()"), the
+/// accumulator's Metal type `A` and the op's identity in it `I`.
+struct ReductionText {
+  std::string F, A, I;
+};
+/// A reduction kernel from input "x" to output "out", named "alloy_<op>_<suffix>", with the op's
+/// functor in its header and `source(text)` as its body; built once per `key`, which must hold
+/// every parameter the body depends on.
+OpKernel reduction_kernel(const std::string& key, const std::string& op, Dtype acc,
+                          const std::string& suffix,
+                          const std::function<std::string(const ReductionText&)>& source);
 
 /// Test hook: poison outputs (NaN for floats, 0xFF.. patterns otherwise) before each op kernel
 /// runs, so that elements a kernel fails to write are caught.

@@ -19,10 +19,6 @@ namespace alloy {
 namespace ops {
 namespace {
 
-std::string tname(Dtype t) {
-  return std::string(msl_type_name(t));
-}
-
 void check_quant_params(int group_size, int bits, const char* op) {
   if (bits != 4 && bits != 8)
     throw std::invalid_argument(

@@ -13,10 +13,6 @@ namespace {
 
 std::atomic<bool> g_coop_cpu{false};
 
-std::string tname(Dtype t) {
-  return std::string(msl_type_name(t));
-}
-
 }  // namespace
 
 void set_cooperative_columns_on_cpu(bool on) {
@@ -35,14 +31,8 @@ int column_tile(int64_t inner) {
 OpKernel column_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out, int tile) {
   std::string key = fmt::format("colcoop|{}|{}|{}|{}|{}", op, dtype_name(in), dtype_name(acc),
                                 dtype_name(out), tile);
-  return op_kernel(key, [&] {
-    KernelSpec spec;
-    spec.name = "alloy_" + op + "_columns_coop";
-    spec.input_names = {"x"};
-    spec.output_names = {"out"};
-    std::string f = reduction_functor(op), F = f + "_functor()", A = tname(acc);
-    std::string I = reduction_identity(op, acc);
-    spec.header = functor_header({f});
+  return reduction_kernel(key, op, acc, "columns_coop", [&](const ReductionText& text) {
+    const std::string &F = text.F, &A = text.A, &I = text.I;
     const int W = tile, lanes = kColumnThreads / tile;
     std::string s = fmt::format(
         "  uint tid = thread_position_in_threadgroup.x;\n"
@@ -89,8 +79,7 @@ OpKernel column_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype 
     s += fmt::format(
         "  if (ry == 0 && c < I) out[(o * P + p) * I + c] = static_cast<{}>(part[tid]);\n",
         tname(out));
-    spec.source = s;
-    return spec;
+    return s;
   });
 }
 

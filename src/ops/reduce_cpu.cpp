@@ -11,10 +11,6 @@
 namespace alloy::ops {
 namespace {
 
-std::string tname(Dtype t) {
-  return std::string(msl_type_name(t));
-}
-
 // Lanes of the row kernel, elements per block (each lane adds kBlock / kLanes of them before
 // they join its total) and the column kernel's tile width.
 constexpr int kLanes = 32;
@@ -47,18 +43,7 @@ void run_heavy(const OpKernel& k, const std::vector<Array>& inputs, std::vector<
   int64_t tx = 1;
   while (tx < 1024 && tx * kTaskElements < kThreadsPerTask * work) tx *= 2;
   int64_t ty = 1024 / tx;
-  KernelCall call = kernel_call(outputs.at(0).shape(), outputs[0].dtype(), 1, false, threads);
-  std::vector<Dtype> dtypes;
-  std::vector<std::vector<ShapeExpr>> shapes;
-  for (auto& o : outputs) {
-    dtypes.push_back(o.dtype());
-    shapes.emplace_back(o.shape().begin(), o.shape().end());
-  }
-  kernel::CustomKernel ck(k.spec, std::move(dtypes), {},
-                          DimsExpr{ShapeExpr(1), ShapeExpr(threads), ShapeExpr(1)},
-                          DimsExpr{ShapeExpr(tx), ShapeExpr(ty), ShapeExpr(1)}, std::move(shapes),
-                          call.init_value, k.key);
-  ck.eval_cpu(inputs, outputs);
+  launch_op_kernel(k, inputs, outputs, {1, threads, 1}, {tx, ty, 1}, /*gpu=*/false);
 }
 
 }  // namespace
@@ -66,14 +51,8 @@ void run_heavy(const OpKernel& k, const std::vector<Array>& inputs, std::vector<
 OpKernel cpu_row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out) {
   std::string key =
       fmt::format("cpurow|{}|{}|{}|{}", op, dtype_name(in), dtype_name(acc), dtype_name(out));
-  return op_kernel(key, [&] {
-    KernelSpec spec;
-    spec.name = "alloy_" + op + "_rows_cpu";
-    spec.input_names = {"x"};
-    spec.output_names = {"out"};
-    std::string f = reduction_functor(op), F = f + "_functor()", A = tname(acc);
-    std::string I = reduction_identity(op, acc);
-    spec.header = functor_header({f});
+  return reduction_kernel(key, op, acc, "rows_cpu", [&](const ReductionText& text) {
+    const std::string &F = text.F, &A = text.A, &I = text.I;
     std::string s = fmt::format(
         "  int64_t id = thread_position_in_grid.y;\n"
         "  int64_t P = int64_t(threads_per_grid.y) / x_shape[0];\n"
@@ -102,25 +81,18 @@ OpKernel cpu_row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype
         "    for (int j = 0; j < w; ++j) tot[j] = {5}(tot[j], tot[j + w]);\n"
         "  out[row * P + p] = static_cast<{6}>({5}(tot[0], a));\n",
         kLanes, kBlock, tname(in), A, I, F, tname(out));
-    spec.source = s;
-    return spec;
+    return s;
   });
 }
 
 OpKernel cpu_column_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out) {
   std::string key =
       fmt::format("cpucol|{}|{}|{}|{}", op, dtype_name(in), dtype_name(acc), dtype_name(out));
-  return op_kernel(key, [&] {
-    KernelSpec spec;
-    spec.name = "alloy_" + op + "_columns_cpu";
-    spec.input_names = {"x"};
-    spec.output_names = {"out"};
-    std::string f = reduction_functor(op), F = f + "_functor()", A = tname(acc);
-    std::string I = reduction_identity(op, acc);
-    spec.header = functor_header({f});
+  return reduction_kernel(key, op, acc, "columns_cpu", [&](const ReductionText& text) {
+    const std::string &F = text.F, &A = text.A, &I = text.I;
     // A full tile has a constant width (a vector loop of known trip count); the last tile of a
     // row may be narrower.
-    spec.source = fmt::format(
+    return fmt::format(
         "  int64_t id = thread_position_in_grid.y;\n"
         "  int64_t O = x_shape[0], R = x_shape[1], I = x_shape[2];\n"
         "  int64_t tiles = (I + {0} - 1) / {0};\n"
@@ -159,7 +131,6 @@ OpKernel cpu_column_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dt
         "    for (int64_t j = 0; j < w; ++j) ob[j] = static_cast<{4}>(a[j]);\n"
         "  }}\n",
         column_tile(acc), tname(in), A, I, tname(out), F, kRowBlock);
-    return spec;
   });
 }
 

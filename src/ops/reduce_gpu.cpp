@@ -16,10 +16,6 @@ namespace {
 
 std::atomic<bool> g_coop_cpu{false};
 
-std::string tname(Dtype t) {
-  return std::string(msl_type_name(t));
-}
-
 // The cross-thread part every cooperative kernel shares: combine `a0` over the simdgroup with
 // shuffles (every lane ends with the result), then, when a row has several simdgroups, over them
 // through threadgroup memory. Opens a block in which `a0` is the row's result; `write` is true
@@ -94,14 +90,8 @@ bool row_reduce_supported(const std::string& op, Dtype acc) {
 OpKernel row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out, RowLayout lay) {
   std::string key = fmt::format("rowcoop|{}|{}|{}|{}|{}|{}|{}", op, dtype_name(in), dtype_name(acc),
                                 dtype_name(out), lay.threads, lay.rows, lay.wide);
-  return op_kernel(key, [&] {
-    KernelSpec spec;
-    spec.name = "alloy_" + op + "_rows";
-    spec.input_names = {"x"};
-    spec.output_names = {"out"};
-    std::string f = reduction_functor(op), F = f + "_functor()", A = tname(acc);
-    std::string I = reduction_identity(op, acc);
-    spec.header = functor_header({f});
+  return reduction_kernel(key, op, acc, "rows", [&](const ReductionText& text) {
+    const std::string &F = text.F, &A = text.A, &I = text.I;
     std::string s = row_prologue(lay, "x_shape[0]");
     s += fmt::format(
         "  I p = threadgroup_position_in_grid.x;\n"
@@ -125,8 +115,7 @@ OpKernel row_reduce_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out
         A, I, F, tname(in));
     s += tree_combine(A, F, I, lay);
     s += fmt::format("    if (write) out[row * P + p] = static_cast<{}>(a0);\n  }}\n", tname(out));
-    spec.source = s;
-    return spec;
+    return s;
   });
 }
 
