@@ -537,6 +537,47 @@ QUANTIZED = Family(
     run_quantized)
 
 
+# steel attention: the tiled attention kernel (steel/attn/kernels/steel_attention.h) as
+# steel_attention.metal instantiates it and MLX's sdpa_full dispatches it (bq 32, bk 32 for
+# head dim 64, wm 4, wn 1; a threadgroup of (32, wm, wn) per query block, head and batch),
+# with grouped-query heads and lengths that are not multiples of the blocks (align_Q/align_K
+# false: the partial last blocks), no mask, not causal.
+ATTN_PARAMS = np.dtype([("B", "i4"), ("H", "i4"), ("D", "i4"), ("qL", "i4"), ("kL", "i4"),
+                        ("gqa_factor", "i4"), ("scale", "f4"), ("NQ", "i4"), ("NK", "i4"),
+                        ("NQ_aligned", "i4"), ("NK_aligned", "i4"), ("qL_rem", "i4"),
+                        ("kL_rem", "i4"), ("qL_off", "i4"), ("Q_strides", "i8", 3),
+                        ("K_strides", "i8", 3), ("V_strides", "i8", 3), ("O_strides", "i8", 3)],
+                       align=True)
+
+
+def run_steel_attention(lib, dtype, stream, rng):
+    b, h, hkv, ql, kl, d = 2, 4, 2, 40, 45, 64
+    bq, bk, wm, wn = 32, 32, 4, 1
+    q = rand(rng, (b, h, ql, d), dtype)
+    k, v = rand(rng, (b, hkv, kl, d), dtype), rand(rng, (b, hkv, kl, d), dtype)
+    scale = 1.0 / np.sqrt(d)
+    nq, nk = groups(ql, bq), groups(kl, bk)
+    p = np.zeros(1, ATTN_PARAMS)
+    p[0] = (b, h, d, ql, kl, h // hkv, scale, nq, nk, ql // bq, kl // bk, ql - (ql // bq) * bq,
+            kl - (kl // bk) * bk, kl - ql, (h * ql * d, ql * d, d), (hkv * kl * d, kl * d, d),
+            (hkv * kl * d, kl * d, d), (h * ql * d, ql * d, d))
+    out = lib[f"steel_attention_{dtype}_bq32_bk32_bd64_wm4_wn1_mask{dtype}"](
+        q, k, v, poison((b, h, ql, d), dtype), p.view(np.uint8),
+        threads=(32 * nq, wm * h, wn * b), group_size=(32, wm, wn), stream=stream)
+    kk, vv = np.repeat(f64(k), h // hkv, 1), np.repeat(f64(v), h // hkv, 1)
+    s = f64(q) @ kk.transpose(0, 1, 3, 2) * scale
+    e = np.exp(s - s.max(-1, keepdims=True))
+    check(out, (e / e.sum(-1, keepdims=True)) @ vv, dtype, scale=2.0)
+
+
+STEEL_ATTENTION = Family(
+    ["utils.h", "steel/attn/kernels/steel_attention.h"],
+    per_dtype('instantiate_kernel("steel_attention_{n}_bq32_bk32_bd64_wm4_wn1_mask{n}", '
+              'attention, {t}, 32, 32, 64, 64, 4, 1, {t}, float)\n'),
+    run_steel_attention,
+    function_constants={200: False, 201: False, 300: False, 301: False, 302: False, 303: False})
+
+
 # sdpa_vector: single-pass vector attention (one query row per threadgroup), no mask.
 def run_sdpa(lib, dtype, stream, rng):
     bh, hkv, ql, n, d = 4, 2, 1, 70, 64
@@ -610,6 +651,7 @@ FAMILIES = {
     "steel_gemm": GEMM,
     "quantized": QUANTIZED,
     "sdpa_vector": SDPA,
+    "steel_attention": STEEL_ATTENTION,
     "fft": FFT,
 }
 
