@@ -140,7 +140,10 @@ def compile(fn=None, shapeless=False):
         lists and dicts of arrays).
       shapeless (bool): One trace serves inputs of any shape (of the same ranks): custom kernels
         must then give their geometry as functions of the input shapes (see ``alloy.ShapeExpr``);
-        one with a constant grid raises ``NotSupportedError`` naming it when shapes change.
+        one with a constant grid raises ``NotSupportedError`` naming it when shapes change. A
+        function whose trace holds shapes of its call (it read ``x.shape``, reshapes to a shape,
+        slices with negative bounds, takes a gradient of a reduction...) is traced again for
+        each new set of shapes, so results always equal calling ``fn``.
 
     Returns:
       A callable like ``fn`` (``trace_count``, ``graph(...)`` and ``constant_count(...)`` tell
