@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -22,6 +23,12 @@ namespace alloy::ops {
 namespace {
 
 std::atomic<bool> g_poison{false};
+
+// What outputs of `t` are filled with before an op kernel runs, under set_poison_outputs.
+std::optional<double> poison_value(Dtype t) {
+  if (!g_poison) return std::nullopt;
+  return is_floating(t) ? std::numeric_limits<double>::quiet_NaN() : 77.0;
+}
 
 // The functor texts an op needs (its own after those it calls), after the shared helpers.
 void add_functor(std::string& header, const std::string& op) {
@@ -321,14 +328,8 @@ OpKernel reduce_kernel(const ReduceKernel& k, const Array& x) {
 OpKernel column_pass_kernel(const std::string& op, Dtype in, Dtype acc, Dtype out) {
   std::string key = fmt::format("col|{}|{}|{}|{}|{}", op, dtype_name(in), dtype_name(acc),
                                 dtype_name(out), kColumnPassRows);
-  return cached_spec(key, [&] {
-    KernelSpec spec;
-    spec.name = "alloy_" + op + "_columns";
-    spec.input_names = {"x"};
-    spec.output_names = {"out"};
-    std::string f = reduce_functor(op), F = f + "_functor()", a = tname(acc);
-    spec.header = header_for({f});
-    spec.source = fmt::format(
+  return reduction_kernel(key, op, acc, "columns", [&](const ReductionText& text) {
+    return fmt::format(
         "  int64_t c = thread_position_in_grid.x, p = thread_position_in_grid.y;\n"
         "  int64_t R = x_shape[0], C = x_shape[1], r0 = p * {0};\n"
         "  {1} a = {2};\n"
@@ -340,27 +341,21 @@ OpKernel column_pass_kernel(const std::string& op, Dtype in, Dtype acc, Dtype ou
         "    a = r < R ? {3}(a, v) : a;\n"
         "  }}\n"
         "  out[p * C + c] = static_cast<{4}>(a);\n",
-        kColumnPassRows, a, reduce_init(op, acc), F, tname(out));
-    return spec;
+        kColumnPassRows, text.A, text.I, text.F, tname(out));
   });
 }
 
 OpKernel row_chunk_kernel(const std::string& op, Dtype in, Dtype acc) {
   std::string key =
       fmt::format("rowchunk|{}|{}|{}|{}", op, dtype_name(in), dtype_name(acc), kRowChunk);
-  return cached_spec(key, [&] {
-    KernelSpec spec;
-    spec.name = "alloy_" + op + "_chunks";
-    spec.input_names = {"x"};
-    spec.output_names = {"out"};
-    std::string f = reduce_functor(op), F = f + "_functor()", a = tname(acc);
-    spec.header = header_for({f});
+  return reduction_kernel(key, op, acc, "chunks", [&](const ReductionText& text) {
+    const std::string &F = text.F, &a = text.A;
     std::string s = fmt::format(
         "  int64_t q = thread_position_in_grid.x, o = thread_position_in_grid.y;\n"
         "  int64_t n = x_shape[1], chunks = (n + {0} - 1) / {0};\n"
         "  int64_t base = o * n, r = q * {0}, end = min(n, r + {0});\n"
         "  {1} a0 = {2}, a1 = {2}, a2 = {2}, a3 = {2}, a4 = {2}, a5 = {2}, a6 = {2}, a7 = {2};\n",
-        kRowChunk, a, reduce_init(op, acc));
+        kRowChunk, a, text.I);
     if (is_floating(acc)) {  // eight accumulators for floats only (see reduce_kernel)
       s += "  for (; r + 8 <= end; r += 8) {\n";
       for (int j = 0; j < 8; ++j)
@@ -372,8 +367,7 @@ OpKernel row_chunk_kernel(const std::string& op, Dtype in, Dtype acc) {
       s += fmt::format(
           "  a0 = {0}({0}({0}(a0, a1), {0}(a2, a3)), {0}({0}(a4, a5), {0}(a6, a7)));\n", F);
     s += "  out[o * chunks + q] = a0;\n";
-    spec.source = s;
-    return spec;
+    return s;
   });
 }
 
@@ -422,8 +416,7 @@ KernelCall kernel_call(const Shape& out_shape, Dtype out_dtype, int64_t threads,
   call.grid = {static_cast<int>(threads), static_cast<int>(rows), 1};
   // CPU: a threadgroup is one vectorised loop; 1024 threads amortize its setup. CUDA: 256.
   call.threadgroup = {gpu ? 256 : 1024, 1, 1};
-  if (g_poison)
-    call.init_value = is_floating(out_dtype) ? std::numeric_limits<double>::quiet_NaN() : 77.0;
+  call.init_value = poison_value(out_dtype);
   return call;
 }
 
@@ -436,14 +429,11 @@ void launch_op_kernel(const OpKernel& k, const std::vector<Array>& inputs,
     dtypes.push_back(o.dtype());
     shapes.emplace_back(o.shape().begin(), o.shape().end());
   }
-  std::optional<double> init;
-  if (g_poison)
-    init = is_floating(outputs.at(0).dtype()) ? std::numeric_limits<double>::quiet_NaN() : 77.0;
   auto dims = [](const std::array<int64_t, 3>& d) {
     return DimsExpr{ShapeExpr(d[0]), ShapeExpr(d[1]), ShapeExpr(d[2])};
   };
   kernel::CustomKernel ck(k.spec, std::move(dtypes), {}, dims(grid), dims(threadgroup),
-                          std::move(shapes), init, k.key);
+                          std::move(shapes), poison_value(outputs.at(0).dtype()), k.key);
   if (gpu)
     ck.eval_gpu(inputs, outputs);
   else
