@@ -465,9 +465,7 @@ Array Array::reshape(Shape new_shape) const {
 }
 
 Array Array::broadcast_to(Shape new_shape) const {
-  checked_numel(new_shape);
-  auto prim = std::make_shared<Broadcast>(std::move(new_shape));
-  return make_pending_view(prim, *this, prim->layout(*this));
+  return broadcast_view(*this, std::move(new_shape), /*implicit=*/false);
 }
 
 Array Array::as_strided(Shape new_shape, Strides new_strides, int64_t offset) const {

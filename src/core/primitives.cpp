@@ -159,9 +159,9 @@ PrimitiveState Broadcast::state() const {
   return s;
 }
 
-Array broadcast_operand(const Array& x, Shape shape) {
+Array broadcast_view(const Array& x, Shape shape, bool implicit) {
   checked_numel(shape);
-  auto prim = std::make_shared<Broadcast>(std::move(shape), true);
+  auto prim = std::make_shared<Broadcast>(std::move(shape), implicit);
   return make_pending_view(prim, x, prim->layout(x));
 }
 

@@ -76,7 +76,7 @@ class Reshape : public ViewPrimitive {
 };
 
 /// Numpy broadcasting of the input to `shape` (stride 0 along broadcast axes). `implicit`: made
-/// by an elementwise op to bring its operands to their common shape (ops::broadcast_operand), so
+/// by an elementwise op to bring its operands to their common shape (broadcast_view), so
 /// the shape is by construction the broadcast of that op's operand shapes: compile's fusion may
 /// read the source instead and broadcast it itself, also for new shapes. An explicit
 /// broadcast_to keeps its shape whatever the other operands are.
@@ -95,8 +95,9 @@ class Broadcast : public ViewPrimitive {
   bool implicit_;
 };
 
-/// `x` broadcast to `shape` as an elementwise op's operand (Broadcast with implicit = true).
-Array broadcast_operand(const Array& x, Shape shape);
+/// `x` broadcast to `shape` (a Broadcast view; Array::broadcast_to is the explicit one, an
+/// elementwise op brings its operands to their common shape with implicit = true).
+Array broadcast_view(const Array& x, Shape shape, bool implicit);
 
 /// Any shape/strides/offset over the input's buffer, relative to the input's element 0 (as
 /// numpy's as_strided; the caller promises the view stays inside the buffer: checked).

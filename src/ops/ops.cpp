@@ -206,7 +206,7 @@ Array apply_elementwise(const std::string& op, const std::vector<Array>& inputs,
   std::vector<Array> in;
   for (auto& a : inputs) {
     Array x = on_device(a, d);
-    if (x.ndim() > 0 && x.shape() != shape) x = broadcast_operand(x, shape);
+    if (x.ndim() > 0 && x.shape() != shape) x = broadcast_view(x, shape, /*implicit=*/true);
     in.push_back(std::move(x));
   }
   return make_pending(std::make_shared<Elementwise>(op), std::move(in), {shape}, {plan.out},

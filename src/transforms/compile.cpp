@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "core/primitives.h"
 #include "transforms/compile_graph.h"
 #include "transforms/compile_passes.h"
 #include "transforms/trace.h"
@@ -87,21 +86,12 @@ struct CompileState {
     auto g = std::make_shared<CompiledGraph>();
     g->trace = transforms::trace(fn, inputs);
     traces.fetch_add(1, std::memory_order_relaxed);
-    // Shapes of the call are in the trace when a primitive recorded them: before optimization
-    // (folding can turn one into a constant of the traced shape), except the elementwise ops'
-    // own broadcasts, which fusion reads through; after it, any such primitive left.
-    auto fixed = [](const transforms::TapeOp& op, bool skip_operand_broadcasts) {
-      if (!op.primitive->shapes_from_state()) return false;
-      auto* b = dynamic_cast<const Broadcast*>(op.primitive.get());
-      return !(skip_operand_broadcasts && b && b->implicit());
-    };
-    if (shapeless) {
-      g->fixed_shapes = g->trace.shapes_read;
-      for (auto& op : g->trace.ops) g->fixed_shapes |= fixed(op, true);
-    }
+    // Shapes of the call are in the trace before optimization (folding can turn a primitive
+    // holding them into a constant of the traced shape), the elementwise ops' own broadcasts
+    // aside, which fusion reads through; after it, in any such primitive fusion left.
+    if (shapeless) g->fixed_shapes = !transforms::call_shapes_held(g->trace, true).empty();
     transforms::optimize(g->trace);
-    if (shapeless)
-      for (auto& op : g->trace.ops) g->fixed_shapes |= fixed(op, false);
+    if (shapeless) g->fixed_shapes |= !transforms::call_shapes_held(g->trace, false).empty();
     g->constants = transforms::make_constants(g->trace, std::nullopt);
     std::lock_guard lock(mu);
     return cache.emplace(std::move(key), std::move(g)).first->second;

@@ -264,10 +264,7 @@ void FunctionExporter::operator()(const Args& args, const Kwargs& kwargs) {
   // call's shapes (compile traces such a function again; see docs/compile.md) would compute with
   // the traced ones there. Export does not fuse, so the elementwise ops' own broadcasts count too.
   if (state_->shapeless) {
-    std::string why = rec.trace.shapes_read ? "the function read the shapes of its inputs" : "";
-    for (auto& op : rec.trace.ops)
-      if (why.empty() && op.primitive->shapes_from_state())
-        why = op.primitive->label() + " holds shapes of the call";
+    std::string why = transforms::call_shapes_held(rec.trace, /*fused=*/false);
     if (!why.empty())
       throw NotSupported(
           "export_function",

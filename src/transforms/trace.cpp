@@ -134,6 +134,16 @@ Trace trace(const TraceFn& fn, const std::vector<Array>& example_inputs) {
   return t;
 }
 
+std::string call_shapes_held(const Trace& t, bool fused) {
+  if (t.shapes_read) return "the function read the shapes of its inputs";
+  for (auto& op : t.ops) {
+    if (!op.primitive->shapes_from_state()) continue;
+    auto* b = dynamic_cast<const Broadcast*>(op.primitive.get());
+    if (!(fused && b && b->implicit())) return op.primitive->label() + " holds shapes of the call";
+  }
+  return "";
+}
+
 void validate(const Trace& t) {
   size_t n_in = t.input_shapes.size();
   if (t.input_dtypes.size() != n_in)

@@ -85,6 +85,12 @@ std::vector<Array> replay(const Trace& trace, const std::vector<Array>& inputs,
 /// be given to every replay (arrays are immutable).
 std::vector<Array> make_constants(const Trace& trace, std::optional<Device> device);
 
+/// Why `trace` holds shapes of the call it was traced for (the function read shapes, or an op's
+/// primitive keeps some: Primitive::shapes_from_state), naming the first such primitive; "" when
+/// it holds none, so that it computes right on inputs of other shapes. `fused`: the elementwise
+/// ops' own (implicit) broadcasts do not count, fusion reading through them.
+std::string call_shapes_held(const Trace& trace, bool fused);
+
 /// Checks a trace read from a file: references point backwards and within range, op output
 /// counts match their shapes/dtypes. Throws std::invalid_argument naming the first problem.
 void validate(const Trace& trace);
