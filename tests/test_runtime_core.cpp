@@ -241,6 +241,46 @@ TEST(RuntimeCore, GeometryExpressionsFollowTheInputShapes) {
   EXPECT_EQ(e.str(), "(((ceil_div(in0.shape[1], 32) * 2) + min(in1.size, 5)) - (7 // 2))");
 }
 
+// A call repeated with the same arguments on inputs of the same dtypes and shapes shares the
+// previous call's primitive (primitives are immutable); any difference builds and validates a
+// new one, and every call computes its own inputs.
+TEST(RuntimeCore, RepeatedCallsShareTheirPrimitiveAndOthersDoNot) {
+  auto k = scale_kernel();
+  auto call_on = [&](const Array& a, Dims grid, Dtype t, Shape out_shape) {
+    return k({a}, {out_shape}, {t}, grid, {4, 1, 1}, {{"T", t}})[0];
+  };
+  auto v8 = random_values(8, 1), w8 = random_values(8, 2), v16 = random_values(16, 3);
+  Array a = Array::from_doubles(v8, {8}, float32, Device::cpu());
+  Array b = Array::from_doubles(w8, {8}, float32, Device::cpu());
+  Array c = Array::from_doubles(v16, {16}, float32, Device::cpu());
+  Array h = Array::from_doubles(v8, {8}, float16, Device::cpu());
+  Array o1 = call_on(a, {8, 1, 1}, float32, {8});
+  Array o2 = call_on(b, {8, 1, 1}, float32, {8});
+  EXPECT_EQ(primitive_of(o1), primitive_of(o2));
+  Array o3 = call_on(c, {16, 1, 1}, float32, {16});  // other shapes and grid
+  EXPECT_NE(primitive_of(o3), primitive_of(o2));
+  Array o4 = call_on(c, {8, 1, 1}, float32, {8});  // same shapes as o3, other grid
+  EXPECT_NE(primitive_of(o4), primitive_of(o3));
+  Array o5 = call_on(h, {8, 1, 1}, float16, {8});  // other dtypes
+  EXPECT_NE(primitive_of(o5), primitive_of(o1));
+  auto expect = [](const Array& out, const std::vector<double>& in, size_t n, double tol) {
+    auto got = out.to_doubles();
+    ASSERT_EQ(got.size(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], in[i] * 2 + 1, tol) << i;
+  };
+  expect(o1, v8, 8, 1e-6);
+  expect(o2, w8, 8, 1e-6);
+  expect(o3, v16, 16, 1e-6);
+  expect(o4, v16, 8, 1e-6);
+  expect(o5, v8, 8, 1e-2);
+  // After a valid call, the same call with an invalid grid is still refused at the call.
+  EXPECT_THROW(call_on(a, {8, 1, 1}, float32, {-1}), std::invalid_argument);
+  EXPECT_THROW(k({a}, {{8}}, {float32}, {8, 1, 1}, {2048, 1, 1}, {{"T", float32}}),
+               std::invalid_argument);
+  Array o6 = call_on(a, {8, 1, 1}, float32, {8});
+  expect(o6, v8, 8, 1e-6);
+}
+
 TEST(RuntimeCore, FailedEvaluationFailsOnceAndTheNextCallWorks) {
   auto bad = metal_kernel("broken", {"inp"}, {"out"}, "out[0] = inp[0] +;");
   Array a = Array::from_doubles({1, 2}, {2}, float32, Device::cpu());

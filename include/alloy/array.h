@@ -122,9 +122,9 @@ class Array {
   }
 
  private:
-  friend std::shared_ptr<ArrayNode> node_of(const Array& a);
+  friend const std::shared_ptr<ArrayNode>& node_of(const Array& a);
   friend Array array_of(std::shared_ptr<ArrayNode> node);
-  std::shared_ptr<ArrayNode> node() const { return node_; }
+  const std::shared_ptr<ArrayNode>& node() const { return node_; }
   explicit Array(std::shared_ptr<ArrayNode> node) : node_(std::move(node)) {}
 
  private:

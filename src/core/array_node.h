@@ -50,7 +50,7 @@ struct ArrayNode {
 };
 
 /// The node behind an array handle (internal code only: the public API has no node access).
-inline std::shared_ptr<ArrayNode> node_of(const Array& a) {
+inline const std::shared_ptr<ArrayNode>& node_of(const Array& a) {
   return a.node();
 }
 /// An array handle on a node.

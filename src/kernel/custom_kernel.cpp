@@ -35,20 +35,47 @@ struct KernelVariants {
   std::mutex mu;
   std::string last_key;  // variant_key() of the last call
   std::shared_ptr<kernel::KernelVariant> last;
+  // The last call given as numbers (no shape expressions), and what it made: a call with the same
+  // arguments on inputs of the same dtypes and shapes shares its primitive (primitives are
+  // immutable) and output shapes instead of building and validating them again.
+  struct Plan {
+    Device device;
+    std::vector<Dtype> input_dtypes;
+    std::vector<Shape> input_shapes;
+    std::vector<Shape> output_shapes;
+    std::vector<Dtype> output_dtypes;
+    Dims grid{}, threadgroup{};
+    TemplateArgs template_args;
+    std::optional<double> init_value;
+    std::shared_ptr<kernel::CustomKernel> primitive;
+    std::vector<Shape> out_shapes;  // the primitive's, for these inputs
+
+    bool matches(Device dev, const std::vector<Array>& in, const KernelCall& call) const {
+      if (!primitive || dev != device || in.size() != input_dtypes.size() || call.grid != grid ||
+          call.threadgroup != threadgroup || call.init_value != init_value ||
+          call.output_dtypes != output_dtypes || call.output_shapes != output_shapes ||
+          call.template_args != template_args)
+        return false;
+      for (size_t i = 0; i < in.size(); ++i)
+        if (in[i].dtype() != input_dtypes[i] || in[i].shape() != input_shapes[i]) return false;
+      return true;
+    }
+  };
+  Plan plan;
 };
 }  // namespace detail
 
 namespace kernel {
 
-std::shared_ptr<Program> KernelVariant::program(msl::Target target, bool robust,
-                                                bool shapes_spill) {
-  bool cuda = target == msl::Target::cuda;
-  auto& slot = programs[cuda ? 1 : 0][robust ? 1 : 0][cuda && shapes_spill ? 1 : 0];
+const Program& KernelVariant::program(msl::Target target, bool robust, bool shapes_spill) {
+  int t = target == msl::Target::cuda ? 1 : 0, r = robust ? 1 : 0, s = t && shapes_spill ? 1 : 0;
+  if (const Program* p = ready[t][r][s].load(std::memory_order_acquire)) return *p;
   std::lock_guard lock(mu);
+  auto& slot = programs[t][r][s];
   if (!slot)
-    slot = Program::build(map, target, math_mode,
-                          call_bind_options(generated, robust, cuda && shapes_spill));
-  return slot;
+    slot = Program::build(map, target, math_mode, call_bind_options(generated, robust, s != 0));
+  ready[t][r][s].store(slot.get(), std::memory_order_release);
+  return *slot;
 }
 
 BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust,
@@ -121,12 +148,16 @@ std::vector<msl::SignatureInput> signature_inputs(const std::vector<Array>& inpu
 
 // What changes the generated Metal text: input dtypes and kinds (scalar / < 8 elements / array),
 // output dtypes and template arguments. (The device does not: a variant compiles per target.)
+char input_kind(const Array& a) {
+  return a.ndim() == 0 ? 's' : (a.size() < 8 ? 'c' : 'd');
+}
+
 std::string variant_key(const std::vector<Array>& inputs, const std::vector<Dtype>& output_dtypes,
                         const TemplateArgs& template_args) {
   std::string key;  // short keys stay in the string's own storage: no allocation per call
   for (auto& a : inputs) {
     key += static_cast<char>('A' + static_cast<int>(a.dtype()));
-    key += a.ndim() == 0 ? 's' : (a.size() < 8 ? 'c' : 'd');
+    key += input_kind(a);
   }
   key += '|';
   for (auto d : output_dtypes) key += static_cast<char>('A' + static_cast<int>(d));
@@ -284,7 +315,19 @@ CustomKernel::CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<D
       init_value_(init_value),
       robust_(spec_->robust || robust_by_default()),
       hint_(std::move(variant_hint)),
-      hint_key_(std::move(hint_key)) {}
+      hint_key_(std::move(hint_key)) {
+  bool numbers = true;
+  for (int d = 0; d < 3; ++d) numbers &= grid_[d].is_constant() && threadgroup_[d].is_constant();
+  if (!numbers) return;
+  try {
+    auto [g, t] = geometry({});
+    fixed_grid_ = g;
+    fixed_threadgroup_ = t;
+    fixed_geometry_ = true;
+  } catch (const std::invalid_argument&) {
+    // Invalid numbers: every evaluation computes them again and reports the error.
+  }
+}
 
 std::vector<Shape> CustomKernel::output_shapes(const std::vector<Array>& inputs) const {
   std::vector<Shape> out;
@@ -316,8 +359,17 @@ std::pair<Dims, Dims> CustomKernel::geometry(const std::vector<Array>& inputs) c
 }
 
 std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
+  // The inputs' part of the key matches the call that built this primitive (the rest comes from
+  // this primitive's own dtypes and template arguments): its variant, without building the key.
+  if (hint_ && hint_key_.size() > 2 * inputs.size() && hint_key_[2 * inputs.size()] == '|') {
+    bool same = true;
+    for (size_t i = 0; i < inputs.size() && same; ++i)
+      same = hint_key_[2 * i] == static_cast<char>('A' + static_cast<int>(inputs[i].dtype())) &&
+             hint_key_[2 * i + 1] == input_kind(inputs[i]);
+    if (same) return hint_;
+  }
   std::string vkey = variant_key(inputs, output_dtypes_, template_args_);
-  if (hint_ && vkey == hint_key_) return hint_;  // the inputs of the call that built it
+  if (hint_ && vkey == hint_key_) return hint_;
   return variant_for_key(spec_, spec_key(), vkey, inputs, output_dtypes_, template_args_);
 }
 
@@ -537,13 +589,15 @@ void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& output
   auto variant_ = variant(in);
   const auto& bindings = variant_->generated.bindings;
   for (auto& o : outputs) allocate_output(o);
-  auto [grid_, threadgroup_] = geometry(in);
+  auto [grid_, threadgroup_] =
+      fixed_geometry_ ? std::pair{fixed_grid_, fixed_threadgroup_} : geometry(in);
   // Shape parameters too large for the launch's parameter block (many inputs of many
   // dimensions): the program variant that reads them from wherever the launch puts them.
   bool block = be.type() == Device::Type::gpu;
   bool spill = block && !shape_params_fit(in, bindings, be.by_value_capacity());
-  auto program = variant_->program(block ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
-  const CompiledKernel& k = program->kernels().front();
+  const Program& program =
+      variant_->program(block ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
+  const CompiledKernel& k = program.kernels().front();
   if (init_value_)
     for (auto& o : outputs) fill_value(o, *init_value_);
   LaunchBuilder launch("metal_kernel", spec_->name);
@@ -696,6 +750,25 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     if (spec.ensure_row_contiguous && !x.is_row_contiguous()) x = x.contiguous();
     in.push_back(std::move(x));
   }
+  bool plain =
+      !call.grid_expr && !call.threadgroup_expr && call.output_shape_exprs.empty() && !call.verbose;
+  if (plain) {
+    std::shared_ptr<kernel::CustomKernel> prim;
+    std::vector<Shape> out_shapes;
+    {
+      std::lock_guard lock(variants_->mu);
+      if (variants_->plan.matches(dev, in, call)) {
+        prim = variants_->plan.primitive;
+        out_shapes = variants_->plan.out_shapes;
+      }
+    }
+    if (prim) {
+      // Validated when the plan was made (the limit on threads per launch included, read from
+      // the environment then).
+      return make_pending(std::move(prim), std::move(in), std::move(out_shapes), call.output_dtypes,
+                          call.stream ? *call.stream : default_stream(dev));
+    }
+  }
   // The generated source for these inputs (cached by content): argument errors (input count,
   // name clashes, template arguments) surface at the call.
   std::string vkey = kernel::variant_key(in, call.output_dtypes, call.template_args);
@@ -721,6 +794,25 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     std::string listing = msl::verbose_listing(spec.name, variant->generated.source);
     std::fwrite(listing.data(), 1, listing.size(), stdout);
     std::fflush(stdout);
+  }
+  if (plain) {
+    auto& plan = variants_->plan;
+    std::lock_guard lock(variants_->mu);
+    plan.device = dev;
+    plan.input_dtypes.clear();
+    plan.input_shapes.clear();
+    for (auto& a : in) {
+      plan.input_dtypes.push_back(a.dtype());
+      plan.input_shapes.push_back(a.shape());
+    }
+    plan.output_shapes = call.output_shapes;
+    plan.output_dtypes = call.output_dtypes;
+    plan.grid = call.grid;
+    plan.threadgroup = call.threadgroup;
+    plan.template_args = call.template_args;
+    plan.init_value = call.init_value;
+    plan.primitive = prim;
+    plan.out_shapes = out_shapes;
   }
   return make_pending(std::move(prim), std::move(in), std::move(out_shapes), call.output_dtypes,
                       call.stream ? *call.stream : default_stream(dev));

@@ -1,5 +1,6 @@
 // The CustomKernel primitive: one metal_kernel call in the graph.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,8 +24,12 @@ struct KernelVariant {
   std::string spec_key;  // the spec's content key (the cache key's prefix)
   std::mutex mu;
   std::shared_ptr<Program> programs[2][2][2];  // [target][robust][CUDA: shapes_spill]
+  // The same programs once built (never replaced): read without the lock by every later call.
+  std::atomic<const Program*> ready[2][2][2] = {};
 
-  std::shared_ptr<Program> program(msl::Target target, bool robust, bool shapes_spill = false);
+  /// The program for a target, built (translated and compiled, or fetched from the caches) on
+  /// first use; it lives as long as the variant.
+  const Program& program(msl::Target target, bool robust, bool shapes_spill = false);
 };
 
 /// How a metal_kernel binds the buffers of `generated`: outputs never alias (each is a fresh
@@ -94,6 +99,10 @@ class CustomKernel : public Primitive {
   // (evaluation on inputs of the same kinds skips the process-wide cache).
   std::shared_ptr<KernelVariant> hint_;
   std::string hint_key_;
+  // Grid and threadgroup when both are numbers (most calls), validated once here; otherwise
+  // computed from the input shapes at each evaluation.
+  bool fixed_geometry_ = false;
+  Dims fixed_grid_{}, fixed_threadgroup_{};
 };
 
 /// Content hash of everything in a spec that changes the generated text or its compilation.

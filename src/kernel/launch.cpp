@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 #include "alloy/errors.h"
@@ -15,7 +16,6 @@ namespace alloy::kernel {
 LaunchBuilder::LaunchBuilder(const char* kind, const std::string& label)
     : kind_(kind), label_(label) {
   desc_.label = label_.c_str();
-  desc_.args = args_.data();
 }
 
 LaunchArg& LaunchBuilder::arg(uint32_t n) {
@@ -24,8 +24,10 @@ LaunchArg& LaunchBuilder::arg(uint32_t n) {
         fmt::format("[{}] kernel '{}' binds buffer({}); at most {} buffers "
                     "are supported",
                     kind_, label_, n, kMaxArgs));
-  desc_.num_args = std::max(desc_.num_args, n + 1);
-  return args_[n];
+  auto* args = reinterpret_cast<LaunchArg*>(args_);
+  for (; desc_.num_args <= n; ++desc_.num_args) new (args + desc_.num_args) LaunchArg{};
+  desc_.args = std::launder(args);
+  return std::launder(args)[n];
 }
 
 void LaunchBuilder::memory(uint32_t n, const Array& a) {

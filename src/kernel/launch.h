@@ -49,7 +49,9 @@ class LaunchBuilder {
   const char* kind_;
   const std::string& label_;
   LaunchDesc desc_;
-  std::array<LaunchArg, kMaxArgs> args_{};
+  // Arguments 0 .. desc_.num_args - 1 are constructed as they are bound (arg()): a builder
+  // does not write all kMaxArgs of them for every launch.
+  alignas(LaunchArg) unsigned char args_[kMaxArgs * sizeof(LaunchArg)];
   // Storage of bytes arguments: a small arena here, larger ones on the heap.
   alignas(16) unsigned char local_[768];
   size_t local_used_ = 0;

@@ -295,8 +295,12 @@ class CudaBackend final : public Backend {
           fmt::format("kernel '{}' has {} buffers; at most {} are supported on the GPU", d.label,
                       d.num_args, ALLOY_CUDA_MAX_BUFFERS));
     alloy_cuda_launch L;
-    // Everything but the parameter block's payload (written below as far as it is used).
-    std::memset(&L, 0, offsetof(alloy_cuda_launch, inline_data));
+    // Everything after the buffer tables, and the tables' entries this launch binds; the
+    // parameter block's payload is written below as far as it is used. (Entries past
+    // num_buffers are never read.)
+    std::memset(&L.grid, 0,
+                offsetof(alloy_cuda_launch, inline_data) - offsetof(alloy_cuda_launch, grid));
+    std::memset(L.buffers, 0, d.num_args * sizeof L.buffers[0]);
     L.num_buffers = d.num_args;
     // Host bytes travel in the launch's parameter block (cuda_block_buffer / cuda_small_buffer in
     // prelude/entry.h), `block` ones first; `bytes` ones that do not fit, in one device buffer.

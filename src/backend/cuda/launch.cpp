@@ -104,8 +104,6 @@ void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
           static_cast<int>(dynamic_shared_bytes)) {
     configure_shared(ctx, fn, dynamic_shared_bytes, name);
   }
-  ctx.check_usable();
-  ctx.make_current();
   void* params[1 + ALLOY_CUDA_MAX_BUFFERS];
   params[0] = const_cast<alloy_cuda_launch*>(&L);
   uint32_t np = std::min<uint32_t>(layout.num_param_buffers, ALLOY_CUDA_MAX_BUFFERS);

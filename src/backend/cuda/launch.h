@@ -27,7 +27,7 @@ struct EntryLayout {
 /// (threadgroup depth > 64, more than 65535 groups along y or z); alloy::Error when the launch
 /// fails. Errors inside the kernel surface at the next synchronization, naming it.
 /// `label` (default: fn.kernel) names the kernel in errors. No allocation and no string work
-/// unless it throws.
+/// unless it throws. The caller has made `ctx` current and checked it usable.
 void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
             uint32_t dynamic_shared_bytes = 0, const char* label = nullptr,
             const EntryLayout& layout = {});
