@@ -64,7 +64,7 @@ CUresult cuStreamDestroy_v2(void* s) { free(s); return 0; }
 CUresult cuStreamWaitEvent(void* s, void* e, unsigned f) { (void)s; (void)e; (void)f; return 0; }
 CUresult cuStreamGetCtx(void* s, void** ctx) { (void)s; *ctx = &g_ctx_token; return 0; }
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
-  void* m = malloc(n ? n : 1);
+  void* m = aligned_alloc(256, (n + 255) / 256 * 256 + 256);  // cuMemAlloc aligns to 256
   if (!m) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
   *p = (CUdeviceptr)(uintptr_t)m;
   return 0;

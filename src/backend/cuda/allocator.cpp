@@ -52,6 +52,27 @@ size_t Allocator::round_size(size_t nbytes) {
 }
 
 void* Allocator::allocate(size_t nbytes) {
+  size_t block = 0;
+  void* p = allocate(nbytes, &block);
+  std::lock_guard lock(mu_);
+  live_.emplace(reinterpret_cast<CUdeviceptr>(p), block);
+  return p;
+}
+
+void Allocator::free(void* p) {
+  if (!p) return;
+  size_t block = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(reinterpret_cast<CUdeviceptr>(p));
+    if (it == live_.end()) return;  // not ours
+    block = it->second;
+    live_.erase(it);
+  }
+  free(p, block);
+}
+
+void* Allocator::allocate(size_t nbytes, size_t* block_out) {
   size_t size = round_size(nbytes);
   std::unique_lock lock(mu_);
   CUdeviceptr ptr = 0;
@@ -100,22 +121,18 @@ void* Allocator::allocate(size_t nbytes) {
     }
     stats_.num_allocs++;
   }
-  live_.emplace(ptr, block);
+  *block_out = block;
   stats_.active_bytes += block;
   if (stats_.active_bytes > stats_.peak_active_bytes)
     stats_.peak_active_bytes = stats_.active_bytes;
   return reinterpret_cast<void*>(ptr);
 }
 
-void Allocator::free(void* p) {
+void Allocator::free(void* p, size_t block) {
   if (!p) return;
   auto ptr = reinterpret_cast<CUdeviceptr>(p);
   std::shared_ptr<Fence> fence = make_fence();
   std::lock_guard lock(mu_);
-  auto it = live_.find(ptr);
-  if (it == live_.end()) return;  // not ours; never reached through Buffer
-  size_t block = it->second;
-  live_.erase(it);
   if (block <= kSmallLimit) {
     small_[block].push_back({ptr, std::move(fence)});
   } else {

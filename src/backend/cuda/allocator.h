@@ -40,6 +40,10 @@ class Allocator {
   void* allocate(size_t nbytes);
   /// Returns a block from allocate() to the cache (stream-ordered, see above). Never throws.
   void free(void* ptr);
+  /// The same for an owner that keeps the block's size (a Buffer): allocate() gives it in
+  /// `*block`, free() takes it back; no lookup of the block by address.
+  void* allocate(size_t nbytes, size_t* block);
+  void free(void* ptr, size_t block);
 
   MemoryStats stats() const;
   /// Waits for the stream, then gives every cached block back to the driver.
@@ -74,7 +78,7 @@ class Allocator {
   std::function<CUstream()> current_;
 
   mutable std::mutex mu_;
-  std::unordered_map<CUdeviceptr, size_t> live_;  // block -> its size
+  std::unordered_map<CUdeviceptr, size_t> live_;  // block -> its size (allocate(nbytes) ones)
   std::map<size_t, std::vector<Cached>> small_;   // exact power-of-two buckets
   std::multimap<size_t, Cached> large_;           // best fit
   MemoryStats stats_{};

@@ -132,9 +132,10 @@ class CudaBackend final : public Backend {
     ctx_.check_usable();
     ctx_.make_current();
     Allocator* a = &ctx_.allocator();
-    void* p = a->allocate(nbytes);
+    size_t block = 0;
+    void* p = a->allocate(nbytes, &block);
     auto b = std::make_shared<Buffer>(p, nbytes, Device::gpu(ctx_.ordinal()),
-                                      [a](void* ptr, size_t) { a->free(ptr); });
+                                      [a, block](void* ptr, size_t) { a->free(ptr, block); });
     if (graph_recording::active()) record_allocation(b);
     return b;
   }
