@@ -10,11 +10,12 @@ namespace alloy::cuda {
 
 Allocator::Allocator(const Driver& driver, std::function<void()> synchronize,
                      std::function<std::vector<CUstream>()> streams,
-                     std::function<CUstream()> current)
+                     std::function<CUstream()> current, std::function<void()> enter)
     : driver_(driver),
       synchronize_(std::move(synchronize)),
       streams_(std::move(streams)),
-      current_(std::move(current)) {}
+      current_(std::move(current)),
+      enter_(std::move(enter)) {}
 
 Allocator::Fence::~Fence() {
   for (CUevent e : events) driver->cuEventDestroy(e);
@@ -41,6 +42,7 @@ std::shared_ptr<Allocator::Fence> Allocator::make_fence() {
 
 void Allocator::wait_fence(const std::shared_ptr<Fence>& fence) {
   if (!fence) return;
+  enter_();
   CUstream s = current_();
   for (CUevent e : fence->events) driver_.cuStreamWaitEvent(s, e, 0);
 }
@@ -100,6 +102,7 @@ void* Allocator::allocate(size_t nbytes, size_t* block_out) {
     stats_.cached_bytes -= block;
     stats_.num_cache_hits++;
   } else {
+    enter_();
     CUresult r = driver_.cuMemAlloc(&ptr, size);
     if (r == CUDA_ERROR_OUT_OF_MEMORY && stats_.cached_bytes > 0) {
       lock.unlock();
@@ -155,6 +158,7 @@ void Allocator::empty_cache() {
 }
 
 void Allocator::release_cached_locked() {
+  enter_();
   for (auto& [size, blocks] : small_) {
     for (Cached& c : blocks) {
       driver_.cuMemFree(c.ptr);

@@ -30,8 +30,11 @@ class Allocator {
  public:
   /// `synchronize` waits for every stream (used before memory goes back to the driver);
   /// `streams` lists them (the default one first), `current` is the calling thread's stream.
-  Allocator(const Driver& driver, std::function<void()> synchronize,
-            std::function<std::vector<CUstream>()> streams, std::function<CUstream()> current);
+  /// `enter` makes the context current before a driver call (a cached block needs none).
+  Allocator(
+      const Driver& driver, std::function<void()> synchronize,
+      std::function<std::vector<CUstream>()> streams, std::function<CUstream()> current,
+      std::function<void()> enter = [] {});
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
@@ -76,6 +79,7 @@ class Allocator {
   std::function<void()> synchronize_;
   std::function<std::vector<CUstream>()> streams_;
   std::function<CUstream()> current_;
+  std::function<void()> enter_;
 
   mutable std::mutex mu_;
   std::unordered_map<CUdeviceptr, size_t> live_;  // block -> its size (allocate(nbytes) ones)

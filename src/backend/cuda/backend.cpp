@@ -129,8 +129,7 @@ class CudaBackend final : public Backend {
   std::string device_name() const override { return ctx_.info().name; }
 
   std::shared_ptr<Buffer> allocate(size_t nbytes) override {
-    ctx_.check_usable();
-    ctx_.make_current();
+    ctx_.check_usable();  // the allocator makes the context current when it calls the driver
     Allocator* a = &ctx_.allocator();
     size_t block = 0;
     void* p = a->allocate(nbytes, &block);
