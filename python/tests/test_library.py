@@ -328,3 +328,41 @@ def test_precompile_and_lazy_first_call(rng):
         np.testing.assert_allclose(y, x + n, rtol=1e-6)
     with pytest.raises(ValueError, match="not a dtype placeholder"):
         small.precompile(stream=alloy.cpu, placeholders={"T": alloy.float16})
+
+
+# A kernel template declared `[[kernel, max_total_threads_per_threadgroup(n)]]` (as MLX's steel and
+# winograd kernels are) is a kernel like a `[[kernel]]` one: the unit compiled for some kernels
+# leaves the library's others out, so one that cannot compile is not compiled with them.
+ATTRIBUTE_LISTS = """
+template <typename T, int N>
+[[kernel, max_total_threads_per_threadgroup(64)]] void add_n(
+    device const T* x [[buffer(0)]], device T* y [[buffer(1)]],
+    uint i [[thread_position_in_grid]]) {
+  y[i] = x[i] + T(N) + T(tag - tag);
+}
+template <typename T>
+[[kernel, max_total_threads_per_threadgroup(32)]] void never(
+    device const T* x [[buffer(0)]], device T* y [[buffer(1)]],
+    uint i [[thread_position_in_grid]]) {
+  static_assert(sizeof(T) == 0, "compiled though not asked for");
+  y[i] = x[i];
+}
+template [[host_name("add_3")]] [[kernel]] decltype(add_n<float, 3>) add_n<float, 3>;
+template [[host_name("add_5")]] [[kernel]] decltype(add_n<float, 5>) add_n<float, 5>;
+template [[host_name("never_float")]] [[kernel]] decltype(never<float>) never<float>;
+"""
+
+
+def test_attribute_list_kernels_compile_alone(device, rng):
+    tag = int(rng.integers(0, 1 << 30))  # a source of this run: the compile cache holds none
+    lib = alloy.compile_shader(f"constant int tag = {tag};\n" + ATTRIBUTE_LISTS,
+                               name="py_attribute_lists")
+    assert sorted(lib.kernel_names()) == ["add_3", "add_5", "never_float"]
+    lib.precompile(stream=device, kernels=["add_3"])
+    x = rng.uniform(-1, 1, 100).astype(np.float32)
+    for n in (3, 5):  # add_5 compiles at its first call, also without never_float
+        y = np.asarray(run(getattr(lib, f"add_{n}"), device, x, nan(100), threads=100,
+                           group_size=64))
+        np.testing.assert_allclose(y, x + n, rtol=1e-6)
+    with pytest.raises(alloy.CompileError, match="compiled though not asked for"):
+        lib.precompile(stream=device, kernels=["never_float"])

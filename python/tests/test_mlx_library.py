@@ -13,9 +13,11 @@ with the full parameter list, function constants given as MLX's host code gives 
     bfloat16, dispatched as MLX's host code dispatches it, on random inputs with poisoned
     outputs, compared with NumPy (float64 references, tolerances by dtype).
 
-Families whose kernel templates are not in the wheel (MLX keeps arg_reduce, rope, layer/rms norm,
-random and conv in its `.metal` units) are covered by `scripts/mlx_units.py` over MLX's source
-(docs/msl-support.md, "MLX's kernel library").
+Families whose kernels are not in the wheel (MLX keeps arg_reduce, rope, layer/rms norm, random
+and conv in its `.metal` units) are read from the units themselves: $ALLOY_MLX_SRC (an MLX source
+tree), or else the units downloaded once at a pinned commit into the cache; without either those
+tests are skipped, saying so (CI reaches only PyPI and Debian). The same three tests run for each
+(`test_unit_*`), compiling only the kernels named (docs/msl-support.md, "MLX's kernel library").
 """
 
 import dataclasses
@@ -511,6 +513,113 @@ GEMM = Family(
     function_constants={10: False, 100: False, 110: False, 200: False, 201: False, 202: False})
 
 
+# steel conv: implicit_gemm_conv_2d (steel/conv/kernels/steel_conv.h), instantiated as MLX's
+# steel_conv.metal does, dispatched as conv.cpp's implicit_gemm_conv_2D_gpu: NHWC input, OHWI
+# weights, MLXConvParams<2> and ImplicitGemmConv2DParams as bytes (buffers 3 and 4).
+CONV_PARAMS = np.dtype([("N", "i4"), ("C", "i4"), ("O", "i4"), ("iS", "i4", 2), ("wS", "i4", 2),
+                        ("oS", "i4", 2), ("str", "i4", 2), ("pad", "i4", 2), ("kdil", "i4", 2),
+                        ("idil", "i4", 2), ("in_strides", "i8", 4), ("wt_strides", "i8", 4),
+                        ("out_strides", "i8", 4), ("groups", "i4"), ("flip", "?")], align=True)
+CONV_GEMM_PARAMS = np.dtype([(f, "i4") for f in (
+    "M", "N", "K", "gemm_k_iterations", "inp_jump_w", "inp_jump_h", "inp_jump_c", "tiles_n",
+    "tiles_m", "swizzle_log")])
+assert CONV_PARAMS.itemsize == 176  # the header's layout: int64 strides at 72, groups at 168
+
+
+def conv2d_ref(x, w, stride, pad):
+    """float64 cross-correlation (MLX's conv2d, flip off): x (N, H, W, C), w (O, kh, kw, C)."""
+    n, h, wd, c = x.shape
+    o, kh, kw, _ = w.shape
+    xp = np.zeros((n, h + 2 * pad[0], wd + 2 * pad[1], c))
+    xp[:, pad[0]:pad[0] + h, pad[1]:pad[1] + wd] = x
+    oh = (h + 2 * pad[0] - kh) // stride[0] + 1
+    ow = (wd + 2 * pad[1] - kw) // stride[1] + 1
+    out = np.zeros((n, oh, ow, o))
+    for i in range(kh):
+        for j in range(kw):
+            win = xp[:, i:i + stride[0] * (oh - 1) + 1:stride[0],
+                     j:j + stride[1] * (ow - 1) + 1:stride[1]]
+            out += win @ w[:, i, j, :].T
+    return out
+
+
+def run_steel_conv(lib, dtype, stream, rng):
+    # (N, H, W, C, O, kernel, stride, pad): O <= 16 takes MLX's bn 8 tiles (wm 4, wn 1), the
+    # other its 32x32 tiles (wm 2, wn 2); both leave a partial tile in M, the first also in N.
+    for n, h, wd, c, o, (kh, kw), st, pad in ((2, 9, 11, 16, 12, (3, 3), (2, 1), (1, 1)),
+                                              (2, 7, 8, 32, 32, (2, 3), (1, 2), (1, 0))):
+        x, w = rand(rng, (n, h, wd, c), dtype), rand(rng, (o, kh, kw, c), dtype)
+        oh, ow = (h + 2 * pad[0] - kh) // st[0] + 1, (wd + 2 * pad[1] - kw) // st[1] + 1
+        # The host logic of implicit_gemm_conv_2D_gpu (one group, no channel specialisation:
+        # C a multiple of 16; O <= 16 or a multiple of 16, as MLX sends such convs here).
+        gm, gn, gk = n * oh * ow, o, kh * kw * c
+        bm, bk, wm, wn = 32, 16, 2, 2
+        bn = 64 if gn >= 64 else 32
+        if gn <= 16:
+            bn, wm, wn = 8, 4, 1
+        tn, tm = groups(gn, bn), groups(gm, bm)
+        in_st = (h * wd * c, wd * c, c, 1)
+        ijw, ijh = in_st[2], in_st[1]  # kernel dilation 1
+        p = np.zeros(1, CONV_PARAMS)
+        p[0] = (n, c, o, (h, wd), (kh, kw), (oh, ow), st, pad, (1, 1), (1, 1), in_st,
+                (kh * kw * c, kw * c, c, 1), (oh * ow * o, ow * o, o, 1), 1, False)
+        g = np.zeros(1, CONV_GEMM_PARAMS)
+        g[0] = (gm, gn, gk, kh * kw * groups(c, bk), ijw, ijh - (kw - 1) * ijw,
+                bk - (kh - 1) * ijh - (kw - 1) * ijw, tn, tm, 0)
+        out = lib[f"implicit_gemm_conv_2d_{dtype}_bm{bm}_bn{bn}_bk{bk}_wm{wm}_wn{wn}"
+                  "_channel_l_filter_s"](
+            x, w, poison((n, oh, ow, o), dtype), p.view(np.uint8), g.view(np.uint8),
+            threads=(32 * tn, wn * tm, wm), group_size=(32, wn, wm), stream=stream)
+        check(out, conv2d_ref(f64(x), f64(w), st, pad), dtype, scale=4.0)
+
+
+CONV_INST = """template [[host_name("implicit_gemm_conv_2d_{n}_bm{bm}_bn{bn}_bk16_wm{wm}_wn{wn}\
+_channel_{cn}_filter_{fn}")]] [[kernel]] void
+implicit_gemm_conv_2d<{t}, {bm}, {bn}, 16, {wm}, {wn}, {nc}, {small}>(
+    const device {t}* A [[buffer(0)]],
+    const device {t}* B [[buffer(1)]],
+    device {t}* C [[buffer(2)]],
+    const constant MLXConvParams<2>* params [[buffer(3)]],
+    const constant ImplicitGemmConv2DParams* gemm_params [[buffer(4)]],
+    uint3 tid [[threadgroup_position_in_grid]],
+    uint3 lid [[thread_position_in_threadgroup]],
+    uint simd_gid [[simdgroup_index_in_threadgroup]],
+    uint simd_lid [[thread_index_in_simdgroup]]);
+"""
+CONV_GENERAL_INST = """template [[host_name("implicit_gemm_conv_2d_general_float32_bm32_bn32_bk16\
+_wm2_wn2")]] [[kernel]] void
+implicit_gemm_conv_2d_general<float, 32, 32, 16, 2, 2>(
+    const device float* A [[buffer(0)]],
+    const device float* B [[buffer(1)]],
+    device float* C [[buffer(2)]],
+    const constant MLXConvParams<2>* params [[buffer(3)]],
+    const constant ImplicitGemmConv2DParams* gemm_params [[buffer(4)]],
+    const constant Conv2DGeneralJumpParams* jump_params [[buffer(5)]],
+    const constant Conv2DGeneralBaseInfo* base_h [[buffer(6)]],
+    const constant Conv2DGeneralBaseInfo* base_w [[buffer(7)]],
+    uint3 tid [[threadgroup_position_in_grid]],
+    uint3 lid [[thread_position_in_threadgroup]],
+    uint simd_gid [[simdgroup_index_in_threadgroup]],
+    uint simd_lid [[thread_index_in_simdgroup]]);
+"""
+
+
+def conv_inst(n, bm, bn, wm, wn, cn="l", nc=0, fn="s", small="true"):
+    return CONV_INST.format(t=METAL_TYPE[n], n=n, bm=bm, bn=bn, wm=wm, wn=wn, cn=cn, nc=nc,
+                            fn=fn, small=small)
+
+
+STEEL_CONV = Family(
+    ["utils.h", "steel/gemm/mma.h", "steel/conv/conv.h", "steel/conv/params.h",
+     "steel/conv/kernels/steel_conv.h", "steel/conv/kernels/steel_conv_general.h"],
+    "".join(conv_inst(n, 32, 8, 4, 1) + conv_inst(n, 32, 32, 2, 2) for n in DTYPES)
+    # Compiled, not run: the large-filter and small-channel loaders, the general kernel.
+    + conv_inst("float32", 64, 64, 2, 2, fn="l", small="false")
+    + conv_inst("float32", 32, 32, 2, 2, cn="2", nc=2, fn="l", small="false")
+    + CONV_GENERAL_INST,
+    run_steel_conv)
+
+
 # quantized: affine_dequantize (run), affine_qmv_fast, affine_qmm_t, affine_quantize.
 def run_quantized(lib, dtype, stream, rng):
     rows, cols, gs = 4, 256, 64
@@ -649,11 +758,306 @@ FAMILIES = {
     "hadamard": HADAMARD,
     "gather_scatter": GATHER,
     "steel_gemm": GEMM,
+    "steel_conv": STEEL_CONV,
     "quantized": QUANTIZED,
     "sdpa_vector": SDPA,
     "steel_attention": STEEL_ATTENTION,
     "fft": FFT,
 }
+
+# ---- families of MLX's `.metal` units -----------------------------------------------------------
+#
+# arg_reduce, rope, layer_norm, rms_norm, random and conv keep their kernels in MLX's `.metal`
+# units, which the wheel does not ship (MLX publishes no sdist). Their source: $ALLOY_MLX_SRC, an
+# MLX source tree (the folder holding mlx/backend/metal/kernels/*.metal), or else the units and
+# the headers they include, downloaded once at a pinned commit into the cache; otherwise skipped.
+# Each unit is read whole, as MLX's build reads it; only the kernels named here compile.
+
+MLX_COMMIT = "846d176227a0ac13d2667e58d2bb68b322109ab0"
+MLX_RAW = "https://raw.githubusercontent.com/ml-explore/mlx/" + MLX_COMMIT + "/"
+UNITS_MISSING = ("MLX .metal units not available: set ALLOY_MLX_SRC or allow access to "
+                 "raw.githubusercontent.com")
+
+
+@dataclasses.dataclass
+class Unit:
+    unit: str  # the .metal file, relative to mlx/backend/metal/kernels/
+    kernels: list  # the host names compiled (those that run, for each dtype, and a few more)
+    run: object  # run(lib, dtype, stream, rng)
+    function_constants: dict = dataclasses.field(default_factory=dict)
+
+
+def _download_units(dest, units, timeout=10):
+    """The units and every `mlx/...` header they include (transitively), from MLX's repository
+    at MLX_COMMIT, into dest (written whole or not at all)."""
+    import re
+    import shutil
+    import urllib.request
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        todo, seen = [f"{KERNELS}/{u}" for u in units], set()
+        while todo:
+            rel = todo.pop()
+            if rel in seen:
+                continue
+            seen.add(rel)
+            try:
+                with urllib.request.urlopen(MLX_RAW + rel, timeout=timeout) as r:
+                    text = r.read().decode()
+            except Exception as e:  # noqa: BLE001 - offline, refused, not found: all skip
+                pytest.skip(f"{UNITS_MISSING} ({rel}: {e})")
+            out = pathlib.Path(tmp) / "src" / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text)
+            todo += re.findall(r'^\s*#\s*include\s+"(mlx/[^"]+)"', text, re.M)
+        if dest.exists():
+            shutil.rmtree(dest)
+        (pathlib.Path(tmp) / "src").rename(dest)
+
+
+@pytest.fixture(scope="session")
+def mlx_src():
+    """The root of an MLX source tree holding the units of UNITS (and the headers they use)."""
+    units = sorted({u.unit for u in UNITS.values()})
+    env = os.environ.get("ALLOY_MLX_SRC")
+    if env:
+        root = pathlib.Path(env)
+        missing = [u for u in units if not (root / KERNELS / u).exists()]
+        if missing:
+            pytest.fail(f"ALLOY_MLX_SRC={env} holds no {KERNELS}/{missing[0]}")
+        return root
+    root = _cache_dir() / f"mlx-src-{MLX_COMMIT[:12]}"
+    if not all((root / KERNELS / u).exists() for u in units):
+        _download_units(root, units)
+    return root
+
+
+def block_dims(d0, d1, d2, pow2=10):
+    """MLX's get_block_dims: powers of two per axis, grown in turn while each fits its extent,
+    up to 2^pow2 threads."""
+    pows, total = [0, 0, 0], 0
+    while True:
+        before = total
+        for i, d in enumerate((d0, d1, d2)):
+            if d >= 1 << (pows[i] + 1):
+                pows[i] += 1
+                total += 1
+            if total == 10:
+                return tuple(1 << p for p in pows)
+        if total == before or total == pow2:
+            return tuple(1 << p for p in pows)
+
+
+# arg_reduce (arg_reduce.metal): arg_reduce_general, dispatched as ArgReduce::eval_gpu: one
+# threadgroup of ceil(axis / 4) threads (rounded up to 32) per output element.
+def run_arg_reduce(lib, dtype, stream, rng):
+    rows, axis = 5, 300
+    x = rand(rng, (rows, axis), dtype)  # bfloat16 has ties: the first index wins, as numpy's
+    one = np.array([1], np.int64)
+    # Along the rows (contiguous axis) and along the columns (the axis strided by a row).
+    for a, n_out, in_st, axis_stride in ((1, rows, axis, 1), (0, axis, 1, axis)):
+        n_axis = axis if a == 1 else rows
+        tg = row_threads(n_axis, 4)
+        out = lib[f"argmax_{dtype}"](
+            x, poison(n_out, np.uint32), np.array([n_out], np.int32),
+            np.array([in_st], np.int64), one, np.uint64(1), np.int64(axis_stride),
+            np.uint64(n_axis), threads=(tg, n_out, 1), group_size=(tg, 1, 1), stream=stream)
+        np.testing.assert_array_equal(np.asarray(out), np.argmax(f64(x), axis=a))
+
+
+def rope_ref(x, offsets, base, scale, traditional):
+    """MLX's rope (dims = D, forward) in float64: x (B, N, T, D), an offset per batch."""
+    b, n, t, d = x.shape
+    half = d // 2
+    inv_freq = base ** (-np.arange(half) / half)
+    pos = scale * (np.arange(t)[None, :] + offsets[:, None])  # (B, T)
+    theta = pos[:, None, :, None] * inv_freq  # (B, 1, T, half)
+    c, s = np.cos(theta), np.sin(theta)
+    if traditional:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+    else:
+        x1, x2 = x[..., :half], x[..., half:]
+    r1, r2 = x1 * c - x2 * s, x1 * s + x2 * c
+    out = np.empty_like(x)
+    if traditional:
+        out[..., 0::2], out[..., 1::2] = r1, r2
+    else:
+        out[..., :half], out[..., half:] = r1, r2
+    return out
+
+
+# rope (rope.metal): the general kernel (T > 1, an offset per batch), dispatched as
+# RoPE::eval_gpu: a grid of (dims / 2, T, B * ceil(heads / 4)) threads, get_block_dims groups;
+# traditional and forward are function constants.
+def run_rope(lib, dtype, stream, rng, traditional=False):
+    b, n, t, d = 2, 5, 6, 32
+    base, scale = 10000.0, 0.5
+    x = rand(rng, (b, n, t, d), dtype)
+    offsets = rng.integers(0, 8, b).astype(np.int32)
+    strides = np.array([t * d, d, 1], np.int64)
+    grid = (d // 2, t, b * groups(n, 4))
+    out = lib[f"rope_{dtype}"](
+        x, poison(x.shape, dtype), offsets, np.float32(scale), strides, strides, np.int64(1),
+        np.int32(n), np.float32(np.log2(base)), threads=grid, group_size=block_dims(*grid),
+        stream=stream)
+    check(out, rope_ref(f64(x), f64(offsets), base, scale, traditional), dtype, scale=2.0)
+
+
+def run_rope_traditional(lib, dtype, stream, rng):
+    run_rope(lib, dtype, stream, rng, traditional=True)
+
+
+def norm_threads(axis, n_reads):
+    """MLX's normalization kernels: ceil(axis / n_reads) threads rounded up to a simdgroup."""
+    return groups(groups(axis, n_reads), 32) * 32
+
+
+# layer_norm (layer_norm.metal): layer_norm_single_row, dispatched as LayerNorm::eval_gpu. The
+# kernel pads a thread's partial reads with `for (i = n; i < N_READS; i++) thread_x[i] = mean`,
+# n = axis - lid * 8: a thread wholly past the row's end (n < 0) writes below its array (harmless
+# in Metal's registers, a stack overwrite on the CPU). The row is sized as MLX's dispatch leaves
+# no such thread: 253 = 31 full reads and a partial one, in 32 threads.
+def run_layer_norm(lib, dtype, stream, rng):
+    rows, axis, eps = 4, 253, 1e-5
+    x, w, bias = rand(rng, (rows, axis), dtype), rand(rng, axis, dtype), rand(rng, axis, dtype)
+    tg = norm_threads(axis, 8)
+    out = lib[f"layer_norm{dtype}"](
+        x, w, bias, poison((rows, axis), dtype), np.float32(eps), np.uint32(axis), np.uint32(1),
+        np.uint32(1), threads=rows * tg, group_size=tg, stream=stream)
+    xd = f64(x)
+    xn = (xd - xd.mean(1, keepdims=True)) / np.sqrt(xd.var(1, keepdims=True) + eps)
+    check(out, xn * f64(w) + f64(bias), dtype, scale=4.0)
+
+
+# rms_norm (rms_norm.metal): rms_single_row, dispatched as RMSNorm::eval_gpu (RMS_N_READS 4).
+def run_rms_norm(lib, dtype, stream, rng):
+    rows, axis, eps = 4, 300, 1e-5
+    x, w = rand(rng, (rows, axis), dtype), rand(rng, axis, dtype)
+    tg = norm_threads(axis, 4)
+    out = lib[f"rms{dtype}"](x, w, poison((rows, axis), dtype), np.float32(eps),
+                             np.uint32(axis), np.uint32(1), threads=rows * tg, group_size=tg,
+                             stream=stream)
+    xd = f64(x)
+    check(out, xd / np.sqrt((xd * xd).mean(1, keepdims=True) + eps) * f64(w), dtype, scale=4.0)
+
+
+def threefry2x32(key, x0, x1):
+    """Threefry-2x32 with 20 rounds (Salmon et al.), as MLX keys its random bits: key (2,)
+    uint32, counters x0, x1 (uint32 arrays) -> two uint32 arrays."""
+    rot = ((13, 15, 26, 6), (17, 29, 16, 24))
+    ks = (np.uint32(key[0]), np.uint32(key[1]), np.uint32(key[0] ^ key[1] ^ 0x1BD11BDA))
+    with np.errstate(over="ignore"):
+        x0, x1 = x0 + ks[0], x1 + ks[1]
+        for i in range(5):
+            for r in rot[i % 2]:
+                x0 = x0 + x1
+                x1 = ((x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r))) ^ x0
+            x0 = x0 + ks[(i + 1) % 3]
+            x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x0, x1
+
+
+def random_bits_ref(key, nbytes):
+    """MLX's random bits of one key: 32-bit words w[j] = threefry(key, (j, j + h))[0] and
+    w[j + h] = ...[1] for j < h = ceil(words / 2) (an odd count drops the last second word,
+    counter 0), little-endian, cut to nbytes."""
+    words = groups(nbytes, 4)
+    h = groups(words, 2)
+    j = np.arange(h, dtype=np.uint32)
+    last = np.zeros(h, bool)
+    last[-1] = words % 2 == 1
+    a, b = threefry2x32(key, j, np.where(last, np.uint32(0), j + np.uint32(h)))
+    w = np.concatenate([a, b[:words - h]]).astype("<u4")
+    return w.view(np.uint8)[:nbytes]
+
+
+# random (random.metal): rbitsc, dispatched as RandomBits::eval_gpu: a grid of (keys,
+# ceil(words / 2)) threads. The bytes per key follow the dtype's width (MLX's random.bits with
+# width 4 or 2): 36 words; 18 words, the last half written; 19 words (odd: the last thread
+# writes one word), the last half written. Checked against threefry in numpy, and for even word
+# counts against MLX's own bits where the `mlx` package is installed.
+RANDOM_ELEMS = {"float32": 36, "float16": 35, "bfloat16": 37}
+
+
+def run_random(lib, dtype, stream, rng):
+    width = np.dtype(DTYPES[dtype]).itemsize
+    n_keys, nbytes = 3, RANDOM_ELEMS[dtype] * width
+    keys = rng.integers(0, 2**32, size=(n_keys, 2), dtype=np.uint32)
+    words = groups(nbytes, 4)
+    grid = (n_keys, groups(words, 2), 1)
+    out = lib["rbitsc"](keys, poison(n_keys * nbytes, np.int8), np.bool_(words % 2),
+                        np.uint64(nbytes), threads=grid, group_size=block_dims(*grid),
+                        stream=stream)
+    got = np.asarray(out).view(np.uint8).reshape(n_keys, nbytes)
+    for k in range(n_keys):
+        np.testing.assert_array_equal(got[k], random_bits_ref(keys[k], nbytes))
+    if words % 2:
+        return
+    try:
+        import mlx.core as mx
+    except ImportError:
+        return  # the numpy threefry above is the reference; MLX adds its own bits
+    # MLX's own bits (the `mlx` package, CPU): random.split(key, num) is random.bits of 2 * num
+    # words of width 4, the same counters as any even word count.
+    for k in range(n_keys):
+        bits = mx.random.split(mx.array(keys[k]), words // 2, stream=mx.cpu)
+        mine = np.array(bits).astype("<u4").view(np.uint8).reshape(-1)[:nbytes]
+        np.testing.assert_array_equal(got[k], mine)
+
+
+# conv (conv.metal): depthwise_conv_2d, dispatched as conv.cpp's depthwise_conv_2D_gpu (one
+# input channel per group, C a multiple of 16): threadgroups of (8 channels, 8 columns, 4 rows),
+# the kernel size, strides and tile given as function constants; MLXConvParams<2> as bytes.
+DEPTHWISE = {"kernel": (3, 3), "stride": (1, 2)}
+
+
+def run_depthwise_conv(lib, dtype, stream, rng):
+    n, h, wd, c = 2, 10, 13, 16
+    (kh, kw), st, pad = DEPTHWISE["kernel"], DEPTHWISE["stride"], (1, 1)
+    tc, tw, th = 8, 8, 4
+    x, w = rand(rng, (n, h, wd, c), dtype), rand(rng, (c, kh, kw, 1), dtype)
+    oh, ow = (h + 2 * pad[0] - kh) // st[0] + 1, (wd + 2 * pad[1] - kw) // st[1] + 1
+    p = np.zeros(1, CONV_PARAMS)
+    p[0] = (n, c, c, (h, wd), (kh, kw), (oh, ow), st, pad, (1, 1), (1, 1),
+            (h * wd * c, wd * c, c, 1), (kh * kw, kw, 1, 1), (oh * ow * c, ow * c, c, 1), c,
+            False)
+    out = lib[f"depthwise_conv_2d_{dtype}"](
+        x, w, poison((n, oh, ow, c), dtype), p.view(np.uint8),
+        threads=(c, groups(ow, tw) * tw, groups(oh, th) * th * n), group_size=(tc, tw, th),
+        stream=stream)
+    xd, wt = f64(x), f64(w)
+    xp = np.zeros((n, h + 2 * pad[0], wd + 2 * pad[1], c))
+    xp[:, pad[0]:pad[0] + h, pad[1]:pad[1] + wd] = xd
+    ref = np.zeros((n, oh, ow, c))
+    for i in range(kh):
+        for j in range(kw):
+            ref += xp[:, i:i + st[0] * (oh - 1) + 1:st[0], j:j + st[1] * (ow - 1) + 1:st[1]] \
+                * wt[:, i, j, 0]
+    check(out, ref, dtype, scale=2.0)
+
+
+UNITS = {
+    "arg_reduce": Unit("arg_reduce.metal", [f"argmax_{n}" for n in DTYPES]
+                       + ["argmin_float32", "argmax_int32"], run_arg_reduce),
+    "rope": Unit("rope.metal", [f"rope_{n}" for n in DTYPES]
+                 + ["rope_single_float32", "rope_freqs_large_float32"], run_rope,
+                 {1: True, 2: False, 3: False}),
+    "rope_traditional": Unit("rope.metal", [f"rope_{n}" for n in DTYPES], run_rope_traditional,
+                             {1: True, 2: True, 3: False}),
+    "layer_norm": Unit("layer_norm.metal", [f"layer_norm{n}" for n in DTYPES]
+                       + ["layer_norm_loopedfloat32"], run_layer_norm),
+    "rms_norm": Unit("rms_norm.metal", [f"rms{n}" for n in DTYPES] + ["rms_loopedfloat32"],
+                     run_rms_norm),
+    "random": Unit("random.metal", ["rbitsc", "rbits"], run_random),
+    "conv": Unit("conv.metal", [f"depthwise_conv_2d_{n}" for n in DTYPES]
+                 + ["naive_unfold_nd_float32_2", "winograd_conv_2d_input_transform_float32_bc32"],
+                 run_depthwise_conv,
+                 {0: DEPTHWISE["kernel"][0], 1: DEPTHWISE["kernel"][1],
+                  10: DEPTHWISE["stride"][0], 11: DEPTHWISE["stride"][1], 100: 4, 101: 8,
+                  200: False}),
+}
+
 
 # ---- the tests -----------------------------------------------------------------------------------
 
@@ -711,3 +1115,50 @@ class _Kernels:
 
     def __getitem__(self, name):
         return getattr(self.lib, name)
+
+
+_UNIT_LIBS = {}
+
+
+def unit_library(name, root):
+    """The unit's library, read whole from the MLX source tree."""
+    if name not in _UNIT_LIBS:
+        u = UNITS[name]
+        src = (root / KERNELS / u.unit).read_text()
+        _UNIT_LIBS[name] = alloy.compile_shader(src, include_dirs=[str(root)],
+                                                function_constants=u.function_constants or None,
+                                                name=f"mlx_{u.unit}")
+    return _UNIT_LIBS[name]
+
+
+@pytest.mark.parametrize("family", sorted(UNITS))
+def test_unit_compiles_on_cpu(family, mlx_src):
+    lib = unit_library(family, mlx_src)
+    kernels = UNITS[family].kernels
+    assert set(kernels) <= set(lib.kernel_names()), "a kernel is missing from the unit"
+    lib.precompile(stream=alloy.cpu, kernels=kernels)
+
+
+@pytest.mark.parametrize("family", sorted(UNITS))
+def test_unit_compiles_with_nvrtc(family, mlx_src):
+    if not CLI.exists():
+        pytest.skip("no build/alloy CLI (build the C++ project first)")
+    u = UNITS[family]
+    cmd = [str(CLI), "translate", "--library", str(mlx_src / KERNELS / u.unit), "--include-dir",
+           str(mlx_src), "--target", "ptx", "--arch", "sm_90"]
+    for k in u.kernels:
+        cmd += ["--kernel", k]
+    for idx, v in u.function_constants.items():
+        cmd += ["--function-constant", f"{idx}={str(v).lower() if isinstance(v, bool) else v}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0 and "NVRTC" in r.stderr and "not" in r.stderr and "found" in r.stderr:
+        pytest.skip("NVRTC unavailable: " + r.stderr.strip()[:200])
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert r.stdout.count(".entry ") == len(u.kernels), "a kernel is missing from the PTX"
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("family", sorted(UNITS))
+def test_unit_runs(family, dtype, device, mlx_src):
+    lib = unit_library(family, mlx_src)
+    UNITS[family].run(_Kernels(lib), dtype, device, np.random.default_rng(11))

@@ -92,6 +92,10 @@ std::string compact(const std::vector<Token>& t, size_t b, size_t e) {
   }
   return s;
 }
+// The first attribute of a compacted attribute list ("kernel , max_total_... ( 64 )" -> "kernel").
+std::string attr_head(const std::string& a) {
+  return a.substr(0, a.find_first_of(" (,"));
+}
 std::string quoted_name(const std::string& s) {
   auto q1 = s.find('"'), q2 = s.rfind('"');
   return q1 != npos && q2 > q1 ? s.substr(q1 + 1, q2 - q1 - 1) : "";
@@ -149,7 +153,7 @@ std::vector<KernelRegion> find_kernel_regions(const std::vector<Token>& t) {
             if (e == npos || e > semi) break;
             std::string a = compact(t, j + 2, e - 1);
             if (a.starts_with("host_name")) host = quoted_name(a);
-            if (a == "kernel") is_kernel = true;
+            if (attr_head(a) == "kernel") is_kernel = true;
             j = e;
             after_decltype = e + 1;
           } else if (t[j].is("decltype")) {
@@ -176,7 +180,9 @@ std::vector<KernelRegion> find_kernel_regions(const std::vector<Token>& t) {
     if (attr_open(t, i)) {
       size_t e = attr_end(t, i);
       if (e == npos) continue;
-      marker = compact(t, i + 2, e - 1) == "kernel";
+      // `[[kernel]]`, or `[[kernel, max_total_threads_per_threadgroup(n)]]` (MLX's steel and
+      // winograd kernels): the list's first attribute.
+      marker = attr_head(compact(t, i + 2, e - 1)) == "kernel";
       after = e;
       if (!marker) {
         i = e;
