@@ -15,6 +15,10 @@
 //                              compiles start at the calls on the compile pool (peer: the same 20
 //                              compiled one after another, each evaluated before the next call).
 //                              vs_serial = serial time / parallel time (~ the cores, at most).
+//   BM_ParallelCompileMetalKernel20/Cpu|Gpu  the same with 20 new metal_kernels (their compiles
+//                              start at the calls too): CPU JIT, or NVRTC on a GPU.
+//   BM_ParallelCompileNvrtc20  20 metal_kernel cubins (sm_90, no GPU needed) compiled as jobs on
+//                              the compile pool vs one after another: NVRTC's parallel scaling.
 // Every iteration uses sources no cache has seen (a tag in a program-scope constant).
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +29,7 @@
 #include "backend/cuda/nvrtc.h"
 #include "bench_common.h"
 #include "kernel/compile_pool.h"
+#include "kernel/custom_kernel.h"
 #include "kernel/library.h"
 
 namespace {
@@ -225,5 +230,108 @@ void BM_ParallelCompile20(benchmark::State& state) {
   state.counters["compile_threads"] = kernel::compile_concurrency();
 }
 BENCHMARK(BM_ParallelCompile20)->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+
+// metal_kernel `k` of 20 (y = x * (k + 1) + 0.25), its source unique to `tag`.
+MetalKernel scaled_kernel(int k, int64_t tag) {
+  return metal_kernel("scaled_" + std::to_string(k), {"inp"}, {"out"},
+                      "uint i = thread_position_in_grid.x;\nout[i] = inp[i] * " +
+                          std::to_string(k + 1) + ".0f + 0.25f;  // bench " + std::to_string(tag) +
+                          "\n");
+}
+
+KernelCall scaled_call(int n, Device dev) {
+  KernelCall call;
+  call.output_shapes = {{n}};
+  call.output_dtypes = {float32};
+  call.grid = {n, 1, 1};
+  call.threadgroup = {256, 1, 1};
+  call.device = dev;
+  return call;
+}
+
+// 20 new metal_kernels called, then evaluated together (each call queues its compile on the
+// compile pool: they compile in parallel), vs the same 20 called and evaluated one at a time.
+// On the CPU the compiles are the CPU JIT's (host compiler), on the GPU NVRTC's.
+void BM_ParallelCompileMetalKernel20(benchmark::State& state, Device dev) {
+  if (dev.type == Device::Type::gpu && !gpu_available())
+    return state.SkipWithError("no CUDA GPU (BM_ParallelCompileNvrtc20 needs none)");
+  const int n = 4096, kernels = 20;
+  Array x = random_array({n}, -1, 1, 3, dev);
+  KernelCall call = scaled_call(n, dev);
+  scaled_kernel(0, unique_tag())({x}, call)[0].eval();  // backend and compiler started
+  PairTimes t;
+  for (auto _ : state) {
+    int64_t tag = unique_tag();
+    double t0 = now_s();
+    std::vector<Array> outs;
+    for (int k = 0; k < kernels; ++k) outs.push_back(scaled_kernel(k, tag)({x}, call)[0]);
+    eval(outs);
+    synchronize(dev);
+    double a = now_s() - t0;
+    tag = unique_tag();
+    t0 = now_s();
+    for (int k = 0; k < kernels; ++k) scaled_kernel(k, tag)({x}, call)[0].eval();
+    synchronize(dev);
+    t.peer += now_s() - t0;
+    t.alloy += a;
+    ++t.n;
+    state.SetIterationTime(a);
+  }
+  t.report(state, "serial");
+  state.counters["compile_threads"] = kernel::compile_concurrency();
+}
+BENCHMARK_CAPTURE(BM_ParallelCompileMetalKernel20, Cpu, Device::cpu())
+    ->UseManualTime()
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ParallelCompileMetalKernel20, Gpu, Device::gpu())
+    ->UseManualTime()
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond);
+
+// NVRTC without a GPU: the 20 kernels' cubins for sm_90, each compile a job queued on the
+// compile pool as a metal_kernel call queues it (CompileJob + compile_soon, then waited for as an
+// evaluation does), vs compiled one after another. What bounds the GPU's parallel compiles.
+void BM_ParallelCompileNvrtc20(benchmark::State& state) {
+  if (!cuda::nvrtc::available()) return state.SkipWithError("NVRTC not found");
+  const int n = 4096, kernels = 20;
+  Array x = random_array({n}, -1, 1, 3, Device::cpu());
+  KernelCall call = scaled_call(n, Device::cpu());
+  // By value: a job still queued when another failed must not outlive what it reads.
+  auto cubin = [x, call](int k, int64_t tag) {
+    std::string why = kernel::compile_call_cubin(scaled_kernel(k, tag), {x}, call, "sm_90");
+    if (!why.empty()) throw std::runtime_error(why);
+    return 0;
+  };
+  PairTimes t;
+  try {
+    cubin(0, unique_tag());
+    for (auto _ : state) {
+      int64_t tag = unique_tag();
+      double t0 = now_s();
+      std::vector<std::shared_ptr<kernel::CompileJob<int>>> jobs;
+      for (int k = 0; k < kernels; ++k) {
+        auto job =
+            std::make_shared<kernel::CompileJob<int>>([cubin, k, tag] { return cubin(k, tag); });
+        kernel::compile_soon([job] { job->run(); });
+        jobs.push_back(std::move(job));
+      }
+      for (auto& j : jobs) j->get();
+      double a = now_s() - t0;
+      tag = unique_tag();
+      t0 = now_s();
+      for (int k = 0; k < kernels; ++k) cubin(k, tag);
+      t.peer += now_s() - t0;
+      t.alloy += a;
+      ++t.n;
+      state.SetIterationTime(a);
+    }
+  } catch (const std::exception& e) {
+    return state.SkipWithError(e.what());
+  }
+  t.report(state, "serial");
+  state.counters["compile_threads"] = kernel::compile_concurrency();
+}
+BENCHMARK(BM_ParallelCompileNvrtc20)->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -2,9 +2,11 @@
 // thousands of instantiations compiles only the kernel that is called; reflection and argument
 // errors compile nothing; precompile() compiles everything, in parallel units, in the foreground
 // or the background; a kernel (library or metal_kernel) that several threads need at once is
-// compiled once. The libraries are generated here (no network). MLX's own copy.metal is used
-// when $ALLOY_MLX_KERNELS points at MLX's kernels folder (mlx/backend/metal/kernels of an MLX
-// source tree, with its headers reachable from ALLOY_MLX_INCLUDE, default three folders up).
+// compiled once; metal_kernel calls start their compiles at the call (20 called then evaluated
+// together compile once each), and compile errors still surface at the evaluation. The libraries
+// are generated here (no network). MLX's own copy.metal is used when $ALLOY_MLX_KERNELS points at
+// MLX's kernels folder (mlx/backend/metal/kernels of an MLX source tree, with its headers reachable
+// from ALLOY_MLX_INCLUDE, default three folders up).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -23,6 +25,7 @@
 #include "alloy/library.h"
 #include "backend/cpu/jit.h"
 #include "conformance/harness.h"
+#include "kernel/compile_pool.h"
 #include "kernel/library.h"
 
 using namespace alloy;
@@ -307,6 +310,124 @@ TEST(LibraryLazy, ConcurrentMetalKernelCallersCompileOnce) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 6);
   EXPECT_EQ(compiler_runs(), runs + 1);
+}
+
+// ---- metal_kernel: compiles start at the call (issue "First-call latency", item 4) ----------
+
+KernelCall metal_call(int n) {
+  KernelCall call;
+  call.output_shapes = {{n}};
+  call.output_dtypes = {float32};
+  call.grid = {n, 1, 1};
+  call.threadgroup = {32, 1, 1};
+  call.device = Device::cpu();
+  return call;
+}
+
+// y = x * (k + 1) + 0.5, a source no cache has seen (the nonce and `tag` in a comment).
+MetalKernel scaled_kernel(int k, const std::string& tag) {
+  return metal_kernel("scaled_" + std::to_string(k), {"inp"}, {"out"},
+                      "uint i = thread_position_in_grid.x;\nout[i] = inp[i] * " +
+                          std::to_string(k + 1) + ".0f + 0.5f;  // " + tag + " " + nonce() + "\n");
+}
+
+// Runs the compiles that earlier tests queued and never evaluated (a pool thread could otherwise
+// run one while a test counts compiler runs).
+void drain_compile_queue() {
+  while (kernel::compile_help()) {
+  }
+}
+
+// Waits up to two minutes (a loaded machine) for `done`.
+template <class Done>
+bool eventually(Done done) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+TEST(LibraryLazy, TwentyMetalKernelsCalledThenEvaluatedCompileOnceEach) {
+  const int n = 64, kernels = 20;
+  auto xs = random_values(n, -1, 1, 11);
+  Array x = Array::from_doubles(xs, {n}, float32, Device::cpu());
+  drain_compile_queue();
+  uint64_t runs = compiler_runs();
+  std::vector<MetalKernel> ks;
+  std::vector<Array> outs;
+  for (int k = 0; k < kernels; ++k) {
+    ks.push_back(scaled_kernel(k, "twenty"));
+    outs.push_back(ks.back()({x}, metal_call(n))[0]);
+  }
+  eval(outs);
+  auto want = [&](int k) {
+    std::vector<double> w(n);
+    for (int i = 0; i < n; ++i) w[i] = xs[i] * (k + 1) + 0.5;
+    return w;
+  };
+  for (int k = 0; k < kernels; ++k) expect_close(outs[k], want(k));
+  EXPECT_EQ(compiler_runs(), runs + kernels);
+  // Called again, and by new kernel objects of the same content: memory hits, nothing compiles.
+  for (int k = 0; k < kernels; ++k) {
+    expect_close(ks[k]({x}, metal_call(n))[0], want(k));
+    expect_close(scaled_kernel(k, "twenty")({x}, metal_call(n))[0], want(k));
+  }
+  EXPECT_EQ(compiler_runs(), runs + kernels);
+}
+
+TEST(LibraryLazy, MetalKernelCompilesStartAtTheCall) {
+  // Three calls, no evaluation: the compiles queued together run on the pool's threads (the last
+  // one queued may be left to the evaluation, as a compile queued alone is).
+  const int n = 32;
+  Array x = Array::from_doubles(random_values(n, -1, 1, 12), {n}, float32, Device::cpu());
+  drain_compile_queue();
+  uint64_t runs = compiler_runs();
+  std::vector<Array> outs;
+  for (int k = 0; k < 3; ++k) outs.push_back(scaled_kernel(k, "at-call")({x}, metal_call(n))[0]);
+  EXPECT_TRUE(eventually([&] { return compiler_runs() >= runs + 2; }))
+      << "no compile started before the evaluation";
+  eval(outs);
+  EXPECT_EQ(compiler_runs(), runs + 3);
+}
+
+TEST(LibraryLazy, MetalKernelCompileErrorsSurfaceAtEvaluation) {
+  const int n = 32;
+  auto xs = random_values(n, -1, 1, 13);
+  Array x = Array::from_doubles(xs, {n}, float32, Device::cpu());
+  auto bad = metal_kernel("broken_on_pool", {"inp"}, {"out"},
+                          "uint i = thread_position_in_grid.x;\nout[i] = inp[i] + "
+                          "undefined_thing_" +
+                              nonce() + ";\n");
+  drain_compile_queue();
+  uint64_t runs = compiler_runs();
+  // The calls succeed; the bad kernel's compile runs on the pool (queued with the good one's).
+  Array b, g;
+  ASSERT_NO_THROW(b = bad({x}, metal_call(n))[0]);
+  ASSERT_NO_THROW(g = scaled_kernel(0, "beside-broken")({x}, metal_call(n))[0]);
+  EXPECT_TRUE(eventually([&] { return compiler_runs() >= runs + 1; }));
+  std::vector<double> want(n);
+  for (int i = 0; i < n; ++i) want[i] = xs[i] + 0.5;
+  expect_close(g, want);
+  auto expect_compile_error = [&](Array& a) {
+    try {
+      a.eval();
+      ADD_FAILURE() << "expected a CompileError";
+    } catch (const CompileError& e) {
+      std::string msg = e.what();
+      EXPECT_EQ(e.kernel(), "broken_on_pool");
+      EXPECT_NE(msg.find("broken_on_pool"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("body line 2"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("out[i] = inp[i] + undefined_thing_"), std::string::npos) << msg;
+    }
+  };
+  expect_compile_error(b);
+  // A failed compile is not kept: a new call compiles again and fails the same way.
+  uint64_t before = compiler_runs();
+  Array again = bad({x}, metal_call(n))[0];
+  expect_compile_error(again);
+  EXPECT_EQ(compiler_runs(), before + 1);
 }
 
 // MLX's copy.metal (about 2,500 kernels), when an MLX source tree is given.

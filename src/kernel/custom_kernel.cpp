@@ -1,6 +1,8 @@
 // metal_kernel: MLX's mx.fast.metal_kernel on Alloy. A call validates its arguments, generates
-// MLX's Metal text for the input/output dtypes and template arguments, and returns pending
-// outputs of a CustomKernel primitive; evaluation compiles (cached) and launches.
+// MLX's Metal text for the input/output dtypes and template arguments, queues the compile of
+// that text on the compile pool (unless it is built) and returns pending outputs of a
+// CustomKernel primitive; evaluation takes the compiled program (waiting for it, or compiling it
+// itself when no pool thread took it yet) and launches.
 #include "kernel/custom_kernel.h"
 
 #include <fmt/format.h>
@@ -67,15 +69,58 @@ struct KernelVariants {
 
 namespace kernel {
 
+int KernelVariant::slot(msl::Target target, bool robust, bool shapes_spill) {
+  bool cuda = target == msl::Target::cuda;
+  return (cuda ? 4 : 0) + (robust ? 2 : 0) + (cuda && shapes_spill ? 1 : 0);
+}
+
+std::shared_ptr<KernelVariant::ProgramJob> KernelVariant::make_job(msl::Target target, bool robust,
+                                                                   bool shapes_spill) {
+  bool spill = target == msl::Target::cuda && shapes_spill;
+  return std::make_shared<ProgramJob>([this, target, robust, spill] {
+    return Program::build(map, target, math_mode, call_bind_options(generated, robust, spill));
+  });
+}
+
 const Program& KernelVariant::program(msl::Target target, bool robust, bool shapes_spill) {
-  int t = target == msl::Target::cuda ? 1 : 0, r = robust ? 1 : 0, s = t && shapes_spill ? 1 : 0;
-  if (const Program* p = ready[t][r][s].load(std::memory_order_acquire)) return *p;
-  std::lock_guard lock(mu);
-  auto& slot = programs[t][r][s];
-  if (!slot)
-    slot = Program::build(map, target, math_mode, call_bind_options(generated, robust, s != 0));
-  ready[t][r][s].store(slot.get(), std::memory_order_release);
-  return *slot;
+  int i = slot(target, robust, shapes_spill);
+  if (const Program* p = ready[i].load(std::memory_order_acquire)) return *p;  // built: no lock
+  std::shared_ptr<ProgramJob> job;
+  {
+    std::lock_guard lock(mu);
+    if (programs[i]) return *programs[i];
+    if (!jobs[i]) jobs[i] = make_job(target, robust, shapes_spill);
+    job = jobs[i];
+  }
+  try {
+    std::shared_ptr<Program> p = job->get();  // here, unless a pool thread took it
+    std::lock_guard lock(mu);
+    if (!programs[i]) {
+      programs[i] = p;
+      ready[i].store(p.get(), std::memory_order_release);
+    }
+    if (jobs[i] == job) jobs[i].reset();
+    return *programs[i];  // lives as long as the variant
+  } catch (...) {
+    // Not kept: the next evaluation compiles again, as one that found no program always did.
+    std::lock_guard lock(mu);
+    if (jobs[i] == job) jobs[i].reset();
+    throw;
+  }
+}
+
+void KernelVariant::start(msl::Target target, bool robust, bool shapes_spill) {
+  int i = slot(target, robust, shapes_spill);
+  if (ready[i].load(std::memory_order_acquire)) return;  // a memory hit: one load
+  std::shared_ptr<ProgramJob> job;
+  {
+    std::lock_guard lock(mu);
+    if (programs[i] || jobs[i]) return;
+    job = jobs[i] = make_job(target, robust, shapes_spill);
+  }
+  // A compile queued alone is usually run by the evaluation that needs it (no thread handoff on
+  // a warm first call); compiles queued together run on the pool's threads at once.
+  compile_soon([job] { job->run(); });
 }
 
 BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust,
@@ -356,6 +401,15 @@ std::pair<Dims, Dims> CustomKernel::geometry(const std::vector<Array>& inputs) c
   Dims g = eval_dims(grid_, inputs), t = eval_dims(threadgroup_, inputs);
   check_grid(spec_->name, g, t);
   return {g, t};
+}
+
+void CustomKernel::start_compile(const std::vector<Array>& inputs, Device device) const {
+  // The variant of the call that made this primitive (its hint), else the lookup eval() does.
+  std::shared_ptr<KernelVariant> v = hint_ ? hint_ : variant(inputs);
+  // The program eval() will ask for (same target, robust flag and shape-parameter layout).
+  bool gpu = device.type == Device::Type::gpu;
+  bool spill = gpu && !shape_params_fit(inputs, v->generated.bindings, ALLOY_CUDA_INLINE_BYTES);
+  v->start(gpu ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
 }
 
 std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
@@ -795,6 +849,11 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
     std::fwrite(listing.data(), 1, listing.size(), stdout);
     std::fflush(stdout);
   }
+  // Nothing is compiled here: the compile of the program this call needs (when not built yet)
+  // is queued on the compile pool, so that kernels called one after another and evaluated
+  // together compile in parallel; a compile queued alone is left to the evaluation. Compile
+  // errors surface at the evaluation, as before.
+  prim->start_compile(in, dev);
   if (plain) {
     auto& plan = variants_->plan;
     std::lock_guard lock(variants_->mu);

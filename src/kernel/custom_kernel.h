@@ -8,6 +8,7 @@
 #include "alloy/kernel.h"
 #include "core/buffer.h"
 #include "core/primitive.h"
+#include "kernel/compile_pool.h"
 #include "kernel/launch.h"
 #include "kernel/program.h"
 #include "msl/signature.h"
@@ -16,20 +17,38 @@
 namespace alloy::kernel {
 
 /// One generated source of a metal_kernel (fixed dtypes, small-array/scalar kinds, template
-/// arguments) and its programs, compiled on first use per target.
+/// arguments) and its programs, one per target / robust / CUDA shape-parameter layout. A call
+/// whose program is not built yet starts its compile on the compile pool (start()); the
+/// evaluation takes that compile's result, or runs it itself if no pool thread took it yet
+/// (program()). Each program compiles once however many threads ask for it meanwhile.
 struct KernelVariant {
   msl::GeneratedSource generated;
   SourceMap map;
   std::string math_mode;
   std::string spec_key;  // the spec's content key (the cache key's prefix)
-  std::mutex mu;
-  std::shared_ptr<Program> programs[2][2][2];  // [target][robust][CUDA: shapes_spill]
-  // The same programs once built (never replaced): read without the lock by every later call.
-  std::atomic<const Program*> ready[2][2][2] = {};
 
-  /// The program for a target, built (translated and compiled, or fetched from the caches) on
-  /// first use; it lives as long as the variant.
+  /// The program, compiled here if needed (or waiting for the compile start() queued, running
+  /// queued compiles meanwhile). Throws what the compile threw (alloy::CompileError with the
+  /// user's lines ...); a failed compile is not kept: the next request compiles again.
   const Program& program(msl::Target target, bool robust, bool shapes_spill = false);
+  /// Queues the program's compile on the compile pool (kernel/compile_pool.h, compile_soon)
+  /// unless it is built or queued already; returns at once. Errors wait for program().
+  void start(msl::Target target, bool robust, bool shapes_spill = false);
+
+ private:
+  using ProgramJob = CompileJob<std::shared_ptr<Program>>;
+  static constexpr int kSlots = 8;  // [target][robust][CUDA: shapes_spill]
+  static int slot(msl::Target target, bool robust, bool shapes_spill);
+  // A job compiling slot `i` (captures `this`: variants live in a process-wide cache that is
+  // never emptied).
+  std::shared_ptr<ProgramJob> make_job(msl::Target target, bool robust, bool shapes_spill);
+
+  std::mutex mu;
+  std::shared_ptr<Program> programs[kSlots];  // built
+  std::shared_ptr<ProgramJob> jobs[kSlots];   // compiling or queued (not yet taken by program())
+  // programs[i] once built (never replaced while the variant lives): read without the lock by
+  // every later call and evaluation.
+  std::atomic<const Program*> ready[kSlots] = {};
 };
 
 /// How a metal_kernel binds the buffers of `generated`: outputs never alias (each is a fresh
@@ -79,6 +98,10 @@ class CustomKernel : public Primitive {
   /// The launch geometry (grid, threadgroup) for these inputs, validated: std::invalid_argument
   /// names the kernel.
   std::pair<Dims, Dims> geometry(const std::vector<Array>& inputs) const;
+  /// Starts the compile of the program that evaluating this primitive on `device` will use
+  /// (KernelVariant::start), unless it is built already. `inputs`: those of the call that made
+  /// the primitive.
+  void start_compile(const std::vector<Array>& inputs, Device device) const;
 
  private:
   std::shared_ptr<KernelVariant> variant(const std::vector<Array>& inputs) const;
