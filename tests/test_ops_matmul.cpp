@@ -784,6 +784,8 @@ TEST(OpsMatmulGpu, MatchTheCpu) {
       Device::cpu());  // the references on the CPU; GPU arrays are moved explicitly
   std::string why;
   if (!gpu_backend()->blas_available(&why)) GTEST_FAIL() << why;  // the device has the CUDA toolkit
+  EXPECT_NE(blas_library(Device::gpu()).find("libcublas"), std::string::npos)
+      << blas_library(Device::gpu());
   auto check = [](const Array& got, const Array& want, double tol, const std::string& what) {
     ASSERT_EQ(got.device(), Device::gpu()) << what;
     ASSERT_EQ(got.shape(), want.shape()) << what;

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "alloy/errors.h"
