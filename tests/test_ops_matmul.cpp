@@ -3,10 +3,14 @@
 // views, empty), dtypes and errors, its vjp/jvp against finite differences; MLX's affine
 // quantization, quantized_matmul and gather_qmm; the cooperative row kernels (the CUDA path) run on
 // the CPU backend; and the new kernels' CUDA translations compiled with NVRTC for sm_90.
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <random>
 
@@ -205,6 +209,72 @@ TEST(OpsMatmul, EmptyAndErrors) {
   EXPECT_THROW(matmul(ones({2, 3}), ones({4, 2})), std::invalid_argument);
   EXPECT_THROW(matmul(ones({}), ones({2})), std::invalid_argument);
   EXPECT_THROW(matmul(ones({2, 2, 3}), ones({3, 3, 2})), std::invalid_argument);
+}
+
+TEST(OpsMatmul, BlasLibraryNamesTheOpenBlasInUse) {
+  std::string why;
+  if (!cpu_backend().blas_available(&why)) {
+    EXPECT_THROW(blas_library(), NotSupported);
+    GTEST_SKIP() << why;
+  }
+  std::string lib = blas_library();
+  EXPECT_NE(lib.find("openblas"), std::string::npos) << lib;  // the file (and its config)
+  EXPECT_NE(lib.find("OpenBLAS"), std::string::npos) << lib;  // openblas_get_config()
+  EXPECT_EQ(blas_library(Device::cpu()), lib);
+  if (!gpu_available()) {
+    EXPECT_THROW(blas_library(Device::gpu()), std::invalid_argument);
+  }
+}
+
+// The library is chosen once per process, so the choices are checked in child processes (gtest
+// re-runs the test there): an OpenBLAS already loaded is shared (numpy's in Python; here the
+// system's file under a name the search would never find), ALLOY_OPENBLAS (here a copy of the
+// file: a second library) goes before it.
+TEST(OpsMatmul, AnOpenBlasAlreadyLoadedIsShared) {
+  // Nothing here may load Alloy's BLAS before the child's EXPECT_EXIT (the child runs this body
+  // from the start), so no skip_without_blas(): a file at a known path instead.
+  std::string system_file;
+  for (const char* f : {"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
+                        "/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
+                        static_cast<const char*>(std::getenv("ALLOY_OPENBLAS"))})
+    if (f && system_file.empty() && std::filesystem::exists(f))
+      system_file = std::filesystem::canonical(f).string();
+  if (system_file.empty()) GTEST_SKIP() << "no OpenBLAS file at a known path";
+  // A fixed name: the child processes make the same link again.
+  auto dir = std::filesystem::temp_directory_path() / "alloy-test-preloaded-openblas";
+  std::filesystem::create_directories(dir);
+  std::string preloaded = (dir / "libopenblas-preloaded.so").string();
+  std::string copy = (dir / "libopenblas-copy.so").string();
+  std::filesystem::remove(preloaded);
+  std::filesystem::create_symlink(system_file, preloaded);
+  std::filesystem::copy_file(system_file, copy, std::filesystem::copy_options::skip_existing);
+  // In the child: load the link, then Alloy's first product; exit 0 when Alloy named the
+  // expected file and its product matches float64.
+  auto child = [&](bool env) {
+    if (env)
+      ::setenv("ALLOY_OPENBLAS", copy.c_str(), 1);
+    else
+      ::unsetenv("ALLOY_OPENBLAS");
+    if (!dlopen(preloaded.c_str(), RTLD_NOW | RTLD_LOCAL)) std::_Exit(3);
+    std::string lib = blas_library();
+    std::fprintf(stderr, "%s\n", lib.c_str());
+    if (lib.rfind(env ? copy : preloaded, 0) != 0) std::_Exit(1);
+    auto va = randoms(6 * 5, -1, 1, 31), vb = randoms(5 * 4, -1, 1, 32);
+    auto got = matmul(Array::from_doubles(va, {6, 5}, Dtype::float32),
+                      Array::from_doubles(vb, {5, 4}, Dtype::float32))
+                   .to_doubles();
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 4; ++j) {
+        double want = 0;
+        for (int p = 0; p < 5; ++p) want += va[i * 5 + p] * vb[p * 4 + j];
+        if (std::fabs(got[i * 4 + j] - want) > 1e-5) std::_Exit(2);
+      }
+    std::_Exit(0);
+  };
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(child(false), ::testing::ExitedWithCode(0), "OpenBLAS") << "preloaded";
+  EXPECT_EXIT(child(true), ::testing::ExitedWithCode(0), "OpenBLAS") << "ALLOY_OPENBLAS set";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(OpsMatmul, GradientsMatchFiniteDifferences) {
@@ -714,6 +784,8 @@ TEST(OpsMatmulGpu, MatchTheCpu) {
       Device::cpu());  // the references on the CPU; GPU arrays are moved explicitly
   std::string why;
   if (!gpu_backend()->blas_available(&why)) GTEST_FAIL() << why;  // the device has the CUDA toolkit
+  EXPECT_NE(blas_library(Device::gpu()).find("libcublas"), std::string::npos)
+      << blas_library(Device::gpu());
   auto check = [](const Array& got, const Array& want, double tol, const std::string& what) {
     ASSERT_EQ(got.device(), Device::gpu()) << what;
     ASSERT_EQ(got.shape(), want.shape()) << what;

@@ -203,6 +203,11 @@ Array argmin(const Array& a, int axis, bool keepdims = false, StreamOrDevice s =
 /// and required floating (float16/bfloat16 compute with float32 accumulation). OpenBLAS on the
 /// CPU, cuBLAS on CUDA, both loaded at run time (alloy::NotSupported when absent).
 Array matmul(const Array& a, const Array& b, StreamOrDevice s = {});
+/// The BLAS library `device`'s matmul runs through, loaded now if it was not: on the CPU the
+/// OpenBLAS file and its configuration string (ALLOY_OPENBLAS's file, else an OpenBLAS already
+/// loaded in the process such as numpy's, else the system's), on CUDA the cuBLAS file. Throws
+/// alloy::NotSupported when none loads.
+std::string blas_library(Device device = Device::cpu());
 
 /// MLX's affine quantization of `w` (last axis a multiple of group_size; group_size 32, 64 or
 /// 128; bits 4 or 8): per group of `group_size` elements along the last axis a scale and a bias

@@ -112,6 +112,7 @@ from ._core import (
     ones_like,
     # matrix products (src/ops/matmul.cpp, src/ops/quantized.cpp)
     matmul,
+    blas_library,
     quantize,
     dequantize,
     quantized_matmul,

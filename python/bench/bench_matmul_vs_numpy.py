@@ -3,18 +3,22 @@ alternately in the same process (issue "Built-in ops", item 7: matmul >= 0.9x nu
 softmax / logsumexp over rows >= 1.0x numpy).
 
 Cases (ratio = numpy time / Alloy time: > 1 means Alloy is faster):
-  matmul f32 N      alloy.matmul(a, b).eval() vs x @ y, N x N (OpenBLAS vs numpy's OpenBLAS)
+  matmul f32 N      alloy.matmul(a, b).eval() vs x @ y, N x N
   matmul f64 N      the same in float64
   matmul batch f32  [64, 128, 128] @ [64, 128, 128]
-  matmul vec f32    [4096] @ [4096, 4096] (gemv through gemm)
+  matmul vec f32    [4096] @ [4096, 4096] (gemv)
   softmax rows f32  alloy.softmax(m, axis=-1) vs e = np.exp(m - max); e / e.sum(-1), 4096 x 4096
   logsumexp f32     alloy.logsumexp(m, axis=-1) vs the same composition in numpy
-Both libraries use their own threads (numpy's bundled OpenBLAS; Debian's libopenblas0-pthread).
+Alloy's CPU products run through numpy's bundled OpenBLAS when numpy loaded one (one thread pool
+in the process; alloy.blas_library() names it); ALLOY_OPENBLAS=<file> makes Alloy load its own
+(e.g. Debian's libopenblas0-pthread) to compare two pools. Wall time and process CPU time (all
+threads, spinning BLAS workers included) per call, medians.
 
     python python/bench/bench_matmul_vs_numpy.py [--repeats R] [--cases matmul_f32_1024,...]
 """
 
 import argparse
+import os
 import statistics
 import time
 
@@ -24,18 +28,22 @@ import alloy
 
 
 def alternate(alloy_fn, numpy_fn, repeats):
+    """Medians of (wall, CPU) seconds per call of each, called alternately."""
     alloy_fn()
     numpy_fn()
-    a, b = [], []
+    a, b, ca, cb = [], [], [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         alloy_fn()
-        t1 = time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
         numpy_fn()
-        t2 = time.perf_counter()
+        c2, t2 = time.process_time(), time.perf_counter()
         a.append(t1 - t0)
         b.append(t2 - t1)
-    return statistics.median(a), statistics.median(b)
+        ca.append(c1 - c0)
+        cb.append(c2 - c1)
+    med = statistics.median
+    return med(a), med(b), med(ca), med(cb)
 
 
 def np_softmax(m):
@@ -76,10 +84,16 @@ def main():
     cases["logsumexp_rows_f32"] = (lambda: alloy.eval(alloy.logsumexp(am, axis=-1)),
                                    lambda: np_logsumexp(xm))
     chosen = [c for c in args.cases.split(",") if c] or list(cases)
-    print(f"{'case':22s} {'alloy ms':>10s} {'numpy ms':>10s} {'ratio':>7s}")
+    print(f"BLAS: {alloy.blas_library()}")
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
+    print(f"{'case':22s} {'alloy ms':>10s} {'numpy ms':>10s} {'ratio':>7s} {'alloy cpu':>10s} "
+          f"{'numpy cpu':>10s} {'cpu ratio':>9s}")
     for name in chosen:
-        ta, tn = alternate(*cases[name], args.repeats)
-        print(f"{name:22s} {ta * 1e3:10.3f} {tn * 1e3:10.3f} {tn / ta:7.2f}")
+        ta, tn, ca, cn = alternate(*cases[name], args.repeats)
+        cpu_ratio = cn / ca if ca > 0 else float("nan")
+        print(f"{name:22s} {ta * 1e3:10.3f} {tn * 1e3:10.3f} {tn / ta:7.2f} {ca * 1e3:10.3f} "
+              f"{cn * 1e3:10.3f} {cpu_ratio:9.2f}")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

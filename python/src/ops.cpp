@@ -446,6 +446,20 @@ void init_ops(nb::module_& m) {
       nb::arg("a"), nb::arg("b"), nb::kw_only(), nb::arg("stream") = nb::none(),
       "Matrix product (numpy/MLX semantics: 1-D promotion, batch broadcasting; floating dtypes). "
       "OpenBLAS on the CPU, cuBLAS on CUDA.");
+  m.def(
+      "blas_library",
+      [](nb::handle device) {
+        std::optional<Device> d = to_device(device, "device");
+        return blas_library(d ? *d : Device::cpu());
+      },
+      nb::arg("device") = nb::none(),
+      nb::sig("def blas_library(device: Device | DeviceType | None = None) -> str"),
+      "The BLAS library `device`'s matmul (default: the CPU's) runs through, loaded now if it "
+      "was not: on the CPU the "
+      "OpenBLAS file and its configuration string (ALLOY_OPENBLAS's file, else an OpenBLAS "
+      "already loaded in the process such as numpy's, whose thread pool is then shared, else "
+      "the system's libopenblas.so.0), on CUDA the cuBLAS file. Raises NotSupportedError when "
+      "none loads.");
   cls.attr("__matmul__") = nb::cpp_function(
       [](const Array& a, nb::handle b) { return matmul(a, as_input(b)); }, nb::is_method());
   cls.attr("__rmatmul__") = nb::cpp_function(

@@ -4,6 +4,11 @@ errors; MLX's affine quantization (quantize, dequantize, quantized_matmul, gathe
 numpy float64 reference and, when mlx[cpu] is installed, against MLX's own results; the fused
 softmax / logsumexp over the last axis. CPU arrays (GPU runs go through the device script)."""
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -92,6 +97,93 @@ def test_matmul_empty_and_errors():
         alloy.matmul(arr(np.ones((2, 3), np.float32)), arr(np.ones((4, 2), np.float32)))
     with pytest.raises(ValueError):
         alloy.matmul(arr(np.float32(1)), arr(np.ones(2, np.float32)))
+
+
+# ---- which OpenBLAS: numpy's is shared -----------------------------------------------------------
+
+# Run in a fresh interpreter: the library is chosen once per process, at the first CPU product.
+# Products in float32, float64 and complex64 through each code path of the CPU gemm (gemm with
+# either factor transposed, gemv for one output row or column, broadcast batches) against
+# complex128 references; prints the library chosen and the OpenBLAS files loaded before and after.
+_BLAS_SCRIPT = r"""
+import json, os, sys
+import numpy as np
+import alloy
+
+def loaded():
+    with open("/proc/self/maps") as f:
+        files = {line.split()[-1] for line in f if len(line.split()) >= 6}
+    return sorted(f for f in files if "openblas" in os.path.basename(f))
+
+before = loaded()
+rng = np.random.default_rng(7)
+worst = 0.0
+for dt, tol in ((np.float32, 1e-5), (np.float64, 1e-12), (np.complex64, 1e-5)):
+    def rand(*shape):
+        x = rng.standard_normal(shape)
+        if dt == np.complex64:
+            x = x + 1j * rng.standard_normal(shape)
+        return x.astype(dt)
+    base_a, base_b = rand(3, 9, 7), rand(3, 7, 5)
+    cases = [(base_a, base_b),                                   # gemm
+             (np.swapaxes(rand(3, 7, 9), 1, 2), base_b),         # A transposed
+             (base_a, np.swapaxes(rand(3, 5, 7), 1, 2)),         # B transposed
+             (base_a[:, :1, :], base_b),                         # one row: gemv
+             (base_a[:, :1, :], np.swapaxes(rand(3, 5, 7), 1, 2)),
+             (base_a, base_b[:, :, :1]),                         # one column: gemv
+             (np.swapaxes(rand(3, 7, 9), 1, 2), base_b[:, :, :1]),
+             (base_a[:1], base_b)]                               # a broadcast batch
+    for x, y in cases:
+        want = x.astype(np.complex128) @ y.astype(np.complex128)
+        ax = alloy.array(np.ascontiguousarray(x), device=alloy.cpu)
+        ay = alloy.array(np.ascontiguousarray(y), device=alloy.cpu)
+        if x.strides[-1] != x.itemsize:  # pass the transposed ones as views
+            ax = alloy.swapaxes(alloy.array(np.ascontiguousarray(np.swapaxes(x, 1, 2)),
+                                            device=alloy.cpu), 1, 2)
+        if y.strides[-1] != y.itemsize:
+            ay = alloy.swapaxes(alloy.array(np.ascontiguousarray(np.swapaxes(y, 1, 2)),
+                                            device=alloy.cpu), 1, 2)
+        got = np.asarray(alloy.matmul(ax, ay)).astype(np.complex128)
+        assert got.shape == want.shape, (got.shape, want.shape)
+        err = float(np.max(np.abs(got - want) / (1 + np.abs(want))))
+        worst = max(worst, err / tol)
+print(json.dumps({"library": alloy.blas_library(), "before": before, "after": loaded(),
+                  "worst": worst}))
+"""
+
+
+def _blas_run(env, cwd):
+    full = {k: v for k, v in os.environ.items() if k != "ALLOY_OPENBLAS"}
+    full.update(env)
+    r = subprocess.run([sys.executable, "-c", _BLAS_SCRIPT], capture_output=True, text=True,
+                       env=full, cwd=cwd, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@needs_cpu_blas
+def test_cpu_matmul_shares_numpys_openblas(tmp_path):
+    """numpy's bundled OpenBLAS (64-bit sizes, scipy_cblas_*64_ names) is used rather than a
+    second library with a second thread pool."""
+    r = _blas_run({}, tmp_path)  # a directory without the source package
+    if not r["before"]:
+        pytest.skip("this numpy loads no OpenBLAS")
+    file = r["library"].split(" (")[0]  # "<file> (<openblas_get_config()>)"
+    assert os.path.realpath(file) in r["before"], r
+    assert r["after"] == r["before"], r  # no second OpenBLAS was loaded
+    assert r["worst"] <= 1.0, r
+
+
+@needs_cpu_blas
+def test_alloy_openblas_goes_before_a_loaded_one(tmp_path):
+    system = next((f for f in ("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
+                               "/usr/lib/x86_64-linux-gnu/libopenblas.so.0")
+                   if os.path.exists(f)), None)
+    if system is None:
+        pytest.skip("no system OpenBLAS file")
+    r = _blas_run({"ALLOY_OPENBLAS": system}, tmp_path)
+    assert r["library"].startswith(system), r
+    assert r["worst"] <= 1.0, r
 
 
 # ---- quantization ------------------------------------------------------------------------------

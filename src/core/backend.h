@@ -185,6 +185,9 @@ class Backend {
   virtual void gemm(const blas::Gemm& g) = 0;
   /// Whether the BLAS library loads (and why not).
   virtual bool blas_available(std::string* why = nullptr) = 0;
+  /// The BLAS library's file (on the CPU with OpenBLAS's configuration string), loading it now.
+  /// Throws alloy::NotSupported when it cannot be loaded.
+  virtual std::string blas_library() = 0;
 };
 
 /// GPUs a process can address: indices 0 .. kMaxGpus - 1.

@@ -254,4 +254,10 @@ Array matmul(const Array& a, const Array& b, StreamOrDevice s) {
   return r;
 }
 
+std::string blas_library(Device device) {
+  if (device.type == Device::Type::gpu && !gpu_available())
+    throw std::invalid_argument("[blas_library] no GPU is available");
+  return backend(device).blas_library();
+}
+
 }  // namespace alloy

@@ -150,6 +150,7 @@ class CpuBackend final : public Backend {
 
   void gemm(const blas::Gemm& g) override { cpu::gemm(g); }
   bool blas_available(std::string* why) override { return cpu::blas_available(why); }
+  std::string blas_library() override { return cpu::blas_library(); }
 };
 
 }  // namespace

@@ -11,5 +11,9 @@ namespace alloy::cpu {
 void gemm(const blas::Gemm& g);
 /// Whether OpenBLAS loads (and why not).
 bool blas_available(std::string* why);
+/// The OpenBLAS file in use and its openblas_get_config() string: ALLOY_OPENBLAS's file, else one
+/// already loaded in the process (numpy's bundled scipy-openblas, shared rather than a second
+/// thread pool), else the system's libopenblas.so.0. Throws NotSupported when none loads.
+std::string blas_library();
 
 }  // namespace alloy::cpu

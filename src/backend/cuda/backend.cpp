@@ -409,6 +409,7 @@ class CudaBackend final : public Backend {
     cuda::gemm(ctx_, g);
   }
   bool blas_available(std::string* why) override { return cuda::blas_available(why); }
+  std::string blas_library() override { return cuda::blas_library(); }
 
  private:
   CUstream cu(void* stream) const {

@@ -42,6 +42,7 @@ struct CuBlas {
   SetStream set_stream = nullptr;
   GemmEx gemm = nullptr;
   GemmStridedBatchedEx gemm_strided = nullptr;
+  std::string file;  // the library loaded
   std::string error;
   std::mutex mu;                                  // the handles, each used by one thread at a time
   cublasHandle_t handle[cuda::kMaxDevices] = {};  // per device (a handle belongs to a context)
@@ -64,7 +65,10 @@ CuBlas& cublas() {
       l->gemm = reinterpret_cast<GemmEx>(dlsym(h, "cublasGemmEx"));
       l->gemm_strided =
           reinterpret_cast<GemmStridedBatchedEx>(dlsym(h, "cublasGemmStridedBatchedEx"));
-      if (l->create && l->set_stream && l->gemm && l->gemm_strided) return l;
+      if (l->create && l->set_stream && l->gemm && l->gemm_strided) {
+        l->file = name;
+        return l;
+      }
       tried += fmt::format("\n  {}: lacks cublasGemmStridedBatchedEx", name);
       l->gemm = nullptr;
       dlclose(h);
@@ -123,6 +127,12 @@ bool blas_available(std::string* why) {
   CuBlas& l = cublas();
   if (why) *why = l.error;
   return l.gemm != nullptr;
+}
+
+std::string blas_library() {
+  CuBlas& l = cublas();
+  if (!l.gemm) throw NotSupported("matmul", l.error);
+  return l.file;
 }
 
 void gemm(Context& context, const Gemm& g) {

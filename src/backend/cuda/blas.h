@@ -13,5 +13,7 @@ namespace alloy::cuda {
 void gemm(Context& ctx, const blas::Gemm& g);
 /// Whether cuBLAS loads (and why not).
 bool blas_available(std::string* why);
+/// The cuBLAS file loaded (e.g. libcublas.so.13). Throws NotSupported when none loads.
+std::string blas_library();
 
 }  // namespace alloy::cuda
