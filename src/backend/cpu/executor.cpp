@@ -212,11 +212,22 @@ struct Run {
       w.prepare(L, opts, fiber_mode);
       alloy_cpu_group& g = w.g;
       const uint64_t gx = L.groups[0], gxy = gx * L.groups[1];
+      // The group position advances x fastest; divided out once per range, not per group (three
+      // 64-bit divisions per group were ~2% of a launch of 65536 small groups).
+      uint32_t next[3] = {static_cast<uint32_t>(begin % gx),
+                          static_cast<uint32_t>(begin % gxy / gx),
+                          static_cast<uint32_t>(begin / gxy)};
       for (size_t i = begin; i < end; ++i) {
         if (failed.load(std::memory_order_relaxed)) return;
         poll_interrupt();
-        uint32_t pos[3] = {static_cast<uint32_t>(i % gx), static_cast<uint32_t>(i % gxy / gx),
-                           static_cast<uint32_t>(i / gxy)};
+        const uint32_t pos[3] = {next[0], next[1], next[2]};
+        if (++next[0] == L.groups[0]) {
+          next[0] = 0;
+          if (++next[1] == L.groups[1]) {
+            next[1] = 0;
+            ++next[2];
+          }
+        }
         uint32_t n = 1;
         for (int d = 0; d < 3; ++d) {
           // Non-uniform threadgroups: the group at the grid's edge holds only the threads that
