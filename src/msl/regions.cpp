@@ -894,11 +894,11 @@ class Splitter {
     if (init.size() < 3 || !toks_[init[init.size() - 2]].is("=")) return false;
     const Token& vt = toks_[init[init.size() - 3]];
     if (vt.kind != TokKind::ident) return false;
+    if (init.size() == 3) return false;  // no declaration: the variable outlives the loop
     for (size_t k = 0; k + 3 < init.size(); ++k)
       if (!scalar_type_name(toks_[init[k]].text) && !toks_[init[k]].is("unsigned") &&
           !toks_[init[k]].is("signed") && !toks_[init[k]].is("const"))
         return false;
-    if (init.size() == 3) return false;  // no declaration: the variable outlives the loop
     long long a = 0, b = 0, c = 1;
     if (!int_literal(toks_[init.back()], a)) return false;
     // cond: v < B, v <= B, v != B
@@ -907,18 +907,18 @@ class Splitter {
     const Token& op = toks_[cond[1]];
     if (!op.is("<") && !op.is("<=") && !op.is("!=")) return false;
     // inc: ++v, v++, v += C
-    if (inc.size() == 2 && toks_[inc[0]].is("++") && toks_[inc[1]].text == vt.text) {
-    } else if (inc.size() == 2 && toks_[inc[1]].is("++") && toks_[inc[0]].text == vt.text) {
-    } else if (inc.size() == 3 && toks_[inc[0]].text == vt.text && toks_[inc[1]].is("+=") &&
-               int_literal(toks_[inc[2]], c) && c > 0) {
-    } else {
-      return false;
-    }
+    const std::string& v = vt.text;
+    const bool inc_ok =
+        (inc.size() == 2 && ((toks_[inc[0]].is("++") && toks_[inc[1]].text == v) ||
+                             (toks_[inc[0]].text == v && toks_[inc[1]].is("++")))) ||
+        (inc.size() == 3 && toks_[inc[0]].text == v && toks_[inc[1]].is("+=") &&
+         int_literal(toks_[inc[2]], c) && c > 0);
+    if (!inc_ok) return false;
     long long end = op.is("<=") ? b + 1 : b;
     if (op.is("!=") && (end < a || (end - a) % c != 0)) return false;
     long long trips = end > a ? (end - a + c - 1) / c : 0;
     if (trips > kMaxUnrolledTrips) return false;
-    if (assign_count(vt.text, it.body_b, it.e) != 0) return false;
+    if (assign_count(v, it.body_b, it.e) != 0) return false;
     for (size_t j = it.body_b; j < it.e; ++j)
       if (toks_[j].is("for") || toks_[j].is("while") || toks_[j].is("do") || toks_[j].is("goto"))
         return false;
