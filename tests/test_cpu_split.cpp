@@ -389,6 +389,86 @@ kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)
              [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-5); });
 }
 
+// A loop with literal bounds and at most 16 iterations and no loop inside stays inside its
+// region, unrolled (a tiled matmul's `for (j = 0; j < 8; ++j) acc += as[y][j] * bs[j][x];`:
+// one region per tile step, the thread loop vectorised across x with `acc` in a register),
+// where it used to become one region per iteration; longer loops are still interchanged.
+// Partial tiles in every dimension, `<=` with a step, and a 20-iteration loop after the last
+// barrier; on both paths.
+TEST(CpuSplit, SmallConstantLoopsStayInTheirRegion) {
+  const std::string body = R"MSL(
+    uint gx = thread_position_in_grid.x, gy = thread_position_in_grid.y;
+    uint lx = thread_position_in_threadgroup.x, ly = thread_position_in_threadgroup.y;
+    threadgroup float as[8][8];
+    threadgroup float bs[8][8];
+    float acc = 0.0f;
+    for (uint t = 0; t < K; t += 8) {
+      as[ly][lx] = (gy < M && t + lx < K) ? a[gy * K + t + lx] : 0.0f;
+      bs[ly][lx] = (t + ly < K && gx < N) ? b[(t + ly) * N + gx] : 0.0f;
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      for (uint j = 0; j < 8; ++j) acc += as[ly][j] * bs[j][lx];
+      for (int q = 1; q <= 7; q += 3) acc += 0.001f * float(q) * as[ly][q];
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    for (uint r = 0; r < 20; ++r) acc += 0.01f * bs[r % 8][(lx + r) % 8];
+    if (gx < N && gy < M) c[gy * N + gx] = acc;
+  )MSL";
+  alloy::msl::Translation tr;
+  const std::string lib_src = std::string(R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+constant uint M = 20;
+constant uint N = 28;
+constant uint K = 21;
+kernel void k(device const float* a [[buffer(0)]], device const float* b [[buffer(1)]],
+              device float* c [[buffer(2)]],
+              uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+              uint3 thread_position_in_grid [[thread_position_in_grid]]) {)MSL") +
+                              body + "}";
+  auto& e = translated(lib_src, alloy::msl::CpuSyncMode::split, tr);
+  ASSERT_TRUE(e.split) << e.sync_path;
+  EXPECT_NE(tr.code.find("_Pragma(\"GCC unroll 16\") for (uint j = 0; j < 8; ++j)"),
+            std::string::npos)
+      << tr.code;
+  EXPECT_NE(tr.code.find("_Pragma(\"GCC unroll 16\") for (int q = 1; q <= 7; q += 3)"),
+            std::string::npos);
+  EXPECT_EQ(tr.code.find("_Pragma(\"GCC unroll 16\") for (uint r"), std::string::npos);
+  EXPECT_NE(tr.code.find("for (uint r = 0; r < 20; ++r)"), std::string::npos);
+
+  auto k = metal_kernel("split_small_loops", {"a", "b"}, {"c"}, body);
+  constexpr int64_t m = 20, n = 28, kd = 21;
+  auto a = random_array({m * kd}, float32, -1, 1, 9105, Device::cpu());
+  auto b = random_array({kd * n}, float32, -1, 1, 9106, Device::cpu());
+  auto av = a.to_doubles(), bv = b.to_doubles();
+  std::vector<double> ref(m * n, 0.0);
+  for (int64_t y = 0; y < m; ++y)
+    for (int64_t x = 0; x < n; ++x) {
+      double acc = 0;
+      const int64_t lx = x % 8;
+      std::vector<double> last_b(64, 0.0);
+      for (int64_t t = 0; t < kd; t += 8) {
+        for (int64_t j = 0; j < 8; ++j) {
+          const double av_j = t + j < kd ? av[y * kd + t + j] : 0.0;
+          acc += av_j * (t + j < kd ? bv[(t + j) * n + x] : 0.0);
+        }
+        for (int64_t q = 1; q <= 7; q += 3)
+          acc += 0.001 * double(q) * (t + q < kd ? av[y * kd + t + q] : 0.0);
+        // bs of the last tile step, for the loop after it (the group's 8 columns)
+        for (int64_t r = 0; r < 8; ++r)
+          for (int64_t cx = 0; cx < 8; ++cx) {
+            const int64_t gx = x - lx + cx;
+            last_b[r * 8 + cx] = t + r < kd && gx < n ? bv[(t + r) * n + gx] : 0.0;
+          }
+      }
+      for (int64_t r = 0; r < 20; ++r) acc += 0.01 * last_b[(r % 8) * 8 + (lx + r) % 8];
+      ref[y * n + x] = acc;
+    }
+  run_kernel(k, {a, b},
+             make_call({{m * n}}, {float32}, {32, 24, 1}, {8, 8, 1},
+                       {{"M", int(m)}, {"N", int(n)}, {"K", int(kd)}}),
+             [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-5); });
+}
+
 }  // namespace
 
 namespace {

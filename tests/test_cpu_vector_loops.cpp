@@ -147,18 +147,24 @@ TEST(CpuVectorLoops, EveryHalfToFloatIsExact) {
   call.output_shapes = {{n}};
   call.output_dtypes = {float32};
   call.grid = {n, 1, 1};
-  call.threadgroup = {512, 1, 1};
   call.init_value = 12345.0;
   call.device = Device::cpu();
-  auto out = k({Array::from_vector(h, {n}, float16, Device::cpu())}, call)[0].to_vector<uint32_t>();
-  int bad = 0;
-  for (int i = 0; i < n && bad < 10; ++i) {
-    float want = detail::f16_to_f32(h[i]);
-    uint32_t wb;
-    std::memcpy(&wb, &want, 4);
-    if (out[i] != wb) {
-      ++bad;
-      ADD_FAILURE() << "half 0x" << std::hex << i << " -> 0x" << out[i] << ", want 0x" << wb;
+  // 512 threads: whole vector iterations; 61: each group's loop also ends in the narrower vector
+  // forms (16 and 8 lanes), which call other vector variants of the conversion.
+  for (int tg : {512, 61}) {
+    call.threadgroup = {tg, 1, 1};
+    auto out =
+        k({Array::from_vector(h, {n}, float16, Device::cpu())}, call)[0].to_vector<uint32_t>();
+    int bad = 0;
+    for (int i = 0; i < n && bad < 10; ++i) {
+      float want = detail::f16_to_f32(h[i]);
+      uint32_t wb;
+      std::memcpy(&wb, &want, 4);
+      if (out[i] != wb) {
+        ++bad;
+        ADD_FAILURE() << "group " << tg << ": half 0x" << std::hex << i << " -> 0x" << out[i]
+                      << ", want 0x" << wb;
+      }
     }
   }
 }
@@ -202,18 +208,22 @@ TEST(CpuVectorLoops, FloatToHalfRoundsLikeTheHost) {
   call.output_shapes = {{n}};
   call.output_dtypes = {float16};
   call.grid = {n, 1, 1};
-  call.threadgroup = {256, 1, 1};
   call.init_value = 3.0;
   call.device = Device::cpu();
-  auto out =
-      k({Array::from_vector(xs, {n}, float32, Device::cpu())}, call)[0].to_vector<uint16_t>();
-  int bad = 0;
-  for (int i = 0; i < n && bad < 10; ++i) {
-    uint16_t want = detail::f32_to_f16(xs[i]);
-    if (out[i] != want) {
-      ++bad;
-      ADD_FAILURE() << "float " << xs[i] << " -> half 0x" << std::hex << out[i] << ", want 0x"
-                    << want;
+  // 256 threads: whole vector iterations (32 lanes with AVX-512); 61: the loops also end in
+  // 16- and 8-lane forms, which call the other vector variants of the conversion.
+  for (int tg : {256, 61}) {
+    call.threadgroup = {tg, 1, 1};
+    auto out =
+        k({Array::from_vector(xs, {n}, float32, Device::cpu())}, call)[0].to_vector<uint16_t>();
+    int bad = 0;
+    for (int i = 0; i < n && bad < 10; ++i) {
+      uint16_t want = detail::f32_to_f16(xs[i]);
+      if (out[i] != want) {
+        ++bad;
+        ADD_FAILURE() << "group " << tg << ": float " << xs[i] << " -> half 0x" << std::hex
+                      << out[i] << ", want 0x" << want;
+      }
     }
   }
 }

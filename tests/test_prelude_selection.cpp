@@ -588,4 +588,96 @@ TEST(PreludeSelection, EachMathFunctionCompilesAlone) {
           false);
 }
 
+// The CPU prelude's half <-> float conversions as vectorised loops built for each x86 target the
+// host can run: with F16C + AVX2 they are calls to the assembly vector variants of
+// cpu/target.h (AVX-512: h2f 16 lanes, f2h 32 and 16; AVX2: h2f 8, f2h 16 and 8), otherwise the
+// branch-free integer forms. Every half to float, and ties at every exponent, NaN payloads,
+// infinities and random floats to half (and back), in chunks of every length 1..80 so that the
+// loops also end in their narrower vector forms: bit-exact against alloy_portable.
+TEST(PreludeCpuHalf, VectorVariantsExactOnEachTarget) {
+#if defined(__x86_64__)
+  const std::string cxx = host_cxx();
+  if (cxx.empty()) GTEST_SKIP() << "no host compiler";
+  const std::string driver = R"CPP(
+#include "cpu/target.h"
+#include "half_bits.h"
+#include <stdio.h>
+#include <stdlib.h>
+    __attribute__((noinline)) void h2f_loop(const uint16_t* __restrict in, float* __restrict out,
+                                            int n) {
+      for (int i = 0; i < n; ++i) out[i] = alloy_target::f16_to_f32(in[i]);
+    }
+    __attribute__((noinline)) void f2h_loop(const float* __restrict in, uint16_t* __restrict out,
+                                            int n) {
+      for (int i = 0; i < n; ++i) out[i] = alloy_target::f32_to_f16(in[i]);
+    }
+    __attribute__((noinline)) void f2f_loop(const float* __restrict in, float* __restrict out, int n) {
+      for (int i = 0; i < n; ++i) out[i] = alloy_target::f16_to_f32(alloy_target::f32_to_f16(in[i]));
+    }
+    int main() {
+      static uint16_t h[65536], h2[1 << 18];
+      static float f[65536], xs[1 << 18], r[1 << 18];
+      int bad = 0;
+      for (int i = 0; i < 65536; ++i) h[i] = (uint16_t)i;
+      // chunks of every length 1..80, so loops end in every narrower vector form
+      for (int b = 0, len = 1; b < 65536; b += len, len = len % 80 + 1)
+        h2f_loop(h + b, f + b, b + len <= 65536 ? len : 65536 - b);
+      for (int i = 0; i < 65536; ++i) {
+        float w = alloy_portable::f16_bits_to_f32(h[i]);
+        if (__builtin_memcmp(&w, &f[i], 4) && bad++ < 10) printf("h2f %04x\n", i);
+      }
+      static const uint32_t ms[] = {0u,      1u,      0xfffu,    0x1000u,   0x1001u,  0x2fffu,
+                                    0x3000u, 0x3001u, 0x7fffffu, 0x400000u, 0x400001u};
+      unsigned s = 12345;
+      int n = 0;
+      for (int e = 0; e < 256; ++e)  // every exponent: ties and neighbours of the 13 dropped bits
+        for (uint32_t m : ms)
+          for (uint32_t sg = 0; sg < 2; ++sg) {
+            uint32_t u = sg << 31 | (uint32_t)e << 23 | m;
+            __builtin_memcpy(&xs[n++], &u, 4);
+          }
+      while (n < (1 << 18)) {
+        s = s * 1664525u + 1013904223u;
+        uint32_t u = s ^ (s >> 7) * 2654435761u;
+        __builtin_memcpy(&xs[n++], &u, 4);
+      }
+      for (int b = 0, len = 1; b < n; b += len, len = len % 80 + 1) {
+        int l = b + len <= n ? len : n - b;
+        f2h_loop(xs + b, h2 + b, l);
+        f2f_loop(xs + b, r + b, l);
+      }
+      for (int i = 0; i < n; ++i) {
+        uint16_t w = alloy_portable::f32_to_f16_bits(xs[i]);
+        float wf = alloy_portable::f16_bits_to_f32(w);
+        if (h2[i] != w && bad++ < 10) printf("f2h %a -> %04x want %04x\n", xs[i], h2[i], w);
+        if (__builtin_memcmp(&wf, &r[i], 4) && bad++ < 10) printf("f2h2f %a\n", xs[i]);
+      }
+      printf(bad ? "bad %d\n" : "ok\n", bad);
+      return bad != 0;
+    }
+  )CPP";
+  __builtin_cpu_init();
+  std::vector<std::string> targets = {"-msse2", "-mavx -mf16c"};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+    targets.push_back("-mavx2 -mfma -mf16c");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    targets.push_back("-march=x86-64-v4 -mf16c");
+  for (const std::string& t : targets) {
+    const fs::path bin = prelude_dir() / "half_variants";
+    std::string log;
+    int rc = host_compile(cxx, driver,
+                          "-O2 -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic " + t +
+                              " -o " + bin.string(),
+                          &log, "half_variants");
+    ASSERT_EQ(rc, 0) << t << ":\n" << log;
+    const fs::path out = prelude_dir() / "half_variants.run";
+    rc = std::system((bin.string() + " > " + out.string() + " 2>&1").c_str());
+    EXPECT_EQ(rc, 0) << t << ":\n" << read_file(out);
+  }
+#else
+  GTEST_SKIP() << "x86 only";
+#endif
+}
+
 }  // namespace

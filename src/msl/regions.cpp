@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -850,6 +851,80 @@ class Splitter {
     return true;
   }
 
+  // A non-negative integer literal below 2^31 (decimal, hex or octal, with u/U/l/L suffixes).
+  static bool int_literal(const Token& t, long long& v) {
+    if (t.kind != TokKind::number || t.text.empty() ||
+        !std::isdigit(static_cast<unsigned char>(t.text[0])))
+      return false;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long u = std::strtoull(t.text.c_str(), &end, 0);
+    for (const char* p = end; *p; ++p)
+      if (!std::strchr("uUlL", *p)) return false;  // a float literal, or digits strtoull left
+    if (errno != 0 || u > 0x7fffffffull) return false;
+    v = static_cast<long long>(u);
+    return true;
+  }
+  // `for (T v = A; v < B; ++v)` (also `v++`, `v += C`, `<=`, `!=`) with integer literals A, B,
+  // C (C > 0) and at most kMaxUnrolledTrips iterations, and no other loop in its body: such a
+  // loop stays inside its region, where it is unrolled completely (region_text), instead of
+  // being interchanged into one region per iteration. Unrolled, the region's thread loop is
+  // innermost and vectorises across threads, with the body's values in registers; one region
+  // per iteration pays the region's loop and the per-thread copies of its values every
+  // iteration (a tiled matmul's `for (j = 0; j < 16; ++j) acc += as[y][j] * bs[j][x];`).
+  static constexpr long long kMaxUnrolledTrips = 16;
+  bool small_constant_loop(const Item& it) const {
+    std::vector<size_t> semis;
+    for (size_t j = it.cb; j < it.ce; ++j) {
+      if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
+        j = match(j, it.ce);
+        continue;
+      }
+      if (toks_[j].is(";")) semis.push_back(j);
+    }
+    if (semis.size() != 2) return false;
+    std::vector<size_t> init, cond, inc;
+    for (size_t j = it.cb; j < semis[0]; ++j)
+      if (!toks_[j].trivia()) init.push_back(j);
+    for (size_t j = semis[0] + 1; j < semis[1]; ++j)
+      if (!toks_[j].trivia()) cond.push_back(j);
+    for (size_t j = semis[1] + 1; j < it.ce; ++j)
+      if (!toks_[j].trivia()) inc.push_back(j);
+    // init: [type words...] v = A
+    if (init.size() < 3 || !toks_[init[init.size() - 2]].is("=")) return false;
+    const Token& vt = toks_[init[init.size() - 3]];
+    if (vt.kind != TokKind::ident) return false;
+    if (init.size() == 3) return false;  // no declaration: the variable outlives the loop
+    for (size_t k = 0; k + 3 < init.size(); ++k)
+      if (!scalar_type_name(toks_[init[k]].text) && !toks_[init[k]].is("unsigned") &&
+          !toks_[init[k]].is("signed") && !toks_[init[k]].is("const"))
+        return false;
+    long long a = 0, b = 0, c = 1;
+    if (!int_literal(toks_[init.back()], a)) return false;
+    // cond: v < B, v <= B, v != B
+    if (cond.size() != 3 || toks_[cond[0]].text != vt.text || !int_literal(toks_[cond[2]], b))
+      return false;
+    const Token& op = toks_[cond[1]];
+    if (!op.is("<") && !op.is("<=") && !op.is("!=")) return false;
+    // inc: ++v, v++, v += C
+    const std::string& v = vt.text;
+    const bool inc_ok =
+        (inc.size() == 2 && ((toks_[inc[0]].is("++") && toks_[inc[1]].text == v) ||
+                             (toks_[inc[0]].text == v && toks_[inc[1]].is("++")))) ||
+        (inc.size() == 3 && toks_[inc[0]].text == v && toks_[inc[1]].is("+=") &&
+         int_literal(toks_[inc[2]], c) && c > 0);
+    if (!inc_ok) return false;
+    long long end = op.is("<=") ? b + 1 : b;
+    if (op.is("!=") && (end < a || (end - a) % c != 0)) return false;
+    long long trips = end > a ? (end - a + c - 1) / c : 0;
+    if (trips > kMaxUnrolledTrips) return false;
+    if (assign_count(v, it.body_b, it.e) != 0) return false;
+    for (size_t j = it.body_b; j < it.e; ++j)
+      if (toks_[j].is("for") || toks_[j].is("while") || toks_[j].is("do") || toks_[j].is("goto"))
+        return false;
+    return true;
+  }
+
   std::string region_text(size_t b, size_t e, int id) {
     std::string s;
     for (size_t i = b; i < e; ++i) {
@@ -1450,7 +1525,7 @@ class Splitter {
           break;
         case Item::for_: {
           if (!it.sync) {
-            if (!interchange(it, mask, pred)) add_stmt(it, mask);
+            if (small_constant_loop(it) || !interchange(it, mask, pred)) add_stmt(it, mask);
             break;
           }
           // for (init; cond; inc) with a threadgroup-uniform header and loop variable.

@@ -133,48 +133,56 @@ ALLOY_FN uint16_t f32_to_f16_select(float x) {
 #if defined(__F16C__) && defined(__AVX2__) && defined(__x86_64__) && defined(__GNUC__) && \
     !defined(__clang__)
 // With F16C: the conversion instructions, reached through functions declared `simd` whose vector
-// variants (x86 vector function ABI names, float lanes in xmm/ymm/zmm registers) are defined
-// here, so a vectorised loop converts 8/16 lanes with one instruction and a call. The half bits
-// travel in the low 16 bits of a float-typed lane (one lane type for the ABI). All of them are
-// a few instructions of assembly, local to the translation unit: a C++ definition of the scalar
-// function would make g++ emit vector variants of its own, and C++ definitions of the variants
-// would cost every kernel their compilation. vcvtps2ph immediate 8: round to nearest even, no
-// exceptions (not MXCSR's mode). vpackusdw/vpmovdw narrow lanes that hold values <= 0xffff.
+// variants (x86 vector function ABI names) are defined here, so a vectorised loop converts 8-32
+// lanes per call with one instruction per 8/16 lanes. All of them are a few instructions of
+// assembly, local to the translation unit: a C++ definition of the scalar function would make
+// g++ emit vector variants of its own, and C++ definitions of the variants would cost every
+// kernel their compilation. vcvtps2ph immediate 8: round to nearest even, no exceptions (not
+// MXCSR's mode).
+// - h2f: the half bits travel in the low 16 bits of a float-typed lane (float is the
+//   characteristic type: 4/8/8/16 lanes for SSE/AVX/AVX2/AVX-512, in xmm/ymm/ymm/zmm);
+//   vpackusdw/vpmovdw narrow lanes that hold values <= 0xffff.
+// - f2h returns uint16_t, so its characteristic type is 16-bit: 8/8/16/32 lanes, the float
+//   arguments in two registers where they do not fit one, the halves packed in one register.
+//   A loop over halves (32 lanes per AVX-512 iteration) converts its results with one call
+//   instead of two, and nothing is spilled across a second call (the vector ABI clobbers every
+//   vector register, so the first result had to be stored and reloaded).
 extern "C" float alloy_cpu_h2f(float) noexcept __attribute__((simd("notinbranch"), const));
-extern "C" float alloy_cpu_f2h(float) noexcept __attribute__((simd("notinbranch"), const));
+extern "C" uint16_t alloy_cpu_f2h(float) noexcept __attribute__((simd("notinbranch"), const));
 #define ALLOY_CPU_ASM_FN(name, body) \
   ".type " name ", @function\n" name ":\n" body "  ret\n.size " name ", .-" name "\n"
 #if defined(__AVX512F__)
-#define ALLOY_CPU_HALF_ASM_512                                           \
-  ALLOY_CPU_ASM_FN("_ZGVeN16v_alloy_cpu_h2f",                            \
-                   "  vpmovdw %zmm0, %ymm0\n  vcvtph2ps %ymm0, %zmm0\n") \
-  ALLOY_CPU_ASM_FN("_ZGVeN16v_alloy_cpu_f2h",                            \
-                   "  vcvtps2ph $8, %zmm0, %ymm0\n  vpmovzxwd %ymm0, %zmm0\n")
+#define ALLOY_CPU_HALF_ASM_512                                                    \
+  ALLOY_CPU_ASM_FN("_ZGVeN16v_alloy_cpu_h2f",                                     \
+                   "  vpmovdw %zmm0, %ymm0\n  vcvtph2ps %ymm0, %zmm0\n")          \
+  ALLOY_CPU_ASM_FN("_ZGVeN32v_alloy_cpu_f2h",                                     \
+                   "  vcvtps2ph $8, %zmm0, %ymm0\n  vcvtps2ph $8, %zmm1, %ymm1\n" \
+                   "  vinserti64x4 $1, %ymm1, %zmm0, %zmm0\n")
 #else
 #define ALLOY_CPU_HALF_ASM_512 ""
 #endif
-__asm__(".text\n" ALLOY_CPU_ASM_FN("alloy_cpu_h2f", "  vcvtph2ps %xmm0, %xmm0\n")
-            ALLOY_CPU_ASM_FN("alloy_cpu_f2h", "  vcvtps2ph $8, %xmm0, %xmm0\n")
-                ALLOY_CPU_ASM_FN("_ZGVbN4v_alloy_cpu_h2f",
-                                 "  vpxor %xmm1, %xmm1, %xmm1\n  vpackusdw %xmm1, %xmm0, %xmm0\n"
-                                 "  vcvtph2ps %xmm0, %xmm0\n")
-                    ALLOY_CPU_ASM_FN("_ZGVbN4v_alloy_cpu_f2h",
-                                     "  vcvtps2ph $8, %xmm0, %xmm0\n  vpmovzxwd %xmm0, %xmm0\n")
-                        ALLOY_CPU_ASM_FN("_ZGVcN8v_alloy_cpu_h2f",
-                                         "  vextracti128 $1, %ymm0, %xmm1\n"
-                                         "  vpackusdw %xmm1, %xmm0, %xmm0\n"
-                                         "  vcvtph2ps %xmm0, %ymm0\n")
-                            ALLOY_CPU_ASM_FN("_ZGVcN8v_alloy_cpu_f2h",
-                                             "  vcvtps2ph $8, %ymm0, %xmm0\n"
-                                             "  vpmovzxwd %xmm0, %ymm0\n")
-                                ALLOY_CPU_ASM_FN("_ZGVdN8v_alloy_cpu_h2f",
-                                                 "  vextracti128 $1, %ymm0, %xmm1\n"
-                                                 "  vpackusdw %xmm1, %xmm0, %xmm0\n"
-                                                 "  vcvtph2ps %xmm0, %ymm0\n")
-                                    ALLOY_CPU_ASM_FN("_ZGVdN8v_alloy_cpu_f2h",
-                                                     "  vcvtps2ph $8, %ymm0, %xmm0\n"
-                                                     "  vpmovzxwd %xmm0, %ymm0\n")
-                                        ALLOY_CPU_HALF_ASM_512);
+__asm__(".text\n" ALLOY_CPU_ASM_FN("alloy_cpu_h2f", "  vcvtph2ps %xmm0, %xmm0\n") ALLOY_CPU_ASM_FN(
+    "alloy_cpu_f2h", "  vcvtps2ph $8, %xmm0, %xmm0\n  vpextrw $0, %xmm0, %eax\n")
+            ALLOY_CPU_ASM_FN("_ZGVbN4v_alloy_cpu_h2f",
+                             "  vpxor %xmm1, %xmm1, %xmm1\n  vpackusdw %xmm1, %xmm0, %xmm0\n"
+                             "  vcvtph2ps %xmm0, %xmm0\n")
+                ALLOY_CPU_ASM_FN("_ZGVbN8v_alloy_cpu_f2h",
+                                 "  vcvtps2ph $8, %xmm0, %xmm0\n  vcvtps2ph $8, %xmm1, %xmm1\n"
+                                 "  vpunpcklqdq %xmm1, %xmm0, %xmm0\n")
+                    ALLOY_CPU_ASM_FN("_ZGVcN8v_alloy_cpu_h2f",
+                                     "  vextracti128 $1, %ymm0, %xmm1\n"
+                                     "  vpackusdw %xmm1, %xmm0, %xmm0\n"
+                                     "  vcvtph2ps %xmm0, %ymm0\n")
+                        ALLOY_CPU_ASM_FN("_ZGVcN8v_alloy_cpu_f2h", "  vcvtps2ph $8, %ymm0, %xmm0\n")
+                            ALLOY_CPU_ASM_FN("_ZGVdN8v_alloy_cpu_h2f",
+                                             "  vextracti128 $1, %ymm0, %xmm1\n"
+                                             "  vpackusdw %xmm1, %xmm0, %xmm0\n"
+                                             "  vcvtph2ps %xmm0, %ymm0\n")
+                                ALLOY_CPU_ASM_FN("_ZGVdN16v_alloy_cpu_f2h",
+                                                 "  vcvtps2ph $8, %ymm0, %xmm0\n"
+                                                 "  vcvtps2ph $8, %ymm1, %xmm1\n"
+                                                 "  vinserti128 $1, %xmm1, %ymm0, %ymm0\n")
+                                    ALLOY_CPU_HALF_ASM_512);
 #undef ALLOY_CPU_HALF_ASM_512
 #undef ALLOY_CPU_ASM_FN
 
@@ -182,7 +190,7 @@ ALLOY_FN float f16_to_f32(uint16_t bits) {
   return alloy_cpu_h2f(__builtin_bit_cast(float, static_cast<uint32_t>(bits)));
 }
 ALLOY_FN uint16_t f32_to_f16(float x) {
-  return static_cast<uint16_t>(__builtin_bit_cast(uint32_t, alloy_cpu_f2h(x)));
+  return alloy_cpu_f2h(x);
 }
 #else
 ALLOY_FN float f16_to_f32(uint16_t bits) {
@@ -202,7 +210,10 @@ ALLOY_FN uint16_t f32_to_f16(float x) {
 // bound is 4; CpuVectorLoops.MathWithinMetalPreciseBounds*); exp(-inf) == 0, exp(inf) == inf,
 // NaN in NaN out.
 ALLOY_FN float expf_inline(float x) {
-  float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);  // NaN falls through to the end
+  // Clamped as max/min (one instruction each; a NaN becomes -104 here and is restored at the
+  // end): the nested selects of the same clamp cost five compares and blends per vector.
+  float c = x > -104.0f ? x : -104.0f;
+  c = c < 89.0f ? c : 89.0f;
   // k = round(c / ln2) by the 1.5 * 2^23 trick (no libm call, no SSE4.1 needed).
   float kf = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = c - kf * 0.693359375f;
