@@ -29,7 +29,8 @@ struct KernelVariant {
 
   /// The program, compiled here if needed (or waiting for the compile start() queued, running
   /// queued compiles meanwhile). Throws what the compile threw (alloy::CompileError with the
-  /// user's lines ...); a failed compile is not kept: the next request compiles again.
+  /// user's lines ...) to the evaluations that waited for it; a failed compile is then dropped:
+  /// the next request compiles again.
   std::shared_ptr<Program> program(msl::Target target, bool robust, bool shapes_spill = false);
   /// Queues the program's compile on the compile pool (kernel/compile_pool.h, compile_soon)
   /// unless it is built or queued already; returns at once. Errors wait for program().
@@ -39,8 +40,8 @@ struct KernelVariant {
   using ProgramJob = CompileJob<std::shared_ptr<Program>>;
   static constexpr int kSlots = 8;  // [target][robust][CUDA: shapes_spill]
   static int slot(msl::Target target, bool robust, bool shapes_spill);
-  // A job compiling slot `i` (captures `this`: variants live in a process-wide cache that is
-  // never emptied).
+  // A job compiling the program of slot(target, robust, shapes_spill) (captures `this`: variants
+  // live in a process-wide cache that is never emptied).
   std::shared_ptr<ProgramJob> make_job(msl::Target target, bool robust, bool shapes_spill);
 
   std::mutex mu;
