@@ -32,12 +32,15 @@ struct KernelVariant {
   /// user's lines ...) to the evaluations that waited for it; a failed compile is then dropped:
   /// the next request compiles again.
   std::shared_ptr<Program> program(msl::Target target, bool robust, bool shapes_spill = false);
+  using ProgramJob = CompileJob<std::shared_ptr<Program>>;
   /// Queues the program's compile on the compile pool (kernel/compile_pool.h, compile_soon)
-  /// unless it is built or queued already; returns at once. Errors wait for program().
-  void start(msl::Target target, bool robust, bool shapes_spill = false);
+  /// unless it is built or queued already; returns at once with the job (null when built). The
+  /// caller keeps the job for as long as it may need the program: a queued compile that nobody
+  /// holds any more (its call's outputs dropped unevaluated) is skipped. Errors wait for
+  /// program().
+  std::shared_ptr<ProgramJob> start(msl::Target target, bool robust, bool shapes_spill = false);
 
  private:
-  using ProgramJob = CompileJob<std::shared_ptr<Program>>;
   static constexpr int kSlots = 8;  // [target][robust][CUDA: shapes_spill]
   static int slot(msl::Target target, bool robust, bool shapes_spill);
   // A job compiling the program of slot(target, robust, shapes_spill) (captures `this`: variants
@@ -46,7 +49,7 @@ struct KernelVariant {
 
   std::mutex mu;
   std::shared_ptr<Program> programs[kSlots];  // built
-  std::shared_ptr<ProgramJob> jobs[kSlots];   // compiling or queued (not yet taken by program())
+  std::weak_ptr<ProgramJob> jobs[kSlots];     // compiling or queued (held by the calls' primitives)
   std::atomic<uint32_t> built{0};             // bit i: programs[i] is set (call's fast path)
 };
 
@@ -100,7 +103,7 @@ class CustomKernel : public Primitive {
   /// Starts the compile of the program that evaluating this primitive on `device` will use
   /// (KernelVariant::start), unless it is built already. `inputs`: those of the call that made
   /// the primitive.
-  void start_compile(const std::vector<Array>& inputs, Device device) const;
+  void start_compile(const std::vector<Array>& inputs, Device device);
 
  private:
   std::shared_ptr<KernelVariant> variant(const std::vector<Array>& inputs) const;
@@ -121,6 +124,8 @@ class CustomKernel : public Primitive {
   // (evaluation on inputs of the same kinds skips the process-wide cache).
   std::shared_ptr<KernelVariant> hint_;
   std::string hint_key_;
+  // Not state: the compile start_compile queued, kept alive while this primitive may need it.
+  std::shared_ptr<KernelVariant::ProgramJob> compile_;
 };
 
 /// Content hash of everything in a spec that changes the generated text or its compilation.
