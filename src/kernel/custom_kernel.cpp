@@ -89,8 +89,8 @@ const Program& KernelVariant::program(msl::Target target, bool robust, bool shap
   {
     std::lock_guard lock(mu);
     if (programs[i]) return *programs[i];
-    if (!jobs[i]) jobs[i] = make_job(target, robust, shapes_spill);
-    job = jobs[i];
+    job = jobs[i].lock();
+    if (!job) jobs[i] = job = make_job(target, robust, shapes_spill);
   }
   try {
     std::shared_ptr<Program> p = job->get();  // here, unless a pool thread took it
@@ -99,28 +99,34 @@ const Program& KernelVariant::program(msl::Target target, bool robust, bool shap
       programs[i] = p;
       ready[i].store(p.get(), std::memory_order_release);
     }
-    if (jobs[i] == job) jobs[i].reset();
+    if (jobs[i].lock() == job) jobs[i].reset();
     return *programs[i];  // lives as long as the variant
   } catch (...) {
     // Not kept: the next evaluation compiles again, as one that found no program always did.
     std::lock_guard lock(mu);
-    if (jobs[i] == job) jobs[i].reset();
+    if (jobs[i].lock() == job) jobs[i].reset();
     throw;
   }
 }
 
-void KernelVariant::start(msl::Target target, bool robust, bool shapes_spill) {
+std::shared_ptr<KernelVariant::ProgramJob> KernelVariant::start(msl::Target target, bool robust,
+                                                                bool shapes_spill) {
   int i = slot(target, robust, shapes_spill);
-  if (ready[i].load(std::memory_order_acquire)) return;  // a memory hit: one load
+  if (ready[i].load(std::memory_order_acquire)) return nullptr;  // a memory hit: one load
   std::shared_ptr<ProgramJob> job;
   {
     std::lock_guard lock(mu);
-    if (programs[i] || jobs[i]) return;
-    job = jobs[i] = make_job(target, robust, shapes_spill);
+    if (programs[i]) return nullptr;
+    if ((job = jobs[i].lock())) return job;  // queued or compiling already
+    jobs[i] = job = make_job(target, robust, shapes_spill);
   }
   // A compile queued alone is usually run by the evaluation that needs it (no thread handoff on
-  // a warm first call); compiles queued together run on the pool's threads at once.
-  compile_soon([job] { job->run(); });
+  // a warm first call); compiles queued together run on the pool's threads at once. The queue
+  // holds the job weakly: one whose callers all dropped it is skipped.
+  compile_soon([weak = std::weak_ptr<ProgramJob>(job)] {
+    if (auto j = weak.lock()) j->run();
+  });
+  return job;
 }
 
 BindOptions call_bind_options(const msl::GeneratedSource& generated, bool robust,
@@ -403,13 +409,13 @@ std::pair<Dims, Dims> CustomKernel::geometry(const std::vector<Array>& inputs) c
   return {g, t};
 }
 
-void CustomKernel::start_compile(const std::vector<Array>& inputs, Device device) const {
+void CustomKernel::start_compile(const std::vector<Array>& inputs, Device device) {
   // The variant of the call that made this primitive (its hint), else the lookup eval() does.
   std::shared_ptr<KernelVariant> v = hint_ ? hint_ : variant(inputs);
   // The program eval() will ask for (same target, robust flag and shape-parameter layout).
   bool gpu = device.type == Device::Type::gpu;
   bool spill = gpu && !shape_params_fit(inputs, v->generated.bindings, ALLOY_CUDA_INLINE_BYTES);
-  v->start(gpu ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
+  compile_ = v->start(gpu ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
 }
 
 std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {

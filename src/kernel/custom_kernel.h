@@ -29,23 +29,27 @@ struct KernelVariant {
 
   /// The program, compiled here if needed (or waiting for the compile start() queued, running
   /// queued compiles meanwhile). Throws what the compile threw (alloy::CompileError with the
-  /// user's lines ...); a failed compile is not kept: the next request compiles again.
+  /// user's lines ...) to the evaluations that waited for it; a failed compile is then dropped:
+  /// the next request compiles again.
   const Program& program(msl::Target target, bool robust, bool shapes_spill = false);
+  using ProgramJob = CompileJob<std::shared_ptr<Program>>;
   /// Queues the program's compile on the compile pool (kernel/compile_pool.h, compile_soon)
-  /// unless it is built or queued already; returns at once. Errors wait for program().
-  void start(msl::Target target, bool robust, bool shapes_spill = false);
+  /// unless it is built or queued already; returns at once with the job (null when built). The
+  /// caller keeps the job for as long as it may need the program: a queued compile that nobody
+  /// holds any more (its call's outputs dropped unevaluated) is skipped. Errors wait for
+  /// program().
+  std::shared_ptr<ProgramJob> start(msl::Target target, bool robust, bool shapes_spill = false);
 
  private:
-  using ProgramJob = CompileJob<std::shared_ptr<Program>>;
   static constexpr int kSlots = 8;  // [target][robust][CUDA: shapes_spill]
   static int slot(msl::Target target, bool robust, bool shapes_spill);
-  // A job compiling slot `i` (captures `this`: variants live in a process-wide cache that is
-  // never emptied).
+  // A job compiling the program of slot(target, robust, shapes_spill) (captures `this`: variants
+  // live in a process-wide cache that is never emptied).
   std::shared_ptr<ProgramJob> make_job(msl::Target target, bool robust, bool shapes_spill);
 
   std::mutex mu;
   std::shared_ptr<Program> programs[kSlots];  // built
-  std::shared_ptr<ProgramJob> jobs[kSlots];   // compiling or queued (not yet taken by program())
+  std::weak_ptr<ProgramJob> jobs[kSlots];     // compiling or queued (held by the calls' primitives)
   // programs[i] once built (never replaced while the variant lives): read without the lock by
   // every later call and evaluation.
   std::atomic<const Program*> ready[kSlots] = {};
@@ -101,7 +105,7 @@ class CustomKernel : public Primitive {
   /// Starts the compile of the program that evaluating this primitive on `device` will use
   /// (KernelVariant::start), unless it is built already. `inputs`: those of the call that made
   /// the primitive.
-  void start_compile(const std::vector<Array>& inputs, Device device) const;
+  void start_compile(const std::vector<Array>& inputs, Device device);
 
  private:
   std::shared_ptr<KernelVariant> variant(const std::vector<Array>& inputs) const;
@@ -126,6 +130,8 @@ class CustomKernel : public Primitive {
   // computed from the input shapes at each evaluation.
   bool fixed_geometry_ = false;
   Dims fixed_grid_{}, fixed_threadgroup_{};
+  // Not state: the compile start_compile queued, kept alive while this primitive may need it.
+  std::shared_ptr<KernelVariant::ProgramJob> compile_;
 };
 
 /// Content hash of everything in a spec that changes the generated text or its compilation.
