@@ -277,6 +277,51 @@ TEST(OpsMatmul, AnOpenBlasAlreadyLoadedIsShared) {
   std::filesystem::remove_all(dir);
 }
 
+// add_cpu_blas_candidate: a named file goes after ALLOY_OPENBLAS and a loaded OpenBLAS, before
+// the system's names; a file that does not load is passed over; nothing can be added once the
+// library is chosen. In a child process (the choice is made once per process).
+TEST(OpsMatmul, ANamedOpenBlasCandidateGoesBeforeTheSystems) {
+  // Nothing here may load Alloy's BLAS before the child's EXPECT_EXIT (the child runs this body
+  // from the start): a file at a known path instead of skip_without_blas().
+  std::string system_file;
+  for (const char* f : {"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
+                        "/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
+                        static_cast<const char*>(std::getenv("ALLOY_OPENBLAS"))})
+    if (f && system_file.empty() && std::filesystem::exists(f))
+      system_file = std::filesystem::canonical(f).string();
+  if (system_file.empty()) GTEST_SKIP() << "no OpenBLAS file at a known path";
+  auto dir = std::filesystem::temp_directory_path() / "alloy-test-openblas-candidate";
+  std::filesystem::create_directories(dir);
+  std::string named = (dir / "libopenblas-named.so").string();
+  std::string missing = (dir / "libopenblas-missing.so").string();
+  std::filesystem::remove(named);
+  std::filesystem::create_symlink(system_file, named);
+  // In the child: name a missing file and the link, then Alloy's first product; exit 0 when
+  // Alloy chose the link, refuses a candidate afterwards and its product matches float64.
+  auto child = [&] {
+    ::unsetenv("ALLOY_OPENBLAS");
+    if (!add_cpu_blas_candidate(missing) || !add_cpu_blas_candidate(named)) std::_Exit(3);
+    std::string lib = blas_library();
+    std::fprintf(stderr, "%s\n", lib.c_str());
+    if (lib.rfind(named, 0) != 0) std::_Exit(1);
+    if (add_cpu_blas_candidate(system_file)) std::_Exit(4);
+    auto va = randoms(7 * 6, -1, 1, 41), vb = randoms(6 * 5, -1, 1, 42);
+    auto got = matmul(Array::from_doubles(va, {7, 6}, Dtype::float64),
+                      Array::from_doubles(vb, {6, 5}, Dtype::float64))
+                   .to_doubles();
+    for (int i = 0; i < 7; ++i)
+      for (int j = 0; j < 5; ++j) {
+        double want = 0;
+        for (int p = 0; p < 6; ++p) want += va[i * 6 + p] * vb[p * 5 + j];
+        if (std::fabs(got[i * 5 + j] - want) > 1e-12) std::_Exit(2);
+      }
+    std::_Exit(0);
+  };
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "libopenblas-named.so");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(OpsMatmul, GradientsMatchFiniteDifferences) {
   StreamContext on_cpu(Device::cpu());  // float64 references: a CPU test on every machine
   skip_without_blas();

@@ -205,9 +205,15 @@ Array argmin(const Array& a, int axis, bool keepdims = false, StreamOrDevice s =
 Array matmul(const Array& a, const Array& b, StreamOrDevice s = {});
 /// The BLAS library `device`'s matmul runs through, loaded now if it was not: on the CPU the
 /// OpenBLAS file and its configuration string (ALLOY_OPENBLAS's file, else an OpenBLAS already
-/// loaded in the process such as numpy's, else the system's), on CUDA the cuBLAS file. Throws
-/// alloy::NotSupported when none loads.
+/// loaded in the process such as numpy's, else one named with add_cpu_blas_candidate, else the
+/// system's), on CUDA the cuBLAS file. Throws alloy::NotSupported when none loads.
 std::string blas_library(Device device = Device::cpu());
+/// Names an OpenBLAS file for the CPU's matmul to try after ALLOY_OPENBLAS's file and an OpenBLAS
+/// already loaded in the process, before the system's libopenblas.so.0 (candidates in the order
+/// added). The Python package names numpy's bundled library, so that Alloy and numpy share one
+/// library and one thread pool whichever is imported or used first. The library is chosen once,
+/// at the first CPU product (or blas_library()): returns false, and adds nothing, after that.
+bool add_cpu_blas_candidate(const std::string& file);
 
 /// MLX's affine quantization of `w` (last axis a multiple of group_size; group_size 32, 64 or
 /// 128; bits 4 or 8): per group of `group_size` elements along the last axis a scale and a bias

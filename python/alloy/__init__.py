@@ -193,6 +193,35 @@ from ._core import (
 from ._compile import compile
 from ._transforms import grad, value_and_grad
 from . import cuda, fast, random
+from ._core import _add_cpu_blas_candidate
+
+
+def _numpy_openblas_files():
+    """The OpenBLAS files a numpy wheel bundles (<site-packages>/numpy.libs/*openblas*.so*),
+    found without importing numpy; none for a numpy that links a system BLAS."""
+    import importlib.util
+    import pathlib
+
+    try:
+        spec = importlib.util.find_spec("numpy")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.origin:
+        return []
+    libs = pathlib.Path(spec.origin).parent.parent / "numpy.libs"
+    return sorted(str(f) for f in libs.glob("*openblas*.so*")) if libs.is_dir() else []
+
+
+def _share_numpys_openblas():
+    """The CPU's matmul uses an OpenBLAS numpy has loaded; naming numpy's file makes it the choice
+    (before the system's) also when the first CPU product comes before `import numpy`, or numpy
+    is never imported: numpy, imported later, then uses the same copy. One library means one
+    thread pool: two pools spinning in turn on the same cores slow both (docs/performance.md)."""
+    for f in _numpy_openblas_files():
+        _add_cpu_blas_candidate(f)
+
+
+_share_numpys_openblas()
 
 __version__ = "0.1.0"
 

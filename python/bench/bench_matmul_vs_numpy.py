@@ -12,9 +12,11 @@ Cases (ratio = numpy time / Alloy time: > 1 means Alloy is faster):
 Alloy's CPU products run through numpy's bundled OpenBLAS when numpy loaded one (one thread pool
 in the process; alloy.blas_library() names it); ALLOY_OPENBLAS=<file> makes Alloy load its own
 (e.g. Debian's libopenblas0-pthread) to compare two pools. Wall time and process CPU time (all
-threads, spinning BLAS workers included) per call, medians.
+threads, spinning BLAS workers included) per call, medians. `--blocked B` times B calls of
+Alloy, then B of numpy, per sample (each library back to back, not interleaved call by call).
 
-    python python/bench/bench_matmul_vs_numpy.py [--repeats R] [--cases matmul_f32_1024,...]
+    python python/bench/bench_matmul_vs_numpy.py [--repeats R] [--blocked B]
+                                                 [--cases matmul_f32_1024,...]
 """
 
 import argparse
@@ -27,21 +29,24 @@ import numpy as np
 import alloy
 
 
-def alternate(alloy_fn, numpy_fn, repeats):
-    """Medians of (wall, CPU) seconds per call of each, called alternately."""
+def alternate(alloy_fn, numpy_fn, repeats, blocked=1):
+    """Medians of (wall, CPU) seconds per call of each, sampled alternately: `blocked` calls of
+    one, then `blocked` of the other, per sample."""
     alloy_fn()
     numpy_fn()
     a, b, ca, cb = [], [], [], []
     for _ in range(repeats):
         c0, t0 = time.process_time(), time.perf_counter()
-        alloy_fn()
+        for _ in range(blocked):
+            alloy_fn()
         c1, t1 = time.process_time(), time.perf_counter()
-        numpy_fn()
+        for _ in range(blocked):
+            numpy_fn()
         c2, t2 = time.process_time(), time.perf_counter()
-        a.append(t1 - t0)
-        b.append(t2 - t1)
-        ca.append(c1 - c0)
-        cb.append(c2 - c1)
+        a.append((t1 - t0) / blocked)
+        b.append((t2 - t1) / blocked)
+        ca.append((c1 - c0) / blocked)
+        cb.append((c2 - c1) / blocked)
     med = statistics.median
     return med(a), med(b), med(ca), med(cb)
 
@@ -59,6 +64,8 @@ def np_logsumexp(m):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--blocked", type=int, default=1,
+                   help="calls of each library per sample (1: alternate call by call)")
     p.add_argument("--cases", default="")
     args = p.parse_args()
     rng = np.random.default_rng(0)
@@ -89,7 +96,7 @@ def main():
     print(f"{'case':22s} {'alloy ms':>10s} {'numpy ms':>10s} {'ratio':>7s} {'alloy cpu':>10s} "
           f"{'numpy cpu':>10s} {'cpu ratio':>9s}")
     for name in chosen:
-        ta, tn, ca, cn = alternate(*cases[name], args.repeats)
+        ta, tn, ca, cn = alternate(*cases[name], args.repeats, args.blocked)
         cpu_ratio = cn / ca if ca > 0 else float("nan")
         print(f"{name:22s} {ta * 1e3:10.3f} {tn * 1e3:10.3f} {tn / ta:7.2f} {ca * 1e3:10.3f} "
               f"{cn * 1e3:10.3f} {cpu_ratio:9.2f}")

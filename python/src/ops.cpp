@@ -458,8 +458,14 @@ void init_ops(nb::module_& m) {
       "was not: on the CPU the "
       "OpenBLAS file and its configuration string (ALLOY_OPENBLAS's file, else an OpenBLAS "
       "already loaded in the process such as numpy's, whose thread pool is then shared, else "
-      "the system's libopenblas.so.0), on CUDA the cuBLAS file. Raises NotSupportedError when "
+      "numpy's bundled one, loaded here and then shared with numpy, else the system's "
+      "libopenblas.so.0), on CUDA the cuBLAS file. Raises NotSupportedError when "
       "none loads.");
+  m.def("_add_cpu_blas_candidate", &add_cpu_blas_candidate, nb::arg("file"),
+        "An OpenBLAS file for the CPU's matmul to try after ALLOY_OPENBLAS's file and an "
+        "OpenBLAS already loaded, before the system's (alloy's __init__ names numpy's bundled "
+        "one). False, and nothing added, once the library has been chosen (at the first CPU "
+        "product).");
   cls.attr("__matmul__") = nb::cpp_function(
       [](const Array& a, nb::handle b) { return matmul(a, as_input(b)); }, nb::is_method());
   cls.attr("__rmatmul__") = nb::cpp_function(

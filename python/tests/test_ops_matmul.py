@@ -186,6 +186,52 @@ def test_alloy_openblas_goes_before_a_loaded_one(tmp_path):
     assert r["worst"] <= 1.0, r
 
 
+# Alloy imported and used before numpy: the Python package names numpy's bundled OpenBLAS, so the
+# first CPU product loads it and numpy, imported afterwards, uses the same copy (one thread pool).
+_ORDER_SCRIPT = r"""
+import json, os, sys
+import alloy
+
+def loaded():
+    with open("/proc/self/maps") as f:
+        files = {line.split()[-1] for line in f if len(line.split()) >= 6}
+    return sorted(f for f in files if "openblas" in os.path.basename(f))
+
+a = alloy.reshape(alloy.arange(30, dtype=alloy.float64, device=alloy.cpu), (5, 6))
+prod = a @ alloy.transpose(a)
+prod.eval()  # the first CPU product chooses the library
+library, first, numpy_then = alloy.blas_library(), loaded(), "numpy" in sys.modules
+x = [[float(6 * i + j) for j in range(6)] for i in range(5)]
+exact = prod.tolist() == [[sum(p * q for p, q in zip(r, s)) for s in x] for r in x]  # integers
+refused = not alloy._add_cpu_blas_candidate("/nonexistent/libopenblas.so")
+import numpy as np
+m = np.ones((64, 64), np.float32)
+m @ m  # numpy's own product
+print(json.dumps({"library": library, "first": first, "after_numpy": loaded(), "exact": exact,
+                  "refused": refused, "named": alloy._numpy_openblas_files(),
+                  "numpy_then": numpy_then}))
+"""
+
+
+def test_numpys_openblas_is_shared_when_alloy_comes_first(tmp_path):
+    named = alloy._numpy_openblas_files()
+    if not named:
+        pytest.skip("this numpy bundles no OpenBLAS")
+    env = {k: v for k, v in os.environ.items() if k != "ALLOY_OPENBLAS"}
+    # (From tmp_path: `-c` puts the working directory first on the path, and python/ holds the
+    # package's sources without its extension.)
+    r = subprocess.run([sys.executable, "-c", _ORDER_SCRIPT], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["named"] == named and not out["numpy_then"], out
+    real = {os.path.realpath(f) for f in named}
+    assert os.path.realpath(out["library"].split(" (")[0]) in real, out
+    assert len(out["first"]) == 1 and os.path.realpath(out["first"][0]) in real, out
+    assert out["after_numpy"] == out["first"], out  # numpy loaded no second OpenBLAS
+    assert out["exact"] and out["refused"], out
+
+
 # ---- quantization ------------------------------------------------------------------------------
 
 

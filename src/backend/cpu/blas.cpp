@@ -4,7 +4,9 @@
 // bundled scipy-openblas64, whose symbols are renamed scipy_cblas_sgemm64_ and so on).
 //
 // Which library: ALLOY_OPENBLAS (a file) first; then an OpenBLAS already loaded in the process
-// (numpy's, when numpy was imported before the first CPU product); then the system's. Sharing a
+// (numpy's, when numpy was imported before the first CPU product); then the files the program
+// named with add_cpu_blas_candidate (the Python package names numpy's bundled one, found without
+// importing numpy, so the order of imports does not matter); then the system's. Sharing a
 // loaded one matters: each OpenBLAS keeps its own thread pool whose threads spin for a while
 // after every call, and two pools alternating on few cores slow each other down (a 256^2 float32
 // product after a numpy product took 3.8 ms instead of 0.2 ms on 2 cores; docs/performance.md).
@@ -17,11 +19,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "alloy/errors.h"
+#include "alloy/ops.h"
 
 namespace alloy::blas {
 namespace {
@@ -110,6 +114,19 @@ bool take(void* h, bool openblas_only, OpenBlas& l) {
   return false;
 }
 
+// Files the embedding program names (add_cpu_blas_candidate: the Python package names numpy's
+// bundled OpenBLAS), read once, when the library is chosen; later additions are refused.
+struct Candidates {
+  std::mutex mu;
+  bool chosen = false;
+  std::vector<std::string> files;
+};
+
+Candidates& candidates() {
+  static Candidates* c = new Candidates;  // never destroyed (a choice may come at exit)
+  return *c;
+}
+
 // The files of the BLAS libraries loaded in the process now (a name containing "blas": numpy's
 // libscipy_openblas64_-<hash>.so, Debian's libopenblas.so.0 or its libblas.so.3), in load order.
 std::vector<std::string> loaded_blas_files() {
@@ -130,6 +147,13 @@ std::vector<std::string> loaded_blas_files() {
 const OpenBlas& openblas() {
   static const OpenBlas* lib = [] {
     auto* l = new OpenBlas;  // never unloaded (its threads outlive static destruction)
+    std::vector<std::string> named;
+    {
+      Candidates& c = candidates();
+      std::lock_guard lock(c.mu);
+      c.chosen = true;
+      named = c.files;
+    }
     std::string tried;
     auto attempt = [&](const std::string& name, bool loaded) {
       // RTLD_NOLOAD: a handle to the library loaded, never a second copy.
@@ -148,9 +172,13 @@ const OpenBlas& openblas() {
     // scripts/device-test.sh does), tried first.
     if (const char* env = std::getenv("ALLOY_OPENBLAS"); env && *env)
       if (attempt(env, false)) return l;
-    // An OpenBLAS already loaded (numpy's), then the system's.
+    // An OpenBLAS already loaded (numpy's); then the program's candidates: loading numpy's
+    // bundled library here means numpy, imported later, uses this copy (the dynamic loader
+    // reuses a library of the same soname); then the system's.
     for (const std::string& file : loaded_blas_files())
       if (attempt(file, true)) return l;
+    for (const std::string& file : named)
+      if (attempt(file, false)) return l;
     for (const char* n : {"libopenblas.so.0", "libopenblas.so",
                           "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0"})
       if (attempt(n, false)) return l;
@@ -257,3 +285,15 @@ void gemm(const Gemm& g) {
 }
 
 }  // namespace alloy::cpu
+
+namespace alloy {
+
+bool add_cpu_blas_candidate(const std::string& file) {
+  blas::Candidates& c = blas::candidates();
+  std::lock_guard lock(c.mu);
+  if (c.chosen) return false;
+  c.files.push_back(file);
+  return true;
+}
+
+}  // namespace alloy

@@ -13,7 +13,8 @@ void gemm(const blas::Gemm& g);
 bool blas_available(std::string* why);
 /// The OpenBLAS file in use and its openblas_get_config() string: ALLOY_OPENBLAS's file, else one
 /// already loaded in the process (numpy's bundled scipy-openblas, shared rather than a second
-/// thread pool), else the system's libopenblas.so.0. Throws NotSupported when none loads.
+/// thread pool), else a file named with add_cpu_blas_candidate (include/alloy/ops.h), else the
+/// system's libopenblas.so.0. Throws NotSupported when none loads.
 std::string blas_library();
 
 }  // namespace alloy::cpu
