@@ -226,6 +226,33 @@ TEST(OpsMatmul, BlasLibraryNamesTheOpenBlasInUse) {
   }
 }
 
+namespace {
+
+// The system's OpenBLAS (or ALLOY_OPENBLAS's file), resolved; "" when none is at a known path.
+std::string openblas_file_at_a_known_path() {
+  for (const char* f : {"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
+                        "/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
+                        static_cast<const char*>(std::getenv("ALLOY_OPENBLAS"))})
+    if (f && std::filesystem::exists(f)) return std::filesystem::canonical(f).string();
+  return "";
+}
+
+// Whether an m x k @ k x n product of random inputs in `dtype` matches float64 within `tol`.
+bool product_matches_float64(int m, int k, int n, Dtype dtype, int seed, double tol) {
+  auto va = randoms(m * k, -1, 1, seed), vb = randoms(k * n, -1, 1, seed + 1);
+  auto got = matmul(Array::from_doubles(va, {m, k}, dtype), Array::from_doubles(vb, {k, n}, dtype))
+                 .to_doubles();
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double want = 0;
+      for (int p = 0; p < k; ++p) want += va[i * k + p] * vb[p * n + j];
+      if (std::fabs(got[i * n + j] - want) > tol) return false;
+    }
+  return true;
+}
+
+}  // namespace
+
 // The library is chosen once per process, so the choices are checked in child processes (gtest
 // re-runs the test there): an OpenBLAS already loaded is shared (numpy's in Python; here the
 // system's file under a name the search would never find), ALLOY_OPENBLAS (here a copy of the
@@ -233,12 +260,7 @@ TEST(OpsMatmul, BlasLibraryNamesTheOpenBlasInUse) {
 TEST(OpsMatmul, AnOpenBlasAlreadyLoadedIsShared) {
   // Nothing here may load Alloy's BLAS before the child's EXPECT_EXIT (the child runs this body
   // from the start), so no skip_without_blas(): a file at a known path instead.
-  std::string system_file;
-  for (const char* f : {"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
-                        "/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
-                        static_cast<const char*>(std::getenv("ALLOY_OPENBLAS"))})
-    if (f && system_file.empty() && std::filesystem::exists(f))
-      system_file = std::filesystem::canonical(f).string();
+  std::string system_file = openblas_file_at_a_known_path();
   if (system_file.empty()) GTEST_SKIP() << "no OpenBLAS file at a known path";
   // A fixed name: the child processes make the same link again.
   auto dir = std::filesystem::temp_directory_path() / "alloy-test-preloaded-openblas";
@@ -259,17 +281,7 @@ TEST(OpsMatmul, AnOpenBlasAlreadyLoadedIsShared) {
     std::string lib = blas_library();
     std::fprintf(stderr, "%s\n", lib.c_str());
     if (lib.rfind(env ? copy : preloaded, 0) != 0) std::_Exit(1);
-    auto va = randoms(6 * 5, -1, 1, 31), vb = randoms(5 * 4, -1, 1, 32);
-    auto got = matmul(Array::from_doubles(va, {6, 5}, Dtype::float32),
-                      Array::from_doubles(vb, {5, 4}, Dtype::float32))
-                   .to_doubles();
-    for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 4; ++j) {
-        double want = 0;
-        for (int p = 0; p < 5; ++p) want += va[i * 5 + p] * vb[p * 4 + j];
-        if (std::fabs(got[i * 4 + j] - want) > 1e-5) std::_Exit(2);
-      }
-    std::_Exit(0);
+    std::_Exit(product_matches_float64(6, 5, 4, Dtype::float32, 31, 1e-5) ? 0 : 2);
   };
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(child(false), ::testing::ExitedWithCode(0), "OpenBLAS") << "preloaded";
@@ -283,12 +295,7 @@ TEST(OpsMatmul, AnOpenBlasAlreadyLoadedIsShared) {
 TEST(OpsMatmul, ANamedOpenBlasCandidateGoesBeforeTheSystems) {
   // Nothing here may load Alloy's BLAS before the child's EXPECT_EXIT (the child runs this body
   // from the start): a file at a known path instead of skip_without_blas().
-  std::string system_file;
-  for (const char* f : {"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
-                        "/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
-                        static_cast<const char*>(std::getenv("ALLOY_OPENBLAS"))})
-    if (f && system_file.empty() && std::filesystem::exists(f))
-      system_file = std::filesystem::canonical(f).string();
+  std::string system_file = openblas_file_at_a_known_path();
   if (system_file.empty()) GTEST_SKIP() << "no OpenBLAS file at a known path";
   auto dir = std::filesystem::temp_directory_path() / "alloy-test-openblas-candidate";
   std::filesystem::create_directories(dir);
@@ -305,17 +312,7 @@ TEST(OpsMatmul, ANamedOpenBlasCandidateGoesBeforeTheSystems) {
     std::fprintf(stderr, "%s\n", lib.c_str());
     if (lib.rfind(named, 0) != 0) std::_Exit(1);
     if (add_cpu_blas_candidate(system_file)) std::_Exit(4);
-    auto va = randoms(7 * 6, -1, 1, 41), vb = randoms(6 * 5, -1, 1, 42);
-    auto got = matmul(Array::from_doubles(va, {7, 6}, Dtype::float64),
-                      Array::from_doubles(vb, {6, 5}, Dtype::float64))
-                   .to_doubles();
-    for (int i = 0; i < 7; ++i)
-      for (int j = 0; j < 5; ++j) {
-        double want = 0;
-        for (int p = 0; p < 6; ++p) want += va[i * 6 + p] * vb[p * 5 + j];
-        if (std::fabs(got[i * 5 + j] - want) > 1e-12) std::_Exit(2);
-      }
-    std::_Exit(0);
+    std::_Exit(product_matches_float64(7, 6, 5, Dtype::float64, 41, 1e-12) ? 0 : 2);
   };
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "libopenblas-named.so");

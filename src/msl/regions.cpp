@@ -872,8 +872,8 @@ class Splitter {
   // innermost and vectorises across threads, with the body's values in registers; one region
   // per iteration pays the region's loop and the per-thread copies of its values every
   // iteration (a tiled matmul's `for (j = 0; j < 16; ++j) acc += as[y][j] * bs[j][x];`).
-  static constexpr long long kMaxUnrolledTrips = 16;
-  bool small_constant_loop(const Item& it) const {
+  // The top-level semicolons of a `for` header (it.cb .. it.ce): two in a well-formed one.
+  std::vector<size_t> header_semicolons(const Item& it) const {
     std::vector<size_t> semis;
     for (size_t j = it.cb; j < it.ce; ++j) {
       if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
@@ -882,6 +882,11 @@ class Splitter {
       }
       if (toks_[j].is(";")) semis.push_back(j);
     }
+    return semis;
+  }
+  static constexpr long long kMaxUnrolledTrips = 16;
+  bool small_constant_loop(const Item& it) const {
+    std::vector<size_t> semis = header_semicolons(it);
     if (semis.size() != 2) return false;
     std::vector<size_t> init, cond, inc;
     for (size_t j = it.cb; j < semis[0]; ++j)
@@ -1308,14 +1313,7 @@ class Splitter {
   //   whose trip count is reached are masked out.
   // Returns false (nothing emitted) where neither applies.
   bool interchange(const Item& it, const std::string& mask, bool pred) {
-    std::vector<size_t> semis;
-    for (size_t j = it.cb; j < it.ce; ++j) {
-      if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
-        j = match(j, it.ce);
-        continue;
-      }
-      if (toks_[j].is(";")) semis.push_back(j);
-    }
+    std::vector<size_t> semis = header_semicolons(it);
     if (semis.size() != 2) return false;
     size_t ib = next(it.cb, semis[0]);
     if (ib >= semis[0]) return false;
