@@ -1,7 +1,9 @@
 #include "kernel/compile_pool.h"
 
+#include <link.h>
 #include <tbb/task_arena.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -84,6 +86,7 @@ bool run_one(Pool& p) {
 
 void compile_async(std::function<void()> fn) {
   Pool& p = pool();
+  keep_exit_barrier_first();
   {
     std::lock_guard lock(p.mu);
     p.queued.push_back(std::move(fn));
@@ -94,6 +97,7 @@ void compile_async(std::function<void()> fn) {
 
 void compile_soon(std::function<void()> fn) {
   Pool& p = pool();
+  keep_exit_barrier_first();
   size_t queued;
   {
     std::lock_guard lock(p.mu);
@@ -102,6 +106,20 @@ void compile_soon(std::function<void()> fn) {
     queued = p.queued.size();
   }
   if (queued >= 2) p.arena().enqueue([&p] { run_one(p); });
+}
+
+void keep_exit_barrier_first() {
+  pool();  // the barrier is registered with the pool
+  static std::atomic<int> libraries_then{-1};
+  int n = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info*, size_t, void* count) {
+        ++*static_cast<int*>(count);
+        return 0;
+      },
+      &n);
+  int seen = libraries_then.load();
+  if (n != seen && libraries_then.compare_exchange_strong(seen, n)) std::atexit(wait_at_exit);
 }
 
 bool compile_help() {

@@ -18,6 +18,13 @@ namespace alloy::kernel {
 /// Runs one queued compile_async job on this thread, if any; false when none is queued.
 bool compile_help();
 
+/// Keeps the pool's exit barrier (which waits for running compiles) ahead of the static
+/// destructors of libraries loaded since it was registered: a compiler loaded at run time
+/// (NVRTC) registers its destructors when loaded, and exit runs later registrations first, so a
+/// compile still running on a pool thread at exit would use a destroyed compiler. Called after
+/// each compile and when one is queued; re-registers the barrier when more libraries are loaded.
+void keep_exit_barrier_first();
+
 /// One compilation, run once by whichever comes first: a pool worker or a caller that needs it.
 template <class T>
 class CompileJob {
@@ -38,8 +45,11 @@ class CompileJob {
   void run() {
     if (claimed_.exchange(true)) return;
     try {
-      promise_.set_value(work_());
+      T result = work_();
+      keep_exit_barrier_first();
+      promise_.set_value(std::move(result));
     } catch (...) {
+      keep_exit_barrier_first();
       promise_.set_exception(std::current_exception());
     }
     work_ = nullptr;  // what it captured is no longer needed
