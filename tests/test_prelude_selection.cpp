@@ -1,6 +1,7 @@
 // Prelude selection (msl/prelude_select.h): the optional prelude parts and swizzles a translated
 // kernel gets from the identifiers of its source, and checks that the selection rules cover every
 // name the optional headers declare (so a kernel never loses a Metal function it uses).
+#include <cpuid.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -657,11 +658,14 @@ TEST(PreludeCpuHalf, VectorVariantsExactOnEachTarget) {
     }
   )CPP";
   __builtin_cpu_init();
-  std::vector<std::string> targets = {"-msse2", "-mavx -mf16c"};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
-    targets.push_back("-mavx2 -mfma -mf16c");
+  // F16C from CPUID (leaf 1, ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+  std::vector<std::string> targets = {"-msse2"};
+  if (__builtin_cpu_supports("avx") && f16c) targets.push_back("-mavx -mf16c");
+  if (__builtin_cpu_supports("avx2") && f16c) targets.push_back("-mavx2 -mfma -mf16c");
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
+      __builtin_cpu_supports("avx512vl") && f16c)
     targets.push_back("-march=x86-64-v4 -mf16c");
   for (const std::string& t : targets) {
     const fs::path bin = prelude_dir() / "half_variants";
