@@ -261,7 +261,7 @@ Dims eval_dims(const DimsExpr& e, const std::vector<Array>& inputs) {
 }
 
 void check_grid(const std::string& kernel, const Dims& grid, const Dims& tg) {
-  int64_t tg_threads = 1;
+  long double tg_threads = 1;  // three dimensions of up to 2^31 - 1 do not fit 64 bits
   for (int d = 0; d < 3; ++d) {
     if (grid[d] < 0)
       throw std::invalid_argument(
@@ -275,8 +275,9 @@ void check_grid(const std::string& kernel, const Dims& grid, const Dims& tg) {
   }
   if (tg_threads > 1024)
     throw std::invalid_argument(
-        fmt::format("[metal_kernel] threadgroup ({}, {}, {}) has {} threads; the maximum is 1024",
-                    tg[0], tg[1], tg[2], tg_threads));
+        fmt::format("[metal_kernel] threadgroup ({}, {}, {}) has {:.0f} threads; the maximum is "
+                    "1024",
+                    tg[0], tg[1], tg[2], static_cast<double>(tg_threads)));
   check_grid_threads("[metal_kernel]", kernel, grid);
 }
 
