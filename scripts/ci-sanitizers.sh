@@ -72,6 +72,6 @@ cmake -S . -B build-tsan "${common[@]}" -DALLOY_BUILD_TESTS=OFF -DALLOY_BUILD_ST
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" > /dev/null
 cmake --build build-tsan -j "$JOBS" --target alloy_stress
 stamp "TSan build"
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ALLOY_STRESS_LAUNCHES=1000 \
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions="$PWD/scripts/tsan.supp" ALLOY_STRESS_LAUNCHES=1000 \
   ALLOY_CACHE_DIR="$PWD/build-tsan/test-cache" build-tsan/alloy_stress
 stamp "load test under TSan"
