@@ -851,6 +851,19 @@ class Splitter {
     return true;
   }
 
+  // The top-level semicolons of a `for` header (it.cb .. it.ce): two in a well-formed one.
+  std::vector<size_t> header_semicolons(const Item& it) const {
+    std::vector<size_t> semis;
+    for (size_t j = it.cb; j < it.ce; ++j) {
+      if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
+        j = match(j, it.ce);
+        continue;
+      }
+      if (toks_[j].is(";")) semis.push_back(j);
+    }
+    return semis;
+  }
+
   // A non-negative integer literal below 2^31 (decimal, hex or octal, with u/U/l/L suffixes).
   static bool int_literal(const Token& t, long long& v) {
     if (t.kind != TokKind::number || t.text.empty() ||
@@ -872,18 +885,6 @@ class Splitter {
   // innermost and vectorises across threads, with the body's values in registers; one region
   // per iteration pays the region's loop and the per-thread copies of its values every
   // iteration (a tiled matmul's `for (j = 0; j < 16; ++j) acc += as[y][j] * bs[j][x];`).
-  // The top-level semicolons of a `for` header (it.cb .. it.ce): two in a well-formed one.
-  std::vector<size_t> header_semicolons(const Item& it) const {
-    std::vector<size_t> semis;
-    for (size_t j = it.cb; j < it.ce; ++j) {
-      if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
-        j = match(j, it.ce);
-        continue;
-      }
-      if (toks_[j].is(";")) semis.push_back(j);
-    }
-    return semis;
-  }
   static constexpr long long kMaxUnrolledTrips = 16;
   bool small_constant_loop(const Item& it) const {
     std::vector<size_t> semis = header_semicolons(it);
@@ -1527,14 +1528,7 @@ class Splitter {
             break;
           }
           // for (init; cond; inc) with a threadgroup-uniform header and loop variable.
-          std::vector<size_t> semis;
-          for (size_t j = it.cb; j < it.ce; ++j) {
-            if (toks_[j].is("(") || toks_[j].is("[") || toks_[j].is("{")) {
-              j = match(j, it.ce);
-              continue;
-            }
-            if (toks_[j].is(";")) semis.push_back(j);
-          }
+          std::vector<size_t> semis = header_semicolons(it);
           if (semis.size() != 2) cannot("a range-for loop around a barrier or simd function");
           std::vector<std::string> vars;
           size_t ib = next(it.cb, semis[0]);
