@@ -105,10 +105,11 @@ TEST(CudaTiered, QuickSourceOnlyForCoarsenedEntries) {
     std::vector<std::string> want = full.options;
     want.push_back("-DALLOY_QUICK_ENTRY");
     EXPECT_EQ(quick->options, want) << c.name;
-    // The quick entry runs one group per block, launched so (Function::one_group_per_block).
-    EXPECT_NE(full.source.find("#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::thread_ids t = "
-                               "::alloy_entry::cuda_ids_at(L, blockIdx.x, false);\n"),
-              std::string::npos)
+    // The quick entry runs one group per block, launched so (Function::one_group_per_block);
+    // these kernels read only thread_position_in_grid, which it takes from CUDA's ids directly.
+    EXPECT_NE(
+        full.source.find("#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::cuda_grid_ids t{L};\n"),
+        std::string::npos)
         << full.source;
     EXPECT_NE(full.source.find("#else\n  const unsigned alloy_nb = gridDim.x;\n  if "
                                "(::alloy_entry::cuda_groups_whole"),

@@ -255,11 +255,75 @@ void scan(std::string_view code, PreludeSelection* s) {
   }
 }
 
+// Metal's vector type names: vec, float4, uint3, packed_half2, ...
+bool is_vector_type_name(std::string_view id) {
+  if (id == "vec") return true;
+  if (starts_with(id, "packed_")) id.remove_prefix(7);
+  if (id.size() < 2 || id.back() < '2' || id.back() > '4') return false;
+  id.remove_suffix(1);
+  for (std::string_view e : {"bool", "char", "uchar", "short", "ushort", "int", "uint", "long",
+                             "ulong", "half", "bfloat", "float"})
+    if (id == e) return true;
+  return false;
+}
+
+bool is_component(const Token& t) {
+  return t.kind == TokKind::ident && t.text.size() == 1 &&
+         std::string_view("xyzwrgba").find(t.text[0]) != std::string_view::npos;
+}
+
+// Whether vector values take part in `code` (PreludeSelection::core "VECTOR"): any vector type
+// name or swizzle helper, except a declaration `T name` followed by `,` or `)` whose name is
+// one of `component_params` (the vector-typed attribute parameters of the kernels), provided
+// every other use of such a name reads one component (`name.x`; `s.name` and `ns::name` are
+// other names). A vector value then never exists: the kernel only reads components of
+// attributes, which `vec`'s storage alone gives. Directives count like code.
+bool vector_values(std::string_view code, const std::set<std::string>& component_params) {
+  std::vector<Token> toks = lex(code);
+  std::vector<const Token*> sig;
+  for (const Token& t : toks)
+    if (!t.trivia()) sig.push_back(&t);
+  auto at = [&](size_t i) -> const Token* { return i < sig.size() ? sig[i] : nullptr; };
+  for (size_t i = 0; i < sig.size(); ++i) {
+    const Token& t = *sig[i];
+    if (t.kind == TokKind::preproc) {
+      if (vector_values(std::string_view(t.text).substr(1), component_params)) return true;
+      continue;
+    }
+    if (t.kind != TokKind::ident) continue;
+    if (t.text == "alloy_swizzle") return true;
+    if (is_vector_type_name(t.text)) {
+      const Token *name = at(i + 1), *after = at(i + 2);
+      if (name && name->kind == TokKind::ident && component_params.count(name->text) && after &&
+          (after->is(",") || after->is(")"))) {
+        ++i;  // the parameter's declaration
+        continue;
+      }
+      return true;
+    }
+    if (!component_params.count(t.text)) continue;
+    const Token* before = i ? sig[i - 1] : nullptr;
+    if (before && (before->is(".") || before->is("->") || before->is("::"))) continue;
+    const Token *dot = at(i + 1), *c = at(i + 2);
+    if (!(dot && dot->is(".") && c && is_component(*c))) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 PreludeSelection select_prelude(std::string_view code) {
+  return select_prelude(code, {});
+}
+
+PreludeSelection select_prelude(std::string_view code,
+                                const std::set<std::string>& component_params) {
   PreludeSelection s;
   scan(code, &s);
+  if (!s.all &&
+      (!s.swizzles.empty() || s.all_swizzles || !s.needs.empty() || s.core.count("PACKED") ||
+       s.core.count("ENTRY_ARGS") || vector_values(code, component_params)))
+    s.core.insert("VECTOR");
   if (s.all) {
     s.needs.clear();
     s.core.clear();
@@ -307,7 +371,7 @@ const std::set<std::string>& prelude_parts() {
 }
 
 const std::set<std::string>& prelude_core_pieces() {
-  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LOWP", "PACKED"};
+  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LOWP", "PACKED", "VECTOR"};
   return pieces;
 }
 

@@ -15,6 +15,10 @@
 // types: templates naming them still parse), ALLOY_NEED_PACKED the packed vectors,
 // ALLOY_NEED_ENTRY_ARGS entry.h's binding templates for CUDA entries; the target layer's lanes
 // and atomics come with the optional parts that use them (ALLOY_NEED_TARGET_SYNC).
+// ALLOY_NEED_VECTOR: vector values (constructors, swizzles, operators; metal/vector.h), unless
+// vectors are only attributes read through .x/.y/.z; always on the CPU and with everything that
+// is written against whole vectors (optional parts, packed vectors, swizzles, entry.h's templates,
+// robust mode).
 // Without ALLOY_SELECT (tests, direct includes), everything.
 #ifndef ALLOY_SELECT
 #define ALLOY_MATH_ALL 1
@@ -29,6 +33,7 @@
 #define ALLOY_NEED_METAL_INTERNAL 1
 #define ALLOY_NEED_LOWP 1
 #define ALLOY_NEED_PACKED 1
+#define ALLOY_NEED_VECTOR 1
 #endif
 #if defined(ALLOY_NEED_METAL_INTERNAL) && !defined(ALLOY_NEED_SIMD)
 #define ALLOY_NEED_SIMD 1
@@ -42,6 +47,13 @@
 #ifndef ALLOY_NEED_PACKED
 #define ALLOY_NEED_PACKED 1
 #endif
+#endif
+#if !defined(ALLOY_NEED_VECTOR) &&                                                           \
+    (!(defined(__CUDACC_RTC__) || defined(__CUDACC__)) || defined(ALLOY_NEED_PACKED) ||       \
+     defined(ALLOY_NEED_ENTRY_ARGS) || defined(ALLOY_NEED_ROBUST) ||                          \
+     defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLES_2) || defined(ALLOY_SWIZZLES_3) || \
+     defined(ALLOY_SWIZZLES_4))
+#define ALLOY_NEED_VECTOR 1
 #endif
 #if defined(ALLOY_NEED_ATOMIC) || defined(ALLOY_NEED_SYNC) || defined(ALLOY_NEED_SIMD) || \
     defined(ALLOY_NEED_MATRIX)

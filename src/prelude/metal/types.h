@@ -262,6 +262,8 @@ template <class F>
 using cond_ft = typename cond_pair<F>::type;
 }  // namespace alloy_detail
 
+// Mixed operators with half or bfloat: only when they are declared (ALLOY_NEED_LOWP).
+#ifdef ALLOY_NEED_LOWP
 #define ALLOY_LOWP_BINOP(op)                                                         \
   template <class A, class B>                                                        \
   ALLOY_FN constexpr alloy_detail::lowp_binop_t<A, B> operator op(A a, B b) {        \
@@ -288,7 +290,6 @@ ALLOY_LOWP_CMP(>)
 ALLOY_LOWP_CMP(>=)
 #undef ALLOY_LOWP_CMP
 
-#ifdef ALLOY_NEED_LOWP
 // Negation flips the sign bit (exact, also for NaN and zero).
 ALLOY_FN constexpr half operator-(half x) {
   return half::from_bits(x.alloy_bits ^ 0x8000u);
