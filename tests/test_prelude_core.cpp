@@ -77,6 +77,12 @@ TEST(PreludeCore, PiecesByTheirNames) {
   for (const char* n : {"float", "exp", "thread_position_in_grid", "packed", "M_PI_F", "ptr_arg",
                         "alpha", "float5", "uint1", "vector", "attr_vec<unsigned int, 3>"})
     EXPECT_TRUE(core_of(n).empty()) << n;
+  // The type traits no core code uses, by their names.
+  for (const char* n : {"is_array_v<T>", "decay_t<T>", "is_unsigned<T>::value", "make_signed_t<T>",
+                        "_disjunction<A, B>", "is_trivially_copyable_v<T>"})
+    EXPECT_EQ(core_of(n), std::set<std::string>{"TRAITS"}) << n;
+  for (const char* n : {"is_same_v<A, B>", "enable_if_t<B>", "is_signed_v<T>", "is_integral_v<T>"})
+    EXPECT_TRUE(core_of(n).empty()) << n;
   // A pasting macro may make any name: every piece.
   EXPECT_EQ(core_of("#define V(T) T##4 v;\nV(float)\n"), alloy::msl::prelude_core_pieces());
 }
@@ -196,6 +202,7 @@ TEST(PreludeCore, LeftOutPiecesFailToCompile) {
       {"LOWP", "half h = half(o[0]) * 2; bfloat b = bfloat(o[1]); o[0] = float(h + b);\n"},
       {"PACKED", "packed_float3 p = packed_float3(o[0], o[1], o[2]); o[0] = p.x + p[2];\n"},
       {"VECTOR", "float4 v = float4(o[0]); v = v * 2.0f + 1.0f; o[0] = v.x;\n"},
+      {"TRAITS", "o[0] = is_array_v<float[2]> + is_unsigned_v<uint> ? 1.0f : 0.0f;\n"},
   };
   for (const auto& [piece, body] : uses) {
     PreludeSelection s = select_prelude(body);

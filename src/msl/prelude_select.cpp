@@ -113,6 +113,44 @@ bool contains_ci(std::string_view s, std::string_view what) {
   return false;
 }
 
+// The type traits of metal/traits.h that no core code uses (ALLOY_NEED_TRAITS), with their _t
+// and _v forms.
+bool is_traits_name(std::string_view id) {
+  static const std::unordered_set<std::string_view> names = {"_disjunction",
+                                                             "_conjunction",
+                                                             "remove_pointer",
+                                                             "remove_pointer_t",
+                                                             "remove_extent",
+                                                             "remove_extent_t",
+                                                             "add_const",
+                                                             "add_const_t",
+                                                             "add_pointer",
+                                                             "add_pointer_t",
+                                                             "decay",
+                                                             "decay_t",
+                                                             "is_const",
+                                                             "is_const_v",
+                                                             "is_reference",
+                                                             "is_reference_v",
+                                                             "is_array",
+                                                             "is_array_v",
+                                                             "is_scalar",
+                                                             "is_scalar_v",
+                                                             "is_unsigned",
+                                                             "is_unsigned_v",
+                                                             "is_class",
+                                                             "is_class_v",
+                                                             "is_enum",
+                                                             "is_enum_v",
+                                                             "is_base_of",
+                                                             "is_base_of_v",
+                                                             "is_trivially_copyable",
+                                                             "is_trivially_copyable_v",
+                                                             "make_signed",
+                                                             "make_signed_t"};
+  return names.count(id) != 0;
+}
+
 // The core pieces an identifier names (see PreludeSelection::core). Conservative: every name that
 // holds "half", "bfloat" or "float16" (any case: half4, HALF_MAX, packed_bfloat2, float16_t,
 // MAXHALF) or is a half constant (M_PI_H, HUGE_VALH) selects the 16-bit types; a Metal half
@@ -124,6 +162,7 @@ void add_core(std::string_view id, PreludeSelection* s) {
     s->core.insert("LOWP");
   if (starts_with(id, "packed_")) s->core.insert("PACKED");
   if (id == "arg" || id == "attr_to_param") s->core.insert("ENTRY_ARGS");
+  if (is_traits_name(id)) s->core.insert("TRAITS");
 }
 
 void add_math(const std::string& name, PreludeSelection* s) {
@@ -371,7 +410,7 @@ const std::set<std::string>& prelude_parts() {
 }
 
 const std::set<std::string>& prelude_core_pieces() {
-  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LOWP", "PACKED", "VECTOR"};
+  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LOWP", "PACKED", "TRAITS", "VECTOR"};
   return pieces;
 }
 

@@ -18,7 +18,8 @@
 // ALLOY_NEED_VECTOR: vector values (constructors, swizzles, operators; metal/vector.h), unless
 // vectors are only attributes read through .x/.y/.z; always on the CPU and with everything that
 // is written against whole vectors (optional parts, packed vectors, swizzles, entry.h's templates,
-// robust mode).
+// robust mode). ALLOY_NEED_TRAITS: the type traits no core code uses (metal/traits.h), when
+// named; always on the CPU and with the optional parts.
 // Without ALLOY_SELECT (tests, direct includes), everything.
 #ifndef ALLOY_SELECT
 #define ALLOY_MATH_ALL 1
@@ -34,6 +35,7 @@
 #define ALLOY_NEED_LOWP 1
 #define ALLOY_NEED_PACKED 1
 #define ALLOY_NEED_VECTOR 1
+#define ALLOY_NEED_TRAITS 1
 #endif
 #if defined(ALLOY_NEED_METAL_INTERNAL) && !defined(ALLOY_NEED_SIMD)
 #define ALLOY_NEED_SIMD 1
@@ -47,6 +49,12 @@
 #ifndef ALLOY_NEED_PACKED
 #define ALLOY_NEED_PACKED 1
 #endif
+#ifndef ALLOY_NEED_TRAITS
+#define ALLOY_NEED_TRAITS 1
+#endif
+#endif
+#if !defined(ALLOY_NEED_TRAITS) && !(defined(__CUDACC_RTC__) || defined(__CUDACC__))
+#define ALLOY_NEED_TRAITS 1
 #endif
 #if !defined(ALLOY_NEED_VECTOR) &&                                                           \
     (!(defined(__CUDACC_RTC__) || defined(__CUDACC__)) || defined(ALLOY_NEED_PACKED) ||       \
