@@ -74,6 +74,12 @@ const std::vector<Case>& cases() {
        {"inp"},
        {"lo", "hi"},
        "uint i = thread_position_in_grid.x;\nlo[i] = floor(inp[i]);\nhi[i] = ceil(inp[i]);\n"},
+      // An attribute that needs the group's size: the quick entry fills a thread_ids.
+      {"group_size",
+       {"inp"},
+       {"out"},
+       "uint i = thread_position_in_grid.x;\n"
+       "out[i] = inp[i] * float(threads_per_threadgroup.x - thread_position_in_threadgroup.x);\n"},
   };
   return c;
 }
@@ -107,12 +113,19 @@ TEST(CudaTiered, QuickSourceOnlyForCoarsenedEntries) {
     want.push_back("--ptxas-options=-O0");  // unoptimised, registers capped: any block launches
     want.push_back("-maxrregcount=64");
     EXPECT_EQ(quick->options, want) << c.name;
-    // The quick entry runs one group per block, launched so (Function::one_group_per_block);
-    // these kernels read only thread_position_in_grid, which it takes from CUDA's ids directly.
+    // The quick entry runs one group per block, launched so (Function::one_group_per_block).
+    // A kernel that reads only attributes without group sizes takes them from CUDA's ids
+    // (cuda_grid_ids; its quick compile then leaves out thread_ids), the others fill thread_ids.
+    const bool grid_ids = std::string(c.name) != "group_size";
     EXPECT_NE(
-        full.source.find("#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::cuda_grid_ids t{L};\n"),
+        full.source.find(
+            grid_ids ? "#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::cuda_grid_ids t{L};\n"
+                     : "#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::thread_ids t = "
+                       "::alloy_entry::cuda_ids_at(L, blockIdx.x, false);\n"),
         std::string::npos)
         << full.source;
+    EXPECT_EQ(full.source.find("#define ALLOY_ENTRY_GRID_IDS 1\n") != std::string::npos, grid_ids)
+        << c.name;
     EXPECT_NE(full.source.find("#else\n  const unsigned alloy_nb = gridDim.x;\n  if "
                                "(::alloy_entry::cuda_groups_whole"),
               std::string::npos)

@@ -83,6 +83,7 @@ TEST(PreludeCore, PiecesByTheirNames) {
     EXPECT_EQ(core_of(n), std::set<std::string>{"TRAITS"}) << n;
   for (const char* n : {"is_same_v<A, B>", "enable_if_t<B>", "is_signed_v<T>", "is_integral_v<T>"})
     EXPECT_TRUE(core_of(n).empty()) << n;
+  EXPECT_EQ(core_of("numeric_limits<float>::max()"), std::set<std::string>{"LIMITS"});
   // A pasting macro may make any name: every piece.
   EXPECT_EQ(core_of("#define V(T) T##4 v;\nV(float)\n"), alloy::msl::prelude_core_pieces());
 }
@@ -203,6 +204,7 @@ TEST(PreludeCore, LeftOutPiecesFailToCompile) {
       {"PACKED", "packed_float3 p = packed_float3(o[0], o[1], o[2]); o[0] = p.x + p[2];\n"},
       {"VECTOR", "float4 v = float4(o[0]); v = v * 2.0f + 1.0f; o[0] = v.x;\n"},
       {"TRAITS", "o[0] = is_array_v<float[2]> + is_unsigned_v<uint> ? 1.0f : 0.0f;\n"},
+      {"LIMITS", "o[0] = numeric_limits<float>::max() + float(numeric_limits<int>::min());\n"},
   };
   for (const auto& [piece, body] : uses) {
     PreludeSelection s = select_prelude(body);

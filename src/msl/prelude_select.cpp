@@ -163,6 +163,7 @@ void add_core(std::string_view id, PreludeSelection* s) {
   if (starts_with(id, "packed_")) s->core.insert("PACKED");
   if (id == "arg" || id == "attr_to_param") s->core.insert("ENTRY_ARGS");
   if (is_traits_name(id)) s->core.insert("TRAITS");
+  if (id == "numeric_limits") s->core.insert("LIMITS");
 }
 
 void add_math(const std::string& name, PreludeSelection* s) {
@@ -410,7 +411,8 @@ const std::set<std::string>& prelude_parts() {
 }
 
 const std::set<std::string>& prelude_core_pieces() {
-  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LOWP", "PACKED", "TRAITS", "VECTOR"};
+  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LIMITS", "LOWP",
+                                               "PACKED",     "TRAITS", "VECTOR"};
   return pieces;
 }
 

@@ -24,7 +24,8 @@ struct PreludeSelection {
   // (metal/vector.h), "ENTRY_ARGS" the binding templates of prelude/entry.h (CUDA entries),
   // "VECTOR" vector values (vec's constructors, swizzles, operators; metal/vector.h): left out
   // only when the kernel's vectors are attributes read one component at a time (`gid.x`);
-  // "TRAITS" the type traits no core code uses (metal/traits.h: is_array, decay, ...).
+  // "TRAITS" the type traits no core code uses (metal/traits.h: is_array, decay, ...);
+  // "LIMITS" numeric_limits (metal/types.h).
   std::set<std::string> core;
   bool all_swizzles = false;  // every swizzle member (ALLOY_SWIZZLES_ALL)
   bool all_math = false;      // every math function (ALLOY_MATH_ALL)

@@ -18,8 +18,9 @@
 // ALLOY_NEED_VECTOR: vector values (constructors, swizzles, operators; metal/vector.h), unless
 // vectors are only attributes read through .x/.y/.z; always on the CPU and with everything that
 // is written against whole vectors (optional parts, packed vectors, swizzles, entry.h's templates,
-// robust mode). ALLOY_NEED_TRAITS: the type traits no core code uses (metal/traits.h), when
-// named; always on the CPU and with the optional parts.
+// robust mode). ALLOY_NEED_TRAITS: the type traits no core code uses (metal/traits.h), and
+// ALLOY_NEED_LIMITS: numeric_limits (metal/types.h), when named; always on the CPU and with the
+// optional parts.
 // Without ALLOY_SELECT (tests, direct includes), everything.
 #ifndef ALLOY_SELECT
 #define ALLOY_MATH_ALL 1
@@ -36,6 +37,7 @@
 #define ALLOY_NEED_PACKED 1
 #define ALLOY_NEED_VECTOR 1
 #define ALLOY_NEED_TRAITS 1
+#define ALLOY_NEED_LIMITS 1
 #endif
 #if defined(ALLOY_NEED_METAL_INTERNAL) && !defined(ALLOY_NEED_SIMD)
 #define ALLOY_NEED_SIMD 1
@@ -52,11 +54,24 @@
 #ifndef ALLOY_NEED_TRAITS
 #define ALLOY_NEED_TRAITS 1
 #endif
+#ifndef ALLOY_NEED_LIMITS
+#define ALLOY_NEED_LIMITS 1
 #endif
-#if !defined(ALLOY_NEED_TRAITS) && !(defined(__CUDACC_RTC__) || defined(__CUDACC__))
+#endif
+// The math functions that use numeric_limits (metal/math.h).
+#if !defined(ALLOY_NEED_LIMITS) && \
+    (defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_fract) || defined(ALLOY_USE_isnormal))
+#define ALLOY_NEED_LIMITS 1
+#endif
+#if !(defined(__CUDACC_RTC__) || defined(__CUDACC__))
+#ifndef ALLOY_NEED_TRAITS
 #define ALLOY_NEED_TRAITS 1
 #endif
-#if !defined(ALLOY_NEED_VECTOR) &&                                                           \
+#ifndef ALLOY_NEED_LIMITS
+#define ALLOY_NEED_LIMITS 1
+#endif
+#endif
+#if !defined(ALLOY_NEED_VECTOR) &&                                                            \
     (!(defined(__CUDACC_RTC__) || defined(__CUDACC__)) || defined(ALLOY_NEED_PACKED) ||       \
      defined(ALLOY_NEED_ENTRY_ARGS) || defined(ALLOY_NEED_ROBUST) ||                          \
      defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLES_2) || defined(ALLOY_SWIZZLES_3) || \

@@ -309,6 +309,9 @@ ALLOY_FN constexpr bfloat operator+(bfloat x) {
 //
 // numeric_limits<T> takes its members from a base chosen by limits_of<T>; naming a base in a
 // typedef does not instantiate it, so a kernel pays (in compile time) only for the limits it uses.
+// Declared only when a translation names numeric_limits (ALLOY_NEED_LIMITS, metal_stdlib.h): no
+// core code uses it, and parsing it costs a small kernel's NVRTC compile about a millisecond.
+#ifdef ALLOY_NEED_LIMITS
 
 namespace alloy_detail {
 template <class T>
@@ -432,6 +435,7 @@ template <class T>
 struct numeric_limits : alloy_detail::limits_of<T>::type {};
 template <class T>
 struct numeric_limits<const T> : numeric_limits<T> {};
+#endif  // ALLOY_NEED_LIMITS
 
 // metal::uniform<T>: a value that is the same in every thread (a hint to Metal's compiler); here
 // just the value, converting to and from T.
