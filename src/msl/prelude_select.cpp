@@ -275,11 +275,11 @@ void scan_pasting(std::string_view directive, PreludeSelection* s) {
   }
 }
 
-void scan(std::string_view code, PreludeSelection* s) {
+void scan_tokens(const std::vector<Token>& toks, PreludeSelection* s) {
   std::string_view prev, prev2;  // the previous two significant tokens
   // Identifiers repeat (the generated entry names the kernel many times): look each up once.
   std::unordered_set<std::string> seen[2];
-  for (const Token& t : lex(code)) {
+  for (const Token& t : toks) {
     if (t.trivia()) continue;
     if (t.kind == TokKind::ident) {
       bool internal = prev == "::" && starts_with(prev2, "alloy_");
@@ -293,6 +293,10 @@ void scan(std::string_view code, PreludeSelection* s) {
     prev2 = prev;
     prev = t.text;
   }
+}
+
+void scan(std::string_view code, PreludeSelection* s) {
+  scan_tokens(lex(code), s);
 }
 
 // Metal's vector type names: vec, float4, uint3, packed_half2, ...
@@ -318,8 +322,7 @@ bool is_component(const Token& t) {
 // every other use of such a name reads one component (`name.x`; `s.name` and `ns::name` are
 // other names). A vector value then never exists: the kernel only reads components of
 // attributes, which `vec`'s storage alone gives. Directives count like code.
-bool vector_values(std::string_view code, const std::set<std::string>& component_params) {
-  std::vector<Token> toks = lex(code);
+bool vector_values(const std::vector<Token>& toks, const std::set<std::string>& component_params) {
   std::vector<const Token*> sig;
   for (const Token& t : toks)
     if (!t.trivia()) sig.push_back(&t);
@@ -327,7 +330,7 @@ bool vector_values(std::string_view code, const std::set<std::string>& component
   for (size_t i = 0; i < sig.size(); ++i) {
     const Token& t = *sig[i];
     if (t.kind == TokKind::preproc) {
-      if (vector_values(std::string_view(t.text).substr(1), component_params)) return true;
+      if (vector_values(lex(std::string_view(t.text).substr(1)), component_params)) return true;
       continue;
     }
     if (t.kind != TokKind::ident) continue;
@@ -359,10 +362,11 @@ PreludeSelection select_prelude(std::string_view code) {
 PreludeSelection select_prelude(std::string_view code,
                                 const std::set<std::string>& component_params) {
   PreludeSelection s;
-  scan(code, &s);
+  const std::vector<Token> toks = lex(code);  // once for both passes
+  scan_tokens(toks, &s);
   if (!s.all &&
       (!s.swizzles.empty() || s.all_swizzles || !s.needs.empty() || s.core.count("PACKED") ||
-       s.core.count("ENTRY_ARGS") || vector_values(code, component_params)))
+       s.core.count("ENTRY_ARGS") || vector_values(toks, component_params)))
     s.core.insert("VECTOR");
   if (s.all) {
     s.needs.clear();
