@@ -53,6 +53,9 @@ TEST(PreludeCore, PiecesByTheirNames) {
   for (const char* n :
        {"half", "half4", "bfloat", "bfloat2", "bfloat16_t", "float16_t", "HALF_MAX", "HALF_EPSILON",
         "MAXHALF", "HUGE_VALH", "M_PI_H", "M_LN2_H", "half3x3", "simdgroup_half8x8", "is_half"})
+    EXPECT_EQ(core_of(std::string("x = ") + n + ";").count("LOWP"), 1u) << n;
+  for (const char* n :
+       {"half", "bfloat", "bfloat16_t", "float16_t", "HALF_MAX", "M_PI_H", "is_half"})
     EXPECT_EQ(core_of(std::string("x = ") + n + ";"), lowp) << n;
   // A Metal half literal is translated to half(...), which selects it.
   auto tr = alloy::msl::translate(
@@ -60,18 +63,91 @@ TEST(PreludeCore, PiecesByTheirNames) {
       "  o[i] = o[i] * 0.5h;\n}\n",
       {alloy::msl::Target::cuda, "k"});
   EXPECT_NE(tr.code.find("#define ALLOY_NEED_LOWP 1\n"), std::string::npos) << tr.code;
-  EXPECT_EQ(core_of("packed_float3 p;"), std::set<std::string>{"PACKED"});
-  EXPECT_EQ(core_of("packed_half2 p;"), (std::set<std::string>{"LOWP", "PACKED"}));
+  // Packed vectors and the entry's templates work on whole vectors: VECTOR comes with them.
+  EXPECT_EQ(core_of("packed_float3 p;"), (std::set<std::string>{"PACKED", "VECTOR"}));
+  EXPECT_EQ(core_of("packed_half2 p;"), (std::set<std::string>{"LOWP", "PACKED", "VECTOR"}));
   EXPECT_EQ(core_of("::alloy_entry::arg<0>(&f, p, 4, 0, nullptr)"),
-            std::set<std::string>{"ENTRY_ARGS"});
+            (std::set<std::string>{"ENTRY_ARGS", "VECTOR"}));
   EXPECT_EQ(core_of("::alloy_entry::attr_to_param(t.thread_position_in_grid())"),
-            std::set<std::string>{"ENTRY_ARGS"});
+            (std::set<std::string>{"ENTRY_ARGS", "VECTOR"}));
+  // Any vector type name is a vector value (without the attribute exemption, below).
+  for (const char* n : {"float4", "uint3", "vec<float, 4>", "bool2", "ushort3", "half4"})
+    EXPECT_EQ(core_of(n).count("VECTOR"), 1u) << n;
   // Near misses and what every small kernel names select nothing.
-  for (const char* n : {"float4", "uint3", "float", "exp", "thread_position_in_grid", "packed",
-                        "M_PI_F", "ptr_arg", "alpha", "vec<float, 4>"})
+  for (const char* n : {"float", "exp", "thread_position_in_grid", "packed", "M_PI_F", "ptr_arg",
+                        "alpha", "float5", "uint1", "vector", "attr_vec<unsigned int, 3>"})
     EXPECT_TRUE(core_of(n).empty()) << n;
+  // The type traits no core code uses, by their names.
+  for (const char* n : {"is_array_v<T>", "decay_t<T>", "is_unsigned<T>::value", "make_signed_t<T>",
+                        "_disjunction<A, B>", "is_trivially_copyable_v<T>"})
+    EXPECT_EQ(core_of(n), std::set<std::string>{"TRAITS"}) << n;
+  for (const char* n : {"is_same_v<A, B>", "enable_if_t<B>", "is_signed_v<T>", "is_integral_v<T>"})
+    EXPECT_TRUE(core_of(n).empty()) << n;
+  EXPECT_EQ(core_of("numeric_limits<float>::max()"), std::set<std::string>{"LIMITS"});
   // A pasting macro may make any name: every piece.
   EXPECT_EQ(core_of("#define V(T) T##4 v;\nV(float)\n"), alloy::msl::prelude_core_pieces());
+}
+
+// Vector values: a vector-typed attribute parameter read only through single components needs
+// none; anything else that could make or use a vector value selects VECTOR.
+TEST(PreludeCore, VectorValuesByTheirUses) {
+  const std::set<std::string> gid = {"gid"};
+  auto vector = [&](const std::string& code) {
+    return select_prelude(code, gid).core.count("VECTOR") == 1;
+  };
+  const std::string sig = "void k(device float* o, uint3 gid, const uint2 lid) {\n";
+  EXPECT_FALSE(vector("void k(device float* o, uint3 gid) {\n  o[gid.x] = gid.y + gid.b;\n}\n"));
+  EXPECT_FALSE(
+      vector("void k(const uint3 gid, float* o) { o[gid.x] = s.gid + t.gid() + a::gid; }"));
+  EXPECT_FALSE(vector("#define IDX gid.x\nvoid k(uint3 gid, float* o) { o[IDX] = 0; }"));
+  EXPECT_TRUE(vector(sig + "o[gid.x] = 0;\n}\n"));  // lid is not exempt: its declaration counts
+  const std::string one = "void k(device float* o, uint3 gid) {\n";
+  for (const char* use : {
+           "auto p = gid; o[p.x] = 0;",          // a copy
+           "o[gid.xy.x] = 0;",                   // a swizzle
+           "f(gid);",                            // passed whole
+           "o[gid[0]] = 0;",                     // indexed
+           "o[(gid + 1).x] = 0;",                // an operator
+           "uint3 g2; o[0] = 0;",                // another vector declaration
+           "o[0] = float(sizeof(gid));",         // the name alone
+           "float4 v = float4(1); o[0] = v.x;",  // another vector type
+           "o[0] = gid.template alloy_swizzle<0, 1>().x;",
+           "\n#define G gid\n o[G.x] = 0;",  // in a directive, alone
+       })
+    EXPECT_TRUE(vector(one + use + "}\n")) << use;
+  // Without the exemption (a CPU translation, or a name that is no vector attribute) any vector
+  // type name counts.
+  EXPECT_TRUE(select_prelude("void k(uint3 gid) { o[gid.x] = 0; }").core.count("VECTOR"));
+  EXPECT_TRUE(select_prelude("void k(uint3 gid) { o[gid.x] = 0; }", {"lid"}).core.count("VECTOR"));
+  // The translator exempts the kernels' vector-typed attributes: metal_kernel's body reading
+  // thread_position_in_grid.x gets no vector values and compiles; one that uses vector
+  // operators gets them.
+  using namespace alloy;
+  auto translation = [](const char* body) {
+    auto k = metal_kernel("vecsel", {"inp"}, {"out"}, body);
+    Array x = zeros({64}, float32, Device::cpu());
+    KernelCall c;
+    c.output_shapes = {{64}};
+    c.output_dtypes = {float32};
+    c.grid = {64, 1, 1};
+    c.threadgroup = {32, 1, 1};
+    kernel::SourceMap map;
+    return kernel::call_gpu_translation(k, {x}, c, &map).code;
+  };
+  std::string scalar =
+      translation("uint i = thread_position_in_grid.x;\nout[i] = exp(sin(inp[i]));\n");
+  EXPECT_EQ(scalar.find("ALLOY_NEED_VECTOR"), std::string::npos) << scalar;
+  std::string vec = translation(
+      "uint2 p = uint2(thread_position_in_grid.xy);\nfloat2 v = float2(inp[p.x], 1) * 2.0f;\n"
+      "out[p.x] = v.x + v.y;\n");
+  EXPECT_NE(vec.find("#define ALLOY_NEED_VECTOR 1\n"), std::string::npos) << vec;
+  std::string whole = translation("uint3 g = thread_position_in_grid;\nout[g.x] = inp[g.x];\n");
+  EXPECT_NE(whole.find("#define ALLOY_NEED_VECTOR 1\n"), std::string::npos) << whole;
+  if (!cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  EXPECT_EQ(nvrtc_errors(scalar), "");
+  EXPECT_EQ(nvrtc_errors("#define ALLOY_QUICK_ENTRY 1\n" + scalar), "");
+  EXPECT_EQ(nvrtc_errors(vec), "");
+  EXPECT_EQ(nvrtc_errors(whole), "");
 }
 
 // The CUDA entry binds pointers, `constant T&` scalars and structs, and attributes of Metal's
@@ -126,6 +202,9 @@ TEST(PreludeCore, LeftOutPiecesFailToCompile) {
   const std::vector<std::pair<std::string, std::string>> uses = {
       {"LOWP", "half h = half(o[0]) * 2; bfloat b = bfloat(o[1]); o[0] = float(h + b);\n"},
       {"PACKED", "packed_float3 p = packed_float3(o[0], o[1], o[2]); o[0] = p.x + p[2];\n"},
+      {"VECTOR", "float4 v = float4(o[0]); v = v * 2.0f + 1.0f; o[0] = v.x;\n"},
+      {"TRAITS", "o[0] = is_array_v<float[2]> + is_unsigned_v<uint> ? 1.0f : 0.0f;\n"},
+      {"LIMITS", "o[0] = numeric_limits<float>::max() + float(numeric_limits<int>::min());\n"},
   };
   for (const auto& [piece, body] : uses) {
     PreludeSelection s = select_prelude(body);

@@ -46,22 +46,24 @@ TEST(PreludeSelection, SmallKernelNeedsNoOptionalPart) {
       "}\n";
   for (auto target : {alloy::msl::Target::cpu, alloy::msl::Target::cuda}) {
     auto tr = alloy::msl::translate(src, {target, "k"});
-    PreludeSelection s = select_prelude(tr.code);
+    PreludeSelection s = select_prelude(tr.code, {"thread_position_in_grid"});
     EXPECT_FALSE(s.all);
     EXPECT_TRUE(s.needs.empty());
     EXPECT_TRUE(s.swizzles.empty());
     EXPECT_EQ(s.math, set_of({"exp"}));
-    // No half/bfloat, packed vector or swizzle; the CUDA entry binds its parameters without the
-    // entry's binding templates (the CPU entries use them: ENTRY_ARGS means nothing there).
+    // No half/bfloat, packed vector, swizzle or vector value (the attribute is read through .x);
+    // the CUDA entry binds its parameters without the entry's binding templates (the CPU
+    // entries use them, and with them vector values: ENTRY_ARGS means nothing there).
     EXPECT_EQ(s.core, target == alloy::msl::Target::cuda ? std::set<std::string>{}
-                                                         : set_of({"ENTRY_ARGS"}));
+                                                         : set_of({"ENTRY_ARGS", "VECTOR"}));
     // The translation starts with the selection, before the prelude is included.
     EXPECT_EQ(
-        tr.code.rfind(
-            std::string("#define ALLOY_SELECT 1\n") +
-                (target == alloy::msl::Target::cuda ? "" : "#define ALLOY_NEED_ENTRY_ARGS 1\n") +
-                "#define ALLOY_USE_exp 1\n#include \"metal_stdlib.h\"\n",
-            0),
+        tr.code.rfind(std::string("#define ALLOY_SELECT 1\n") +
+                          (target == alloy::msl::Target::cuda
+                               ? ""
+                               : "#define ALLOY_NEED_ENTRY_ARGS 1\n#define ALLOY_NEED_VECTOR 1\n") +
+                          "#define ALLOY_USE_exp 1\n#include \"metal_stdlib.h\"\n",
+                      0),
         0u)
         << tr.code.substr(0, 200);
   }

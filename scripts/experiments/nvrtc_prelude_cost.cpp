@@ -9,9 +9,11 @@
 //   EXTRA=-fdevice-syntax-only /tmp/nvrtc_prelude_cost src/prelude 9 new.cu   # front end only
 //
 // A file may name its own prelude folder after '@' (a `git archive` of another commit's
-// src/prelude). Alloy's sources get Alloy's options and -DALLOY_QUICK_ENTRY (the first call's
-// compile); EXTRA adds options to every compile. Prints the median CPU ms per file and its ratio
-// to the CuPy-style compile of the same run.
+// src/prelude). Alloy's sources get Alloy's options and the quick first compile's
+// (-DALLOY_QUICK_ENTRY --ptxas-options=-O0 -maxrregcount=64, src/backend/cuda/backend.cpp); a
+// name ending in "#before" gets the quick compile's options before 2026-11-29 (-DALLOY_QUICK_ENTRY
+// only), e.g. `old.cu@/tmp/old/src/prelude#before`. EXTRA adds options to every compile. Prints
+// the median CPU ms per file and its ratio to the CuPy-style compile of the same run.
 #include <nvrtc.h>
 #include <time.h>
 
@@ -104,10 +106,15 @@ int main(int argc, char** argv) {
   std::vector<std::vector<std::string>> options = {cupy};
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
+    names.push_back(a);
+    const std::string before = "#before";
+    const bool old_options =
+        a.size() > before.size() && a.compare(a.size() - before.size(), before.size(), before) == 0;
+    if (old_options) a.resize(a.size() - before.size());
     size_t at = a.find('@');
     sources.push_back(read(a.substr(0, at)));
-    names.push_back(a);
     std::vector<std::string> o = alloy;
+    if (!old_options) o.insert(o.end(), {"--ptxas-options=-O0", "-maxrregcount=64"});
     o.push_back(at == std::string::npos ? inc : "-I" + a.substr(at + 1));
     o.insert(o.end(), extra.begin(), extra.end());
     options.push_back(o);

@@ -113,6 +113,44 @@ bool contains_ci(std::string_view s, std::string_view what) {
   return false;
 }
 
+// The type traits of metal/traits.h that no core code uses (ALLOY_NEED_TRAITS), with their _t
+// and _v forms.
+bool is_traits_name(std::string_view id) {
+  static const std::unordered_set<std::string_view> names = {"_disjunction",
+                                                             "_conjunction",
+                                                             "remove_pointer",
+                                                             "remove_pointer_t",
+                                                             "remove_extent",
+                                                             "remove_extent_t",
+                                                             "add_const",
+                                                             "add_const_t",
+                                                             "add_pointer",
+                                                             "add_pointer_t",
+                                                             "decay",
+                                                             "decay_t",
+                                                             "is_const",
+                                                             "is_const_v",
+                                                             "is_reference",
+                                                             "is_reference_v",
+                                                             "is_array",
+                                                             "is_array_v",
+                                                             "is_scalar",
+                                                             "is_scalar_v",
+                                                             "is_unsigned",
+                                                             "is_unsigned_v",
+                                                             "is_class",
+                                                             "is_class_v",
+                                                             "is_enum",
+                                                             "is_enum_v",
+                                                             "is_base_of",
+                                                             "is_base_of_v",
+                                                             "is_trivially_copyable",
+                                                             "is_trivially_copyable_v",
+                                                             "make_signed",
+                                                             "make_signed_t"};
+  return names.count(id) != 0;
+}
+
 // The core pieces an identifier names (see PreludeSelection::core). Conservative: every name that
 // holds "half", "bfloat" or "float16" (any case: half4, HALF_MAX, packed_bfloat2, float16_t,
 // MAXHALF) or is a half constant (M_PI_H, HUGE_VALH) selects the 16-bit types; a Metal half
@@ -124,6 +162,8 @@ void add_core(std::string_view id, PreludeSelection* s) {
     s->core.insert("LOWP");
   if (starts_with(id, "packed_")) s->core.insert("PACKED");
   if (id == "arg" || id == "attr_to_param") s->core.insert("ENTRY_ARGS");
+  if (is_traits_name(id)) s->core.insert("TRAITS");
+  if (id == "numeric_limits") s->core.insert("LIMITS");
 }
 
 void add_math(const std::string& name, PreludeSelection* s) {
@@ -235,11 +275,11 @@ void scan_pasting(std::string_view directive, PreludeSelection* s) {
   }
 }
 
-void scan(std::string_view code, PreludeSelection* s) {
+void scan_tokens(const std::vector<Token>& toks, PreludeSelection* s) {
   std::string_view prev, prev2;  // the previous two significant tokens
   // Identifiers repeat (the generated entry names the kernel many times): look each up once.
   std::unordered_set<std::string> seen[2];
-  for (const Token& t : lex(code)) {
+  for (const Token& t : toks) {
     if (t.trivia()) continue;
     if (t.kind == TokKind::ident) {
       bool internal = prev == "::" && starts_with(prev2, "alloy_");
@@ -255,11 +295,79 @@ void scan(std::string_view code, PreludeSelection* s) {
   }
 }
 
+void scan(std::string_view code, PreludeSelection* s) {
+  scan_tokens(lex(code), s);
+}
+
+// Metal's vector type names: vec, float4, uint3, packed_half2, ...
+bool is_vector_type_name(std::string_view id) {
+  if (id == "vec") return true;
+  if (starts_with(id, "packed_")) id.remove_prefix(7);
+  if (id.size() < 2 || id.back() < '2' || id.back() > '4') return false;
+  id.remove_suffix(1);
+  for (std::string_view e : {"bool", "char", "uchar", "short", "ushort", "int", "uint", "long",
+                             "ulong", "half", "bfloat", "float"})
+    if (id == e) return true;
+  return false;
+}
+
+bool is_component(const Token& t) {
+  return t.kind == TokKind::ident && t.text.size() == 1 &&
+         std::string_view("xyzwrgba").find(t.text[0]) != std::string_view::npos;
+}
+
+// Whether vector values take part in `code` (PreludeSelection::core "VECTOR"): any vector type
+// name or swizzle helper, except a declaration `T name` followed by `,` or `)` whose name is
+// one of `component_params` (the vector-typed attribute parameters of the kernels), provided
+// every other use of such a name reads one component (`name.x`; `s.name` and `ns::name` are
+// other names). A vector value then never exists: the kernel only reads components of
+// attributes, which `vec`'s storage alone gives. Directives count like code.
+bool vector_values(const std::vector<Token>& toks, const std::set<std::string>& component_params) {
+  std::vector<const Token*> sig;
+  for (const Token& t : toks)
+    if (!t.trivia()) sig.push_back(&t);
+  auto at = [&](size_t i) -> const Token* { return i < sig.size() ? sig[i] : nullptr; };
+  for (size_t i = 0; i < sig.size(); ++i) {
+    const Token& t = *sig[i];
+    if (t.kind == TokKind::preproc) {
+      if (vector_values(lex(std::string_view(t.text).substr(1)), component_params)) return true;
+      continue;
+    }
+    if (t.kind != TokKind::ident) continue;
+    if (t.text == "alloy_swizzle") return true;
+    if (is_vector_type_name(t.text)) {
+      const Token *name = at(i + 1), *after = at(i + 2);
+      if (name && name->kind == TokKind::ident && component_params.count(name->text) && after &&
+          (after->is(",") || after->is(")"))) {
+        ++i;  // the parameter's declaration
+        continue;
+      }
+      return true;
+    }
+    if (!component_params.count(t.text)) continue;
+    const Token* before = i ? sig[i - 1] : nullptr;
+    if (before && (before->is(".") || before->is("->") || before->is("::"))) continue;
+    const Token *dot = at(i + 1), *c = at(i + 2);
+    if (!(dot && dot->is(".") && c && is_component(*c))) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 PreludeSelection select_prelude(std::string_view code) {
+  return select_prelude(code, {});
+}
+
+PreludeSelection select_prelude(std::string_view code,
+                                const std::set<std::string>& component_params) {
   PreludeSelection s;
-  scan(code, &s);
+  const std::vector<Token> toks = lex(code);  // once for both passes
+  scan_tokens(toks, &s);
+  if (!s.all &&
+      (!s.swizzles.empty() || s.all_swizzles || !s.needs.empty() || s.core.count("PACKED") ||
+       s.core.count("ENTRY_ARGS") || vector_values(toks, component_params)))
+    s.core.insert("VECTOR");
   if (s.all) {
     s.needs.clear();
     s.core.clear();
@@ -307,7 +415,8 @@ const std::set<std::string>& prelude_parts() {
 }
 
 const std::set<std::string>& prelude_core_pieces() {
-  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LOWP", "PACKED"};
+  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LIMITS", "LOWP",
+                                               "PACKED",     "TRAITS", "VECTOR"};
   return pieces;
 }
 

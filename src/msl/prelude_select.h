@@ -21,7 +21,11 @@ struct PreludeSelection {
   std::set<std::string> math;      // metal/math.h functions ("exp", "clamp", "dot", ...)
   // Pieces of the core (always-included headers) declared only when named (ALLOY_NEED_<piece>):
   // "LOWP" half and bfloat (metal/types.h; otherwise incomplete types), "PACKED" packed vectors
-  // (metal/vector.h), "ENTRY_ARGS" the binding templates of prelude/entry.h (CUDA entries).
+  // (metal/vector.h), "ENTRY_ARGS" the binding templates of prelude/entry.h (CUDA entries),
+  // "VECTOR" vector values (vec's constructors, swizzles, operators; metal/vector.h): left out
+  // only when the kernel's vectors are attributes read one component at a time (`gid.x`);
+  // "TRAITS" the type traits no core code uses (metal/traits.h: is_array, decay, ...);
+  // "LIMITS" numeric_limits (metal/types.h).
   std::set<std::string> core;
   bool all_swizzles = false;  // every swizzle member (ALLOY_SWIZZLES_ALL)
   bool all_math = false;      // every math function (ALLOY_MATH_ALL)
@@ -29,6 +33,13 @@ struct PreludeSelection {
 
 /// The optional prelude parts that `code` (a translated source, or any C++/Metal text) names.
 PreludeSelection select_prelude(std::string_view code);
+
+/// The same, where `component_params` are the names of the kernels' vector-typed attribute
+/// parameters (`uint3 gid [[thread_position_in_grid]]`): when every vector in `code` is one of
+/// them, declared as a parameter and read only through `.x`/`.y`/`.z`/`.w` (or rgba), "VECTOR"
+/// is left out of the core.
+PreludeSelection select_prelude(std::string_view code,
+                                const std::set<std::string>& component_params);
 
 /// `#define` lines for `s` (ALLOY_SELECT, ALLOY_NEED_<part>, ALLOY_SWIZZLE_<name> or
 /// ALLOY_SWIZZLES_ALL, ALLOY_USE_<math function> or ALLOY_MATH_ALL); "" when s.all.

@@ -23,4 +23,11 @@ struct TargetTraits {
 
 const TargetTraits& target_traits(Target t);
 
+/// The CUDA quick entry (ALLOY_QUICK_ENTRY) of coarsened kernel `k` reads its attributes straight
+/// from CUDA's ids (alloy_entry::cuda_grid_ids): every attribute is one that needs no group sizes
+/// (thread_position_in_grid, threadgroup_position_in_grid, thread_position_in_threadgroup,
+/// threads_per_grid, grid_size). When all of a translation's entries do, it defines
+/// ALLOY_ENTRY_GRID_IDS, and its quick compile leaves out alloy_entry::thread_ids.
+bool cuda_quick_grid_ids(const KernelEntry& k);
+
 }  // namespace alloy::msl

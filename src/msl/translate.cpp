@@ -98,6 +98,16 @@ const std::set<std::string, std::less<>>& unsupported_attributes() {
 
 constexpr const char* kKernelPrefix = "alloy_kernel_";
 
+// `uint3`, `const ushort2`, ...: an attribute's declared type is one of Metal's vector spellings
+// (which the CUDA entry binds with alloy_entry::attr_vec, components only).
+bool vector_attribute(std::string_view t) {
+  if (t.substr(0, 6) == "const ") t.remove_prefix(6);
+  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  if (t.size() < 2 || t.back() < '2' || t.back() > '4') return false;
+  t.remove_suffix(1);
+  return t == "uint" || t == "ushort" || t == "int" || t == "short";
+}
+
 bool is_sync_ident(std::string_view s) {
   return s == "threadgroup_barrier" || s == "simdgroup_barrier" || s.starts_with("simd_") ||
          s.starts_with("quad_") ||
@@ -1722,9 +1732,19 @@ class Translator {
       code += traits_.entry(out_.kernels[k], k, opt_);
     }
     code += "}  // namespace metal\n";
-    // Only the prelude parts the source names (they are most of the compile time).
-    out_.code = user_helpers + prelude_defines(select_prelude(code)) +
-                (opt_.robust ? "#define ALLOY_NEED_ROBUST 1\n" : "") + code;
+    // Only the prelude parts the source names (they are most of the compile time). Vector-typed
+    // attributes read only through components need no vector values (prelude_select.h).
+    std::set<std::string> component_params;
+    for (const auto& k : out_.kernels)
+      for (const auto& p : k.params)
+        if (p.kind == ParamKind::attribute && vector_attribute(p.type))
+          component_params.insert(p.name);
+    // Every entry's quick form reads CUDA's ids directly: its quick compile needs no thread_ids.
+    bool grid_ids = traits_.name == "cuda" && !opt_.robust && !out_.kernels.empty();
+    for (const auto& k : out_.kernels) grid_ids &= cuda_quick_grid_ids(k);
+    out_.code = user_helpers + prelude_defines(select_prelude(code, component_params)) +
+                (opt_.robust ? "#define ALLOY_NEED_ROBUST 1\n" : "") +
+                (grid_ids ? "#define ALLOY_ENTRY_GRID_IDS 1\n" : "") + code;
     return std::move(out_);
   }
 };

@@ -150,6 +150,13 @@ ALLOY_FN metal::vec<E, N> attr_vec(attr a) {
   return v;
 }
 
+// The quick compile (ALLOY_QUICK_ENTRY) of a CUDA translation whose entries all read CUDA's ids
+// directly (ALLOY_ENTRY_GRID_IDS, msl/target.cpp: cuda_grid_ids) has no use for thread_ids.
+#if !(defined(ALLOY_TARGET_CUDA) && defined(ALLOY_QUICK_ENTRY) && defined(ALLOY_ENTRY_GRID_IDS))
+#define ALLOY_ENTRY_THREAD_IDS 1
+#endif
+
+#ifdef ALLOY_ENTRY_THREAD_IDS
 /// Raw ids of one thread; the attribute functions give Metal's values (MSL spec, attribute
 /// qualifiers for kernel function input arguments). Non-uniform threadgroups: at the grid's
 /// edges a group is partial, and threads_per_threadgroup is its actual size, while
@@ -203,6 +210,7 @@ struct thread_ids {
     return {(tg[0] * tg[1] * tg[2] + 3u) / 4u, 0, 0};
   }
 };
+#endif  // ALLOY_ENTRY_THREAD_IDS
 
 #if defined(ALLOY_TARGET_CPU)
 ALLOY_FN thread_ids cpu_ids(const alloy_cpu_launch* L, const alloy_cpu_group* g, u32 x, u32 y,
@@ -341,7 +349,7 @@ ALLOY_FN void cpu_region(alloy_split::state& s, const unsigned char* m, F&& f) {
 }
 #endif
 
-#if defined(ALLOY_TARGET_CUDA)
+#if defined(ALLOY_TARGET_CUDA) && defined(ALLOY_ENTRY_THREAD_IDS)
 __device__ __forceinline__ thread_ids cuda_ids(const alloy_cuda_launch& L) {
   thread_ids t;
   const u32 b[3] = {blockIdx.x, blockIdx.y, blockIdx.z};
@@ -407,13 +415,45 @@ __device__ __forceinline__ thread_ids cuda_ids_at(const alloy_cuda_launch& L, u3
   return t;
 }
 
+#endif  // ALLOY_ENTRY_THREAD_IDS
+
+#if defined(ALLOY_TARGET_CUDA)
+// The quick entry's ids (one group per block, ALLOY_QUICK_ENTRY) when the kernel reads only
+// attributes that need no group-size arithmetic (msl/target.cpp): what cuda_ids_at(L,
+// blockIdx.x, false) gives for them, with no thread_ids to fill (NVVM's time on a small kernel).
+struct cuda_grid_ids {
+  const alloy_cuda_launch& L;
+  __device__ __forceinline__ attr thread_position_in_grid() const {
+    return {blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y,
+            blockIdx.z * blockDim.z + threadIdx.z};
+  }
+  __device__ __forceinline__ bool outside_grid() const {
+    const attr p = thread_position_in_grid();
+    return (p.x >= L.grid[0]) | (p.y >= L.grid[1]) | (p.z >= L.grid[2]);
+  }
+  __device__ __forceinline__ attr threads_per_grid() const {
+    return {L.grid[0], L.grid[1], L.grid[2]};
+  }
+  __device__ __forceinline__ attr grid_size() const { return {L.grid[0], L.grid[1], L.grid[2]}; }
+  __device__ __forceinline__ attr thread_position_in_threadgroup() const {
+    return {threadIdx.x, threadIdx.y, threadIdx.z};
+  }
+  __device__ __forceinline__ attr threadgroup_position_in_grid() const {
+    return {blockIdx.x, blockIdx.y, blockIdx.z};
+  }
+};
+#endif
+
+#if defined(ALLOY_TARGET_CUDA) && defined(ALLOY_ENTRY_THREAD_IDS)
 // True when all `k` groups this block runs (blockIdx.x + j * gridDim.x, j < k) are whole: then
 // no thread is past the grid and the entry needs no per-thread checks.
 __device__ __forceinline__ bool cuda_groups_whole(const alloy_cuda_launch& L, u32 k) {
   return blockIdx.x + (k - 1) * gridDim.x < L.full_groups[0] && blockIdx.y < L.full_groups[1] &&
          blockIdx.z < L.full_groups[2];
 }
+#endif  // ALLOY_ENTRY_THREAD_IDS
 
+#if defined(ALLOY_TARGET_CUDA)
 // [[buffer(n)]] always in the parameter block: the compiler sees a parameter-space address and
 // reads it with parameter (constant-bank) loads.
 __device__ __forceinline__ void* cuda_block_buffer(const alloy_cuda_launch& L, u32 n) {

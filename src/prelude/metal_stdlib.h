@@ -15,6 +15,12 @@
 // types: templates naming them still parse), ALLOY_NEED_PACKED the packed vectors,
 // ALLOY_NEED_ENTRY_ARGS entry.h's binding templates for CUDA entries; the target layer's lanes
 // and atomics come with the optional parts that use them (ALLOY_NEED_TARGET_SYNC).
+// ALLOY_NEED_VECTOR: vector values (constructors, swizzles, operators; metal/vector.h), unless
+// vectors are only attributes read through .x/.y/.z; always on the CPU and with everything that
+// is written against whole vectors (optional parts, packed vectors, swizzles, entry.h's templates,
+// robust mode). ALLOY_NEED_TRAITS: the type traits no core code uses (metal/traits.h), and
+// ALLOY_NEED_LIMITS: numeric_limits (metal/types.h), when named; always on the CPU and with the
+// optional parts.
 // Without ALLOY_SELECT (tests, direct includes), everything.
 #ifndef ALLOY_SELECT
 #define ALLOY_MATH_ALL 1
@@ -29,6 +35,9 @@
 #define ALLOY_NEED_METAL_INTERNAL 1
 #define ALLOY_NEED_LOWP 1
 #define ALLOY_NEED_PACKED 1
+#define ALLOY_NEED_VECTOR 1
+#define ALLOY_NEED_TRAITS 1
+#define ALLOY_NEED_LIMITS 1
 #endif
 #if defined(ALLOY_NEED_METAL_INTERNAL) && !defined(ALLOY_NEED_SIMD)
 #define ALLOY_NEED_SIMD 1
@@ -42,6 +51,32 @@
 #ifndef ALLOY_NEED_PACKED
 #define ALLOY_NEED_PACKED 1
 #endif
+#ifndef ALLOY_NEED_TRAITS
+#define ALLOY_NEED_TRAITS 1
+#endif
+#ifndef ALLOY_NEED_LIMITS
+#define ALLOY_NEED_LIMITS 1
+#endif
+#endif
+// The math functions that use numeric_limits (metal/math.h).
+#if !defined(ALLOY_NEED_LIMITS) && \
+    (defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_fract) || defined(ALLOY_USE_isnormal))
+#define ALLOY_NEED_LIMITS 1
+#endif
+#if !(defined(__CUDACC_RTC__) || defined(__CUDACC__))
+#ifndef ALLOY_NEED_TRAITS
+#define ALLOY_NEED_TRAITS 1
+#endif
+#ifndef ALLOY_NEED_LIMITS
+#define ALLOY_NEED_LIMITS 1
+#endif
+#endif
+#if !defined(ALLOY_NEED_VECTOR) &&                                                            \
+    (!(defined(__CUDACC_RTC__) || defined(__CUDACC__)) || defined(ALLOY_NEED_PACKED) ||       \
+     defined(ALLOY_NEED_ENTRY_ARGS) || defined(ALLOY_NEED_ROBUST) ||                          \
+     defined(ALLOY_SWIZZLES_ALL) || defined(ALLOY_SWIZZLES_2) || defined(ALLOY_SWIZZLES_3) || \
+     defined(ALLOY_SWIZZLES_4))
+#define ALLOY_NEED_VECTOR 1
 #endif
 #if defined(ALLOY_NEED_ATOMIC) || defined(ALLOY_NEED_SYNC) || defined(ALLOY_NEED_SIMD) || \
     defined(ALLOY_NEED_MATRIX)

@@ -138,6 +138,13 @@ ALLOY_FN C fmax_c(C a, C b) {
 // Applies a scalar function to each component (vectors and swizzles; scalars broadcast). Calls
 // are written (name)(...) where they must not find other namespaces' overloads through ADL:
 // metal:: holds using-declarations of the precise:: functions, and half is a metal:: class.
+// Without vector values (ALLOY_NEED_VECTOR, metal_stdlib.h) no call has a vector argument, and
+// the vector forms, which a scalar call would only fail to deduce, are left out.
+#ifndef ALLOY_NEED_VECTOR
+#define ALLOY_VEC_MAP1(name)
+#define ALLOY_VEC_MAP2(name)
+#define ALLOY_VEC_MAP3(name)
+#else
 #define ALLOY_VEC_MAP1(name)                                                                   \
   template <class V>                                                                           \
   ALLOY_FN alloy_detail::vmath_t<V> name(const V& v) {                                         \
@@ -161,6 +168,7 @@ ALLOY_FN C fmax_c(C a, C b) {
       r[i] = (name)(alloy_detail::comp(a, i), alloy_detail::comp(b, i), alloy_detail::comp(c, i)); \
     return r;                                                                                      \
   }
+#endif  // ALLOY_NEED_VECTOR
 
 // name(x): `fexpr` on float x, `dexpr` on double x.
 #define ALLOY_MATH1(name, fexpr, dexpr)         \
@@ -206,11 +214,15 @@ ALLOY_FN C fmax_c(C a, C b) {
 
 // Prelude selection (metal_stdlib.h): a translated kernel gets only the math functions its
 // source names (ALLOY_USE_<name>, with what they call; msl/prelude_select.cpp). A function left
-// out is a deleted stand-in, so an unqualified call cannot silently reach the C library's or
-// CUDA's function of the same name (it fails to compile instead).
-#define ALLOY_MATH_ABSENT(name) \
-  template <class... A>         \
-  void name(A&&...) = delete;
+// out is a stand-in, so an unqualified call cannot silently reach the C library's or CUDA's
+// function of the same name (it fails to compile instead): a declaration in metal:: hides the
+// global one, and its parameter, a reference to an incomplete type, binds to no argument. The
+// stand-ins are the declarators of one declaration (one template each cost NVRTC ~1 ms).
+namespace alloy_detail {
+struct absent_fn;
+}  // namespace alloy_detail
+#define ALLOY_MATH_ABSENT(name) , name(alloy_detail::absent_fn&)
+ALLOY_FN void alloy_math_absent(alloy_detail::absent_fn&)
 // clang-format off
 #if !defined(ALLOY_MATH_ALL) && !defined(ALLOY_USE_floor)
 ALLOY_MATH_ABSENT(floor)
@@ -452,6 +464,7 @@ ALLOY_MATH_ABSENT(normalize)
 #if !defined(ALLOY_MATH_ALL) && !defined(ALLOY_USE_refract)
 ALLOY_MATH_ABSENT(refract)
 #endif
+;
 // clang-format on
 #undef ALLOY_MATH_ABSENT
 

@@ -5,6 +5,12 @@
 
 namespace metal {
 
+// Type traits that no core code uses are declared only when a translation names them
+// (ALLOY_NEED_TRAITS, metal_stdlib.h; msl/prelude_select.cpp lists them): _disjunction,
+// _conjunction, remove_pointer, remove_extent, add_const, add_pointer, decay, is_const,
+// is_reference, is_array, is_scalar, is_unsigned, is_class, is_enum, is_base_of,
+// is_trivially_copyable, make_signed (and their _t/_v forms).
+
 struct half;
 struct bfloat;
 
@@ -36,6 +42,7 @@ template <class A, class B>
 struct alloy_select_type<false, A, B> {
   typedef B type;
 };
+#ifdef ALLOY_NEED_TRAITS
 // Metal's internal _disjunction / _conjunction (MLX's atomic.h uses them under
 // `#pragma METAL internals`): the first B::value that decides, as std::disjunction.
 template <class... B>
@@ -46,6 +53,7 @@ template <class... B>
 struct _conjunction : true_type {};
 template <class B, class... R>
 struct _conjunction<B, R...> : alloy_select_type<!bool(B::value), B, _conjunction<R...>>::type {};
+#endif
 
 template <bool c, class T = void>
 struct enable_if {};
@@ -87,20 +95,24 @@ template <class T>
 struct remove_reference<T&> : type_identity<T> {};
 template <class T>
 struct remove_reference<T&&> : type_identity<T> {};
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 struct remove_pointer : type_identity<T> {};
 template <class T>
 struct remove_pointer<T*> : type_identity<T> {};
 template <class T>
 struct remove_pointer<T* const> : type_identity<T> {};
+#endif
 template <class T>
 struct remove_cvref : remove_cv<typename remove_reference<T>::type> {};
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 struct remove_extent : type_identity<T> {};
 template <class T>
 struct remove_extent<T[]> : type_identity<T> {};
 template <class T, int N>
 struct remove_extent<T[N]> : type_identity<T> {};
+#endif
 template <class T>
 using remove_const_t = typename remove_const<T>::type;
 template <class T>
@@ -109,12 +121,17 @@ template <class T>
 using remove_cv_t = typename remove_cv<T>::type;
 template <class T>
 using remove_reference_t = typename remove_reference<T>::type;
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 using remove_pointer_t = typename remove_pointer<T>::type;
+#endif
 template <class T>
 using remove_cvref_t = typename remove_cvref<T>::type;
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 using remove_extent_t = typename remove_extent<T>::type;
+#endif
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 struct add_const : type_identity<const T> {};
 template <class T>
@@ -129,16 +146,19 @@ template <class T, int N>
 struct decay<T[N]> : type_identity<T*> {};
 template <class T>
 using decay_t = typename decay<T>::type;
+#endif
 
 template <class T>
 ALLOY_FN T&& declval() noexcept;
 
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 struct is_const : false_type {};
 template <class T>
 struct is_const<const T> : true_type {};
 template <class T>
 inline constexpr bool is_const_v = is_const<T>::value;
+#endif
 template <class T>
 struct is_void : is_same<remove_cv_t<T>, void> {};
 template <class T>
@@ -151,6 +171,7 @@ template <class T>
 struct is_pointer<T* const> : true_type {};
 template <class T>
 inline constexpr bool is_pointer_v = is_pointer<T>::value;
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 struct is_reference : false_type {};
 template <class T>
@@ -167,6 +188,7 @@ template <class T, int N>
 struct is_array<T[N]> : true_type {};
 template <class T>
 inline constexpr bool is_array_v = is_array<T>::value;
+#endif
 
 namespace alloy_traits {
 template <class T>
@@ -212,10 +234,12 @@ template <class T>
 struct is_arithmetic : bool_constant<is_integral_v<T> || is_floating_point_v<T>> {};
 template <class T>
 inline constexpr bool is_arithmetic_v = is_arithmetic<T>::value;
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 struct is_scalar : bool_constant<is_arithmetic_v<T> || is_pointer_v<T>> {};
 template <class T>
 inline constexpr bool is_scalar_v = is_scalar<T>::value;
+#endif
 namespace alloy_traits {
 template <class T, bool = is_integral_v<T>>
 struct signed_int : false_type {};
@@ -227,6 +251,7 @@ struct is_signed
     : bool_constant<is_floating_point_v<T> || alloy_traits::signed_int<remove_cv_t<T>>::value> {};
 template <class T>
 inline constexpr bool is_signed_v = is_signed<T>::value;
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 struct is_unsigned : bool_constant<is_integral_v<T> && !is_signed_v<T>> {};
 template <class T>
@@ -248,6 +273,7 @@ template <class T>
 struct is_trivially_copyable : bool_constant<__is_trivially_copyable(T)> {};
 template <class T>
 inline constexpr bool is_trivially_copyable_v = is_trivially_copyable<T>::value;
+#endif
 
 namespace alloy_traits {
 template <class T>
@@ -292,10 +318,12 @@ template <class T>
 struct make_unsigned : type_identity<typename alloy_traits::ints<sizeof(T)>::u> {};
 template <class T>
 using make_unsigned_t = typename make_unsigned<T>::type;
+#ifdef ALLOY_NEED_TRAITS
 template <class T>
 struct make_signed : type_identity<typename alloy_traits::ints<sizeof(T)>::s> {};
 template <class T>
 using make_signed_t = typename make_signed<T>::type;
+#endif
 
 // Address-space traits: address spaces are erased in translated code, so removing one (or
 // asking for a type without one) leaves the type as it is.

@@ -262,6 +262,8 @@ template <class F>
 using cond_ft = typename cond_pair<F>::type;
 }  // namespace alloy_detail
 
+// Mixed operators with half or bfloat: only when they are declared (ALLOY_NEED_LOWP).
+#ifdef ALLOY_NEED_LOWP
 #define ALLOY_LOWP_BINOP(op)                                                         \
   template <class A, class B>                                                        \
   ALLOY_FN constexpr alloy_detail::lowp_binop_t<A, B> operator op(A a, B b) {        \
@@ -288,7 +290,6 @@ ALLOY_LOWP_CMP(>)
 ALLOY_LOWP_CMP(>=)
 #undef ALLOY_LOWP_CMP
 
-#ifdef ALLOY_NEED_LOWP
 // Negation flips the sign bit (exact, also for NaN and zero).
 ALLOY_FN constexpr half operator-(half x) {
   return half::from_bits(x.alloy_bits ^ 0x8000u);
@@ -308,6 +309,9 @@ ALLOY_FN constexpr bfloat operator+(bfloat x) {
 //
 // numeric_limits<T> takes its members from a base chosen by limits_of<T>; naming a base in a
 // typedef does not instantiate it, so a kernel pays (in compile time) only for the limits it uses.
+// Declared only when a translation names numeric_limits (ALLOY_NEED_LIMITS, metal_stdlib.h): no
+// core code uses it, and parsing it costs a small kernel's NVRTC compile about a millisecond.
+#ifdef ALLOY_NEED_LIMITS
 
 namespace alloy_detail {
 template <class T>
@@ -431,6 +435,7 @@ template <class T>
 struct numeric_limits : alloy_detail::limits_of<T>::type {};
 template <class T>
 struct numeric_limits<const T> : numeric_limits<T> {};
+#endif  // ALLOY_NEED_LIMITS
 
 // metal::uniform<T>: a value that is the same in every thread (a hint to Metal's compiler); here
 // just the value, converting to and from T.

@@ -70,6 +70,11 @@ ALLOY_FN constexpr elems<T, N> splat(T s) {
   return r;
 }
 
+// Vector values beyond their components (ALLOY_NEED_VECTOR, metal_stdlib.h): constructors,
+// swizzles, operators and the vector forms of all/any/select. Without it `vec` has its
+// components, `[i]`, copies and default construction only: what an attribute read through
+// `.x`/`.y`/`.z` needs (prelude_select.cpp). Anything more fails to compile.
+#ifdef ALLOY_NEED_VECTOR
 template <class X>
 ALLOY_FN constexpr int count_comps() {
   if constexpr (is_vecish_c<X>::value())
@@ -197,6 +202,7 @@ struct swizzle {
     return *this = vec_type(*this) >> v;
   }
 };
+#endif  // ALLOY_NEED_VECTOR
 
 template <class T, int N>
 struct vec_storage;
@@ -1726,6 +1732,7 @@ struct vec : alloy_detail::vec_storage<T, N> {
     return *this;
   }
 
+#ifdef ALLOY_NEED_VECTOR
   // float4(x): every component x (also the implicit scalar-to-vector conversion).
   template <class U, enable_if_t<alloy_detail::is_scalar_arith_c<U>::value(), int> = 0>
   ALLOY_FN constexpr vec(U s) : alloy_base(alloy_detail::splat<T, N>(static_cast<T>(s))) {}
@@ -1752,9 +1759,11 @@ struct vec : alloy_detail::vec_storage<T, N> {
                                  int> = 0>
   ALLOY_FN constexpr explicit vec(const V& o) : alloy_base(alloy_detail::convert<T, N>(o)) {}
 
+#endif  // ALLOY_NEED_VECTOR
   ALLOY_FN constexpr T alloy_get(int i) const { return this->alloy_e[i]; }
   ALLOY_FN T& operator[](int i) { return this->alloy_e[i]; }
   ALLOY_FN constexpr const T& operator[](int i) const { return this->alloy_e[i]; }
+#ifdef ALLOY_NEED_VECTOR
   template <int... J>
   ALLOY_FN auto alloy_swizzle() const {
     return alloy_detail::sub_swizzle<T, vec, J...>(*this);
@@ -1812,6 +1821,7 @@ struct vec : alloy_detail::vec_storage<T, N> {
     *this -= T(1);
     return r;
   }
+#endif  // ALLOY_NEED_VECTOR
 };
 
 // ---- Element-wise operators ----
@@ -1859,6 +1869,7 @@ template <class V>
 using vec_bool_t = enable_if_t<is_vecish_c<V>::value(), vec<bool, vec_n_c<V>::value()>>;
 }  // namespace alloy_detail
 
+#ifdef ALLOY_NEED_VECTOR
 #define ALLOY_VEC_BINOP(op)                                                           \
   template <class A, class B, class R = alloy_detail::vec_arith_t<A, B>>              \
   ALLOY_FN R operator op(const A& a, const B& b) {                                    \
@@ -1926,6 +1937,8 @@ ALLOY_FN R operator!(const V& v) {
   return r;
 }
 
+#endif  // ALLOY_NEED_VECTOR
+
 // ---- Relational functions on vectors (all, any, select) ----
 
 ALLOY_FN constexpr bool all(bool b) {
@@ -1934,6 +1947,7 @@ ALLOY_FN constexpr bool all(bool b) {
 ALLOY_FN constexpr bool any(bool b) {
   return b;
 }
+#ifdef ALLOY_NEED_VECTOR
 template <class V, enable_if_t<alloy_detail::is_vecish_c<V>::value(), int> = 0>
 ALLOY_FN bool all(const V& v) {
   for (int i = 0; i < alloy_detail::vec_n_c<V>::value(); ++i)
@@ -1946,12 +1960,14 @@ ALLOY_FN bool any(const V& v) {
     if (v.alloy_get(i)) return true;
   return false;
 }
+#endif  // ALLOY_NEED_VECTOR
 // select(a, b, c): c ? b : a, per component.
 template <class T,
           enable_if_t<alloy_detail::is_scalar_arith_c<T>::value() || is_pointer_v<T>, int> = 0>
 ALLOY_FN T select(T a, T b, bool c) {
   return c ? b : a;
 }
+#ifdef ALLOY_NEED_VECTOR
 template <
     class A, class B, class C,
     enable_if_t<alloy_detail::is_vecish_c<A>::value() && alloy_detail::is_vecish_c<C>::value(),
@@ -1964,6 +1980,8 @@ ALLOY_FN alloy_detail::vec_of_t<A> select(const A& a, const B& b, const C& c) {
                        : a.alloy_get(i);
   return r;
 }
+
+#endif  // ALLOY_NEED_VECTOR
 
 // ---- Packed vectors: packed_float3 etc., N elements with no padding (alignment of T) ----
 
@@ -2072,11 +2090,14 @@ struct packed_vec : alloy_detail::packed_storage<T, N> {
 };
 #endif  // ALLOY_NEED_PACKED
 
+#ifdef ALLOY_NEED_VECTOR
 // as_type of a swizzle reinterprets the vector it reads.
 template <class To, class T, int N, int... I>
 ALLOY_FN To as_type(const alloy_detail::swizzle<T, N, I...>& s) {
   return as_type<To>(vec<T, sizeof...(I)>(s));
 }
+
+#endif  // ALLOY_NEED_VECTOR
 
 // ---- Names ----
 
