@@ -266,11 +266,11 @@ TEST_F(NvrtcWorkers, WorkersOffKeepsCompilesInProcess) {
   ::setenv("ALLOY_NVRTC_WORKERS", "0", 1);
   nvrtc::testing::reset_workers();
   nvrtc::testing::hold_in_process_slot(true);  // no effect without workers
-  std::vector<std::string> images(3);
+  std::vector<std::string> sources{program(0), program(1), program(2)}, images(3);
   std::vector<std::thread> pool;
   for (int t = 0; t < 3; ++t) {
     pool.emplace_back(
-        [&, t] { images[t] = nvrtc::compile(program(t), "off.cu", {}, kOptions, true); });
+        [&, t] { images[t] = nvrtc::compile(sources[t], "off.cu", {}, kOptions, true); });
   }
   for (auto& th : pool) th.join();
   for (const auto& image : images) EXPECT_FALSE(image.empty());
@@ -301,6 +301,39 @@ TEST_F(NvrtcWorkers, MissingOrBogusWorkerBinaryKeepsCompilesInProcess) {
   EXPECT_EQ(s.spawned, 0);
   EXPECT_EQ(s.max_workers, 0);
   EXPECT_NE(s.disabled_why.find("not an NVRTC worker"), std::string::npos) << s.disabled_why;
+}
+
+TEST_F(NvrtcWorkers, ForkedChildUsesNoneOfItsParentsWorkers) {
+  // A child forked after workers exist (Python's multiprocessing) closes its copies of their
+  // sockets and starts its own; the parent's workers keep answering the parent alone.
+  REQUIRE_NVRTC();
+  require_workers();
+  nvrtc::testing::hold_in_process_slot(true);
+  std::string src = program(6);
+  std::string image = nvrtc::compile(src, "f.cu", {}, kOptions, true);
+  ASSERT_EQ(nvrtc::worker_stats().live_pids.size(), 1u);
+  pid_t child = ::fork();
+  if (child == 0) {
+    int code = 0;
+    if (!nvrtc::worker_stats().live_pids.empty()) code = 1;
+    try {
+      if (nvrtc::compile(src, "f.cu", {}, kOptions, true) != image) code = 2;
+    } catch (...) {
+      code = 3;
+    }
+    auto s = nvrtc::worker_stats();
+    if (s.fallbacks != 0 || s.worker_compiles != 2) code = 4;  // its own new worker answered
+    nvrtc::testing::reset_workers();                           // reaps it
+    ::_exit(code);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(nvrtc::compile(src, "f.cu", {}, kOptions, true), image);
+  auto s = nvrtc::worker_stats();
+  EXPECT_EQ(s.worker_compiles, 2);
+  EXPECT_EQ(s.fallbacks, 0);
 }
 
 TEST(NvrtcWire, MessagesRoundTripAndBadBytesAreRejected) {

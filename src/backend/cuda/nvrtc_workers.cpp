@@ -3,6 +3,7 @@
 // never compile two programs at once; processes do.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -57,7 +58,8 @@ struct Pool {
   bool in_process_busy = false;
   bool held = false;  // testing::hold_in_process_slot
   std::vector<Worker> idle;
-  int live = 0;  // workers started or starting and not yet ended
+  std::vector<int> fds;  // every live worker's socket, idle or busy (closed in a forked child)
+  int live = 0;          // workers started or starting and not yet ended
   int busy = 0;
   uint64_t generation = 0;
   int spawn_failures = 0;
@@ -65,8 +67,37 @@ struct Pool {
   std::atomic<unsigned> fault{0};
 };
 
+Pool* the_pool = nullptr;
+
+// A child forked by the application (Python's multiprocessing, say) must not talk to its parent's
+// workers, nor keep their sockets open (they would outlive the parent): it closes its copies and
+// starts its own workers when it needs some. The CPU JIT's fork+exec children need nothing: the
+// sockets are close-on-exec. The pool's lock is held across fork, so the child's copy is usable.
+void before_fork() {
+  the_pool->mu.lock();
+}
+void after_fork_parent() {
+  the_pool->mu.unlock();
+}
+void after_fork_child() {
+  Pool& p = *the_pool;
+  for (int fd : p.fds) ::close(fd);
+  p.fds.clear();
+  p.idle.clear();
+  p.stats.live_pids.clear();
+  p.live = 0;
+  p.busy = 0;
+  p.in_process_busy = false;  // the thread that had it is not in this process
+  ++p.generation;
+  p.mu.unlock();
+}
+
 Pool& pool() {
-  static Pool* p = new Pool();  // leaked: compiles may run during static destruction
+  static Pool* p = [] {
+    the_pool = new Pool();  // leaked: compiles may run during static destruction
+    ::pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    return the_pool;
+  }();
   return *p;
 }
 
@@ -159,9 +190,10 @@ void end_worker(const Worker& w, bool kill) {
   wait_for(w.pid);
 }
 
-void forget(Pool& p, pid_t pid) {
+void forget(Pool& p, const Worker& w) {
   auto& pids = p.stats.live_pids;
-  pids.erase(std::remove(pids.begin(), pids.end(), pid), pids.end());
+  pids.erase(std::remove(pids.begin(), pids.end(), w.pid), pids.end());
+  p.fds.erase(std::remove(p.fds.begin(), p.fds.end(), w.fd), p.fds.end());
 }
 
 // Starts a worker and reads its greeting; nullopt (and `why`) when it cannot be used.
@@ -266,6 +298,7 @@ Slot acquire(Pool& p) {
         w->generation = generation;
         ++p.stats.spawned;
         p.stats.live_pids.push_back(w->pid);
+        p.fds.push_back(w->fd);
         p.stats.peak_busy_workers = std::max(p.stats.peak_busy_workers, ++p.busy);
         return {Slot::kWorker, *w};
       }
@@ -293,7 +326,7 @@ void release(Pool& p, const Worker& w, bool failed) {
     end = failed || w.generation != p.generation;
     if (end) {
       --p.live;
-      forget(p, w.pid);
+      forget(p, w);
     } else {
       p.idle.push_back(w);
     }
@@ -431,7 +464,7 @@ void reset_workers() {
     ++p.generation;
     idle.swap(p.idle);
     p.live -= static_cast<int>(idle.size());
-    for (const auto& w : idle) forget(p, w.pid);
+    for (const auto& w : idle) forget(p, w);
     auto pids = std::move(p.stats.live_pids);
     p.stats = WorkerStats{};
     p.stats.live_pids = std::move(pids);
