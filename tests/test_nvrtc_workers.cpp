@@ -4,10 +4,13 @@
 // cubins for sm_90 are compiled and compared.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <barrier>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -312,6 +315,7 @@ TEST_F(NvrtcWorkers, ForkedChildUsesNoneOfItsParentsWorkers) {
   std::string src = program(6);
   std::string image = nvrtc::compile(src, "f.cu", {}, kOptions, true);
   ASSERT_EQ(nvrtc::worker_stats().live_pids.size(), 1u);
+  std::fflush(nullptr);  // the child must not print what is buffered again
   pid_t child = ::fork();
   if (child == 0) {
     int code = 0;
@@ -334,6 +338,43 @@ TEST_F(NvrtcWorkers, ForkedChildUsesNoneOfItsParentsWorkers) {
   auto s = nvrtc::worker_stats();
   EXPECT_EQ(s.worker_compiles, 2);
   EXPECT_EQ(s.fallbacks, 0);
+}
+
+TEST_F(NvrtcWorkers, WorkersAreReapedAtExit) {
+  // A process that exits with workers ends and reaps them itself: an orphaned worker's new
+  // parent (a container's first process) may never reap it. This test process becomes the
+  // subreaper of a child's orphans, so a worker the child left unreaped would stay a zombie here.
+  REQUIRE_NVRTC();
+  require_workers();
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::fflush(nullptr);  // the child must not print what is buffered again
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    nvrtc::testing::hold_in_process_slot(true);
+    nvrtc::compile(program(7), "x.cu", {}, kOptions, true);
+    auto pids = nvrtc::worker_stats().live_pids;
+    int pid = pids.size() == 1 ? pids[0] : 0;
+    if (::write(fds[1], &pid, sizeof pid) != sizeof pid) ::_exit(2);
+    std::exit(0);  // atexit handlers: the workers are ended here
+  }
+  ASSERT_GT(child, 0);
+  ::close(fds[1]);
+  int worker = 0;
+  EXPECT_EQ(::read(fds[0], &worker, sizeof worker), static_cast<ssize_t>(sizeof worker));
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_GT(worker, 0);
+  // Reaped by the child before it exited: no such process (not even a zombie) now.
+  errno = 0;
+  EXPECT_EQ(::kill(worker, 0), -1);
+  EXPECT_EQ(errno, ESRCH) << "worker " << worker << " outlived its parent or was left a zombie";
+  if (errno != ESRCH) ::waitpid(worker, nullptr, 0);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
 TEST(NvrtcWire, MessagesRoundTripAndBadBytesAreRejected) {

@@ -63,6 +63,7 @@ struct Pool {
   int busy = 0;
   uint64_t generation = 0;
   int spawn_failures = 0;
+  bool exiting = false;  // the process is exiting: no new workers, busy ones end when done
   WorkerStats stats;
   std::atomic<unsigned> fault{0};
 };
@@ -92,10 +93,32 @@ void after_fork_child() {
   p.mu.unlock();
 }
 
+void wait_for(pid_t pid);
+void forget(Pool& p, const Worker& w);
+
+// At exit, the idle workers are ended and reaped here rather than left to exit on their own when
+// the kernel closes the sockets: their new parent (a container's first process, say) may never
+// reap them. All sockets are closed first, so they exit together. A worker busy now (a compile
+// the compile pool waits for at exit) is ended when its compile returns (release).
+void end_workers_at_exit() {
+  Pool& p = *the_pool;
+  std::vector<Worker> idle;
+  {
+    std::lock_guard lock(p.mu);
+    p.exiting = true;
+    idle.swap(p.idle);
+    p.live -= static_cast<int>(idle.size());
+    for (const auto& w : idle) forget(p, w);
+  }
+  for (const auto& w : idle) ::close(w.fd);
+  for (const auto& w : idle) wait_for(w.pid);
+}
+
 Pool& pool() {
   static Pool* p = [] {
     the_pool = new Pool();  // leaked: compiles may run during static destruction
     ::pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    std::atexit(end_workers_at_exit);
     return the_pool;
   }();
   return *p;
@@ -271,7 +294,7 @@ Slot acquire(Pool& p) {
   }
   for (;;) {
     // Without workers, compiles run here as they always did (NVRTC's own lock orders them).
-    if (p.config.max == 0) return {Slot::kHereUngated, {}};
+    if (p.config.max == 0 || p.exiting) return {Slot::kHereUngated, {}};
     if (!p.in_process_busy && !p.held) {
       p.in_process_busy = true;
       return {Slot::kHere, {}};
@@ -323,7 +346,7 @@ void release(Pool& p, const Worker& w, bool failed) {
   {
     std::lock_guard lock(p.mu);
     --p.busy;
-    end = failed || w.generation != p.generation;
+    end = failed || w.generation != p.generation || p.exiting;
     if (end) {
       --p.live;
       forget(p, w);
