@@ -59,6 +59,8 @@ def test_wheel_bundles_its_libraries(wheel):
     assert any(re.match(r"alloy/_core\..*\.so$", n) for n in names)
     for lib in ("libtbb.so", "libfmt.so", "libboost_context.so"):
         assert any(n.startswith("alloy/" + lib) for n in names), (lib, names)
+    # The NVRTC compile worker, beside the extension where it looks (docs/nvrtc-workers.md).
+    assert "alloy/alloy-nvrtc-worker" in names, names
     # Not the C++ package: the wheel holds the Python package only.
     assert not any(n.endswith(".a") or "/cmake/" in n or n.endswith(".h") for n in names)
 
@@ -102,6 +104,21 @@ def test_fresh_venv_imports_and_runs(wheel, tmp_path):
         if path and pathlib.Path(path).parent == core.parent:
             continue
         assert BASELINE.match(pathlib.Path(name).name), f"{core.name} needs {line.strip()}"
+    # The NVRTC worker: beside the extension (where the library looks), executable, its libraries
+    # the wheel's or the baseline, and it runs: it greets on stdout when its stdin is a pipe
+    # (frame: u32 length, then 'H' and the protocol version).
+    worker = core.parent / "alloy-nvrtc-worker"
+    assert worker.is_file() and os.access(worker, os.X_OK), worker
+    for line in _run(["ldd", str(worker)]).splitlines():
+        m = re.match(r"\s*(\S+)(?: => (\S+))?", line)
+        name, path = m.group(1), m.group(2)
+        if "not found" in line:
+            pytest.fail(f"{name} not found: {line}")
+        if path and pathlib.Path(path).parent == core.parent:
+            continue
+        assert BASELINE.match(pathlib.Path(name).name), f"{worker.name} needs {line.strip()}"
+    hello = subprocess.run([str(worker)], input=b"", capture_output=True, timeout=60).stdout
+    assert hello[4:5] == b"H" and int.from_bytes(hello[5:9], sys.byteorder) == 1, hello[:64]
     # Isolated (-I): no user site, no PYTHONPATH; started outside the repository.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["ALLOY_CACHE_DIR"] = str(tmp_path / "cache")

@@ -326,9 +326,10 @@ Target target_for(int cc_major, int cc_minor) {
   return {fmt::format("compute_{}", best), false};
 }
 
-std::string compile(const std::string& source, const std::string& program_name,
-                    const std::vector<Header>& headers, const std::vector<std::string>& options,
-                    bool cubin, std::string* log) {
+std::string compile_in_process(const std::string& source, const std::string& program_name,
+                               const std::vector<Header>& headers,
+                               const std::vector<std::string>& options, bool cubin,
+                               std::string* log) {
   Library& l = require();
   std::vector<const char*> names, texts, opts;
   names.reserve(headers.size());

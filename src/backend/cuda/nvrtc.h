@@ -66,8 +66,44 @@ struct Header {
 /// Returns the cubin (or PTX, when `cubin` is false). Throws CompileFailure with NVRTC's log when
 /// the source does not compile, alloy::Error when NVRTC is not available or fails otherwise. `log`,
 /// when given, receives the log (warnings) on success.
+///
+/// NVRTC runs one compile at a time per process (an internal lock), so while one compile runs in
+/// this process, others go to worker processes (alloy-nvrtc-worker, docs/nvrtc-workers.md) that
+/// run the same code (compile_in_process) and give the same image, log and errors. A worker that
+/// fails makes that compile run here. ALLOY_NVRTC_WORKERS=0 keeps every compile in this process.
 std::string compile(const std::string& source, const std::string& program_name,
                     const std::vector<Header>& headers, const std::vector<std::string>& options,
                     bool cubin, std::string* log = nullptr);
+
+/// compile() in this process, whatever else runs (what a worker process runs).
+std::string compile_in_process(const std::string& source, const std::string& program_name,
+                               const std::vector<Header>& headers,
+                               const std::vector<std::string>& options, bool cubin,
+                               std::string* log = nullptr);
+
+/// What the compile workers did in this process (counters since the start or reset_workers()).
+struct WorkerStats {
+  int max_workers = 0;         // the limit (0: workers off); known after the first compile
+  std::string worker_path;     // the worker executable used ("" when none)
+  std::string disabled_why;    // why there are no workers ("" when there are)
+  long spawned = 0;            // workers started (handshake done)
+  long worker_compiles = 0;    // compiles answered by a worker (successes and compile errors)
+  long fallbacks = 0;          // compiles a worker failed (died, bad reply) that ran here instead
+  long in_process = 0;         // compiles run in this process (fallbacks included)
+  int peak_busy_workers = 0;   // most workers compiling at the same time
+  std::vector<int> live_pids;  // workers alive now
+};
+WorkerStats worker_stats();
+
+namespace testing {
+/// Makes the next compile that goes to a worker carry wire::RequestFlags `flags` (the worker then
+/// exits instead of answering, or answers garbage).
+void fault_next_worker_compile(unsigned flags);
+/// While held, the in-process slot counts as busy: every compile goes to a worker.
+void hold_in_process_slot(bool held);
+/// Ends every worker (closes its socket, waits for it: no zombie), zeroes the counters and reads
+/// ALLOY_NVRTC_WORKERS and ALLOY_NVRTC_WORKER again. Workers busy now end when they finish.
+void reset_workers();
+}  // namespace testing
 
 }  // namespace alloy::cuda::nvrtc

@@ -1,0 +1,504 @@
+// nvrtc::compile: one compile at a time in this process, the others in worker processes
+// (docs/nvrtc-workers.md). NVRTC holds a process-wide lock while it compiles, so threads alone
+// never compile two programs at once; processes do.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <tbb/info.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+
+#include "alloy/errors.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/nvrtc_wire.h"
+#include "core/trace.h"
+
+extern char** environ;
+
+namespace alloy::cuda::nvrtc {
+namespace {
+
+constexpr const char* kWorkerName = "alloy-nvrtc-worker";
+constexpr int kHelloTimeoutMs = 30000;  // a worker that does not greet by then is not one
+constexpr int kMaxSpawnFailures = 3;    // then workers are off for the process
+
+struct Worker {
+  pid_t pid = -1;
+  int fd = -1;
+  uint64_t generation = 0;
+};
+
+struct Config {
+  bool resolved = false;
+  int max = 0;  // workers at most (0: none)
+  std::string path;
+  std::string why;  // why there are none
+};
+
+struct Pool {
+  std::mutex mu;
+  std::condition_variable cv;
+  Config config;
+  bool in_process_busy = false;
+  bool held = false;  // testing::hold_in_process_slot
+  std::vector<Worker> idle;
+  std::vector<int> fds;  // every live worker's socket, idle or busy (closed in a forked child)
+  int live = 0;          // workers started or starting and not yet ended
+  int busy = 0;
+  uint64_t generation = 0;
+  int spawn_failures = 0;
+  bool exiting = false;  // the process is exiting: no new workers, busy ones end when done
+  WorkerStats stats;
+  std::atomic<unsigned> fault{0};
+};
+
+Pool* the_pool = nullptr;
+
+// A child forked by the application (Python's multiprocessing, say) must not talk to its parent's
+// workers, nor keep their sockets open (they would outlive the parent): it closes its copies and
+// starts its own workers when it needs some. The CPU JIT's fork+exec children need nothing: the
+// sockets are close-on-exec. The pool's lock is held across fork, so the child's copy is usable.
+void before_fork() {
+  the_pool->mu.lock();
+}
+void after_fork_parent() {
+  the_pool->mu.unlock();
+}
+void after_fork_child() {
+  Pool& p = *the_pool;
+  for (int fd : p.fds) ::close(fd);
+  p.fds.clear();
+  p.idle.clear();
+  p.stats.live_pids.clear();
+  p.live = 0;
+  p.busy = 0;
+  p.in_process_busy = false;  // the thread that had it is not in this process
+  ++p.generation;
+  p.mu.unlock();
+}
+
+void wait_for(pid_t pid);
+void forget(Pool& p, const Worker& w);
+
+// At exit, the idle workers are ended and reaped here rather than left to exit on their own when
+// the kernel closes the sockets: their new parent (a container's first process, say) may never
+// reap them. All sockets are closed first, so they exit together. A worker busy now (a compile
+// the compile pool waits for at exit) is ended when its compile returns (release).
+void end_workers_at_exit() {
+  Pool& p = *the_pool;
+  std::vector<Worker> idle;
+  {
+    std::lock_guard lock(p.mu);
+    p.exiting = true;
+    idle.swap(p.idle);
+    p.live -= static_cast<int>(idle.size());
+    for (const auto& w : idle) forget(p, w);
+  }
+  for (const auto& w : idle) ::close(w.fd);
+  for (const auto& w : idle) wait_for(w.pid);
+}
+
+Pool& pool() {
+  static Pool* p = [] {
+    the_pool = new Pool();  // leaked: compiles may run during static destruction
+    ::pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    std::atexit(end_workers_at_exit);
+    return the_pool;
+  }();
+  return *p;
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// Where the worker may be: beside the executable or shared library that holds Alloy (the build
+// folder's programs, the Python package's alloy/_core*.so), then where `cmake --install` put it.
+std::vector<std::string> worker_candidates() {
+  std::vector<std::string> c;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&worker_candidates), &info) && info.dli_fname) {
+    std::error_code ec;
+    auto module = std::filesystem::canonical(info.dli_fname, ec);
+    if (!ec) c.push_back((module.parent_path() / kWorkerName).string());
+  }
+#ifdef ALLOY_NVRTC_WORKER_INSTALLED
+  c.push_back(ALLOY_NVRTC_WORKER_INSTALLED);
+#endif
+  return c;
+}
+
+Config resolve() {
+  Config c;
+  c.resolved = true;
+  std::string n = env("ALLOY_NVRTC_WORKERS");
+  if (n == "0") {
+    c.why = "ALLOY_NVRTC_WORKERS=0";
+    return c;
+  }
+  c.max = std::max(1, tbb::info::default_concurrency() - 1);  // + this process: one per core
+  if (!n.empty()) {
+    char* end = nullptr;
+    long v = std::strtol(n.c_str(), &end, 10);
+    if (end && *end == '\0' && v > 0 && v <= 1024) {
+      c.max = static_cast<int>(v);
+    } else if (trace::build()) {
+      std::fprintf(stderr, "alloy: ALLOY_NVRTC_WORKERS=%s is not a number from 0 to 1024: %d\n",
+                   n.c_str(), c.max);
+    }
+  }
+  if (auto explicit_path = env("ALLOY_NVRTC_WORKER"); !explicit_path.empty()) {
+    if (executable_file(explicit_path)) {
+      c.path = explicit_path;
+    } else {
+      c.why = "ALLOY_NVRTC_WORKER=" + explicit_path + " is not an executable file";
+      c.max = 0;
+    }
+    return c;
+  }
+  std::string tried;
+  for (const auto& path : worker_candidates()) {
+    if (executable_file(path)) {
+      c.path = path;
+      return c;
+    }
+    tried += (tried.empty() ? "" : ", ") + path;
+  }
+  c.why = std::string("no ") + kWorkerName + " found (tried " + tried + ")";
+  c.max = 0;
+  return c;
+}
+
+void note_config(const Config& c) {
+  if (!trace::build()) return;
+  if (c.max == 0) {
+    std::fprintf(stderr, "alloy: NVRTC workers off: %s; NVRTC compiles run in this process\n",
+                 c.why.c_str());
+  } else {
+    std::fprintf(stderr, "alloy: NVRTC workers: up to %d (%s)\n", c.max, c.path.c_str());
+  }
+}
+
+void wait_for(pid_t pid) {
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+// Ends a worker: closing its socket ends an idle one (EOF); `kill` for one that misbehaved.
+void end_worker(const Worker& w, bool kill) {
+  if (kill) ::kill(w.pid, SIGKILL);  // not reaped yet, so the pid is still this worker's
+  ::close(w.fd);
+  wait_for(w.pid);
+}
+
+void forget(Pool& p, const Worker& w) {
+  auto& pids = p.stats.live_pids;
+  pids.erase(std::remove(pids.begin(), pids.end(), w.pid), pids.end());
+  p.fds.erase(std::remove(p.fds.begin(), p.fds.end(), w.fd), p.fds.end());
+}
+
+// Starts a worker and reads its greeting; nullopt (and `why`) when it cannot be used.
+std::optional<Worker> spawn(const std::string& path, std::string* why) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    *why = std::string("socketpair: ") + std::strerror(errno);
+    return std::nullopt;
+  }
+  int child = sv[1];
+  if (child <= 2) {  // dup2 onto itself would keep FD_CLOEXEC: the worker would get no stdin
+    child = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 3);
+    ::close(sv[1]);
+    if (child < 0) {
+      *why = std::string("fcntl: ") + std::strerror(errno);
+      ::close(sv[0]);
+      return std::nullopt;
+    }
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, child, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  // A process group of its own: a terminal's Ctrl-C interrupts the runtime (Python turns it into
+  // KeyboardInterrupt), not its workers; they end when the runtime's socket closes.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+  std::string library = library_path();
+  std::vector<char*> argv{const_cast<char*>(path.c_str()), const_cast<char*>("--nvrtc"),
+                          library.data(), nullptr};
+  pid_t pid = -1;
+  int r = ::posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(child);
+  if (r != 0) {
+    *why = "cannot start " + path + ": " + std::strerror(r);
+    ::close(sv[0]);
+    return std::nullopt;
+  }
+  Worker w{pid, sv[0], 0};
+  std::string payload;
+  std::string err = wire::read_frame(w.fd, &payload, kHelloTimeoutMs);
+  auto hello = err.empty() ? wire::decode_hello(payload) : std::nullopt;
+  if (!hello) {
+    *why = path + " is not an NVRTC worker (" + (err.empty() ? "bad greeting" : err) + ")";
+  } else if (hello->protocol != wire::kProtocol) {
+    *why = path + " speaks protocol " + std::to_string(hello->protocol) + ", not " +
+           std::to_string(wire::kProtocol) + " (another build of Alloy)";
+  } else if (hello->library != library) {
+    *why = path + " loaded " +
+           (hello->library.empty() ? "no NVRTC: " + hello->load_error : hello->library) + ", not " +
+           library;
+  } else {
+    return w;
+  }
+  end_worker(w, true);
+  return std::nullopt;
+}
+
+struct Slot {
+  enum Kind { kHere, kHereUngated, kWorker } kind = kHereUngated;
+  Worker worker;
+};
+
+Slot acquire(Pool& p) {
+  std::unique_lock lock(p.mu);
+  if (!p.config.resolved) {
+    p.config = resolve();
+    note_config(p.config);
+  }
+  for (;;) {
+    // Without workers, compiles run here as they always did (NVRTC's own lock orders them).
+    if (p.config.max == 0 || p.exiting) return {Slot::kHereUngated, {}};
+    if (!p.in_process_busy && !p.held) {
+      p.in_process_busy = true;
+      return {Slot::kHere, {}};
+    }
+    if (!p.idle.empty()) {
+      Worker w = p.idle.back();
+      p.idle.pop_back();
+      p.stats.peak_busy_workers = std::max(p.stats.peak_busy_workers, ++p.busy);
+      return {Slot::kWorker, w};
+    }
+    if (p.live < p.config.max) {
+      ++p.live;
+      uint64_t generation = p.generation;
+      std::string path = p.config.path;
+      lock.unlock();
+      auto t0 = std::chrono::steady_clock::now();
+      std::string why;
+      auto w = spawn(path, &why);
+      lock.lock();
+      if (w) {
+        if (trace::build())
+          std::fprintf(stderr, "alloy: NVRTC worker %d started in %.1f ms\n",
+                       static_cast<int>(w->pid), trace::ms_since(t0));
+        w->generation = generation;
+        ++p.stats.spawned;
+        p.stats.live_pids.push_back(w->pid);
+        p.fds.push_back(w->fd);
+        p.stats.peak_busy_workers = std::max(p.stats.peak_busy_workers, ++p.busy);
+        return {Slot::kWorker, *w};
+      }
+      --p.live;
+      if (trace::build()) std::fprintf(stderr, "alloy: NVRTC worker: %s\n", why.c_str());
+      if (++p.spawn_failures >= kMaxSpawnFailures && p.config.max > 0) {
+        p.config.max = 0;
+        p.config.why = why;
+        note_config(p.config);
+      }
+      p.cv.notify_all();
+      continue;
+    }
+    p.cv.wait(lock);
+  }
+}
+
+// A worker done with a compile: back to the idle ones, or ended when reset_workers() retired its
+// generation (or `failed`: it died or misbehaved; killed and reaped).
+void release(Pool& p, const Worker& w, bool failed) {
+  bool end;
+  {
+    std::lock_guard lock(p.mu);
+    --p.busy;
+    end = failed || w.generation != p.generation || p.exiting;
+    if (end) {
+      --p.live;
+      forget(p, w);
+    } else {
+      p.idle.push_back(w);
+    }
+    p.cv.notify_all();
+  }
+  if (end) end_worker(w, failed);
+}
+
+void release_here(Pool& p) {
+  std::lock_guard lock(p.mu);
+  p.in_process_busy = false;
+  p.cv.notify_all();
+}
+
+// The compile on worker `w`: the reply, or nullopt and `why` when the worker failed.
+std::optional<wire::Reply> ask(const Worker& w, const wire::Request& q, std::string* why) {
+  if (!wire::write_frame(w.fd, wire::encode(q))) {
+    *why = "it is gone";
+    return std::nullopt;
+  }
+  std::string payload;
+  std::string err = wire::read_frame(w.fd, &payload);
+  if (!err.empty()) {
+    *why = err == "eof" ? "it exited" : "reading its reply: " + err;
+    return std::nullopt;
+  }
+  auto reply = wire::decode_reply(payload);
+  if (!reply) *why = "malformed reply";
+  return reply;
+}
+
+}  // namespace
+
+std::string compile(const std::string& source, const std::string& program_name,
+                    const std::vector<Header>& headers, const std::vector<std::string>& options,
+                    bool cubin, std::string* log) {
+  if (!available()) return compile_in_process(source, program_name, headers, options, cubin, log);
+  Pool& p = pool();
+  Slot slot = acquire(p);
+  if (slot.kind != Slot::kWorker) {
+    struct Release {
+      Pool& p;
+      bool gated;
+      ~Release() {
+        if (gated) release_here(p);
+      }
+    } release_guard{p, slot.kind == Slot::kHere};
+    {
+      std::lock_guard lock(p.mu);
+      ++p.stats.in_process;
+    }
+    return compile_in_process(source, program_name, headers, options, cubin, log);
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::optional<wire::Reply> reply;
+  std::string why;
+  try {
+    wire::Request q;
+    q.flags = p.fault.exchange(0);
+    q.cubin = cubin;
+    q.source = source;
+    q.program_name = program_name;
+    q.headers.reserve(headers.size());
+    for (const auto& h : headers) q.headers.emplace_back(h.name, h.text);
+    q.options = options;
+    reply = ask(slot.worker, q, &why);
+  } catch (const std::bad_alloc&) {
+    why = "out of memory";
+  }
+  // A worker that could not do it (kWorkerError) is healthy: it stays.
+  bool worker_failed = !reply;
+  if (reply && reply->status == wire::ReplyStatus::kWorkerError) {
+    why = "it failed: " + reply->message;
+    reply.reset();
+  }
+  release(p, slot.worker, worker_failed);
+  if (!reply) {
+    if (trace::build())
+      std::fprintf(stderr, "alloy: %s: NVRTC worker %d failed (%s): compiling in this process\n",
+                   program_name.c_str(), static_cast<int>(slot.worker.pid), why.c_str());
+    {
+      std::lock_guard lock(p.mu);
+      ++p.stats.fallbacks;
+      ++p.stats.in_process;
+    }
+    return compile_in_process(source, program_name, headers, options, cubin, log);
+  }
+  {
+    std::lock_guard lock(p.mu);
+    ++p.stats.worker_compiles;
+  }
+  if (trace::build())
+    std::fprintf(stderr, "alloy: %s: NVRTC in worker %d %.1f ms\n", program_name.c_str(),
+                 static_cast<int>(slot.worker.pid), trace::ms_since(t0));
+  switch (reply->status) {
+    case wire::ReplyStatus::kOk:
+      if (log) *log = std::move(reply->log);
+      return std::move(reply->image);
+    case wire::ReplyStatus::kCompileFailure:
+      throw CompileFailure(reply->message, std::move(reply->log));
+    default:
+      throw Error("", reply->message);
+  }
+}
+
+WorkerStats worker_stats() {
+  Pool& p = pool();
+  std::lock_guard lock(p.mu);
+  WorkerStats s = p.stats;
+  s.max_workers = p.config.max;
+  s.worker_path = p.config.max > 0 ? p.config.path : "";
+  s.disabled_why = p.config.why;
+  return s;
+}
+
+namespace testing {
+
+void fault_next_worker_compile(unsigned flags) {
+  pool().fault.store(flags);
+}
+
+void hold_in_process_slot(bool held) {
+  Pool& p = pool();
+  std::lock_guard lock(p.mu);
+  p.held = held;
+  p.cv.notify_all();
+}
+
+void reset_workers() {
+  Pool& p = pool();
+  std::vector<Worker> idle;
+  {
+    std::lock_guard lock(p.mu);
+    ++p.generation;
+    idle.swap(p.idle);
+    p.live -= static_cast<int>(idle.size());
+    for (const auto& w : idle) forget(p, w);
+    auto pids = std::move(p.stats.live_pids);
+    p.stats = WorkerStats{};
+    p.stats.live_pids = std::move(pids);
+    p.spawn_failures = 0;
+    p.config = resolve();
+    note_config(p.config);
+    p.cv.notify_all();
+  }
+  for (const auto& w : idle) end_worker(w, false);
+}
+
+}  // namespace testing
+
+}  // namespace alloy::cuda::nvrtc

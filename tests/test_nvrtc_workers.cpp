@@ -1,0 +1,417 @@
+// NVRTC compile workers (docs/nvrtc-workers.md): compiles that run while another runs in this
+// process go to alloy-nvrtc-worker processes, which give the same images, logs and errors; a worker
+// that dies or misbehaves makes its compile run here; no worker is left unreaped. No GPU needed:
+// cubins for sm_90 are compiled and compared.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <barrier>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "alloy/alloy.h"
+#include "alloy/errors.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/nvrtc_wire.h"
+#include "kernel/custom_kernel.h"
+
+namespace alloy::cuda {
+namespace {
+
+namespace wire = nvrtc::wire;
+
+#define REQUIRE_NVRTC()                                                                  \
+  do {                                                                                   \
+    if (!nvrtc::available()) GTEST_SKIP() << "NVRTC not found: " << nvrtc::load_error(); \
+  } while (0)
+
+// A program no earlier compile in this process has seen (NVRTC keeps nothing between programs,
+// but distinct sources keep the comparisons honest). `unused` draws NVRTC's warning #177.
+std::string program(int k) {
+  static std::mt19937_64 rng(std::random_device{}());
+  return "// " + std::to_string(rng()) + "\nextern \"C\" __global__ void scale_" +
+         std::to_string(k) + "(float* y, const float* x, int n) {\n  int unused;\n" +
+         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i] * " +
+         std::to_string(k + 1) + ".0f + 0.25f;\n}\n";
+}
+
+const std::vector<std::string> kOptions{"--gpu-architecture=sm_90", "-minimal"};
+
+// Every reaped worker is gone for good: not our child any more.
+bool reaped(int pid) {
+  return ::waitpid(pid, nullptr, WNOHANG) < 0 && errno == ECHILD;
+}
+
+void set_env(const char* name, const char* value) {
+  if (value) {
+    ::setenv(name, value, 1);
+  } else {
+    ::unsetenv(name);
+  }
+}
+
+// Each test starts with fresh workers and the environment it asks for, and ends with every worker
+// reaped.
+class NvrtcWorkers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"ALLOY_NVRTC_WORKERS", "ALLOY_NVRTC_WORKER"}) {
+      const char* v = std::getenv(name);
+      saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+      ::unsetenv(name);
+    }
+    nvrtc::testing::reset_workers();
+  }
+  void TearDown() override {
+    nvrtc::testing::hold_in_process_slot(false);
+    nvrtc::testing::fault_next_worker_compile(0);
+    std::vector<int> pids = nvrtc::worker_stats().live_pids;
+    for (auto& [name, v] : saved_) set_env(name.c_str(), v ? v->c_str() : nullptr);
+    nvrtc::testing::reset_workers();
+    for (int pid : pids) EXPECT_TRUE(reaped(pid)) << "worker " << pid << " not reaped";
+  }
+  // Workers are used when the binary beside alloy_tests was found.
+  void require_workers() {
+    nvrtc::testing::reset_workers();
+    nvrtc::compile(program(0), "probe.cu", {}, kOptions, true);  // resolves the configuration
+    auto s = nvrtc::worker_stats();
+    if (s.max_workers == 0) GTEST_SKIP() << "no NVRTC worker: " << s.disabled_why;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST_F(NvrtcWorkers, WorkerCubinPtxAndLogAreByteIdentical) {
+  REQUIRE_NVRTC();
+  require_workers();
+  nvrtc::testing::hold_in_process_slot(true);  // every compile now goes to a worker
+  for (bool cubin : {true, false}) {
+    std::string src = program(1);
+    std::string here_log, worker_log;
+    std::string here = nvrtc::compile_in_process(src, "same.cu", {}, kOptions, cubin, &here_log);
+    long before = nvrtc::worker_stats().worker_compiles;
+    std::string there = nvrtc::compile(src, "same.cu", {}, kOptions, cubin, &worker_log);
+    EXPECT_EQ(nvrtc::worker_stats().worker_compiles, before + 1);
+    EXPECT_EQ(here, there) << (cubin ? "cubin" : "PTX") << " differs";
+    EXPECT_EQ(here_log, worker_log);
+    EXPECT_NE(worker_log.find("unused"), std::string::npos) << worker_log;
+  }
+  // In-memory headers travel with the request.
+  std::string src = "#include \"scale.h\"\n" + program(2);
+  const char* header = "#define SCALE 3.0f\n";
+  std::vector<nvrtc::Header> headers{{"scale.h", header}};
+  EXPECT_EQ(nvrtc::compile_in_process(src, "h.cu", headers, kOptions, true),
+            nvrtc::compile(src, "h.cu", headers, kOptions, true));
+  EXPECT_EQ(nvrtc::worker_stats().fallbacks, 0);
+}
+
+TEST_F(NvrtcWorkers, CompileErrorFromWorkerIsTheSame) {
+  REQUIRE_NVRTC();
+  require_workers();
+  auto failure = [](bool worker) {
+    nvrtc::testing::hold_in_process_slot(worker);
+    try {
+      nvrtc::compile("int x = ;\n", "bad.cu", {}, kOptions, true);
+    } catch (const nvrtc::CompileFailure& e) {
+      return std::make_pair(std::string(e.what()), e.log());
+    }
+    return std::make_pair(std::string("no CompileFailure"), std::string());
+  };
+  long before = nvrtc::worker_stats().worker_compiles;
+  auto there = failure(true);
+  EXPECT_EQ(nvrtc::worker_stats().worker_compiles, before + 1);
+  auto here = failure(false);
+  EXPECT_EQ(here, there);
+  EXPECT_NE(there.second.find("bad.cu(1): error"), std::string::npos) << there.second;
+}
+
+TEST_F(NvrtcWorkers, MetalKernelErrorNamesTheUsersLineFromAWorker) {
+  // The kernel layer maps NVRTC's lines to the body's: the same message either way.
+  REQUIRE_NVRTC();
+  require_workers();
+  Array x = Array::from_doubles({1, 2, 3, 4}, {4}, float32);
+  KernelCall call;
+  call.output_shapes = {{4}};
+  call.output_dtypes = {float32};
+  call.grid = {4, 1, 1};
+  call.threadgroup = {4, 1, 1};
+  call.device = Device::cpu();
+  auto message = [&](bool worker) {
+    nvrtc::testing::hold_in_process_slot(worker);
+    MetalKernel k = metal_kernel("broken_in_worker", {"inp"}, {"out"},
+                                 "uint i = thread_position_in_grid.x;\n"
+                                 "out[i] = inp[i] * not_declared_here;\n");
+    try {
+      std::string why = kernel::compile_call_cubin(k, {x}, call, "sm_90");
+      return "compiled: " + why;
+    } catch (const CompileError& e) {
+      return std::string(e.what());
+    }
+  };
+  long before = nvrtc::worker_stats().worker_compiles;
+  std::string there = message(true);
+  EXPECT_EQ(nvrtc::worker_stats().worker_compiles, before + 1);
+  long in_process = nvrtc::worker_stats().in_process;
+  std::string here = message(false);
+  EXPECT_EQ(nvrtc::worker_stats().in_process, in_process + 1);  // compiled again, here
+  EXPECT_EQ(here, there);
+  EXPECT_NE(there.find("not_declared_here"), std::string::npos) << there;
+}
+
+TEST_F(NvrtcWorkers, ConcurrentCompilesUseWorkers) {
+  REQUIRE_NVRTC();
+  ::setenv("ALLOY_NVRTC_WORKERS", "2", 1);
+  require_workers();
+  EXPECT_EQ(nvrtc::worker_stats().max_workers, 2);
+  // Four threads start compiles together; one runs here, the others wait for or go to workers.
+  // (Whether they overlap depends on the scheduler: a few rounds make it all but certain.)
+  const int threads = 4;
+  for (int round = 0; round < 5 && nvrtc::worker_stats().worker_compiles == 0; ++round) {
+    std::vector<std::string> sources, images(threads);
+    for (int t = 0; t < threads; ++t) sources.push_back(program(t));
+    std::barrier start(threads);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        start.arrive_and_wait();
+        images[t] = nvrtc::compile(sources[t], "c.cu", {}, kOptions, true);
+      });
+    }
+    for (auto& th : pool) th.join();
+    for (int t = 0; t < threads; ++t) {
+      EXPECT_EQ(images[t], nvrtc::compile_in_process(sources[t], "c.cu", {}, kOptions, true));
+    }
+  }
+  auto s = nvrtc::worker_stats();
+  EXPECT_GT(s.worker_compiles, 0);
+  EXPECT_GE(s.spawned, 1);
+  EXPECT_LE(s.spawned, 2);
+  EXPECT_LE(s.peak_busy_workers, 2);
+  EXPECT_EQ(s.fallbacks, 0);
+}
+
+TEST_F(NvrtcWorkers, WorkerExitingMidCompileFallsBackAndIsReplaced) {
+  REQUIRE_NVRTC();
+  require_workers();
+  nvrtc::testing::hold_in_process_slot(true);
+  std::string src = program(3);
+  nvrtc::compile(src, "warm.cu", {}, kOptions, true);  // a worker is up
+  auto s = nvrtc::worker_stats();
+  ASSERT_EQ(s.live_pids.size(), 1u);
+  int pid = s.live_pids[0];
+  nvrtc::testing::fault_next_worker_compile(wire::kExitBeforeReply);
+  std::string log;
+  std::string image = nvrtc::compile(src, "crash.cu", {}, kOptions, true, &log);
+  EXPECT_EQ(image, nvrtc::compile_in_process(src, "crash.cu", {}, kOptions, true));
+  EXPECT_NE(log.find("unused"), std::string::npos) << log;
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.fallbacks, 1);
+  EXPECT_TRUE(s.live_pids.empty());
+  EXPECT_TRUE(reaped(pid));
+  // The next compile starts a new worker.
+  EXPECT_EQ(nvrtc::compile(src, "again.cu", {}, kOptions, true), image);
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.spawned, 2);
+  EXPECT_EQ(s.worker_compiles, 2);
+  ASSERT_EQ(s.live_pids.size(), 1u);
+  EXPECT_NE(s.live_pids[0], pid);
+}
+
+TEST_F(NvrtcWorkers, CompileErrorStillRaisedWhenTheWorkerDies) {
+  REQUIRE_NVRTC();
+  require_workers();
+  nvrtc::testing::hold_in_process_slot(true);
+  nvrtc::testing::fault_next_worker_compile(wire::kExitBeforeReply);
+  try {
+    nvrtc::compile("int x = ;\n", "bad.cu", {}, kOptions, true);
+    FAIL() << "expected a CompileFailure";
+  } catch (const nvrtc::CompileFailure& e) {
+    EXPECT_NE(e.log().find("bad.cu(1): error"), std::string::npos) << e.log();
+  }
+  EXPECT_EQ(nvrtc::worker_stats().fallbacks, 1);
+}
+
+TEST_F(NvrtcWorkers, KilledOrGarbledWorkerFallsBack) {
+  REQUIRE_NVRTC();
+  require_workers();
+  nvrtc::testing::hold_in_process_slot(true);
+  std::string src = program(4);
+  std::string image = nvrtc::compile_in_process(src, "k.cu", {}, kOptions, true);
+  EXPECT_EQ(nvrtc::compile(src, "k.cu", {}, kOptions, true), image);
+  // Killed while idle: the next request finds it gone.
+  auto s = nvrtc::worker_stats();
+  ASSERT_EQ(s.live_pids.size(), 1u);
+  int killed = s.live_pids[0];
+  ASSERT_EQ(::kill(killed, SIGKILL), 0);
+  EXPECT_EQ(nvrtc::compile(src, "k.cu", {}, kOptions, true), image);
+  EXPECT_EQ(nvrtc::worker_stats().fallbacks, 1);
+  EXPECT_TRUE(reaped(killed));
+  // A reply that is not one: that worker is killed and reaped, the compile runs here.
+  nvrtc::testing::fault_next_worker_compile(wire::kGarbageReply);
+  EXPECT_EQ(nvrtc::compile(src, "k.cu", {}, kOptions, true), image);
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.fallbacks, 2);
+  EXPECT_EQ(s.spawned, 2);  // the first, then its replacement (which answered garbage)
+  EXPECT_TRUE(s.live_pids.empty());
+}
+
+TEST_F(NvrtcWorkers, WorkersOffKeepsCompilesInProcess) {
+  REQUIRE_NVRTC();
+  ::setenv("ALLOY_NVRTC_WORKERS", "0", 1);
+  nvrtc::testing::reset_workers();
+  nvrtc::testing::hold_in_process_slot(true);  // no effect without workers
+  std::vector<std::string> sources{program(0), program(1), program(2)}, images(3);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 3; ++t) {
+    pool.emplace_back(
+        [&, t] { images[t] = nvrtc::compile(sources[t], "off.cu", {}, kOptions, true); });
+  }
+  for (auto& th : pool) th.join();
+  for (const auto& image : images) EXPECT_FALSE(image.empty());
+  auto s = nvrtc::worker_stats();
+  EXPECT_EQ(s.max_workers, 0);
+  EXPECT_EQ(s.spawned, 0);
+  EXPECT_EQ(s.in_process, 3);
+  EXPECT_NE(s.disabled_why.find("ALLOY_NVRTC_WORKERS=0"), std::string::npos) << s.disabled_why;
+}
+
+TEST_F(NvrtcWorkers, MissingOrBogusWorkerBinaryKeepsCompilesInProcess) {
+  REQUIRE_NVRTC();
+  std::string src = program(5);
+  std::string image = nvrtc::compile_in_process(src, "m.cu", {}, kOptions, true);
+  ::setenv("ALLOY_NVRTC_WORKER", "/nonexistent/alloy-nvrtc-worker", 1);
+  nvrtc::testing::reset_workers();
+  nvrtc::testing::hold_in_process_slot(true);
+  EXPECT_EQ(nvrtc::compile(src, "m.cu", {}, kOptions, true), image);
+  auto s = nvrtc::worker_stats();
+  EXPECT_EQ(s.spawned, 0);
+  EXPECT_NE(s.disabled_why.find("/nonexistent/alloy-nvrtc-worker"), std::string::npos)
+      << s.disabled_why;
+  // A program that is not a worker (it never greets): tried a few times, then workers are off.
+  ::setenv("ALLOY_NVRTC_WORKER", "/bin/true", 1);
+  nvrtc::testing::reset_workers();
+  EXPECT_EQ(nvrtc::compile(src, "m.cu", {}, kOptions, true), image);
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.spawned, 0);
+  EXPECT_EQ(s.max_workers, 0);
+  EXPECT_NE(s.disabled_why.find("not an NVRTC worker"), std::string::npos) << s.disabled_why;
+}
+
+TEST_F(NvrtcWorkers, ForkedChildUsesNoneOfItsParentsWorkers) {
+  // A child forked after workers exist (Python's multiprocessing) closes its copies of their
+  // sockets and starts its own; the parent's workers keep answering the parent alone.
+  REQUIRE_NVRTC();
+  require_workers();
+  nvrtc::testing::hold_in_process_slot(true);
+  std::string src = program(6);
+  std::string image = nvrtc::compile(src, "f.cu", {}, kOptions, true);
+  ASSERT_EQ(nvrtc::worker_stats().live_pids.size(), 1u);
+  std::fflush(nullptr);  // the child must not print what is buffered again
+  pid_t child = ::fork();
+  if (child == 0) {
+    int code = 0;
+    if (!nvrtc::worker_stats().live_pids.empty()) code = 1;
+    try {
+      if (nvrtc::compile(src, "f.cu", {}, kOptions, true) != image) code = 2;
+    } catch (...) {
+      code = 3;
+    }
+    auto s = nvrtc::worker_stats();
+    if (s.fallbacks != 0 || s.worker_compiles != 2) code = 4;  // its own new worker answered
+    nvrtc::testing::reset_workers();                           // reaps it
+    ::_exit(code);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(nvrtc::compile(src, "f.cu", {}, kOptions, true), image);
+  auto s = nvrtc::worker_stats();
+  EXPECT_EQ(s.worker_compiles, 2);
+  EXPECT_EQ(s.fallbacks, 0);
+}
+
+TEST_F(NvrtcWorkers, WorkersAreReapedAtExit) {
+  // A process that exits with workers ends and reaps them itself: an orphaned worker's new
+  // parent (a container's first process) may never reap it. This test process becomes the
+  // subreaper of a child's orphans, so a worker the child left unreaped would stay a zombie here.
+  REQUIRE_NVRTC();
+  require_workers();
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::fflush(nullptr);  // the child must not print what is buffered again
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    nvrtc::testing::hold_in_process_slot(true);
+    nvrtc::compile(program(7), "x.cu", {}, kOptions, true);
+    auto pids = nvrtc::worker_stats().live_pids;
+    int pid = pids.size() == 1 ? pids[0] : 0;
+    if (::write(fds[1], &pid, sizeof pid) != sizeof pid) ::_exit(2);
+    std::exit(0);  // atexit handlers: the workers are ended here
+  }
+  ASSERT_GT(child, 0);
+  ::close(fds[1]);
+  int worker = 0;
+  EXPECT_EQ(::read(fds[0], &worker, sizeof worker), static_cast<ssize_t>(sizeof worker));
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_GT(worker, 0);
+  // Reaped by the child before it exited: no such process (not even a zombie) now.
+  errno = 0;
+  EXPECT_EQ(::kill(worker, 0), -1);
+  EXPECT_EQ(errno, ESRCH) << "worker " << worker << " outlived its parent or was left a zombie";
+  if (errno != ESRCH) ::waitpid(worker, nullptr, 0);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+TEST(NvrtcWire, MessagesRoundTripAndBadBytesAreRejected) {
+  wire::Request q;
+  q.flags = 0;
+  q.cubin = false;
+  q.source = std::string("a\0b", 3);
+  q.program_name = "p.cu";
+  q.headers = {{"h.h", "#define X 1\n"}, {"g.h", ""}};
+  q.options = {"--gpu-architecture=sm_90", "-minimal"};
+  std::string bytes = wire::encode(q);
+  auto back = wire::decode_request(bytes);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->source, q.source);
+  EXPECT_EQ(back->headers, q.headers);
+  EXPECT_EQ(back->options, q.options);
+  EXPECT_FALSE(back->cubin);
+  // Every truncation, a wrong type byte and trailing bytes are refused, never read past.
+  for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(wire::decode_request(bytes.substr(0, n)));
+  EXPECT_FALSE(wire::decode_request(bytes + "x"));
+  EXPECT_FALSE(wire::decode_reply(bytes));
+  std::string huge = bytes;
+  huge[huge.size() - 1] = '\xff';  // garbage in the last option's bytes: still well-formed
+  EXPECT_TRUE(wire::decode_request(huge));
+  std::string counts(1, 'Q');
+  counts += std::string(4, '\0') + '\1' + std::string(8, '\0') + std::string(4, '\xff');
+  EXPECT_FALSE(wire::decode_request(counts));  // 4 billion headers in 0 bytes
+  wire::Reply r{wire::ReplyStatus::kCompileFailure, "", "log", "what"};
+  auto rb = wire::decode_reply(wire::encode(r));
+  ASSERT_TRUE(rb);
+  EXPECT_EQ(rb->status, wire::ReplyStatus::kCompileFailure);
+  EXPECT_EQ(rb->log, "log");
+  EXPECT_EQ(rb->message, "what");
+  std::string bad_status = wire::encode(r);
+  bad_status[1] = 9;
+  EXPECT_FALSE(wire::decode_reply(bad_status));
+}
+
+}  // namespace
+}  // namespace alloy::cuda
