@@ -190,7 +190,7 @@ std::map<std::string, std::string> to_compile_options(nb::handle h) {
 struct CallCache {
   bool valid = false;
   bool busy = false;
-  uint64_t hits = 0;  // calls that took the cached conversion (tests read it)
+  uint64_t hits = 0;                    // calls that took the cached conversion (tests read it)
   KernelCall call;                      // stream unset (converted per call)
   std::vector<nb::object> dtypes;       // the output_dtypes items, compared by identity
   std::vector<nb::object> type_values;  // per template argument: its value if a Dtype, else None
