@@ -281,6 +281,40 @@ TEST(RuntimeCore, RepeatedCallsShareTheirPrimitiveAndOthersDoNot) {
   expect(o6, v8, 8, 1e-6);
 }
 
+// A call given its list of inputs (moved in, no copy of the list) behaves as one given a list it
+// only reads: same primitive for the same arguments, the caller's strided input still copied
+// to row-major where the kernel asks for it, the same values.
+TEST(RuntimeCore, MovedInputListGivesTheSameOutputs) {
+  auto k = scale_kernel();
+  KernelCall call;
+  call.output_shapes = {{8}};
+  call.output_dtypes = {float32};
+  call.grid = {8, 1, 1};
+  call.threadgroup = {4, 1, 1};
+  call.template_args = {{"T", float32}};
+  auto v = random_values(16, 7);
+  Array a = Array::from_doubles(v, {16}, float32, Device::cpu());
+  std::vector<Array> kept{a.reshape({8, 2})};
+  Array o1 = k(kept, call)[0];
+  std::vector<Array> moved{a.reshape({8, 2})};
+  Array o2 = k(std::move(moved), call)[0];
+  EXPECT_EQ(primitive_of(o1), primitive_of(o2));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].shape(), (Shape{8, 2}));  // the caller's list is left as it was
+  // A strided input (every other element): made row-contiguous in both forms.
+  Array strided = a.as_strided({8}, {2}, 0);
+  ASSERT_FALSE(strided.is_row_contiguous());
+  Array o3 = k(std::vector<Array>{strided}, call)[0];
+  Array o4 = k({strided}, call)[0];
+  auto r1 = o1.to_doubles(), r2 = o2.to_doubles(), r3 = o3.to_doubles(), r4 = o4.to_doubles();
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_NEAR(r1[i], v[i] * 2 + 1, 1e-6) << i;
+    EXPECT_EQ(r2[i], r1[i]) << i;
+    EXPECT_NEAR(r3[i], v[2 * i] * 2 + 1, 1e-6) << i;
+    EXPECT_EQ(r4[i], r3[i]) << i;
+  }
+}
+
 TEST(RuntimeCore, FailedEvaluationFailsOnceAndTheNextCallWorks) {
   auto bad = metal_kernel("broken", {"inp"}, {"out"}, "out[0] = inp[0] +;");
   Array a = Array::from_doubles({1, 2}, {2}, float32, Device::cpu());

@@ -70,6 +70,29 @@ TEST(Streams, DefaultAndNewStreams) {
   }
 }
 
+// Streams beyond the registry's lock-free table (its first 64) are found through the locked
+// list: work on them runs, waits for the work it reads and reports to synchronize.
+TEST(Streams, StreamsBeyondTheFirst64Work) {
+  std::vector<Stream> streams;
+  for (int i = 0; i < 70; ++i) streams.push_back(new_stream(Device::cpu()));
+  Stream late = streams.back();
+  ASSERT_GE(late.index, 64);
+  const size_t n = 1024;
+  auto va = random_values(n, 11), vb = random_values(n, 12);
+  Array a = Array::from_doubles(va, {static_cast<int64_t>(n)}, float32, Device::cpu());
+  Array b = Array::from_doubles(vb, {static_cast<int64_t>(n)}, float32, Device::cpu());
+  Array x = axpb(a, b, late);        // handed to the late stream's worker
+  Array y = axpb(x, b, streams[0]);  // a stream of the table, reading the late one's output
+  async_eval({y});
+  synchronize(late);
+  auto rx = axpb_ref(va, vb);
+  expect_values(y, axpb_ref(rx, vb));
+  Array z = axpb(a, b, late);  // evaluated on this thread (the late stream is idle)
+  z.eval();
+  expect_values(z, rx);
+  synchronize(late);
+}
+
 TEST(Streams, TwoCpuStreamsWithCrossDependencies) {
   const size_t n = 1 << 16;
   auto va = random_values(n, 1), vb = random_values(n, 2), vc = random_values(n, 3);

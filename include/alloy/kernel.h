@@ -110,6 +110,8 @@ class MetalKernel {
   /// Enqueues the kernel; returns its outputs (lazy). Throws std::invalid_argument for bad
   /// arguments, alloy::CompileError when the source does not compile.
   std::vector<Array> operator()(const std::vector<Array>& inputs, const KernelCall& call) const;
+  /// The same, taking the list of inputs over (a caller done with it saves its copy).
+  std::vector<Array> operator()(std::vector<Array>&& inputs, const KernelCall& call) const;
 
   /// MLX's positional C++ order: inputs, output_shapes, output_dtypes, grid, threadgroup, ...
   std::vector<Array> operator()(const std::vector<Array>& inputs,

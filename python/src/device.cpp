@@ -31,6 +31,9 @@ std::optional<Device> to_device(nb::handle h, const char* what) {
 }
 
 std::optional<Stream> to_stream(nb::handle h, const char* what) {
+  if (h.is_none()) return std::nullopt;
+  if (h.ptr() == g_cpu) return default_stream(Device::cpu());  // the call path's usual values
+  if (h.ptr() == g_gpu) return default_stream(Device::gpu());
   if (nb::isinstance<Stream>(h)) return nb::cast<Stream>(h);
   std::optional<Device> d = to_device(h, what);
   if (!d) return std::nullopt;

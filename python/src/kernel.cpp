@@ -111,7 +111,14 @@ std::vector<Array> to_inputs(nb::handle h) {
   if (!s.load(h)) bad_argument("inputs", "a list of arrays or scalars", h);
   std::vector<Array> inputs;
   inputs.reserve(s.size);
-  for (Py_ssize_t i = 0; i < s.size; ++i) inputs.push_back(as_input(s.items[i]));
+  static PyTypeObject* array_type = reinterpret_cast<PyTypeObject*>(nb::type<Array>().ptr());
+  for (Py_ssize_t i = 0; i < s.size; ++i) {
+    PyObject* item = s.items[i];
+    if (Py_TYPE(item) == array_type && nb::inst_ready(item))  // alloy.array: no type lookups
+      inputs.push_back(*nb::inst_ptr<Array>(item));
+    else
+      inputs.push_back(as_input(item));
+  }
   return inputs;
 }
 
@@ -174,6 +181,119 @@ std::map<std::string, std::string> to_compile_options(nb::handle h) {
   return options;
 }
 
+// The last call of a kernel object whose arguments were plain values (lists or tuples of Python
+// ints for the geometry, alloy.Dtype members, a float or None init_value), with their
+// conversion: a call whose arguments are equal reuses that KernelCall instead of converting
+// them again (a model calls one kernel with the same arguments at every step). Inputs and
+// `stream` are converted per call. Read and written with the GIL held; a call made while
+// another runs on the same object (a reentrant one) takes the general path.
+struct CallCache {
+  bool valid = false;
+  bool busy = false;
+  uint64_t hits = 0;                    // calls that took the cached conversion (tests read it)
+  KernelCall call;                      // stream unset (converted per call)
+  std::vector<nb::object> dtypes;       // the output_dtypes items, compared by identity
+  std::vector<nb::object> type_values;  // per template argument: its value if a Dtype, else None
+
+  static bool exact_int(PyObject* p, int64_t want) {
+    if (!PyLong_CheckExact(p)) return false;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
+    return !overflow && v == want;
+  }
+  static bool exact_seq(PyObject* p, Py_ssize_t size) {
+    return (PyList_CheckExact(p) || PyTuple_CheckExact(p)) && PySequence_Fast_GET_SIZE(p) == size;
+  }
+  static bool same_dims(PyObject* p, const Dims& d) {
+    if (!exact_seq(p, 3)) return false;
+    PyObject** items = PySequence_Fast_ITEMS(p);
+    for (int i = 0; i < 3; ++i)
+      if (!exact_int(items[i], d[i])) return false;
+    return true;
+  }
+
+  /// Whether the call's arguments (none absent among the first five; absent optional ones null)
+  /// are those `call` was converted from.
+  bool matches(PyObject* const* v) const {
+    const auto& shapes = call.output_shapes;
+    if (!exact_seq(v[1], static_cast<Py_ssize_t>(shapes.size()))) return false;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      PyObject* s = PySequence_Fast_ITEMS(v[1])[i];
+      if (!exact_seq(s, static_cast<Py_ssize_t>(shapes[i].size()))) return false;
+      for (size_t d = 0; d < shapes[i].size(); ++d)
+        if (!exact_int(PySequence_Fast_ITEMS(s)[d], shapes[i][d])) return false;
+    }
+    if (!exact_seq(v[2], static_cast<Py_ssize_t>(dtypes.size()))) return false;
+    for (size_t i = 0; i < dtypes.size(); ++i)
+      if (PySequence_Fast_ITEMS(v[2])[i] != dtypes[i].ptr()) return false;
+    if (!same_dims(v[3], call.grid) || !same_dims(v[4], call.threadgroup)) return false;
+    const TemplateArgs& targs = call.template_args;
+    if (!v[5] || v[5] == Py_None) {
+      if (!targs.empty()) return false;
+    } else {
+      if (!exact_seq(v[5], static_cast<Py_ssize_t>(targs.size()))) return false;
+      for (size_t i = 0; i < targs.size(); ++i) {
+        PyObject* pair = PySequence_Fast_ITEMS(v[5])[i];
+        if (!exact_seq(pair, 2)) return false;
+        PyObject* name = PySequence_Fast_ITEMS(pair)[0];
+        PyObject* value = PySequence_Fast_ITEMS(pair)[1];
+        Py_ssize_t len = 0;
+        const char* utf8 =
+            PyUnicode_CheckExact(name) ? PyUnicode_AsUTF8AndSize(name, &len) : nullptr;
+        if (!utf8) {
+          PyErr_Clear();
+          return false;
+        }
+        if (std::string_view(utf8, static_cast<size_t>(len)) != targs[i].first) return false;
+        const auto& want = targs[i].second;
+        if (auto* b = std::get_if<bool>(&want)) {
+          if (value != (*b ? Py_True : Py_False)) return false;
+        } else if (auto* n = std::get_if<int>(&want)) {
+          if (!exact_int(value, *n)) return false;
+        } else if (value != type_values[i].ptr()) {
+          return false;
+        }
+      }
+    }
+    if (!v[6] || v[6] == Py_None) return !call.init_value;
+    return call.init_value && PyFloat_CheckExact(v[6]) &&
+           PyFloat_AS_DOUBLE(v[6]) == *call.init_value;
+  }
+
+  /// Remembers a call that was just converted (`converted`, from the arguments `v`), if its
+  /// arguments are plain values that matches() recognizes.
+  void remember(PyObject* const* v, const KernelCall& converted) {
+    valid = false;
+    if (converted.verbose || converted.grid_expr || converted.threadgroup_expr ||
+        !converted.output_shape_exprs.empty() || converted.device)
+      return;
+    call = converted;
+    call.stream.reset();
+    dtypes.clear();
+    type_values.clear();
+    if (!exact_seq(v[2], static_cast<Py_ssize_t>(call.output_dtypes.size()))) return;
+    for (size_t i = 0; i < call.output_dtypes.size(); ++i)
+      dtypes.push_back(nb::borrow(PySequence_Fast_ITEMS(v[2])[i]));
+    if (v[5] && v[5] != Py_None) {
+      if (!exact_seq(v[5], static_cast<Py_ssize_t>(call.template_args.size()))) return;
+      for (size_t i = 0; i < call.template_args.size(); ++i) {
+        PyObject* pair = PySequence_Fast_ITEMS(v[5])[i];
+        if (!exact_seq(pair, 2)) return;
+        type_values.push_back(std::holds_alternative<Dtype>(call.template_args[i].second)
+                                  ? nb::borrow(PySequence_Fast_ITEMS(pair)[1])
+                                  : nb::none());
+      }
+    }
+    valid = matches(v);  // only what the next call can be recognized by
+  }
+};
+
+// The Python object of a kernel: the kernel and its call cache.
+struct PyKernel : MetalKernel {
+  explicit PyKernel(MetalKernel k) : MetalKernel(std::move(k)) {}
+  CallCache cache;
+};
+
 std::vector<Array> call_kernel(const MetalKernel& k, nb::handle inputs, nb::handle output_shapes,
                                nb::handle output_dtypes, nb::handle grid, nb::handle threadgroup,
                                nb::handle template_args, nb::handle init_value, bool verbose,
@@ -181,7 +301,38 @@ std::vector<Array> call_kernel(const MetalKernel& k, nb::handle inputs, nb::hand
   std::vector<Array> in = to_inputs(inputs);
   KernelCall call = to_call(in, output_shapes, output_dtypes, grid, threadgroup, template_args,
                             init_value, verbose, stream);
-  return k(in, call);
+  return k(std::move(in), call);
+}
+
+// A call through the type slot: the cached conversion when the arguments match it.
+std::vector<Array> call_cached(PyKernel& k, PyObject* const* v, bool verbose) {
+  CallCache& c = k.cache;
+#ifndef Py_GIL_DISABLED  // the cache relies on the GIL
+  if (!verbose && !c.busy) {
+    c.busy = true;
+    struct Busy {
+      bool& b;
+      ~Busy() { b = false; }
+    } busy{c.busy};
+    if (c.valid && c.matches(v)) {
+      ++c.hits;
+      std::vector<Array> in = to_inputs(v[0]);
+      c.call.stream = to_stream(v[8] ? nb::handle(v[8]) : nb::none());
+      return k(std::move(in), c.call);
+    }
+    std::vector<Array> in = to_inputs(v[0]);
+    nb::handle none = nb::none();
+    KernelCall call =
+        to_call(in, v[1], v[2], v[3], v[4], v[5] ? nb::handle(v[5]) : none,
+                v[6] ? nb::handle(v[6]) : none, verbose, v[8] ? nb::handle(v[8]) : none);
+    std::vector<Array> out = k(std::move(in), call);
+    c.remember(v, call);
+    return out;
+  }
+#endif
+  nb::handle none = nb::none();
+  return call_kernel(k, v[0], v[1], v[2], v[3], v[4], v[5] ? nb::handle(v[5]) : none,
+                     v[6] ? nb::handle(v[6]) : none, verbose, v[8] ? nb::handle(v[8]) : none);
 }
 
 // The keywords of a call, in call_kernel's order; the first five are required.
@@ -234,11 +385,7 @@ PyObject* kernel_call_slot(PyObject* self, PyObject* args, PyObject* kwargs) {
       if (truth < 0) throw nb::python_error();
       verbose = truth == 1;
     }
-    const MetalKernel& k = *nb::inst_ptr<MetalKernel>(self);
-    nb::handle none = nb::none();
-    std::vector<Array> out = call_kernel(
-        k, value[0], value[1], value[2], value[3], value[4], value[5] ? nb::handle(value[5]) : none,
-        value[6] ? nb::handle(value[6]) : none, verbose, value[8] ? nb::handle(value[8]) : none);
+    std::vector<Array> out = call_cached(*nb::inst_ptr<PyKernel>(self), value, verbose);
     return nb::cast(std::move(out)).release().ptr();
   } catch (...) {
     set_python_error(std::current_exception());
@@ -312,25 +459,33 @@ Example:
 }  // namespace
 
 void init_kernel(nb::module_& m) {
-  nb::class_<MetalKernel> cls(m, "MetalKernel",
-                              "A kernel made by alloy.metal_kernel(); call it to run it.");
-  cls.def("__call__", &call_kernel, nb::kw_only(), nb::arg("inputs"), nb::arg("output_shapes"),
-          nb::arg("output_dtypes"), nb::arg("grid"), nb::arg("threadgroup"),
-          nb::arg("template") = nb::none(), nb::arg("init_value") = nb::none(),
-          nb::arg("verbose") = false, nb::arg("stream") = nb::none(),
-          nb::sig("def __call__(self, *, inputs: Sequence[object], "
-                  "output_shapes: Sequence[Sequence[int | ShapeExpr]] | Callable, "
-                  "output_dtypes: Sequence[Dtype], "
-                  "grid: tuple[int | ShapeExpr, int | ShapeExpr, int | ShapeExpr] | Callable, "
-                  "threadgroup: tuple[int | ShapeExpr, int | ShapeExpr, int | ShapeExpr] | "
-                  "Callable, "
-                  "template: Sequence[tuple[str, bool | int | Dtype]] | None = None, "
-                  "init_value: float | None = None, verbose: bool = False, "
-                  "stream: Stream | Device | DeviceType | None = None) -> list[array]"),
-          kCallDoc)
+  nb::class_<PyKernel> cls(m, "MetalKernel",
+                           "A kernel made by alloy.metal_kernel(); call it to run it.");
+  cls.def(
+         "__call__",
+         [](const PyKernel& k, nb::handle inputs, nb::handle output_shapes,
+            nb::handle output_dtypes, nb::handle grid, nb::handle threadgroup,
+            nb::handle template_args, nb::handle init_value, bool verbose, nb::handle stream) {
+           return call_kernel(k, inputs, output_shapes, output_dtypes, grid, threadgroup,
+                              template_args, init_value, verbose, stream);
+         },
+         nb::kw_only(), nb::arg("inputs"), nb::arg("output_shapes"), nb::arg("output_dtypes"),
+         nb::arg("grid"), nb::arg("threadgroup"), nb::arg("template") = nb::none(),
+         nb::arg("init_value") = nb::none(), nb::arg("verbose") = false,
+         nb::arg("stream") = nb::none(),
+         nb::sig("def __call__(self, *, inputs: Sequence[object], "
+                 "output_shapes: Sequence[Sequence[int | ShapeExpr]] | Callable, "
+                 "output_dtypes: Sequence[Dtype], "
+                 "grid: tuple[int | ShapeExpr, int | ShapeExpr, int | ShapeExpr] | Callable, "
+                 "threadgroup: tuple[int | ShapeExpr, int | ShapeExpr, int | ShapeExpr] | "
+                 "Callable, "
+                 "template: Sequence[tuple[str, bool | int | Dtype]] | None = None, "
+                 "init_value: float | None = None, verbose: bool = False, "
+                 "stream: Stream | Device | DeviceType | None = None) -> list[array]"),
+         kCallDoc)
       .def(
           "metal_source",
-          [](const MetalKernel& k, nb::handle inputs, nb::handle output_dtypes,
+          [](const PyKernel& k, nb::handle inputs, nb::handle output_dtypes,
              nb::handle template_args) {
             std::vector<Array> in = to_inputs(inputs);
             nb::list shapes;
@@ -349,29 +504,31 @@ void init_kernel(nb::module_& m) {
           "The Metal source (identical to MLX's) that a call with these inputs, output dtypes "
           "and template arguments compiles; what verbose=True prints.")
       .def_prop_ro(
-          "name", [](const MetalKernel& k) { return k.spec().name; }, "The kernel's name.")
+          "name", [](const PyKernel& k) { return k.spec().name; }, "The kernel's name.")
       .def_prop_ro(
-          "input_names", [](const MetalKernel& k) { return k.spec().input_names; },
+          "input_names", [](const PyKernel& k) { return k.spec().input_names; },
           "Parameter names of the inputs.")
       .def_prop_ro(
-          "output_names", [](const MetalKernel& k) { return k.spec().output_names; },
+          "output_names", [](const PyKernel& k) { return k.spec().output_names; },
           "Parameter names of the outputs.")
       .def_prop_ro(
-          "source", [](const MetalKernel& k) { return k.spec().source; }, "The kernel body.")
+          "source", [](const PyKernel& k) { return k.spec().source; }, "The kernel body.")
       .def_prop_ro(
-          "header", [](const MetalKernel& k) { return k.spec().header; }, "The header.")
+          "header", [](const PyKernel& k) { return k.spec().header; }, "The header.")
       .def_prop_ro(
-          "ensure_row_contiguous",
-          [](const MetalKernel& k) { return k.spec().ensure_row_contiguous; },
+          "ensure_row_contiguous", [](const PyKernel& k) { return k.spec().ensure_row_contiguous; },
           "Whether strided inputs are made row-contiguous first.")
       .def_prop_ro(
-          "atomic_outputs", [](const MetalKernel& k) { return k.spec().atomic_outputs; },
+          "atomic_outputs", [](const PyKernel& k) { return k.spec().atomic_outputs; },
           "Whether the outputs are atomic.")
       .def_prop_ro(
-          "robust", [](const MetalKernel& k) { return k.spec().robust; },
+          "robust", [](const PyKernel& k) { return k.spec().robust; },
           "Whether buffer accesses are bounds-checked (robust mode).")
+      .def_prop_ro(
+          "_call_cache_hits", [](const PyKernel& k) { return k.cache.hits; },
+          "How many calls reused the conversion of the previous call's arguments (for tests).")
       .def("__repr__",
-           [](const MetalKernel& k) { return "MetalKernel(name='" + k.spec().name + "')"; });
+           [](const PyKernel& k) { return "MetalKernel(name='" + k.spec().name + "')"; });
   // Set after the `__call__` attribute (defining an attribute resets the slot).
   reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_call = kernel_call_slot;
 
@@ -381,8 +538,9 @@ void init_kernel(nb::module_& m) {
          const std::vector<std::string>& output_names, const std::string& source,
          const std::string& header, bool ensure_row_contiguous, bool atomic_outputs,
          nb::handle compile_options, bool robust) {
-        return metal_kernel(name, input_names, output_names, source, header, ensure_row_contiguous,
-                            atomic_outputs, to_compile_options(compile_options), robust);
+        return PyKernel(metal_kernel(name, input_names, output_names, source, header,
+                                     ensure_row_contiguous, atomic_outputs,
+                                     to_compile_options(compile_options), robust));
       },
       nb::arg("name"), nb::arg("input_names"), nb::arg("output_names"), nb::arg("source"),
       nb::arg("header") = "", nb::arg("ensure_row_contiguous") = true,

@@ -473,3 +473,99 @@ def test_indexing_is_a_lazy_view():
     np.testing.assert_array_equal(np.asarray(v), x[::-2, 1:4])
     np.testing.assert_array_equal(np.asarray(a[2]), x[2])
     np.testing.assert_array_equal(np.asarray(a[None, ..., 3]), x[None, ..., 3])
+
+
+# ---- the call cache (python/src/kernel.cpp: CallCache) ----------------------------------------
+
+
+def test_repeated_call_reuses_its_conversion_and_changes_fall_back(rng):
+    """A call with the same plain arguments as the previous one reuses their conversion; every
+    argument that changes the result (shapes, dtypes, grid, threadgroup, template, init_value,
+    stream) is noticed, and the call is converted again, with the right result."""
+    k = alloy.metal_kernel(name="cache_scale", input_names=["inp", "n"], output_names=["out"],
+                           source="""
+        uint i = thread_position_in_grid.x;
+        if (i < n) out[i] = static_cast<U>(inp[i] * T(S) + T(1));""")
+    x = rng.uniform(-1, 1, 64).astype(np.float32)
+    a = alloy.array(x, device=alloy.cpu)
+
+    def call(n=16, grid=None, tg=(8, 1, 1), out_dtype=alloy.float32, t=alloy.float32, s=2,
+             init=None, stream=alloy.cpu, shapes=None):
+        kw = {} if init is None else {"init_value": init}
+        return k(inputs=[a, n], grid=grid or (n, 1, 1), threadgroup=tg,
+                 output_shapes=shapes or [(n,)], output_dtypes=[out_dtype],
+                 template=[("T", t), ("U", out_dtype), ("S", s)], stream=stream, **kw)[0]
+
+    def expect(out, n=16, s=2, size=None, init=None):
+        got = np.asarray(out).astype(np.float64)
+        ref = x[:n].astype(np.float64) * s + 1
+        if size is not None and size > n:
+            ref = np.concatenate([ref, np.full(size - n, init)])
+        np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3)
+
+    expect(call())
+    hits = k._call_cache_hits
+    expect(call())
+    expect(call())
+    assert k._call_cache_hits == hits + 2  # the same arguments: the cached conversion
+    hits = k._call_cache_hits
+    expect(call(n=32), n=32)  # other output shape and grid
+    assert k._call_cache_hits == hits
+    expect(call(n=32), n=32)
+    assert k._call_cache_hits == hits + 1
+    hits = k._call_cache_hits
+    expect(call(s=3), s=3)  # template int
+    assert k._call_cache_hits == hits
+    out = call(out_dtype=alloy.float16, s=3)  # output dtype (and the template that follows it)
+    assert out.dtype == alloy.float16
+    expect(out, s=3)
+    assert k._call_cache_hits == hits
+    out = call(init=7.0, shapes=[(20,)])  # init_value and a larger output
+    expect(out, size=20, init=7.0)
+    assert k._call_cache_hits == hits
+    out = call(init=5.0, shapes=[(20,)])  # only the init value differs
+    expect(out, size=20, init=5.0)
+    assert k._call_cache_hits == hits
+    expect(call(tg=(4, 1, 1)))  # threadgroup
+    assert k._call_cache_hits == hits
+    expect(call(tg=(4, 1, 1), stream=None))  # stream: converted per call, still cached
+    assert k._call_cache_hits == hits + 1
+    s = alloy.new_stream(alloy.cpu)
+    expect(call(tg=(4, 1, 1), stream=s))
+    assert k._call_cache_hits == hits + 2
+    # Values that look equal but are not plain Python ints/lists take the general path.
+    hits = k._call_cache_hits
+    expect(call(tg=(np.int64(4), 1, 1)))
+    expect(call(tg=[4, 1, 1]))  # a list: plain, converted once then cached
+    expect(call(tg=[4, 1, 1]))
+    assert k._call_cache_hits == hits + 1
+    # A callable geometry is never cached.
+    hits = k._call_cache_hits
+    for _ in range(2):
+        out = k(inputs=[a, 16], grid=lambda shapes: (16, 1, 1), threadgroup=(8, 1, 1),
+                output_shapes=[(16,)], output_dtypes=[alloy.float32],
+                template=[("T", alloy.float32), ("U", alloy.float32), ("S", 2)],
+                stream=alloy.cpu)[0]
+        expect(out)
+    assert k._call_cache_hits == hits
+
+
+def test_cached_call_still_validates_its_inputs(rng):
+    """The cache holds the arguments' conversion, not the inputs: new inputs of another dtype or
+    shape, or an invalid input, are handled as without it."""
+    k = alloy.metal_kernel(name="cache_copy", input_names=["inp"], output_names=["out"],
+                           source="uint i = thread_position_in_grid.x; out[i] = inp[i];")
+    kw = dict(grid=(8, 1, 1), threadgroup=(8, 1, 1), output_shapes=[(8,)],
+              output_dtypes=[alloy.float32], stream=alloy.cpu)
+    x = rng.uniform(-1, 1, 8).astype(np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(k(inputs=[x], **kw)[0]), x)
+    hits = k._call_cache_hits
+    y = np.arange(8, dtype=np.int32)
+    np.testing.assert_array_equal(np.asarray(k(inputs=[y], **kw)[0]), y.astype(np.float32))
+    assert k._call_cache_hits == hits + 1  # same arguments, other input dtype
+    with pytest.raises(TypeError):
+        k(inputs=[x], unknown=1, **kw)
+    with pytest.raises((TypeError, ValueError)):
+        k(inputs=[object()], **kw)
+    np.testing.assert_array_equal(np.asarray(k(inputs=[x], **kw)[0]), x)

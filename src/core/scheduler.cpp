@@ -81,11 +81,11 @@ struct StreamState {
   bool busy = false;         // the worker runs a task
   pid_t worker_pid = 0;      // the process whose worker thread serves the queue
   std::exception_ptr error;  // first failure of queued work since the last synchronize
+  // Tasks queued or running (changed under `mu`, read without it: idle() per evaluation). The
+  // worker lowers it after a task's effects (release), idle() reads it with acquire.
+  std::atomic<int64_t> outstanding{0};
 
-  bool idle() {
-    std::lock_guard lock(mu);
-    return queue.empty() && !busy;
-  }
+  bool idle() const { return outstanding.load(std::memory_order_acquire) == 0; }
 
   void submit(std::function<void()> task) {
     std::lock_guard lock(mu);
@@ -94,9 +94,11 @@ struct StreamState {
       worker_pid = ::getpid();
       queue.clear();
       busy = false;
+      outstanding.store(0, std::memory_order_relaxed);
       std::thread([this] { work(); }).detach();
     }
     queue.push_back(std::move(task));
+    outstanding.fetch_add(1, std::memory_order_relaxed);
     cv.notify_all();
   }
 
@@ -112,6 +114,7 @@ struct StreamState {
       task();  // never throws: failures are recorded by the task
       lock.lock();
       busy = false;
+      outstanding.fetch_sub(1, std::memory_order_release);
       cv.notify_all();
     }
   }
@@ -133,6 +136,10 @@ struct StreamState {
 struct Registry {
   std::mutex mu;
   std::vector<std::unique_ptr<StreamState>> streams;  // by index
+  // The first streams again, read without the lock (state_of per evaluation): set once when a
+  // stream is added, never cleared (streams live until exit).
+  static constexpr int kFast = 64;
+  std::atomic<StreamState*> fast[kFast] = {};
   // Per device: the CPU at 0, GPU i at 1 + i (slot()); -1 until first asked for.
   std::atomic<int> default_index[1 + kMaxGpus];
   Registry() {
@@ -169,6 +176,12 @@ void check_device(Device d, const char* api) {
   }
 }
 
+// Makes a stream just added (under the registry's lock) visible to state_of's lock-free read.
+void publish(Registry& r, StreamState& st) {
+  if (st.stream.index < Registry::kFast)
+    r.fast[st.stream.index].store(&st, std::memory_order_release);
+}
+
 Stream add_stream(Device d, void* gpu) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
@@ -176,11 +189,16 @@ Stream add_stream(Device d, void* gpu) {
   st->stream = Stream(static_cast<int>(r.streams.size()), d);
   st->gpu = gpu;
   r.streams.push_back(std::move(st));
+  publish(r, *r.streams.back());
   return r.streams.back()->stream;
 }
 
 StreamState& state_of(const Stream& s) {
   Registry& r = registry();
+  if (s.index >= 0 && s.index < Registry::kFast)
+    if (StreamState* st = r.fast[s.index].load(std::memory_order_acquire);
+        st && st->stream.device == s.device)
+      return *st;
   std::lock_guard lock(r.mu);
   if (s.index < 0 || s.index >= static_cast<int>(r.streams.size()) ||
       r.streams[s.index]->stream.device != s.device)
@@ -480,6 +498,7 @@ Stream default_stream(Device device) {
   auto st = std::make_unique<StreamState>();
   st->stream = Stream(static_cast<int>(r.streams.size()), device);
   r.streams.push_back(std::move(st));
+  publish(r, *r.streams.back());
   r.default_index[slot(device)].store(r.streams.back()->stream.index, std::memory_order_release);
   return r.streams.back()->stream;
 }

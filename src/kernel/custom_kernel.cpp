@@ -758,6 +758,11 @@ std::string MetalKernel::metal_source(const std::vector<Array>& inputs,
 
 std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
                                            const KernelCall& call) const {
+  return (*this)(std::vector<Array>(inputs), call);
+}
+
+std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
+                                           const KernelCall& call) const {
   const KernelSpec& spec = *spec_;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].valid())
@@ -785,31 +790,16 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
           "[metal_kernel] float64 inputs are not supported on the GPU "
           "(Metal has no double)");
   }
-  // Geometry: numbers, or expressions of the input shapes (kept as such in the primitive).
-  DimsExpr grid = call.grid_expr ? *call.grid_expr : kernel::constant_dims(call.grid);
-  DimsExpr tg =
-      call.threadgroup_expr ? *call.threadgroup_expr : kernel::constant_dims(call.threadgroup);
-  std::vector<std::vector<ShapeExpr>> shapes;
-  if (!call.output_shape_exprs.empty()) {
-    if (call.output_shape_exprs.size() != spec.output_names.size())
-      throw std::invalid_argument(fmt::format(
-          "[metal_kernel] Expected `output_shape_exprs` to have size {} but got size {}.\n",
-          spec.output_names.size(), call.output_shape_exprs.size()));
-    shapes = call.output_shape_exprs;
-  } else {
-    for (auto& s : call.output_shapes) shapes.emplace_back(s.begin(), s.end());
-  }
   // Inputs live on the kernel's device, except small row-contiguous host arrays (scalars such as
   // Python floats) bound to a GPU kernel: their bytes go with the launch (bind_gpu_call). Copies
   // to row-major and device moves are lazy graph nodes.
-  std::vector<Array> in;
-  in.reserve(inputs.size());
-  for (auto& a : inputs) {
+  // (In place: the list is this call's own, and becomes the pending op's.)
+  std::vector<Array>& in = inputs;
+  for (auto& a : in) {
     bool travels = dev.type == Device::Type::gpu && a.device().type == Device::Type::cpu &&
                    a.size() < 8 && a.is_row_contiguous();
-    Array x = a.device() == dev || travels ? a : a.to(dev);
-    if (spec.ensure_row_contiguous && !x.is_row_contiguous()) x = x.contiguous();
-    in.push_back(std::move(x));
+    if (a.device() != dev && !travels) a = a.to(dev);
+    if (spec.ensure_row_contiguous && !a.is_row_contiguous()) a = a.contiguous();
   }
   bool plain =
       !call.grid_expr && !call.threadgroup_expr && call.output_shape_exprs.empty() && !call.verbose;
@@ -829,6 +819,20 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
       return make_pending(std::move(prim), std::move(in), std::move(out_shapes), call.output_dtypes,
                           call.stream ? *call.stream : default_stream(dev));
     }
+  }
+  // Geometry: numbers, or expressions of the input shapes (kept as such in the primitive).
+  DimsExpr grid = call.grid_expr ? *call.grid_expr : kernel::constant_dims(call.grid);
+  DimsExpr tg =
+      call.threadgroup_expr ? *call.threadgroup_expr : kernel::constant_dims(call.threadgroup);
+  std::vector<std::vector<ShapeExpr>> shapes;
+  if (!call.output_shape_exprs.empty()) {
+    if (call.output_shape_exprs.size() != spec.output_names.size())
+      throw std::invalid_argument(fmt::format(
+          "[metal_kernel] Expected `output_shape_exprs` to have size {} but got size {}.\n",
+          spec.output_names.size(), call.output_shape_exprs.size()));
+    shapes = call.output_shape_exprs;
+  } else {
+    for (auto& s : call.output_shapes) shapes.emplace_back(s.begin(), s.end());
   }
   // The generated source for these inputs (cached by content): argument errors (input count,
   // name clashes, template arguments) surface at the call.
