@@ -339,6 +339,57 @@ ALLOY_FN void cpu_region(alloy_split::state& s, const unsigned char* m, F&& f) {
     }
   }
 }
+
+/// Split mode: a versioned region (msl/regions.cpp). `far(t)` evaluates, for the first thread
+/// of a row of the group (x = 0), the subscripts of the region's buffer accesses that depend on
+/// the thread, and says whether one of them is a 32-bit unsigned value above 2^31 - 1
+/// (alloy_split::index_far). Where none is, the row runs `fast`, the same statements, in a loop
+/// that tells g++ so (`if (far(t)) __builtin_unreachable();`, loop-invariant): then `C + lid.x`
+/// with C below 2^31 and lid.x below 1024 cannot wrap, and g++ emits contiguous vector loads
+/// instead of an element-by-element gather (it does no runtime wrap versioning itself). Rows
+/// where one is, and masked regions or groups where a thread has returned, run `slow`, the
+/// region as before. Both copies compute the same values (Metal's uint arithmetic, wrapping
+/// where it wraps): the fact given to g++ is checked before it is used.
+template <class C, class F, class G>
+ALLOY_FN void cpu_region_v(alloy_split::state& s, const unsigned char* m, C&& far, F&& fast,
+                           G&& slow) {
+  if (m || s.any_dead) {
+    cpu_region(s, m, slow);
+    return;
+  }
+  thread_ids t = cpu_ids(s.L, s.g, 0, 0, 0);
+  const u32 nx = t.gsize[0], ny = t.gsize[1], nz = t.gsize[2];
+  if (nx > 1024u || ny > 1024u || nz > 1024u) __builtin_unreachable();
+  for (u32 z = 0; z < nz; ++z) {
+    for (u32 y = 0; y < ny; ++y) {
+      t.local[1] = y;
+      t.local[2] = z;
+      const unsigned long long row = (unsigned long long)nx * (y + (unsigned long long)ny * z);
+      t.li = row;
+      t.lid = static_cast<u32>(row);
+      if (far(t)) {
+#pragma GCC ivdep
+        for (u32 x = 0; x < nx; ++x) {
+          thread_ids u = t;
+          u.local[0] = x;
+          u.li = row + x;
+          u.lid = static_cast<u32>(u.li);
+          slow(u);
+        }
+        continue;
+      }
+#pragma GCC ivdep
+      for (u32 x = 0; x < nx; ++x) {
+        if (far(t)) __builtin_unreachable();
+        thread_ids u = t;
+        u.local[0] = x;
+        u.li = row + x;
+        u.lid = static_cast<u32>(u.li);
+        fast(u);
+      }
+    }
+  }
+}
 #endif
 
 #if defined(ALLOY_TARGET_CUDA)
