@@ -596,6 +596,7 @@ kernel void k(device const float* x [[buffer(0)]], device const uint* off [[buff
       << tr.code;
   EXPECT_NE(tr.code.find("::alloy_split::index_far((o + gy * 8u + lx) ^ 1u)"), std::string::npos);
   EXPECT_NE(tr.code.find("::alloy_split::index_far(gy * w + gx)"), std::string::npos);
+  EXPECT_NE(tr.code.find("::alloy_split::index_part(gy * w"), std::string::npos);
 
   auto k = metal_kernel("split_versioned", {"x", "off"}, {"out"}, body);
   constexpr int64_t w = 40, h = 12, nxs = 2048;

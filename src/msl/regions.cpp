@@ -151,7 +151,7 @@ class Splitter {
   };
   std::set<std::string, std::less<>> remat_names_;
   std::set<size_t> decl_pos_;  // tokens that declare a name (prepare's superset)
-  static constexpr size_t kMaxVersionedSubscripts = 8;
+  static constexpr size_t kMaxVersionedSubscripts = 16;
   std::set<std::string, std::less<>> constexpr_names_;  // `constexpr T name = ...` in the body
   bool flat_text_ = false;                              // region_text on one line
   std::set<std::string, std::less<>> array_names_;      // local arrays declared so far
@@ -1045,8 +1045,9 @@ class Splitter {
   // consecutive elements and loads them one by one. For each subscript of a buffer parameter in
   // [it.s, it.e) that depends on the thread and that the region's header can evaluate (pure,
   // names visible where the region starts: thread attributes, recomputed declarations of earlier
-  // regions, uniform names and parameters; no subscript, shift or call inside), its text goes to
-  // rg_.far; the statement also goes, on one line, to rg_.fast. close_region emits both copies.
+  // regions, uniform names and parameters; no subscript, shift or call inside), its check goes
+  // to rg_.far (index_far of the subscript, index_part of each term of a top-level sum); the
+  // statement also goes, on one line, to rg_.fast. close_region emits both copies.
   void version_stmt(const Item& it) {
     for (size_t i = it.s; i < it.e; ++i)
       if (toks_[i].kind == TokKind::preproc) {
@@ -1091,8 +1092,34 @@ class Splitter {
         if (uniform_.count(n)) return true;
         return !locals_.count(n) && is_uniform_name(n);
       };
-      if (simple && pure(i + 1, close, visible, true, nullptr) && thread)
-        rg_.far.push_back(flat(i + 1, close));
+      if (simple && pure(i + 1, close, visible, true, nullptr) && thread) {
+        auto add = [&](const std::string& c) {
+          if (std::find(rg_.far.begin(), rg_.far.end(), c) == rg_.far.end()) rg_.far.push_back(c);
+        };
+        add(fmt::format("::alloy_split::index_far({})", flat(i + 1, close)));
+        // Each term of a top-level sum, where nothing binds looser than `+` at that level.
+        std::vector<size_t> plus;
+        bool sum = true;
+        int depth = 0;
+        for (size_t j = i + 1; j < close; ++j) {
+          const Token& t = toks_[j];
+          if (t.is("(") || t.is("[")) ++depth;
+          if (t.is(")") || t.is("]")) --depth;
+          if (depth != 0 || t.kind != TokKind::punct) continue;
+          if (t.is("+"))
+            plus.push_back(j);
+          else if (!(t.is("*") || t.is("/") || t.is("%") || t.is(".") || t.is(")") || t.is("]")))
+            sum = false;
+        }
+        if (sum && !plus.empty()) {
+          plus.push_back(close);
+          size_t from = i + 1;
+          for (size_t j : plus) {
+            if (next(from, j) < j) add(fmt::format("::alloy_split::index_part({})", flat(from, j)));
+            from = j + 1;
+          }
+        }
+      }
       i = close;
     }
   }
@@ -1195,7 +1222,7 @@ class Splitter {
       // Versioned (version_stmt, alloy_entry::cpu_region_v): the check, the copy run where it
       // holds (on one line), then the region as it was.
       std::string far = "false";
-      for (auto& f : r.far) far += fmt::format(" | ::alloy_split::index_far({})", f);
+      for (auto& f : r.far) far += " | " + f;
       code += fmt::format(
           "::alloy_entry::cpu_region_v(alloy_S, {0}, [&](const ::alloy_entry::thread_ids& "
           "alloy_t) ALLOY_CPU_INLINE_LAMBDA -> bool {{ {1}{2} return {3}; }}, [&](const "

@@ -212,6 +212,16 @@ ALLOY_FN bool index_far(T) {
 ALLOY_FN bool index_far(unsigned int v) {
   return v > 0x7fffffffu;
 }
+// The same for one term of a subscript's top-level sum (`(t + ly) * n` of
+// `(t + ly) * n + gid.x`): g++ proves `S + (G + x)` contiguous from the ranges of S and G, not
+// from that of their sum, which the subscript never computes as such.
+template <class T>
+ALLOY_FN bool index_part(T) {
+  return false;
+}
+ALLOY_FN bool index_part(unsigned int v) {
+  return v > 0x3fffffffu;
+}
 
 struct state {
   const alloy_cpu_launch* L;
