@@ -259,51 +259,12 @@ TEST(CpuVectorLoops, IdsOfPartialThreeDimensionalGroups) {
       }
 }
 
-// Loop-mode kernels run a chunk of groups per library call (alloy_groups_<i>,
-// prelude/entry.h cpu_for_each_group; 16384 threads a chunk, and the thread pool splits the
-// range anywhere): each group must still see its own position, partial size and linear ids.
-// 8x2x2 groups over a 1001x7x5 grid are partial in every dimension, and the 1512 groups make
-// several chunks.
-TEST(CpuVectorLoops, SeveralGroupsPerEntryCall) {
-  const int gx = 1001, gy = 7, gz = 5;
-  auto k = metal_kernel("groups_per_call", {"inp"}, {"pos", "ids"}, R"(
-    uint3 p = thread_position_in_grid;
-    uint3 g = threadgroup_position_in_grid;
-    uint3 s = threads_per_threadgroup;
-    uint idx = (p.z * 7 + p.y) * 1001 + p.x;
-    pos[idx] = inp[0] + g.x + 1000u * (g.y + 10u * g.z) + 100000000u * threadgroups_per_grid.y;
-    ids[idx] = thread_index_in_threadgroup + 100u * (s.x + 10u * s.y + 100u * s.z);
-  )");
-  KernelCall call;
-  call.output_shapes = {{gx * gy * gz}, {gx * gy * gz}};
-  call.output_dtypes = {uint32, uint32};
-  call.grid = {gx, gy, gz};
-  call.threadgroup = {8, 2, 2};
-  call.init_value = 0x5A5A5A5A;
-  call.device = Device::cpu();
-  auto in = Array::from_vector(std::vector<uint32_t>{3}, {1}, uint32, Device::cpu());
-  // Twice: the second call runs the cached library, with the pool splitting the range afresh.
-  for (int rep = 0; rep < 2; ++rep) {
-    auto outs = k({in}, call);
-    auto pos = outs[0].to_vector<uint32_t>(), ids = outs[1].to_vector<uint32_t>();
-    for (int z = 0; z < gz; ++z)
-      for (int y = 0; y < gy; ++y)
-        for (int x = 0; x < gx; ++x) {
-          const uint32_t sx = std::min(8, gx - x / 8 * 8), sy = std::min(2, gy - y / 2 * 2),
-                         sz = std::min(2, gz - z / 2 * 2);
-          const uint32_t lid = ((z % 2) * sy + y % 2) * sx + x % 8;
-          const size_t i = (size_t(z) * gy + y) * gx + x;
-          ASSERT_EQ(pos[i], 3u + x / 8 + 1000u * (y / 2 + 10u * (z / 2)) + 100000000u * 4u)
-              << x << "," << y << "," << z;
-          ASSERT_EQ(ids[i], lid + 100u * (sx + 10u * sy + 100u * sz)) << x << "," << y << "," << z;
-        }
-  }
-}
-
-// A kernel that reads only its grid position (and grid-wide values) runs each x row of a chunk's
-// groups as one loop (msl/target.cpp merged_groups, cpu_for_each_run): every element exactly
-// once, with partial groups in each dimension, and a threadgroup array written and read back by
-// each thread.
+// A kernel that reads only its grid position (and grid-wide values) runs a chunk of groups per
+// library call (alloy_groups_<i>, 16384 threads a chunk; the thread pool splits the range
+// anywhere), each x row of them as one loop (msl/target.cpp merged_groups, cpu_for_each_run):
+// every element exactly once (the output starts at 7 and is added to), with 8x2x2 groups
+// partial in each dimension of a 1001x7x5 grid, 1512 groups in several chunks, and a
+// threadgroup array in the body.
 TEST(CpuVectorLoops, MergedGroupRunsCoverTheGrid) {
   const int gx = 1001, gy = 7, gz = 5;
   auto k = metal_kernel("merged_runs", {"inp"}, {"out"}, R"(

@@ -253,48 +253,8 @@ ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_gro
   }
 }
 
-/// Loop mode, several groups per call (alloy_groups_<i>, abi.h): groups [first, first + count) in
-/// linear order, x fastest. Each group's position, size and threadgroup-memory state are set in
-/// g exactly as the executor sets them for one alloy_group_<i> call (a fault report names
-/// g->group_pos: the running group), then its threads run as cpu_for_each_thread. Per group
-/// this leaves only the loop's own setup; the thread-local group pointer, the arguments and the
-/// executor's bookkeeping are paid once per call.
-template <class F>
-ALLOY_FN void cpu_for_each_group(const alloy_cpu_launch* L, alloy_cpu_group* g,
-                                 unsigned long long first, unsigned long long count, F&& f) {
-  const unsigned long long gx = L->groups[0], gxy = gx * L->groups[1];
-  u32 p[3] = {static_cast<u32>(first % gx), static_cast<u32>(first % gxy / gx),
-              static_cast<u32>(first / gxy)};
-  for (unsigned long long k = 0; k < count; ++k) {
-    u32 n = 1;
-    for (int d = 0; d < 3; ++d) {
-      // Partial groups at the grid's edges hold only the threads that exist.
-      const u32 start = p[d] * L->threadgroup[d];
-      const u32 size =
-          L->grid[d] - start < L->threadgroup[d] ? L->grid[d] - start : L->threadgroup[d];
-      g->group_pos[d] = p[d];
-      g->group_size[d] = size;
-      n *= size;
-    }
-    g->nthreads = n;
-    g->current = 0;
-    g->simd_live = 0;
-    if (g->tg_used) {  // threadgroup objects are allocated afresh in each group
-      g->tg_used = 0;
-      for (int s = 0; s < ALLOY_CPU_MAX_TG_SLOTS; ++s) g->tg_slots[s] = nullptr;
-    }
-    cpu_for_each_thread(L, g, f);
-    if (++p[0] == L->groups[0]) {
-      p[0] = 0;
-      if (++p[1] == L->groups[1]) {
-        p[1] = 0;
-        ++p[2];
-      }
-    }
-  }
-}
-
-/// Loop mode, several groups per call, for a kernel that reads no attribute of its group
+/// Loop mode, several groups per call (alloy_groups_<i>, abi.h), for a kernel that reads no
+/// attribute of its group
 /// (msl/target.cpp merged_groups: only thread_position_in_grid and grid-wide values; no
 /// threadgroup parameter; not robust mode): consecutive groups of one x row of groups run as one
 /// loop over their threads, row by row (y, z), so the loop's setup, its alias check and its last

@@ -148,7 +148,7 @@ struct Run {
   bool fiber_mode;
   const ExecOptions& opts;
   // Loop mode: chunks of up to `chunk` groups per call of the library's alloy_groups_<i>
-  // (prelude/entry.h cpu_for_each_group), about kChunkThreads threads each: the failure and
+  // (prelude/entry.h cpu_for_each_run), about kChunkThreads threads each: the failure and
   // interrupt checks run between chunks (a chunk of a simple kernel takes microseconds).
   alloy_cpu_groups_fn groups_fn;
   static constexpr uint64_t kChunkThreads = 16384;

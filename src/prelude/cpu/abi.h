@@ -6,10 +6,10 @@
 //       runs every thread of one threadgroup as a plain loop (kernels without barriers/simd ops);
 //   extern "C" ALLOY_CPU_EXPORT void alloy_groups_<i>(const alloy_cpu_launch*, alloy_cpu_group*,
 //                                                     uint64_t first, uint64_t count);
-//       loop mode only: runs groups [first, first + count) (linear index, x fastest) one after the
-//       other, setting each one's position and size in the group record as the runtime would;
-//       one call per chunk of groups instead of one per group (optional: the runtime falls back
-//       to alloy_group_<i> where a library lacks it);
+//       loop mode, kernels that cannot tell their threadgroup only (msl/target.cpp
+//       merged_groups): runs groups [first, first + count) (linear index, x fastest), each x row
+//       of them as one thread loop; one call per chunk of groups instead of one per group
+//       (optional: the runtime runs alloy_group_<i> per group where a library lacks it);
 //   extern "C" ALLOY_CPU_EXPORT void alloy_thread_<i>(const alloy_cpu_launch*, alloy_cpu_group*,
 //                                                     uint32_t lid);
 //       runs one thread (linear index lid in its group); the runtime gives each thread a fiber
