@@ -147,11 +147,15 @@ struct Run {
   alloy_cpu_thread_fn thread_fn;
   bool fiber_mode;
   const ExecOptions& opts;
-  // Loop mode: chunks of up to `chunk` groups per call of the library's alloy_groups_<i>
-  // (prelude/entry.h cpu_for_each_run), about kChunkThreads threads each: the failure and
-  // interrupt checks run between chunks (a chunk of a simple kernel takes microseconds).
+  // Loop mode: chunks of groups per call of the library's alloy_groups_<i> (prelude/entry.h
+  // cpu_for_each_run), up to `chunk` groups (about kChunkThreads threads). The failure and
+  // interrupt checks run between chunks, so a chunk must stay short whatever the kernel costs:
+  // each task starts with one group per call and doubles the chunk while a call takes under
+  // kChunkGrow, and halves it when one takes over kChunkShrink (a kernel that spins for
+  // milliseconds per group keeps one group per call and is stopped as promptly as before).
   alloy_cpu_groups_fn groups_fn;
   static constexpr uint64_t kChunkThreads = 16384;
+  static constexpr std::chrono::microseconds kChunkGrow{200}, kChunkShrink{2000};
   size_t chunk = 1;
   std::atomic<bool> failed{false};
   std::mutex mu;
@@ -303,15 +307,23 @@ struct Run {
         // The entry sets each group's position, size and threadgroup-memory state itself.
         g.tg_used = 0;
         std::memset(g.tg_slots, 0, sizeof g.tg_slots);
+        size_t size = 1;
+        auto t0 = std::chrono::steady_clock::now();
         for (size_t i = begin; i < end;) {
           if (failed.load(std::memory_order_relaxed)) return;
           poll_interrupt();
-          const size_t c = std::min(chunk, end - i);
+          const size_t c = std::min(size, end - i);
           w.chunk_first = i;
           w.chunk_count = c;
           groups_fn(&L, &g, i, c);
           w.chunk_count = 0;
           i += c;
+          const auto t1 = std::chrono::steady_clock::now();
+          if (t1 - t0 < kChunkGrow)
+            size = std::min(size * 2, chunk);
+          else if (t1 - t0 > kChunkShrink)
+            size = std::max<size_t>(size / 2, 1);
+          t0 = t1;
         }
         return;
       }
