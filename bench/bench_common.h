@@ -218,7 +218,7 @@ struct CpuDispatch {
     cpu::ExecOptions opts;
     opts.parallel = parallel;
     opts.kernel = dk.gen.kernel_name;
-    cpu::run(L, f->group, f->thread, f->fibers, opts);
+    cpu::run(L, f->group, f->thread, f->fibers, opts, f->groups);
   }
 };
 

@@ -554,4 +554,73 @@ kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)
              [&](auto& o) { expect_close(o[0], ref, 1e-5, 1e-5); });
 }
 
+// Versioned regions (regions.cpp version_stmt, alloy_entry::cpu_region_v): a region whose buffer
+// subscripts depend on the thread runs a copy in which g++ may take `C + lid.x` as contiguous
+// where the subscript's value at each row's first thread is below 2^31, and the region as
+// written elsewhere. Both must keep Metal's uint arithmetic: with `off` near UINT_MAX the
+// subscript wraps inside a row (rows of the slow copy, indices that come back in range), with
+// `off` = 0 every row takes the fast copy, with `off` = 2^31 + 5 none does. A thread returns
+// inside the versioned region (the fast copy's own exit), groups are partial in x, and the last
+// region runs after the return (masked: the slow copy).
+TEST(CpuSplit, VersionedRegionsWrapLikeMetal) {
+  const std::string body = R"MSL(
+    uint lx = thread_position_in_threadgroup.x;
+    uint ly = thread_position_in_threadgroup.y;
+    uint gx = thread_position_in_grid.x;
+    uint gy = thread_position_in_grid.y;
+    uint w = threads_per_grid.x;
+    uint o = off[0];
+    threadgroup float sh[4][32];
+    sh[ly][lx] = 0.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (gx == 37u && gy == 9u) { out[gy * w + gx] = -1.0f; return; }
+    if (o + gy * 8u + lx < 2048u) sh[ly][lx] = x[o + gy * 8u + lx] + 0.25f * x[(o + gy * 8u + lx) ^ 1u];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint nx = threads_per_threadgroup.x;
+    out[gy * w + gx] = sh[ly][lx] + 0.5f * sh[ly][(lx + 1) % nx];
+  )MSL";
+  alloy::msl::Translation tr;
+  const std::string lib_src = std::string(R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+kernel void k(device const float* x [[buffer(0)]], device const uint* off [[buffer(1)]],
+              device float* out [[buffer(2)]],
+              uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+              uint3 thread_position_in_grid [[thread_position_in_grid]],
+              uint3 threads_per_grid [[threads_per_grid]],
+              uint3 threads_per_threadgroup [[threads_per_threadgroup]]) {)MSL") +
+                              body + "}";
+  auto& e = translated(lib_src, alloy::msl::CpuSyncMode::split, tr);
+  ASSERT_TRUE(e.split) << e.sync_path;
+  EXPECT_NE(tr.code.find("::alloy_split::index_far(o + gy * 8u + lx)"), std::string::npos)
+      << tr.code;
+  EXPECT_NE(tr.code.find("::alloy_split::index_far((o + gy * 8u + lx) ^ 1u)"), std::string::npos);
+  EXPECT_NE(tr.code.find("::alloy_split::index_far(gy * w + gx)"), std::string::npos);
+  EXPECT_NE(tr.code.find("::alloy_split::index_part(gy * w"), std::string::npos);
+
+  auto k = metal_kernel("split_versioned", {"x", "off"}, {"out"}, body);
+  constexpr int64_t w = 40, h = 12, nxs = 2048;
+  auto x = random_array({nxs}, float32, -1, 1, 9111, Device::cpu());
+  auto xv = x.to_doubles();
+  for (uint32_t off : {0u, 0xffffffffu - 40u, 0x80000005u, 0xfffffff0u}) {
+    SCOPED_TRACE(off);
+    auto offa = Array::from_doubles({double(off)}, {1}, uint32, Device::cpu());
+    std::vector<double> ref(w * h);
+    auto sh = [&](int64_t gx, int64_t gy) -> double {
+      if (gx == 37 && gy == 9) return 0.0;
+      const uint32_t lx = uint32_t(gx % 32);
+      const uint32_t i = off + uint32_t(gy) * 8u + lx;
+      return i < 2048u ? xv[i] + 0.25 * xv[i ^ 1u] : 0.0;
+    };
+    for (int64_t gy = 0; gy < h; ++gy)
+      for (int64_t gx = 0; gx < w; ++gx) {
+        const int64_t base = gx / 32 * 32, nx = std::min<int64_t>(32, w - base);
+        ref[gy * w + gx] =
+            gx == 37 && gy == 9 ? -1.0 : sh(gx, gy) + 0.5 * sh(base + (gx - base + 1) % nx, gy);
+      }
+    run_kernel(k, {x, offa}, make_call({{w * h}}, {float32}, {w, h, 1}, {32, 4, 1}),
+               [&](auto& o) { expect_close(o[0], ref, 1e-6, 1e-6); });
+  }
+}
+
 }  // namespace

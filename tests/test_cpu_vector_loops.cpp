@@ -259,5 +259,40 @@ TEST(CpuVectorLoops, IdsOfPartialThreeDimensionalGroups) {
       }
 }
 
+// A kernel that reads only its grid position (and grid-wide values) runs a chunk of groups per
+// library call (alloy_groups_<i>, 16384 threads a chunk; the thread pool splits the range
+// anywhere), each x row of them as one loop (msl/target.cpp merged_groups, cpu_for_each_run):
+// every element exactly once (the output starts at 7 and is added to), with 8x2x2 groups
+// partial in each dimension of a 1001x7x5 grid, 1512 groups in several chunks, and a
+// threadgroup array in the body.
+TEST(CpuVectorLoops, MergedGroupRunsCoverTheGrid) {
+  const int gx = 1001, gy = 7, gz = 5;
+  auto k = metal_kernel("merged_runs", {"inp"}, {"out"}, R"(
+    uint3 p = thread_position_in_grid;
+    uint3 n = threads_per_grid;
+    threadgroup uint scratch[4];
+    uint idx = (p.z * n.y + p.y) * n.x + p.x;
+    scratch[0] = idx;
+    out[idx] += inp[0] + p.x + 1000u * (p.y + 10u * p.z) + 100000000u * threadgroups_per_grid.x;
+  )");
+  KernelCall call;
+  call.output_shapes = {{gx * gy * gz}};
+  call.output_dtypes = {uint32};
+  call.grid = {gx, gy, gz};
+  call.threadgroup = {8, 2, 2};
+  call.init_value = 7;
+  call.device = Device::cpu();
+  auto in = Array::from_vector(std::vector<uint32_t>{3}, {1}, uint32, Device::cpu());
+  for (int rep = 0; rep < 2; ++rep) {
+    auto out = k({in}, call)[0].to_vector<uint32_t>();
+    for (int z = 0; z < gz; ++z)
+      for (int y = 0; y < gy; ++y)
+        for (int x = 0; x < gx; ++x)
+          ASSERT_EQ(out[(size_t(z) * gy + y) * gx + x],
+                    7u + 3u + x + 1000u * (y + 10u * z) + 100000000u * 126u)
+              << x << "," << y << "," << z;
+  }
+}
+
 }  // namespace
 }  // namespace alloy

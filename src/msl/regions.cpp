@@ -150,6 +150,8 @@ class Splitter {
     std::set<std::string> deps;
   };
   std::set<std::string, std::less<>> remat_names_;
+  std::set<size_t> decl_pos_;  // tokens that declare a name (prepare's superset)
+  static constexpr size_t kMaxVersionedSubscripts = 16;
   std::set<std::string, std::less<>> constexpr_names_;  // `constexpr T name = ...` in the body
   bool flat_text_ = false;                              // region_text on one line
   std::set<std::string, std::less<>> array_names_;      // local arrays declared so far
@@ -180,6 +182,13 @@ class Splitter {
     // Typed per-thread values the region stores for a reduction after it: (slot, type
     // expression for the probe).
     std::vector<std::pair<int, std::string>> extra;
+    // Versioning (close_region, cpu_region_v): the statements again on one line, the region's
+    // first token, the thread-dependent subscripts of buffer accesses whose value at a row's
+    // first thread is checked. Only regions made of plain statements are versioned.
+    bool versionable = true;
+    size_t first = npos;
+    std::string fast;
+    std::vector<std::string> far;
   } rg_;
 
   [[noreturn]] void cannot(const std::string& why) const { throw Cannot{why}; }
@@ -303,6 +312,7 @@ class Splitter {
            toks_[n].is("(") || toks_[n].is("{") || toks_[n].is(":") || toks_[n].is(")")) &&
           !product_operand(p)) {
         locals_.insert(t.text);
+        decl_pos_.insert(i);
         // The other declarators of the same declaration (`int H = a, W = b, C = c;`): the
         // name after each comma at the declaration's own nesting level, up to its `;`.
         int depth = 0;
@@ -317,11 +327,16 @@ class Splitter {
           size_t d = next(j + 1, toks_.size());
           while (d < toks_.size() && (toks_[d].is("*") || toks_[d].is("&")))
             d = next(d + 1, toks_.size());
-          if (d < toks_.size() && toks_[d].kind == TokKind::ident) locals_.insert(toks_[d].text);
+          if (d < toks_.size() && toks_[d].kind == TokKind::ident) {
+            locals_.insert(toks_[d].text);
+            decl_pos_.insert(d);
+          }
         }
       }
-      if (toks_[p == npos ? 0 : p].is("auto") || (p != npos && toks_[p].is("auto")))
+      if (toks_[p == npos ? 0 : p].is("auto") || (p != npos && toks_[p].is("auto"))) {
         locals_.insert(t.text);
+        decl_pos_.insert(i);
+      }
     }
     for (auto& prm : params_) {
       if (assign_count(prm.name) == 0) continue;
@@ -1018,9 +1033,95 @@ class Splitter {
         remat_names_.insert(d.names[0]);
       }
     }
+    if (rg_.first == npos) rg_.first = it.b;
+    if (rg_.versionable) version_stmt(it);
     rg_.stmts += region_text(it.b, it.e, region_id_);
     region_idents(it.b, it.e);
     rg_.last = it.e;
+  }
+
+  // Versioned regions (2026-11-29): a buffer subscript such as `a[gid.y * K + t + lid.x]` is
+  // 32-bit unsigned arithmetic that may wrap, so g++ cannot tell that consecutive threads read
+  // consecutive elements and loads them one by one. For each subscript of a buffer parameter in
+  // [it.s, it.e) that depends on the thread and that the region's header can evaluate (pure,
+  // names visible where the region starts: thread attributes, recomputed declarations of earlier
+  // regions, uniform names and parameters; no subscript, shift or call inside), its check goes
+  // to rg_.far (index_far of the subscript, index_part of each term of a top-level sum); the
+  // statement also goes, on one line, to rg_.fast. close_region emits both copies.
+  void version_stmt(const Item& it) {
+    for (size_t i = it.s; i < it.e; ++i)
+      if (toks_[i].kind == TokKind::preproc) {
+        rg_.versionable = false;
+        return;
+      }
+    bool saved = flat_text_;
+    flat_text_ = true;
+    rg_.fast += region_text(it.b, it.e, region_id_);
+    flat_text_ = saved;
+    auto scope = in_scope();
+    for (size_t i = it.s; i < it.e; ++i) {
+      if (!toks_[i].is("[") || rg_.far.size() >= kMaxVersionedSubscripts) continue;
+      size_t p = prev(i);
+      if (p == npos || toks_[p].kind != TokKind::ident) continue;
+      bool buffer = false;
+      for (auto& prm : params_)
+        if (prm.kind == ParamKind::buffer && prm.is_pointer && prm.name == toks_[p].text)
+          buffer = true;
+      size_t pp = prev(p);
+      if (!buffer || (pp != npos && (toks_[pp].is(".") || toks_[pp].is("->")))) continue;
+      size_t close = match(i, it.e);
+      bool simple = true, thread = false;
+      for (size_t j = i + 1; j < close; ++j)
+        if (toks_[j].is("[") || toks_[j].is("<<") || toks_[j].is(">>") || toks_[j].is("?"))
+          simple = false;
+      auto visible = [&](const std::string& n) {
+        for (size_t j = rg_.first; j < i; ++j)
+          if (toks_[j].kind == TokKind::ident && toks_[j].text == n && decl_pos_.count(j))
+            return false;  // declared inside the region: not visible in its header
+        if (varying_attrs_.count(n)) {
+          thread = true;
+          return true;
+        }
+        if (assigned_params_.count(n)) return false;
+        for (size_t k = scope.size(); k-- > 0;)
+          if (scope[k].name == n) {
+            if (scope[k].slot >= 0) return false;  // a stored per-thread value
+            thread = true;
+            return true;
+          }
+        if (uniform_.count(n)) return true;
+        return !locals_.count(n) && is_uniform_name(n);
+      };
+      if (simple && pure(i + 1, close, visible, true, nullptr) && thread) {
+        auto add = [&](const std::string& c) {
+          if (std::find(rg_.far.begin(), rg_.far.end(), c) == rg_.far.end()) rg_.far.push_back(c);
+        };
+        add(fmt::format("::alloy_split::index_far({})", flat(i + 1, close)));
+        // Each term of a top-level sum, where nothing binds looser than `+` at that level.
+        std::vector<size_t> plus;
+        bool sum = true;
+        int depth = 0;
+        for (size_t j = i + 1; j < close; ++j) {
+          const Token& t = toks_[j];
+          if (t.is("(") || t.is("[")) ++depth;
+          if (t.is(")") || t.is("]")) --depth;
+          if (depth != 0 || t.kind != TokKind::punct) continue;
+          if (t.is("+"))
+            plus.push_back(j);
+          else if (!(t.is("*") || t.is("/") || t.is("%") || t.is(".") || t.is(")") || t.is("]")))
+            sum = false;
+        }
+        if (sum && !plus.empty()) {
+          plus.push_back(close);
+          size_t from = i + 1;
+          for (size_t j : plus) {
+            if (next(from, j) < j) add(fmt::format("::alloy_split::index_part({})", flat(from, j)));
+            from = j + 1;
+          }
+        }
+      }
+      i = close;
+    }
   }
 
   void close_region() {
@@ -1113,14 +1214,28 @@ class Splitter {
     }
     for (auto& h : hoist)
       out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.second, h.first);
-    code += fmt::format(
-        "::alloy_entry::cpu_region(alloy_S, {}, [&](const ::alloy_entry::thread_ids& alloy_t) "
-        "ALLOY_CPU_INLINE_LAMBDA {{ {}{} {{ {}",
-        r.mask, attrs, in, r.head);
     // The statements keep their newlines; everything generated stays on their lines.
     std::string tail = fmt::format("{}{} }}", r.tail, out);
     if (r.has_return) tail += fmt::format(" return; alloy_dead{}:; ", id);
     tail += "});";
+    if (r.versionable && !r.far.empty() && r.head.empty() && r.tail.empty()) {
+      // Versioned (version_stmt, alloy_entry::cpu_region_v): the check, the copy run where it
+      // holds (on one line), then the region as it was.
+      std::string far = "false";
+      for (auto& f : r.far) far += " | " + f;
+      code += fmt::format(
+          "::alloy_entry::cpu_region_v(alloy_S, {0}, [&](const ::alloy_entry::thread_ids& "
+          "alloy_t) ALLOY_CPU_INLINE_LAMBDA -> bool {{ {1}{2} return {3}; }}, [&](const "
+          "::alloy_entry::thread_ids& alloy_t) ALLOY_CPU_INLINE_LAMBDA {{ {1}{2} {{ {4}{5} }}{6} "
+          "}}, [&](const ::alloy_entry::thread_ids& alloy_t) ALLOY_CPU_INLINE_LAMBDA {{ {1}{2} {{ ",
+          r.mask, attrs, in, far, r.fast, out,
+          r.has_return ? fmt::format(" return; alloy_dead{}:; ", id) : "");
+    } else {
+      code += fmt::format(
+          "::alloy_entry::cpu_region(alloy_S, {}, [&](const ::alloy_entry::thread_ids& alloy_t) "
+          "ALLOY_CPU_INLINE_LAMBDA {{ {}{} {{ {}",
+          r.mask, attrs, in, r.head);
+    }
     out_ += code + r.stmts + tail;
     for (auto& h : remats) scopes_.back().push_back(h);
     for (auto& h : hoist) scopes_.back().push_back({h.first, h.second, {}, {}});
@@ -1282,6 +1397,7 @@ class Splitter {
       for (auto& n : d.names) rg_.declared.push_back(n);
     }
     rg_.stmts += s;
+    rg_.versionable = false;
     region_idents(it.b, it.e);
     rg_.last = it.e;
   }
@@ -1422,6 +1538,7 @@ class Splitter {
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {};", n, trip);
     }
     rg_.stmts += newlines(text(it.b, it.body_b));
+    rg_.versionable = false;
     region_idents(it.cb, it.ce);
     close_region();
     if (group_trip) {
@@ -1431,6 +1548,7 @@ class Splitter {
           n, end_text, step, le, mask);
       open_region(mask);
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {}();", n, count);
+      rg_.versionable = false;
       region_idents(it.cb, it.ce);
       close_region();
       out_ += "}";
@@ -1451,6 +1569,7 @@ class Splitter {
     std::string decl = fmt::format("{0} {1} = ::alloy_split::advance<{0}>({2}, {3}, alloy_k{4});",
                                    type, v, flat(eq + 1, semis[0]), step, n);
     rg_.stmts += decl;
+    rg_.versionable = false;
     rg_.decls.push_back(decl);
     rg_.declared.push_back(v);
     std::set<std::string> deps;
@@ -1480,6 +1599,13 @@ class Splitter {
         case Item::preproc:
           if (rg_.open) {
             rg_.stmts += text(it.b, it.e);
+            // The fast copy of a versioned region leaves out `#line` and `#pragma` lines (it is
+            // on one line); any other directive (`#if`) would change what it runs.
+            std::string d = text(it.s, it.e);
+            size_t w = d.find_first_not_of(" \t#");
+            if (it.kind == Item::preproc &&
+                (w == npos || !(d.compare(w, 4, "line") == 0 || d.compare(w, 6, "pragma") == 0)))
+              rg_.versionable = false;
           } else {
             out_ += text(it.b, it.e);
           }

@@ -103,6 +103,32 @@ std::string cuda_unroll(const std::string& count) {
   return count.empty() ? "#pragma unroll" : "#pragma unroll " + count;
 }
 
+// A loop-mode kernel whose threads cannot tell which threadgroup they are in: its attributes are
+// the position in the grid and grid-wide values only, it has no threadgroup parameter, and robust
+// mode (which reports the group of an out-of-range access) is off. Its alloy_groups_<i> runs
+// consecutive groups as one loop (alloy_entry::cpu_for_each_run).
+bool merged_groups(const KernelEntry& k, const TranslateOptions& opt) {
+  if (opt.robust) return false;
+  static const char* const kGridWide[] = {"thread_position_in_grid",
+                                          "threads_per_grid",
+                                          "grid_size",
+                                          "grid_origin",
+                                          "dispatch_threads_per_threadgroup",
+                                          "threadgroups_per_grid",
+                                          "threads_per_simdgroup",
+                                          "thread_execution_width",
+                                          "dispatch_simdgroups_per_threadgroup",
+                                          "dispatch_quadgroups_per_threadgroup"};
+  for (const auto& p : k.params) {
+    if (p.kind == ParamKind::threadgroup) return false;
+    if (p.kind != ParamKind::attribute) continue;
+    bool ok = false;
+    for (const char* a : kGridWide) ok = ok || p.attribute == a;
+    if (!ok) return false;
+  }
+  return true;
+}
+
 std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& opt) {
   // Buffers and threadgroup parameters are bound once per group, before the thread loop: locals
   // that the kernel's stores cannot alias, so the loop stays a plain counted loop. Attributes are
@@ -174,18 +200,38 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
   // kernel and everything it calls inlined (flatten), for the host compiler to vectorise. The
   // library is built with hidden visibility and no semantic interposition, so no call goes
   // through the PLT. Robust mode records the running thread for out-of-range reports.
-  return fmt::format(
-             "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_group_{0}(const "
-             "alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
+  std::string group_entry = fmt::format(
+      "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_group_{0}(const "
+      "alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
+      "  ::alloy_target::set_group(g);\n"
+      "{3}"
+      "  ::alloy_entry::cpu_for_each_thread(L, g, [&](const ::alloy_entry::thread_ids& t) "
+      "ALLOY_CPU_INLINE_LAMBDA {{\n"
+      "{4}"
+      "    {1}({2});\n"
+      "  }});\n"
+      "}}\n",
+      i, k.function, args, bind, opt.robust ? "    g->current = t.lid;\n" : "");
+  if (!merged_groups(k, opt)) return group_entry + thread_entry;
+  // A kernel that cannot tell its group also gets alloy_groups_<i>: a chunk of groups per call,
+  // each x row of them as one thread loop (alloy_entry::cpu_for_each_run), so the group
+  // pointer, the arguments and the executor's per-group work are paid once per chunk and the
+  // loop's setup, alias check and vector tail once per row of groups. (A loop over the groups
+  // around each group's own thread loop was measured ~6% slower than one call per group for
+  // `exp` f16: kernels that read their group keep one call per group.)
+  return group_entry +
+         fmt::format(
+             "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_groups_{0}(const "
+             "alloy_cpu_launch* L, alloy_cpu_group* g, uint64_t alloy_first, uint64_t "
+             "alloy_count) {{\n"
              "  ::alloy_target::set_group(g);\n"
              "{3}"
-             "  ::alloy_entry::cpu_for_each_thread(L, g, [&](const ::alloy_entry::thread_ids& t) "
-             "ALLOY_CPU_INLINE_LAMBDA {{\n"
-             "{4}"
+             "  ::alloy_entry::cpu_for_each_run(L, g, alloy_first, alloy_count, [&](const "
+             "::alloy_entry::thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {{\n"
              "    {1}({2});\n"
              "  }});\n"
              "}}\n",
-             i, k.function, args, bind, opt.robust ? "    g->current = t.lid;\n" : "") +
+             i, k.function, args, bind) +
          thread_entry;
 }
 

@@ -261,6 +261,73 @@ ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_gro
   }
 }
 
+/// Loop mode, several groups per call (alloy_groups_<i>, abi.h), for a kernel that reads no
+/// attribute of its group
+/// (msl/target.cpp merged_groups: only thread_position_in_grid and grid-wide values; no
+/// threadgroup parameter; not robust mode): consecutive groups of one x row of groups run as one
+/// loop over their threads, row by row (y, z), so the loop's setup, its alias check and its last
+/// partial vector are paid once per run of groups instead of once per group. Such a kernel
+/// cannot tell which group a thread is in, and in loop mode each thread runs to its end before
+/// the next one starts, so one run is an order in which Metal may run those groups' threads. g's
+/// position is the run's first group (a fault inside a run is located by the executor, which
+/// runs that chunk's groups again one by one: executor.cpp).
+template <class F>
+ALLOY_FN void cpu_for_each_run(const alloy_cpu_launch* L, alloy_cpu_group* g,
+                               unsigned long long first, unsigned long long count, F&& f) {
+  const unsigned long long gx = L->groups[0], gxy = gx * L->groups[1];
+  u32 p[3] = {static_cast<u32>(first % gx), static_cast<u32>(first % gxy / gx),
+              static_cast<u32>(first / gxy)};
+  while (count > 0) {
+    const unsigned long long left = gx - p[0];
+    const u32 c = static_cast<u32>(count < left ? count : left);
+    u32 n = 1;
+    for (int d = 0; d < 3; ++d) {
+      const u32 start = p[d] * L->threadgroup[d];
+      const u32 size =
+          L->grid[d] - start < L->threadgroup[d] ? L->grid[d] - start : L->threadgroup[d];
+      g->group_pos[d] = p[d];
+      g->group_size[d] = size;
+      n *= size;
+    }
+    g->nthreads = n;
+    g->current = 0;
+    g->simd_live = 0;
+    if (g->tg_used) {
+      g->tg_used = 0;
+      for (int s = 0; s < ALLOY_CPU_MAX_TG_SLOTS; ++s) g->tg_slots[s] = nullptr;
+    }
+    thread_ids t = cpu_ids(L, g, 0, 0, 0);
+    const u32 ny = t.gsize[1], nz = t.gsize[2];
+    // Grid x of the run's first thread, as thread_position_in_grid computes it (gpos * tg +
+    // local): the loop's counter is then the kernel's index itself.
+    const u32 x0 = t.gpos[0] * t.tg[0];
+    const unsigned long long last = (unsigned long long)(p[0] + c) * L->threadgroup[0];
+    const u32 end = last < L->grid[0] ? static_cast<u32>(last) : L->grid[0];
+    for (u32 z = 0; z < nz; ++z) {
+      for (u32 y = 0; y < ny; ++y) {
+        t.local[1] = y;
+        t.local[2] = z;
+        for (u32 px = x0; px < end; ++px) {
+          thread_ids u = t;
+          u.local[0] = px - x0;
+          u.lid = px - x0;
+          u.li = u.lid;
+          f(u);
+        }
+      }
+    }
+    count -= c;
+    p[0] += c;
+    if (p[0] == L->groups[0]) {
+      p[0] = 0;
+      if (++p[1] == L->groups[1]) {
+        p[1] = 0;
+        ++p[2];
+      }
+    }
+  }
+}
+
 /// Split mode's thread loop (one region): the x loop counts the position in the group, and
 /// `#pragma GCC ivdep` tells the vectoriser that threads carry no dependence from one to the
 /// next: between two barriers, two threads' conflicting accesses to one location (other than
@@ -343,6 +410,57 @@ ALLOY_FN void cpu_region(alloy_split::state& s, const unsigned char* m, F&& f) {
             f(u);
           }
         }
+      }
+    }
+  }
+}
+
+/// Split mode: a versioned region (msl/regions.cpp). `far(t)` evaluates, for the first thread
+/// of a row of the group (x = 0), the subscripts of the region's buffer accesses that depend on
+/// the thread, and says whether one of them is a 32-bit unsigned value above 2^31 - 1
+/// (alloy_split::index_far). Where none is, the row runs `fast`, the same statements, in a loop
+/// that tells g++ so (`if (far(t)) __builtin_unreachable();`, loop-invariant): then `C + lid.x`
+/// with C below 2^31 and lid.x below 1024 cannot wrap, and g++ emits contiguous vector loads
+/// instead of an element-by-element gather (it does no runtime wrap versioning itself). Rows
+/// where one is, and masked regions or groups where a thread has returned, run `slow`, the
+/// region as before. Both copies compute the same values (Metal's uint arithmetic, wrapping
+/// where it wraps): the fact given to g++ is checked before it is used.
+template <class C, class F, class G>
+ALLOY_FN void cpu_region_v(alloy_split::state& s, const unsigned char* m, C&& far, F&& fast,
+                           G&& slow) {
+  if (m || s.any_dead) {
+    cpu_region(s, m, slow);
+    return;
+  }
+  thread_ids t = cpu_ids(s.L, s.g, 0, 0, 0);
+  const u32 nx = t.gsize[0], ny = t.gsize[1], nz = t.gsize[2];
+  if (nx > 1024u || ny > 1024u || nz > 1024u) __builtin_unreachable();
+  for (u32 z = 0; z < nz; ++z) {
+    for (u32 y = 0; y < ny; ++y) {
+      t.local[1] = y;
+      t.local[2] = z;
+      const unsigned long long row = (unsigned long long)nx * (y + (unsigned long long)ny * z);
+      t.li = row;
+      t.lid = static_cast<u32>(row);
+      if (far(t)) {
+#pragma GCC ivdep
+        for (u32 x = 0; x < nx; ++x) {
+          thread_ids u = t;
+          u.local[0] = x;
+          u.li = row + x;
+          u.lid = static_cast<u32>(u.li);
+          slow(u);
+        }
+        continue;
+      }
+#pragma GCC ivdep
+      for (u32 x = 0; x < nx; ++x) {
+        if (far(t)) __builtin_unreachable();
+        thread_ids u = t;
+        u.local[0] = x;
+        u.li = row + x;
+        u.lid = static_cast<u32>(u.li);
+        fast(u);
       }
     }
   }

@@ -97,6 +97,9 @@ class CpuBackend final : public Backend {
           m->library->symbol(fmt::format("alloy_group_{}", i).c_str()));
       f.thread = reinterpret_cast<alloy_cpu_thread_fn>(
           m->library->symbol(fmt::format("alloy_thread_{}", i).c_str()));
+      // Loop-mode kernels only; a library without it runs one group per call.
+      f.groups = reinterpret_cast<alloy_cpu_groups_fn>(
+          m->library->symbol(fmt::format("alloy_groups_{}", i).c_str()));
       if (!f.group || !f.thread)
         throw Error(r.label, "[metal_kernel] compiled library lacks entry " + std::to_string(i));
       f.fibers = r.entries[i].fibers;
@@ -135,7 +138,7 @@ class CpuBackend final : public Backend {
     opts.buffer_names = d.buffer_names;
     OobLog log;
     if (d.oob) opts.oob = &log;
-    run(L, fn.group, fn.thread, fn.fibers, opts);
+    run(L, fn.group, fn.thread, fn.fibers, opts, fn.groups);
     if (d.oob) {
       for (const auto& r : log.reports())
         d.oob->push_back({r.buffer,

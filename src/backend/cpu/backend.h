@@ -9,6 +9,7 @@ namespace alloy::cpu {
 struct Function {
   alloy_cpu_group_fn group = nullptr;    // runs a whole threadgroup (loop or split mode)
   alloy_cpu_thread_fn thread = nullptr;  // runs one thread (fiber mode)
+  alloy_cpu_groups_fn groups = nullptr;  // loop mode: a chunk of groups per call (optional)
   bool fibers = false;                   // groups run as one fiber per thread
 };
 

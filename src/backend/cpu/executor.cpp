@@ -85,6 +85,8 @@ struct Worker {
   static constexpr uint64_t kSplitBytes = 8 << 20;
   GroupRuntime loop_runtime;
   FiberScheduler fibers;
+  // The chunk of groups an alloy_groups_<i> call is running (count 0: none), for fault reports.
+  size_t chunk_first = 0, chunk_count = 0;
 
   ~Worker() {
     std::free(memory);
@@ -132,14 +134,29 @@ Worker& this_worker() {
 
 struct Run {
   Run(const alloy_cpu_launch& launch, alloy_cpu_group_fn gfn, alloy_cpu_thread_fn tfn, bool fibers,
-      const ExecOptions& options)
-      : L(launch), group_fn(gfn), thread_fn(tfn), fiber_mode(fibers), opts(options) {}
+      const ExecOptions& options, alloy_cpu_groups_fn gsfn)
+      : L(launch),
+        group_fn(gfn),
+        thread_fn(tfn),
+        fiber_mode(fibers),
+        opts(options),
+        groups_fn(fibers ? nullptr : gsfn) {}
 
   const alloy_cpu_launch& L;
   alloy_cpu_group_fn group_fn;
   alloy_cpu_thread_fn thread_fn;
   bool fiber_mode;
   const ExecOptions& opts;
+  // Loop mode: chunks of groups per call of the library's alloy_groups_<i> (prelude/entry.h
+  // cpu_for_each_run), up to `chunk` groups (about kChunkThreads threads). The failure and
+  // interrupt checks run between chunks, so a chunk must stay short whatever the kernel costs:
+  // each task starts with one group per call and doubles the chunk while a call takes under
+  // kChunkGrow, and halves it when one takes over kChunkShrink (a kernel that spins for
+  // milliseconds per group keeps one group per call and is stopped as promptly as before).
+  alloy_cpu_groups_fn groups_fn;
+  static constexpr uint64_t kChunkThreads = 16384;
+  static constexpr std::chrono::microseconds kChunkGrow{200}, kChunkShrink{2000};
+  size_t chunk = 1;
   std::atomic<bool> failed{false};
   std::mutex mu;
   std::exception_ptr error;
@@ -194,15 +211,89 @@ struct Run {
         },
         &task, &info);
     if (!ok) {
+      std::string where = locate_fault(info);
       std::lock_guard<std::mutex> lock(mu);
-      if (!error) {
-        const uint32_t* p = this_worker().g.group_pos;
-        error = std::make_exception_ptr(Error(
-            opts.kernel, fault_message(opts.kernel, info, L, opts.buffer_names,
-                                       fmt::format("threadgroup ({}, {}, {})", p[0], p[1], p[2]))));
-      }
+      if (!error)
+        error = std::make_exception_ptr(
+            Error(opts.kernel, fault_message(opts.kernel, info, L, opts.buffer_names, where)));
       failed = true;
     }
+  }
+
+  // Sets group `i`'s position, size and fresh threadgroup-memory state in g (what an
+  // alloy_group_<i> call expects); `next` is its position, advanced to the following group's.
+  void set_group(alloy_cpu_group& g, uint32_t next[3]) const {
+    const uint32_t pos[3] = {next[0], next[1], next[2]};
+    if (++next[0] == L.groups[0]) {
+      next[0] = 0;
+      if (++next[1] == L.groups[1]) {
+        next[1] = 0;
+        ++next[2];
+      }
+    }
+    uint32_t n = 1;
+    for (int d = 0; d < 3; ++d) {
+      // Non-uniform threadgroups: the group at the grid's edge holds only the threads that
+      // exist (threads_per_threadgroup is the partial size).
+      uint32_t start = pos[d] * L.threadgroup[d];
+      uint32_t size = L.grid[d] - start < L.threadgroup[d] ? L.grid[d] - start : L.threadgroup[d];
+      g.group_pos[d] = pos[d];
+      g.group_size[d] = size;
+      n *= size;
+    }
+    g.nthreads = n;
+    g.current = 0;
+    g.simd_live = 0;
+    g.tg_used = 0;
+    std::memset(g.tg_slots, 0, sizeof g.tg_slots);
+  }
+  void first_position(size_t i, uint32_t next[3]) const {
+    const uint64_t gx = L.groups[0], gxy = gx * L.groups[1];
+    next[0] = static_cast<uint32_t>(i % gx);
+    next[1] = static_cast<uint32_t>(i % gxy / gx);
+    next[2] = static_cast<uint32_t>(i / gxy);
+  }
+
+  // "threadgroup (x, y, z)" of a fault. A fault inside an alloy_groups_<i> call may come from
+  // any group of its chunk (a merged run of groups sets only the run's first position): the
+  // chunk's groups run again one by one through alloy_group_<i>, up to the first that faults.
+  // The launch has failed already, and what it wrote is unspecified (as after a fault on a GPU);
+  // a kernel that does not fault again gets the chunk's range.
+  std::string locate_fault(FaultInfo& info) {
+    Worker& w = this_worker();
+    const uint32_t* p = w.g.group_pos;
+    std::string where = fmt::format("threadgroup ({}, {}, {})", p[0], p[1], p[2]);
+    if (w.chunk_count == 0) return where;
+    const size_t first = w.chunk_first, count = w.chunk_count;
+    w.chunk_count = 0;
+    uint32_t next[3], last[3];
+    first_position(first + count - 1, last);
+    first_position(first, next);
+    std::string range = fmt::format("threadgroups ({}, {}, {}) to ({}, {}, {})", next[0], next[1],
+                                    next[2], last[0], last[1], last[2]);
+    struct Task {
+      Run* run;
+      alloy_cpu_group* g;
+    } task{this, &w.g};
+    for (size_t i = 0; i < count; ++i) {
+      set_group(w.g, next);
+      FaultInfo again;
+      bool ok = run_fault_guarded(
+          [](void* v) {
+            auto* t = static_cast<Task*>(v);
+            try {
+              t->run->group_fn(&t->run->L, t->g);
+            } catch (...) {
+            }
+          },
+          &task, &again);
+      if (!ok) {
+        info = again;
+        return fmt::format("threadgroup ({}, {}, {})", w.g.group_pos[0], w.g.group_pos[1],
+                           w.g.group_pos[2]);
+      }
+    }
+    return range;
   }
 
   void unguarded_groups(size_t begin, size_t end) {
@@ -210,40 +301,40 @@ struct Run {
     try {
       Worker& w = this_worker();
       w.prepare(L, opts, fiber_mode);
+      w.chunk_count = 0;  // (a chunk an exception left behind is no longer running)
       alloy_cpu_group& g = w.g;
-      const uint64_t gx = L.groups[0], gxy = gx * L.groups[1];
+      if (groups_fn) {
+        // The entry sets each group's position, size and threadgroup-memory state itself.
+        g.tg_used = 0;
+        std::memset(g.tg_slots, 0, sizeof g.tg_slots);
+        size_t size = 1;
+        auto t0 = std::chrono::steady_clock::now();
+        for (size_t i = begin; i < end;) {
+          if (failed.load(std::memory_order_relaxed)) return;
+          poll_interrupt();
+          const size_t c = std::min(size, end - i);
+          w.chunk_first = i;
+          w.chunk_count = c;
+          groups_fn(&L, &g, i, c);
+          w.chunk_count = 0;
+          i += c;
+          const auto t1 = std::chrono::steady_clock::now();
+          if (t1 - t0 < kChunkGrow)
+            size = std::min(size * 2, chunk);
+          else if (t1 - t0 > kChunkShrink)
+            size = std::max<size_t>(size / 2, 1);
+          t0 = t1;
+        }
+        return;
+      }
       // The group position advances x fastest; divided out once per range, not per group (three
       // 64-bit divisions per group were ~2% of a launch of 65536 small groups).
-      uint32_t next[3] = {static_cast<uint32_t>(begin % gx),
-                          static_cast<uint32_t>(begin % gxy / gx),
-                          static_cast<uint32_t>(begin / gxy)};
+      uint32_t next[3];
+      first_position(begin, next);
       for (size_t i = begin; i < end; ++i) {
         if (failed.load(std::memory_order_relaxed)) return;
         poll_interrupt();
-        const uint32_t pos[3] = {next[0], next[1], next[2]};
-        if (++next[0] == L.groups[0]) {
-          next[0] = 0;
-          if (++next[1] == L.groups[1]) {
-            next[1] = 0;
-            ++next[2];
-          }
-        }
-        uint32_t n = 1;
-        for (int d = 0; d < 3; ++d) {
-          // Non-uniform threadgroups: the group at the grid's edge holds only the threads that
-          // exist (threads_per_threadgroup is the partial size).
-          uint32_t start = pos[d] * L.threadgroup[d];
-          uint32_t size =
-              L.grid[d] - start < L.threadgroup[d] ? L.grid[d] - start : L.threadgroup[d];
-          g.group_pos[d] = pos[d];
-          g.group_size[d] = size;
-          n *= size;
-        }
-        g.nthreads = n;
-        g.current = 0;
-        g.simd_live = 0;
-        g.tg_used = 0;
-        std::memset(g.tg_slots, 0, sizeof g.tg_slots);
+        set_group(g, next);
         if (fiber_mode) {
           w.fibers.run_group(&L, &g, thread_fn, opts);
         } else {
@@ -270,7 +361,7 @@ void set_groups(alloy_cpu_launch& L) {
 }
 
 void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_thread_fn thread_fn,
-         bool fiber_mode, const ExecOptions& options) {
+         bool fiber_mode, const ExecOptions& options, alloy_cpu_groups_fn groups_fn) {
   if (L.grid[0] == 0 || L.grid[1] == 0 || L.grid[2] == 0) return;  // empty dispatch: no threads
   uint64_t tg_threads = uint64_t{L.threadgroup[0]} * L.threadgroup[1] * L.threadgroup[2];
   if (tg_threads == 0 || tg_threads > 1024) {
@@ -288,7 +379,8 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
     throw std::invalid_argument("internal: no kernel entry for the execution mode");
   }
 
-  Run r(L, group_fn, thread_fn, fiber_mode, options);
+  Run r(L, group_fn, thread_fn, fiber_mode, options, groups_fn);
+  r.chunk = std::max<size_t>(1, Run::kChunkThreads / tg_threads);
   const size_t ngroups = size_t{L.groups[0]} * L.groups[1] * L.groups[2];
   // Batch small groups so that each task does a few thousand threads' work; a fiber switch costs
   // about as much as a few loop iterations of a simple kernel.

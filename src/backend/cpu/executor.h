@@ -76,7 +76,9 @@ void set_groups(alloy_cpu_launch& L);
 /// would deadlock), alloy::Error when a kernel thread faulted (fault_guard.h: the message names
 /// the buffer and the thread or group), and rethrows the first exception a kernel thread raised
 /// (or the interrupt check threw).
+/// `groups_fn` (loop mode, optional: alloy_groups_<i> of abi.h) runs chunks of groups in one
+/// call; without it each group is one group_fn call.
 void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_thread_fn thread_fn,
-         bool fiber_mode, const ExecOptions& options = {});
+         bool fiber_mode, const ExecOptions& options = {}, alloy_cpu_groups_fn groups_fn = nullptr);
 
 }  // namespace alloy::cpu

@@ -4,6 +4,12 @@
 // A kernel library exports, for each kernel entry i (see msl/translate.h):
 //   extern "C" ALLOY_CPU_EXPORT void alloy_group_<i>(const alloy_cpu_launch*, alloy_cpu_group*);
 //       runs every thread of one threadgroup as a plain loop (kernels without barriers/simd ops);
+//   extern "C" ALLOY_CPU_EXPORT void alloy_groups_<i>(const alloy_cpu_launch*, alloy_cpu_group*,
+//                                                     uint64_t first, uint64_t count);
+//       loop mode, kernels that cannot tell their threadgroup only (msl/target.cpp
+//       merged_groups): runs groups [first, first + count) (linear index, x fastest), each x row
+//       of them as one thread loop; one call per chunk of groups instead of one per group
+//       (optional: the runtime runs alloy_group_<i> per group where a library lacks it);
 //   extern "C" ALLOY_CPU_EXPORT void alloy_thread_<i>(const alloy_cpu_launch*, alloy_cpu_group*,
 //                                                     uint32_t lid);
 //       runs one thread (linear index lid in its group); the runtime gives each thread a fiber
@@ -72,5 +78,6 @@ struct alloy_cpu_group {
 
 typedef void (*alloy_cpu_group_fn)(const alloy_cpu_launch*, alloy_cpu_group*);
 typedef void (*alloy_cpu_thread_fn)(const alloy_cpu_launch*, alloy_cpu_group*, uint32_t);
+typedef void (*alloy_cpu_groups_fn)(const alloy_cpu_launch*, alloy_cpu_group*, uint64_t, uint64_t);
 
 }  // extern "C"

@@ -201,6 +201,28 @@ ALLOY_FN void copy(T (&d)[N], const T (&s)[N]) {
   for (unsigned long i = 0; i < N; ++i) copy(d[i], s[i]);
 }
 
+// Versioned regions (msl/regions.cpp, cpu_region_v in entry.h): true when a subscript's value
+// at a row's first thread is so large that adding a thread offset could wrap a 32-bit unsigned
+// index. Other index types never need the check (64-bit ones do not wrap in practice, signed
+// ones may not overflow in C++): the fast copy gains nothing from them.
+template <class T>
+ALLOY_FN bool index_far(T) {
+  return false;
+}
+ALLOY_FN bool index_far(unsigned int v) {
+  return v > 0x7fffffffu;
+}
+// The same for one term of a subscript's top-level sum (`(t + ly) * n` of
+// `(t + ly) * n + gid.x`): g++ proves `S + (G + x)` contiguous from the ranges of S and G, not
+// from that of their sum, which the subscript never computes as such.
+template <class T>
+ALLOY_FN bool index_part(T) {
+  return false;
+}
+ALLOY_FN bool index_part(unsigned int v) {
+  return v > 0x3fffffffu;
+}
+
 struct state {
   const alloy_cpu_launch* L;
   alloy_cpu_group* g;
