@@ -239,6 +239,9 @@ std::string openblas_file_at_a_known_path() {
 
 // Whether an m x k @ k x n product of random inputs in `dtype` matches float64 within `tol`.
 bool product_matches_float64(int m, int k, int n, Dtype dtype, int seed, double tol) {
+  // The CPU's BLAS is what these checks choose (and float64 has no GPU kernel): on a machine
+  // with a GPU the default device is the GPU.
+  StreamContext on_cpu(Device::cpu());
   auto va = randoms(m * k, -1, 1, seed), vb = randoms(k * n, -1, 1, seed + 1);
   auto got = matmul(Array::from_doubles(va, {m, k}, dtype), Array::from_doubles(vb, {k, n}, dtype))
                  .to_doubles();

@@ -212,15 +212,33 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
       "  }});\n"
       "}}\n",
       i, k.function, args, bind, opt.robust ? "    g->current = t.lid;\n" : "");
-  if (!merged_groups(k, opt)) return group_entry + thread_entry;
+  // Loop mode never calls the per-thread entry (the executor runs a translation's groups as
+  // fibers only when the translation says so, and then it has no loop entry): compiled as a
+  // stub, since the scalar copy of the kernel cost g++ ~10 ms per compile. The typed analysis
+  // (src/typed, which defines ALLOY_TYPED_ANALYSIS) walks each kernel's calls from this entry,
+  // so it sees the real body.
+  std::string thread_stub = fmt::format(
+      "extern \"C\" ALLOY_CPU_EXPORT void alloy_thread_{0}(const alloy_cpu_launch* L, "
+      "alloy_cpu_group* g, unsigned lid) {{\n"
+      "#ifdef ALLOY_TYPED_ANALYSIS\n"
+      "  ::alloy_target::set_group(g);\n"
+      "  const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, lid);\n"
+      "  {1}({2});\n"
+      "#else\n"
+      "  __builtin_trap();  // unreachable: see msl/target.cpp cpu_entry\n"
+      "#endif\n"
+      "}}\n",
+      i, k.function, thread_args);
+  if (!merged_groups(k, opt)) return group_entry + thread_stub;
   // A kernel that cannot tell its group also gets alloy_groups_<i>: a chunk of groups per call,
   // each x row of them as one thread loop (alloy_entry::cpu_for_each_run), so the group
   // pointer, the arguments and the executor's per-group work are paid once per chunk and the
   // loop's setup, alias check and vector tail once per row of groups. (A loop over the groups
   // around each group's own thread loop was measured ~6% slower than one call per group for
   // `exp` f16: kernels that read their group keep one call per group.)
-  return group_entry +
-         fmt::format(
+  // Such a kernel's alloy_group_<i> (which the executor calls only to locate a fault inside a
+  // chunk) runs its one group through alloy_groups_<i>: one vectorised loop to compile, not two.
+  return fmt::format(
              "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_groups_{0}(const "
              "alloy_cpu_launch* L, alloy_cpu_group* g, uint64_t alloy_first, uint64_t "
              "alloy_count) {{\n"
@@ -230,9 +248,14 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
              "::alloy_entry::thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {{\n"
              "    {1}({2});\n"
              "  }});\n"
+             "}}\n"
+             "extern \"C\" ALLOY_CPU_EXPORT void alloy_group_{0}(const alloy_cpu_launch* L, "
+             "alloy_cpu_group* g) {{\n"
+             "  alloy_groups_{0}(L, g, g->group_pos[0] + (uint64_t)L->groups[0] * "
+             "(g->group_pos[1] + (uint64_t)L->groups[1] * g->group_pos[2]), 1);\n"
              "}}\n",
              i, k.function, args, bind) +
-         thread_entry;
+         thread_stub;
 }
 
 std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& opt) {

@@ -390,10 +390,11 @@ KernelAnalysis analyse_kernel(const Walker& w, const FunctionDecl* entry) {
 
 Analysis analyze_translation(const msl::Translation& tr, const kernel::SourceMap& map,
                              const std::string& filename) {
-  std::vector<std::string> args = {"-std=c++20",
-                                   "-w",
-                                   "-fno-math-errno",
-                                   "-ferror-limit=20",
+  std::vector<std::string> args = {"-std=c++20", "-w", "-fno-math-errno", "-ferror-limit=20",
+                                   // A loop-mode translation's per-thread entry, which the
+                                   // walk starts from, is a stub unless this is defined
+                                   // (msl/target.cpp cpu_entry).
+                                   "-DALLOY_TYPED_ANALYSIS",
                                    "-resource-dir=" ALLOY_CLANG_RESOURCE_DIR,
                                    std::string("-I") + kPreludeDir};
   tooling::FileContentMappings files;
