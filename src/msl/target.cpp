@@ -157,14 +157,19 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
   std::string thread_args = call_args(
       k, [](int n) { return fmt::format("L->buffers[{}]", n); }, "L->buffer_bytes", "g",
       "g->tg_params[{}]");
-  std::string thread_entry = fmt::format(
-      "extern \"C\" ALLOY_CPU_EXPORT void alloy_thread_{0}(const alloy_cpu_launch* L, "
-      "alloy_cpu_group* g, unsigned lid) {{\n"
+  // The per-thread entry (fiber mode calls it; the other modes compile a stub): `body` is its
+  // code.
+  auto thread_entry = [&](const std::string& body) {
+    return fmt::format(
+        "extern \"C\" ALLOY_CPU_EXPORT void alloy_thread_{0}(const alloy_cpu_launch* L, "
+        "alloy_cpu_group* g, unsigned lid) {{\n{1}}}\n",
+        i, body);
+  };
+  const std::string thread_call = fmt::format(
       "  ::alloy_target::set_group(g);\n"
       "  const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, lid);\n"
-      "  {1}({2});\n"
-      "}}\n",
-      i, k.function, thread_args);
+      "  {0}({1});\n",
+      k.function, thread_args);
   if (k.split) {
     // Split mode (msl/regions.h): the kernel itself loops over the group's threads region by
     // region; it is called once per group with thread 0's attribute values (its uniform ones
@@ -172,18 +177,16 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
     std::string split_args = args;
     split_args += std::string(args.empty() ? "" : ", ") + "L, g";
     return fmt::format(
-        "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_group_{0}(const "
-        "alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
-        "  ::alloy_target::set_group(g);\n"
-        "{3}"
-        "  const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, 0u);\n"
-        "  {1}({2});\n"
-        "}}\n"
-        "extern \"C\" ALLOY_CPU_EXPORT void alloy_thread_{0}(const alloy_cpu_launch*, "
-        "alloy_cpu_group*, unsigned) {{\n"
-        "  ALLOY_THROW_LOGIC_ERROR(\"alloy: internal: thread entry of a split kernel\");\n"
-        "}}\n",
-        i, k.function, split_args, bind);
+               "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_group_{0}(const "
+               "alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
+               "  ::alloy_target::set_group(g);\n"
+               "{3}"
+               "  const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, 0u);\n"
+               "  {1}({2});\n"
+               "}}\n",
+               i, k.function, split_args, bind) +
+           thread_entry(
+               "  ALLOY_THROW_LOGIC_ERROR(\"alloy: internal: thread entry of a split kernel\");\n");
   }
   if (k.fibers) {
     // The executor runs every group of this translation as fibers: no loop to compile.
@@ -194,67 +197,62 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
                "fibers\");\n"
                "}}\n",
                i) +
-           thread_entry;
+           thread_entry(thread_call);
   }
-  // Loop mode: the group's threads as one loop (alloy_entry::cpu_for_each_thread) with the
-  // kernel and everything it calls inlined (flatten), for the host compiler to vectorise. The
-  // library is built with hidden visibility and no semantic interposition, so no call goes
-  // through the PLT. Robust mode records the running thread for out-of-range reports.
-  std::string group_entry = fmt::format(
-      "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_group_{0}(const "
-      "alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
-      "  ::alloy_target::set_group(g);\n"
-      "{3}"
-      "  ::alloy_entry::cpu_for_each_thread(L, g, [&](const ::alloy_entry::thread_ids& t) "
-      "ALLOY_CPU_INLINE_LAMBDA {{\n"
-      "{4}"
-      "    {1}({2});\n"
-      "  }});\n"
-      "}}\n",
-      i, k.function, args, bind, opt.robust ? "    g->current = t.lid;\n" : "");
   // Loop mode never calls the per-thread entry (the executor runs a translation's groups as
   // fibers only when the translation says so, and then it has no loop entry): compiled as a
   // stub, since the scalar copy of the kernel cost g++ ~10 ms per compile. The typed analysis
   // (src/typed, which defines ALLOY_TYPED_ANALYSIS) walks each kernel's calls from this entry,
   // so it sees the real body.
-  std::string thread_stub = fmt::format(
-      "extern \"C\" ALLOY_CPU_EXPORT void alloy_thread_{0}(const alloy_cpu_launch* L, "
-      "alloy_cpu_group* g, unsigned lid) {{\n"
-      "#ifdef ALLOY_TYPED_ANALYSIS\n"
-      "  ::alloy_target::set_group(g);\n"
-      "  const ::alloy_entry::thread_ids t = ::alloy_entry::cpu_ids(L, g, lid);\n"
-      "  {1}({2});\n"
-      "#else\n"
-      "  __builtin_trap();  // unreachable: see msl/target.cpp cpu_entry\n"
-      "#endif\n"
-      "}}\n",
-      i, k.function, thread_args);
-  if (!merged_groups(k, opt)) return group_entry + thread_stub;
-  // A kernel that cannot tell its group also gets alloy_groups_<i>: a chunk of groups per call,
-  // each x row of them as one thread loop (alloy_entry::cpu_for_each_run), so the group
-  // pointer, the arguments and the executor's per-group work are paid once per chunk and the
-  // loop's setup, alias check and vector tail once per row of groups. (A loop over the groups
-  // around each group's own thread loop was measured ~6% slower than one call per group for
-  // `exp` f16: kernels that read their group keep one call per group.)
-  // Such a kernel's alloy_group_<i> (which the executor calls only to locate a fault inside a
-  // chunk) runs its one group through alloy_groups_<i>: one vectorised loop to compile, not two.
+  const std::string thread_stub =
+      thread_entry("#ifdef ALLOY_TYPED_ANALYSIS\n" + thread_call +
+                   "#else\n"
+                   "  __builtin_trap();  // unreachable: see msl/target.cpp cpu_entry\n"
+                   "#endif\n");
+  if (merged_groups(k, opt)) {
+    // A kernel that cannot tell its group gets alloy_groups_<i>: a chunk of groups per call,
+    // each x row of them as one thread loop (alloy_entry::cpu_for_each_run), so the group
+    // pointer, the arguments and the executor's per-group work are paid once per chunk and the
+    // loop's setup, alias check and vector tail once per row of groups. (A loop over the groups
+    // around each group's own thread loop was measured ~6% slower than one call per group for
+    // `exp` f16: kernels that read their group keep one call per group.) Its alloy_group_<i>
+    // (which the executor calls only to locate a fault inside a chunk) runs its one group
+    // through alloy_groups_<i>: one vectorised loop to compile, not two.
+    return fmt::format(
+               "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_groups_{0}(const "
+               "alloy_cpu_launch* L, alloy_cpu_group* g, uint64_t alloy_first, uint64_t "
+               "alloy_count) {{\n"
+               "  ::alloy_target::set_group(g);\n"
+               "{3}"
+               "  ::alloy_entry::cpu_for_each_run(L, g, alloy_first, alloy_count, [&](const "
+               "::alloy_entry::thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {{\n"
+               "    {1}({2});\n"
+               "  }});\n"
+               "}}\n"
+               "extern \"C\" ALLOY_CPU_EXPORT void alloy_group_{0}(const alloy_cpu_launch* L, "
+               "alloy_cpu_group* g) {{\n"
+               "  alloy_groups_{0}(L, g, g->group_pos[0] + (uint64_t)L->groups[0] * "
+               "(g->group_pos[1] + (uint64_t)L->groups[1] * g->group_pos[2]), 1);\n"
+               "}}\n",
+               i, k.function, args, bind) +
+           thread_stub;
+  }
+  // Other loop-mode kernels: the group's threads as one loop (alloy_entry::cpu_for_each_thread)
+  // with the kernel and everything it calls inlined (flatten), for the host compiler to
+  // vectorise. The library is built with hidden visibility and no semantic interposition, so no
+  // call goes through the PLT. Robust mode records the running thread for out-of-range reports.
   return fmt::format(
-             "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_groups_{0}(const "
-             "alloy_cpu_launch* L, alloy_cpu_group* g, uint64_t alloy_first, uint64_t "
-             "alloy_count) {{\n"
+             "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_group_{0}(const "
+             "alloy_cpu_launch* L, alloy_cpu_group* g) {{\n"
              "  ::alloy_target::set_group(g);\n"
              "{3}"
-             "  ::alloy_entry::cpu_for_each_run(L, g, alloy_first, alloy_count, [&](const "
-             "::alloy_entry::thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {{\n"
+             "  ::alloy_entry::cpu_for_each_thread(L, g, [&](const ::alloy_entry::thread_ids& t) "
+             "ALLOY_CPU_INLINE_LAMBDA {{\n"
+             "{4}"
              "    {1}({2});\n"
              "  }});\n"
-             "}}\n"
-             "extern \"C\" ALLOY_CPU_EXPORT void alloy_group_{0}(const alloy_cpu_launch* L, "
-             "alloy_cpu_group* g) {{\n"
-             "  alloy_groups_{0}(L, g, g->group_pos[0] + (uint64_t)L->groups[0] * "
-             "(g->group_pos[1] + (uint64_t)L->groups[1] * g->group_pos[2]), 1);\n"
              "}}\n",
-             i, k.function, args, bind) +
+             i, k.function, args, bind, opt.robust ? "    g->current = t.lid;\n" : "") +
          thread_stub;
 }
 
