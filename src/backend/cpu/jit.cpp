@@ -28,6 +28,7 @@
 #include <cpuid.h>
 #endif
 
+#include "core/files.h"
 #include "core/prelude_files.h"
 #include "core/trace.h"
 
@@ -82,14 +83,9 @@ constexpr const char* kPchHeader =
     "#include \"metal_stdlib.h\"\n"
     "#include \"entry.h\"\n";
 
-bool is_executable(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
 // `name` if it holds a '/', else the first executable `name` on $PATH; "" when none.
 std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return is_executable(name) ? name : "";
+  if (name.find('/') != std::string::npos) return is_executable_file(name) ? name : "";
   const char* path = std::getenv("PATH");
   std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
   while (!dirs.empty()) {
@@ -97,7 +93,7 @@ std::string find_program(const std::string& name) {
     std::string dir(dirs.substr(0, colon));
     dirs.remove_prefix(colon == std::string_view::npos ? dirs.size() : colon + 1);
     std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    if (is_executable(candidate)) return candidate;
+    if (is_executable_file(candidate)) return candidate;
   }
   return "";
 }

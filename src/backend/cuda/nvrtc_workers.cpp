@@ -27,6 +27,7 @@
 #include "alloy/errors.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/nvrtc_wire.h"
+#include "core/files.h"
 #include "core/trace.h"
 
 extern char** environ;
@@ -129,11 +130,6 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
-bool executable_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
 // Where the worker may be: beside the executable or shared library that holds Alloy (the build
 // folder's programs, the Python package's alloy/_core*.so), then where `cmake --install` put it.
 std::vector<std::string> worker_candidates() {
@@ -170,7 +166,7 @@ Config resolve() {
     }
   }
   if (auto explicit_path = env("ALLOY_NVRTC_WORKER"); !explicit_path.empty()) {
-    if (executable_file(explicit_path)) {
+    if (is_executable_file(explicit_path)) {
       c.path = explicit_path;
     } else {
       c.why = "ALLOY_NVRTC_WORKER=" + explicit_path + " is not an executable file";
@@ -180,7 +176,7 @@ Config resolve() {
   }
   std::string tried;
   for (const auto& path : worker_candidates()) {
-    if (executable_file(path)) {
+    if (is_executable_file(path)) {
       c.path = path;
       return c;
     }
