@@ -43,6 +43,19 @@ def _run(cmd, **kw):
     return r.stdout
 
 
+def _assert_libraries_bundled_or_baseline(binary, bundle_dir):
+    """Every shared library `binary` needs resolves to the wheel's own copies (in `bundle_dir`)
+    or is one of the baseline's."""
+    for line in _run(["ldd", str(binary)]).splitlines():
+        m = re.match(r"\s*(\S+)(?: => (\S+))?", line)
+        name, path = m.group(1), m.group(2)
+        if "not found" in line:
+            pytest.fail(f"{name} not found: {line}")
+        if path and pathlib.Path(path).parent == bundle_dir:
+            continue
+        assert BASELINE.match(pathlib.Path(name).name), f"{binary.name} needs {line.strip()}"
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     pytest.importorskip("scikit_build_core", reason="the wheel build needs scikit-build-core")
@@ -96,27 +109,13 @@ def test_fresh_venv_imports_and_runs(wheel, tmp_path):
           "--no-index", str(wheel)])
     # The extension's shared libraries resolve to the wheel's own copies or to the baseline.
     (core,) = (venv / "lib").glob("python*/site-packages/alloy/_core*.so")
-    for line in _run(["ldd", str(core)]).splitlines():
-        m = re.match(r"\s*(\S+)(?: => (\S+))?", line)
-        name, path = m.group(1), m.group(2)
-        if "not found" in line:
-            pytest.fail(f"{name} not found: {line}")
-        if path and pathlib.Path(path).parent == core.parent:
-            continue
-        assert BASELINE.match(pathlib.Path(name).name), f"{core.name} needs {line.strip()}"
+    _assert_libraries_bundled_or_baseline(core, core.parent)
     # The NVRTC worker: beside the extension (where the library looks), executable, its libraries
     # the wheel's or the baseline, and it runs: it greets on stdout when its stdin is a pipe
     # (frame: u32 length, then 'H' and the protocol version).
     worker = core.parent / "alloy-nvrtc-worker"
     assert worker.is_file() and os.access(worker, os.X_OK), worker
-    for line in _run(["ldd", str(worker)]).splitlines():
-        m = re.match(r"\s*(\S+)(?: => (\S+))?", line)
-        name, path = m.group(1), m.group(2)
-        if "not found" in line:
-            pytest.fail(f"{name} not found: {line}")
-        if path and pathlib.Path(path).parent == core.parent:
-            continue
-        assert BASELINE.match(pathlib.Path(name).name), f"{worker.name} needs {line.strip()}"
+    _assert_libraries_bundled_or_baseline(worker, core.parent)
     hello = subprocess.run([str(worker)], input=b"", capture_output=True, timeout=60).stdout
     assert hello[4:5] == b"H" and int.from_bytes(hello[5:9], sys.byteorder) == 1, hello[:64]
     # Isolated (-I): no user site, no PYTHONPATH; started outside the repository.
