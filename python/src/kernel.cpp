@@ -304,6 +304,11 @@ std::vector<Array> call_kernel(const MetalKernel& k, nb::handle inputs, nb::hand
   return k(std::move(in), call);
 }
 
+// An optional keyword's value: None when the call left it out (null).
+nb::handle or_none(PyObject* p) {
+  return p ? nb::handle(p) : nb::handle(Py_None);
+}
+
 // A call through the type slot: the cached conversion when the arguments match it.
 std::vector<Array> call_cached(PyKernel& k, PyObject* const* v, bool verbose) {
   CallCache& c = k.cache;
@@ -317,22 +322,19 @@ std::vector<Array> call_cached(PyKernel& k, PyObject* const* v, bool verbose) {
     if (c.valid && c.matches(v)) {
       ++c.hits;
       std::vector<Array> in = to_inputs(v[0]);
-      c.call.stream = to_stream(v[8] ? nb::handle(v[8]) : nb::none());
+      c.call.stream = to_stream(or_none(v[8]));
       return k(std::move(in), c.call);
     }
     std::vector<Array> in = to_inputs(v[0]);
-    nb::handle none = nb::none();
     KernelCall call =
-        to_call(in, v[1], v[2], v[3], v[4], v[5] ? nb::handle(v[5]) : none,
-                v[6] ? nb::handle(v[6]) : none, verbose, v[8] ? nb::handle(v[8]) : none);
+        to_call(in, v[1], v[2], v[3], v[4], or_none(v[5]), or_none(v[6]), verbose, or_none(v[8]));
     std::vector<Array> out = k(std::move(in), call);
     c.remember(v, call);
     return out;
   }
 #endif
-  nb::handle none = nb::none();
-  return call_kernel(k, v[0], v[1], v[2], v[3], v[4], v[5] ? nb::handle(v[5]) : none,
-                     v[6] ? nb::handle(v[6]) : none, verbose, v[8] ? nb::handle(v[8]) : none);
+  return call_kernel(k, v[0], v[1], v[2], v[3], v[4], or_none(v[5]), or_none(v[6]), verbose,
+                     or_none(v[8]));
 }
 
 // The keywords of a call, in call_kernel's order; the first five are required.
