@@ -120,11 +120,11 @@ int main(int argc, char** argv) {
   const std::string src = read(argv[2]);
   const int runs = std::max(1, std::atoi(argv[3]));
   const int pause_ms = argc > 4 ? std::atoi(argv[4]) : 300;
-  std::vector<std::string> full = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device",
-                                   "-DALLOY_MATH_SAFE", "-minimal", std::string("-I") + argv[1]};
+  std::vector<std::string> full = {
+      "--gpu-architecture=sm_90", "--std=c++17", "-default-device",
+      "-DALLOY_MATH_SAFE",        "-minimal",    std::string("-I") + argv[1]};
   std::vector<std::string> quick = full;
-  quick.insert(quick.end(),
-               {"-DALLOY_QUICK_ENTRY", "--ptxas-options=-O0", "-maxrregcount=64"});
+  quick.insert(quick.end(), {"-DALLOY_QUICK_ENTRY", "--ptxas-options=-O0", "-maxrregcount=64"});
   Worker w;
   compile(src, quick);  // NVRTC loaded
   w.run([&] { compile(src, full); });
