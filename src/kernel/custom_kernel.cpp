@@ -419,16 +419,27 @@ void CustomKernel::start_compile(const std::vector<Array>& inputs, Device device
   compile_ = v->start(gpu ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
 }
 
-std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
+bool CustomKernel::hint_matches(const std::vector<Array>& inputs) const {
   // The inputs' part of the key matches the call that built this primitive (the rest comes from
   // this primitive's own dtypes and template arguments): its variant, without building the key.
-  if (hint_ && hint_key_.size() > 2 * inputs.size() && hint_key_[2 * inputs.size()] == '|') {
-    bool same = true;
-    for (size_t i = 0; i < inputs.size() && same; ++i)
-      same = hint_key_[2 * i] == static_cast<char>('A' + static_cast<int>(inputs[i].dtype())) &&
-             hint_key_[2 * i + 1] == input_kind(inputs[i]);
-    if (same) return hint_;
-  }
+  if (!hint_ || hint_key_.size() <= 2 * inputs.size() || hint_key_[2 * inputs.size()] != '|')
+    return false;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (hint_key_[2 * i] != static_cast<char>('A' + static_cast<int>(inputs[i].dtype())) ||
+        hint_key_[2 * i + 1] != input_kind(inputs[i]))
+      return false;
+  return true;
+}
+
+KernelVariant& CustomKernel::variant_ref(const std::vector<Array>& inputs,
+                                         std::shared_ptr<KernelVariant>& holder) const {
+  if (hint_matches(inputs)) return *hint_;
+  holder = variant(inputs);
+  return *holder;
+}
+
+std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
+  if (hint_matches(inputs)) return hint_;
   std::string vkey = variant_key(inputs, output_dtypes_, template_args_);
   if (hint_ && vkey == hint_key_) return hint_;
   return variant_for_key(spec_, spec_key(), vkey, inputs, output_dtypes_, template_args_);
@@ -647,8 +658,9 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
 void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& outputs) {
   Device device = outputs.front().device();
   Backend& be = backend(device);
-  auto variant_ = variant(in);
-  const auto& bindings = variant_->generated.bindings;
+  std::shared_ptr<KernelVariant> holder;
+  KernelVariant& variant_ = variant_ref(in, holder);
+  const auto& bindings = variant_.generated.bindings;
   for (auto& o : outputs) allocate_output(o);
   auto [grid_, threadgroup_] =
       fixed_geometry_ ? std::pair{fixed_grid_, fixed_threadgroup_} : geometry(in);
@@ -657,7 +669,7 @@ void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& output
   bool block = be.type() == Device::Type::gpu;
   bool spill = block && !shape_params_fit(in, bindings, be.by_value_capacity());
   const Program& program =
-      variant_->program(block ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
+      variant_.program(block ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
   const CompiledKernel& k = program.kernels().front();
   if (init_value_)
     for (auto& o : outputs) fill_value(o, *init_value_);
