@@ -7,6 +7,8 @@
 //                               inside a batch), the lower-level alloy::cuda::launch of the same
 //                               translated function, and a raw cuLaunchKernel of a hand-written
 //                               kernel (the peer; cost_vs_raw_launch = metal_kernel / raw).
+//                               With scripts/experiments/fake_cuda_driver.c as the driver (and
+//                               preloaded), also driver_calls_per_call and locks_per_call.
 //   BM_GpuExpVsCopy             exp over 2^28 float32 as a fraction of a device-to-device copy
 //                               of the same bytes (vs_copy = copy time / exp time; bytes read +
 //                               written counted for both). CUDA events on Alloy's stream.

@@ -4,9 +4,13 @@
 // and streams are tokens. Results computed through it are meaningless: only host-side timings
 // and call counts are. Never used by tests or CI.
 //
+// It counts its calls per entry point (fake_cuda_calls; FAKE_CUDA_REPORT=1 prints them at exit)
+// and, when preloaded too, the process's mutex locks (fake_cuda_locks): BM_GpuLaunchOverhead
+// then reports driver_calls_per_call and locks_per_call.
+//
 //   cc -O2 -shared -fPIC -o /tmp/fakecuda/libcuda.so.1 scripts/experiments/fake_cuda_driver.c -ldl
-//   LD_LIBRARY_PATH=/tmp/fakecuda ALLOY_CUDA_TIERED=0 build/alloy_bench \
-//       --benchmark_filter='GpuLaunchOverhead|CachedCallAllocations/1'
+//   LD_PRELOAD=/tmp/fakecuda/libcuda.so.1 LD_LIBRARY_PATH=/tmp/fakecuda ALLOY_CUDA_TIERED=0
+//       build/alloy_bench --benchmark_filter='GpuLaunchOverhead|CachedCallAllocations/1'
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
