@@ -43,6 +43,12 @@ struct KernelEntry {
   // kernel with barriers/simd functions took and why (ALLOY_TRACE_BUILD prints it).
   bool split = false;
   std::string sync_path = {};
+  // CPU: indices into `params` of the device buffers that every thread writes exactly once, at
+  // its own position thread_position_in_grid.x, and that the kernel reads or writes nowhere else
+  // (stream_outputs in translate.cpp). In a 1D grid such an output is written by consecutive
+  // threads consecutively, so the entry may stage it in a small buffer and stream it to memory
+  // with non-temporal stores (msl/target.cpp, prelude/entry.h cpu_stream_copy).
+  std::vector<size_t> stream_params = {};
 };
 
 struct TranslateOptions {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
@@ -58,6 +60,9 @@ void report_oob(alloy_cpu_group* g, uint32_t buffer, int64_t index, int is_write
 
 namespace {
 
+// Dynamic scheduling's chunks are 1/(kGuidedParts * threads) of the groups left.
+constexpr size_t kGuidedParts = 4;
+
 // Loop-mode kernels never synchronize (the translator picks fiber mode for any kernel that uses a
 // barrier or simd function); reaching one means the two disagree.
 [[noreturn]] void loop_mode_sync_misuse() {
@@ -87,6 +92,10 @@ struct Worker {
   FiberScheduler fibers;
   // The chunk of groups an alloy_groups_<i> call is running (count 0: none), for fault reports.
   size_t chunk_first = 0, chunk_count = 0;
+  // Groups per alloy_groups_<i> call, kept across the claims of one launch (`size_serial` names
+  // the launch it belongs to; a new launch starts again at one group per call).
+  uint64_t size_serial = 0;
+  size_t size = 1;
 
   ~Worker() {
     std::free(memory);
@@ -119,6 +128,7 @@ struct Worker {
     g.split_arena = split_arena;
     g.split_capacity = split_arena ? kSplitBytes : 0;
     g.split = nullptr;
+    g.stream_min_bytes = stream_min_bytes();
     loop_runtime.launch = &L;
     loop_runtime.options = &opts;
     g.sync = fiber_mode ? &FiberScheduler::kSync : &kLoopSync;
@@ -157,6 +167,9 @@ struct Run {
   static constexpr uint64_t kChunkThreads = 16384;
   static constexpr std::chrono::microseconds kChunkGrow{200}, kChunkShrink{2000};
   size_t chunk = 1;
+  // Distinguishes launches for Worker::size (never 0).
+  uint64_t serial = next_serial.fetch_add(1, std::memory_order_relaxed) + 1;
+  static inline std::atomic<uint64_t> next_serial{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
   std::exception_ptr error;
@@ -307,7 +320,11 @@ struct Run {
         // The entry sets each group's position, size and threadgroup-memory state itself.
         g.tg_used = 0;
         std::memset(g.tg_slots, 0, sizeof g.tg_slots);
-        size_t size = 1;
+        if (w.size_serial != serial) {
+          w.size_serial = serial;
+          w.size = 1;
+        }
+        size_t& size = w.size;
         auto t0 = std::chrono::steady_clock::now();
         for (size_t i = begin; i < end;) {
           if (failed.load(std::memory_order_relaxed)) return;
@@ -351,6 +368,56 @@ struct Run {
 
 }  // namespace
 
+namespace {
+// Streaming stores (abi.h alloy_cpu_group::stream_min_bytes). Default: outputs of 16 MiB and
+// more, on x86-64. Below that an output may still be in the cache when the next kernel reads it
+// (a 16-core host's L2s hold 32 MiB); above it the read-for-ownership of plain stores is a third
+// of an elementwise kernel's memory traffic. ALLOY_CPU_STREAM=off | on | auto | <bytes>.
+constexpr uint64_t kStreamNever = ~uint64_t{0};
+#if defined(__x86_64__)
+constexpr uint64_t kStreamDefault = uint64_t{16} << 20;
+#else
+constexpr uint64_t kStreamDefault = kStreamNever;
+#endif
+std::atomic<uint64_t>& stream_threshold() {
+  static std::atomic<uint64_t> v{[] {
+    const char* e = std::getenv("ALLOY_CPU_STREAM");
+    if (!e || !*e || std::string(e) == "auto") return kStreamDefault;
+    if (std::string(e) == "off") return kStreamNever;
+    if (std::string(e) == "on") return uint64_t{0};
+    char* end = nullptr;
+    unsigned long long b = std::strtoull(e, &end, 10);
+    if (end == e || *end)
+      throw std::invalid_argument(
+          fmt::format("ALLOY_CPU_STREAM={}: expected off, on, auto or a size in bytes", e));
+    return static_cast<uint64_t>(b);
+  }()};
+  return v;
+}
+}  // namespace
+
+uint64_t stream_min_bytes() {
+  return stream_threshold().load(std::memory_order_relaxed);
+}
+void set_stream_min_bytes(uint64_t bytes) {
+  stream_threshold().store(bytes, std::memory_order_relaxed);
+}
+
+Schedule schedule(const ExecOptions& options) {
+  if (options.schedule != Schedule::automatic) return options.schedule;
+  // ALLOY_CPU_SCHEDULE=partitioned: oneTBB's parallel_for over the groups (the scheduling before
+  // session 10), for comparisons; otherwise dynamic.
+  static const Schedule env = [] {
+    const char* v = std::getenv("ALLOY_CPU_SCHEDULE");
+    if (v && std::string(v) == "partitioned") return Schedule::partitioned;
+    if (v && *v && std::string(v) != "dynamic")
+      throw std::invalid_argument(
+          fmt::format("ALLOY_CPU_SCHEDULE={}: expected 'dynamic' or 'partitioned'", v));
+    return Schedule::dynamic;
+  }();
+  return env;
+}
+
 void set_groups(alloy_cpu_launch& L) {
   for (int d = 0; d < 3; ++d) {
     L.groups[d] = L.threadgroup[d] == 0
@@ -388,10 +455,48 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
   const size_t grain = cost >= 8192 ? 1 : static_cast<size_t>(8192 / cost);
   if (!options.parallel || ngroups <= grain) {
     r.groups(0, ngroups);
-  } else {
+  } else if (schedule(options) == Schedule::partitioned) {
     tbb::parallel_for(
         tbb::blocked_range<size_t>(0, ngroups, grain),
         [&](const tbb::blocked_range<size_t>& range) { r.groups(range.begin(), range.end()); });
+  } else {
+    // Dynamic (guided) self-scheduling: every pool thread that joins claims chunks of groups from
+    // one shared counter until none are left, each chunk 1/(kGuidedParts * threads) of what
+    // remains but at least `min_chunk` groups (a few thousand threads' work). Nothing is assigned
+    // to a thread in advance: a thread that wakes late or is preempted by another process (e.g.
+    // OpenBLAS's threads spinning after a numpy `@`) holds up at most the one chunk it is running,
+    // and the chunks shrink towards the end so that the threads finish together.
+    const size_t threads = static_cast<size_t>(
+        std::max(1, options.max_threads > 0
+                        ? std::min(options.max_threads, tbb::this_task_arena::max_concurrency())
+                        : tbb::this_task_arena::max_concurrency()));
+    const size_t min_chunk = std::max<size_t>(1, grain / 4);
+    const size_t parts = threads * kGuidedParts;
+    std::atomic<size_t> next{0};
+    auto claim = [&](size_t& begin) -> size_t {
+      size_t cur = next.load(std::memory_order_relaxed);
+      while (cur < ngroups) {
+        const size_t left = ngroups - cur;
+        const size_t c = std::min(left, std::max(min_chunk, left / parts));
+        if (next.compare_exchange_weak(cur, cur + c, std::memory_order_relaxed)) {
+          begin = cur;
+          return c;
+        }
+      }
+      return 0;
+    };
+    auto drain = [&] {
+      size_t begin = 0;
+      while (size_t c = claim(begin)) r.groups(begin, begin + c);
+    };
+    const size_t tasks = std::min(threads, (ngroups + min_chunk - 1) / min_chunk);
+    if (tasks <= 1) {
+      drain();
+    } else {
+      tbb::parallel_for(
+          tbb::blocked_range<size_t>(0, tasks, 1),
+          [&](const tbb::blocked_range<size_t>&) { drain(); }, tbb::simple_partitioner());
+    }
   }
   if (r.error) std::rethrow_exception(r.error);
 }
