@@ -282,6 +282,25 @@ ALLOY_FN void cpu_stream_copy(void* dst, const void* src, unsigned long long byt
   d += head;
   s += head;
   bytes -= head;
+#if defined(__AVX512F__)
+  typedef long long v8di __attribute__((vector_size(64)));
+  if ((reinterpret_cast<unsigned long long>(d) & 63) == 0) {
+    for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
+      v8di v;
+      __builtin_memcpy(&v, s, 64);
+      __builtin_ia32_movntdq512(reinterpret_cast<v8di*>(d), v);
+    }
+  }
+#elif defined(__AVX__)
+  typedef long long v4di __attribute__((vector_size(32)));
+  if ((reinterpret_cast<unsigned long long>(d) & 31) == 0) {
+    for (; bytes >= 32; bytes -= 32, d += 32, s += 32) {
+      v4di v;
+      __builtin_memcpy(&v, s, 32);
+      __builtin_ia32_movntdq256(reinterpret_cast<v4di*>(d), v);
+    }
+  }
+#endif
   for (; bytes >= 16; bytes -= 16, d += 16, s += 16) {
     v2di v;
     __builtin_memcpy(&v, s, 16);
@@ -310,8 +329,9 @@ ALLOY_FN void cpu_stream_store(T* out, u32 x0, u32 n, const void* stage,
   cpu_stream_copy(reinterpret_cast<unsigned char*>(out) + off, stage, bytes);
 }
 
-/// cpu_for_each_run in blocks of at most `block` threads along x: before(x0) before the threads
-/// [x0, x0 + n) of a block, after(x0, n) after them (streamed outputs: prelude above).
+/// cpu_for_each_run in blocks of at most `block` threads along x: f(ids, before(x0)) for the
+/// threads [x0, x0 + n) of a block (before's value: the block's output pointers, loop-invariant),
+/// then after(x0, n) (streamed outputs: prelude above).
 template <class B, class F, class A>
 ALLOY_FN void cpu_for_each_run_blocks(const alloy_cpu_launch* L, alloy_cpu_group* g,
                                       unsigned long long first, unsigned long long count, u32 block,
@@ -349,13 +369,13 @@ ALLOY_FN void cpu_for_each_run_blocks(const alloy_cpu_launch* L, alloy_cpu_group
         t.local[2] = z;
         for (u32 b = x0; b < end;) {
           const u32 e = end - b > block ? b + block : end;
-          before(b);
+          const auto block_args = before(b);
           for (u32 px = b; px < e; ++px) {
             thread_ids u = t;
             u.local[0] = px - x0;
             u.lid = px - x0;
             u.li = u.lid;
-            f(u);
+            f(u, block_args);
           }
           after(b, e - b);
           b = e;

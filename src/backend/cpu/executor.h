@@ -81,7 +81,8 @@ Schedule schedule(const ExecOptions& options);
 
 /// Kernels' streamable outputs (msl/translate.h KernelEntry::stream_params) are written with
 /// non-temporal stores when their buffer holds at least this many bytes (~0: never). Default
-/// from ALLOY_CPU_STREAM (off | on | auto | bytes; auto: 16 MiB on x86-64, never elsewhere);
+/// from ALLOY_CPU_STREAM (off | on | auto | bytes; auto: 16 MiB on x86-64 with a pool of 8 or
+/// more threads, else never);
 /// set_stream_min_bytes changes it for later launches (tests force both paths with it).
 uint64_t stream_min_bytes();
 void set_stream_min_bytes(uint64_t bytes);
