@@ -10,6 +10,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "alloy/errors.h"
@@ -692,6 +693,92 @@ TEST(CpuExecutor, SerialOptionGivesSameResults) {
     for (uint32_t c = 0; c < cols; ++c) ref += x[size_t(r) * cols + c];
     ASSERT_NEAR(a[r], ref, 1e-4 * ref);
   }
+}
+
+// ---- group scheduling ----
+
+// Each group of a launch runs exactly once under both schedules, for group counts around the
+// dynamic schedule's chunk sizes, in loop mode (one call per group and chunks of groups through
+// a groups_fn) and fiber mode, and while another thread spins on a core (a preempted pool thread
+// holds only the chunk it runs; the launch still completes with every group done once).
+struct GroupCount {
+  std::atomic<int> n{0};
+};
+void check_each_group_once(Schedule schedule, bool fiber_mode, bool chunks, uint32_t ngroups,
+                           uint32_t tg) {
+  std::vector<GroupCount> seen(ngroups);
+  std::atomic<int> bad{0};
+  Dispatch d({ngroups * tg, 1, 1}, {tg, 1, 1}, {seen.data(), &bad});
+  alloy_cpu_group_fn group_fn = [](const alloy_cpu_launch* L, alloy_cpu_group* g) {
+    static_cast<GroupCount*>(L->buffers[0])[g->group_pos[0]].n++;
+  };
+  alloy_cpu_thread_fn thread_fn = [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
+    if (lid == 0) static_cast<GroupCount*>(L->buffers[0])[g->group_pos[0]].n++;
+  };
+  alloy_cpu_groups_fn groups_fn = [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint64_t first,
+                                     uint64_t count) {
+    if (count == 0 || first + count > L->groups[0])
+      static_cast<std::atomic<int>*>(L->buffers[1])[0]++;
+    for (uint64_t i = first; i < first + count; ++i) static_cast<GroupCount*>(L->buffers[0])[i].n++;
+  };
+  ExecOptions opts;
+  opts.schedule = schedule;
+  run(d.L, group_fn, thread_fn, fiber_mode, opts, chunks ? groups_fn : nullptr);
+  EXPECT_EQ(bad.load(), 0);
+  for (uint32_t i = 0; i < ngroups; ++i)
+    ASSERT_EQ(seen[i].n.load(), 1) << "group " << i << " of " << ngroups
+                                   << (fiber_mode ? " fibers" : "") << (chunks ? " chunks" : "");
+}
+
+void check_schedules() {
+  for (Schedule s : {Schedule::dynamic, Schedule::partitioned}) {
+    for (uint32_t n : {1u, 2u, 7u, 33u, 1000u, 4099u, 65537u}) {
+      check_each_group_once(s, false, false, n, 256);
+      check_each_group_once(s, false, true, n, 256);
+      check_each_group_once(s, false, false, n, 3);
+      if (n <= 4099) check_each_group_once(s, true, false, n, 32);
+    }
+  }
+}
+
+TEST(CpuExecutor, EveryGroupRunsOnceUnderBothSchedules) {
+  check_schedules();
+}
+
+TEST(CpuExecutor, EveryGroupRunsOnceBesideASpinningThread) {
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  check_schedules();
+  stop = true;
+  spinner.join();
+}
+
+TEST(CpuExecutor, DynamicScheduleResultsMatchSerial) {
+  const uint32_t rows = 999, cols = 257;
+  std::vector<float> x = random_floats(size_t(rows) * cols, 13);
+  uint32_t ncols = cols;
+  std::vector<float> a(rows, std::nanf("")), b(rows, std::nanf(""));
+  Dispatch da({64, rows, 1}, {64, 1, 1}, {x.data(), a.data(), &ncols});
+  Dispatch db({64, rows, 1}, {64, 1, 1}, {x.data(), b.data(), &ncols});
+  ExecOptions serial, dynamic;
+  serial.parallel = false;
+  dynamic.schedule = Schedule::dynamic;
+  run(da.L, nullptr, rowsum_kernel, true, serial);
+  run(db.L, nullptr, rowsum_kernel, true, dynamic);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), rows * sizeof(float)));
+}
+
+TEST(CpuExecutor, ScheduleFromOptionsOverridesTheEnvironment) {
+  ExecOptions o;
+  o.schedule = Schedule::partitioned;
+  EXPECT_EQ(schedule(o), Schedule::partitioned);
+  o.schedule = Schedule::dynamic;
+  EXPECT_EQ(schedule(o), Schedule::dynamic);
+  o.schedule = Schedule::automatic;
+  EXPECT_NE(schedule(o), Schedule::automatic);
 }
 
 }  // namespace
