@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -779,6 +782,53 @@ TEST(CpuExecutor, ScheduleFromOptionsOverridesTheEnvironment) {
   EXPECT_EQ(schedule(o), Schedule::dynamic);
   o.schedule = Schedule::automatic;
   EXPECT_NE(schedule(o), Schedule::automatic);
+}
+
+// ALLOY_CPU_SLICE_US / set_worker_slice_us: the pool's workers run with the requested scheduler
+// slice (Linux >= 6.12), and go back to the default when it is set to 0; the caller's thread is
+// left alone.
+std::mutex slice_mu;
+std::map<std::thread::id, uint64_t>* slice_seen = nullptr;
+TEST(CpuExecutor, WorkersTakeTheRequestedSchedulerSlice) {
+  bool supported = false;
+  uint64_t default_slice = 0;  // what a thread reports without a slice of its own
+  std::thread probe([&] {
+    default_slice = thread_slice_us();
+    supported = set_thread_slice_us(700) && thread_slice_us() == 700;
+  });
+  probe.join();
+  if (!supported) GTEST_SKIP() << "the kernel has no custom scheduler slices";
+  const uint64_t saved = worker_slice_us();
+  const uint64_t caller_before = thread_slice_us();
+  for (uint64_t want : {uint64_t{500}, uint64_t{0}}) {
+    set_worker_slice_us(want);
+    std::map<std::thread::id, uint64_t> seen;
+    slice_seen = &seen;
+    Dispatch d({2000 * 32, 1, 1}, {32, 1, 1});
+    alloy_cpu_group_fn fn = [](const alloy_cpu_launch*, alloy_cpu_group*) {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(20)) {
+      }
+      const uint64_t s = thread_slice_us();
+      std::lock_guard<std::mutex> lock(slice_mu);
+      (*slice_seen)[std::this_thread::get_id()] = s;
+    };
+    ExecOptions opts;
+    opts.schedule = Schedule::dynamic;
+    run(d.L, fn, nullptr, false, opts);
+    slice_seen = nullptr;
+    int workers = 0;
+    for (const auto& [id, s] : seen) {
+      if (id == std::this_thread::get_id()) continue;
+      ++workers;
+      EXPECT_EQ(s, want ? want : default_slice) << "a pool worker's slice";
+    }
+    if (std::thread::hardware_concurrency() > 1) {
+      EXPECT_GT(workers, 0) << "no worker joined";
+    }
+    EXPECT_EQ(thread_slice_us(), caller_before) << "the caller's slice changed";
+  }
+  set_worker_slice_us(saved);
 }
 
 }  // namespace

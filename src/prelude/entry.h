@@ -271,6 +271,12 @@ constexpr unsigned cpu_stream_block(unsigned long long bytes) {
 
 /// Copies `bytes` from src to dst with non-temporal stores where dst is 16-byte aligned (x86-64;
 /// elsewhere a plain copy). Ordered with later stores only by cpu_stream_fence.
+// One aligned non-temporal vector store: Clang's generic builtin, g++'s x86 ones.
+#if defined(__clang__)
+#define ALLOY_CPU_NT_STORE(V, P, BUILTIN) __builtin_nontemporal_store(V, P)
+#else
+#define ALLOY_CPU_NT_STORE(V, P, BUILTIN) BUILTIN(P, V)
+#endif
 ALLOY_FN void cpu_stream_copy(void* dst, const void* src, unsigned long long bytes) {
 #if defined(__x86_64__) && defined(__SSE2__)
   typedef long long v2di __attribute__((vector_size(16)));
@@ -288,7 +294,7 @@ ALLOY_FN void cpu_stream_copy(void* dst, const void* src, unsigned long long byt
     for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
       v8di v;
       __builtin_memcpy(&v, s, 64);
-      __builtin_ia32_movntdq512(reinterpret_cast<v8di*>(d), v);
+      ALLOY_CPU_NT_STORE(v, reinterpret_cast<v8di*>(d), __builtin_ia32_movntdq512);
     }
   }
 #elif defined(__AVX__)
@@ -297,14 +303,14 @@ ALLOY_FN void cpu_stream_copy(void* dst, const void* src, unsigned long long byt
     for (; bytes >= 32; bytes -= 32, d += 32, s += 32) {
       v4di v;
       __builtin_memcpy(&v, s, 32);
-      __builtin_ia32_movntdq256(reinterpret_cast<v4di*>(d), v);
+      ALLOY_CPU_NT_STORE(v, reinterpret_cast<v4di*>(d), __builtin_ia32_movntdq256);
     }
   }
 #endif
   for (; bytes >= 16; bytes -= 16, d += 16, s += 16) {
     v2di v;
     __builtin_memcpy(&v, s, 16);
-    __builtin_ia32_movntdq(reinterpret_cast<v2di*>(d), v);
+    ALLOY_CPU_NT_STORE(v, reinterpret_cast<v2di*>(d), __builtin_ia32_movntdq);
   }
   __builtin_memcpy(d, s, bytes);
 #else

@@ -5,6 +5,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
+#include <tbb/task_scheduler_observer.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,12 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "alloy/errors.h"
 #include "backend/cpu/fault_guard.h"
@@ -410,6 +417,101 @@ void set_stream_min_bytes(uint64_t bytes) {
   stream_threshold().store(bytes, std::memory_order_relaxed);
 }
 
+namespace {
+// The pool threads' scheduler time slice (Linux >= 6.12, EEVDF: sched_attr::sched_runtime of a
+// SCHED_OTHER thread). A thread woken with a shorter slice than the running one's preempts it
+// at once; with the kernel's default slice (3 ms on 16 cores) a pool thread woken for a launch
+// while every core runs another process's thread (OpenBLAS's threads spin for a while after each
+// numpy `@`) waits for that thread's slice to end. 0: the kernel's default (nothing is set).
+// ALLOY_CPU_SLICE_US overrides the default.
+std::atomic<uint64_t>& slice_ns() {
+  static std::atomic<uint64_t> v{[] {
+    const char* e = std::getenv("ALLOY_CPU_SLICE_US");
+    if (!e || !*e) return uint64_t{0};
+    char* end = nullptr;
+    unsigned long long us = std::strtoull(e, &end, 10);
+    if (end == e || *end)
+      throw std::invalid_argument(
+          fmt::format("ALLOY_CPU_SLICE_US={}: expected a time in microseconds", e));
+    return static_cast<uint64_t>(us) * 1000;
+  }()};
+  return v;
+}
+
+#if defined(__linux__)
+// The kernel's struct sched_attr (sched_setattr(2); <linux/sched/types.h> clashes with glibc's
+// <sched.h>): SCHED_ATTR_SIZE_VER1, 56 bytes.
+struct sched_attr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime, sched_deadline, sched_period;
+  uint32_t sched_util_min, sched_util_max;
+};
+static_assert(sizeof(sched_attr) == 56);
+#endif
+
+// Sets the calling thread's slice to `ns` (0: leaves it). False where the kernel has no custom
+// slices or the thread is not SCHED_OTHER.
+bool set_thread_slice(uint64_t ns) {
+#if defined(__linux__) && defined(SYS_sched_setattr) && defined(SYS_sched_getattr)
+  sched_attr a{};
+  if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
+    return false;
+  a.size = sizeof a;
+  a.sched_flags = 0;
+  a.sched_runtime = ns;
+  return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+#else
+  (void)ns;
+  return false;
+#endif
+}
+
+// Applies slice_ns() to each pool worker as it enters the arena (again when it changed).
+class SliceObserver : public tbb::task_scheduler_observer {
+ public:
+  void on_scheduler_entry(bool is_worker) override {
+    if (!is_worker) return;
+    thread_local uint64_t applied = 0;
+    const uint64_t want = slice_ns().load(std::memory_order_relaxed);
+    if (want == applied) return;
+    applied = want;
+    set_thread_slice(want);
+  }
+};
+
+void observe_workers() {
+  static SliceObserver* observer = [] {
+    auto* o = new SliceObserver;  // lives as long as the process (workers may outlive statics)
+    o->observe(true);
+    return o;
+  }();
+  (void)observer;
+}
+}  // namespace
+
+uint64_t worker_slice_us() {
+  return slice_ns().load(std::memory_order_relaxed) / 1000;
+}
+void set_worker_slice_us(uint64_t us) {
+  slice_ns().store(us * 1000, std::memory_order_relaxed);
+}
+bool set_thread_slice_us(uint64_t us) {
+  return set_thread_slice(us * 1000);
+}
+uint64_t thread_slice_us() {
+#if defined(__linux__) && defined(SYS_sched_getattr)
+  sched_attr a{};
+  if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return 0;
+  return a.sched_runtime / 1000;
+#else
+  return 0;
+#endif
+}
+
 Schedule schedule(const ExecOptions& options) {
   if (options.schedule != Schedule::automatic) return options.schedule;
   // ALLOY_CPU_SCHEDULE=partitioned: oneTBB's parallel_for over the groups (the scheduling before
@@ -453,6 +555,7 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
     throw std::invalid_argument("internal: no kernel entry for the execution mode");
   }
 
+  if (slice_ns().load(std::memory_order_relaxed) != 0) observe_workers();
   Run r(L, group_fn, thread_fn, fiber_mode, options, groups_fn);
   r.chunk = std::max<size_t>(1, Run::kChunkThreads / tg_threads);
   const size_t ngroups = size_t{L.groups[0]} * L.groups[1] * L.groups[2];
