@@ -5,7 +5,6 @@
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
-#include <tbb/task_scheduler_observer.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +28,8 @@
 #include "core/interrupt_state.h"
 
 namespace alloy::cpu {
+
+void apply_worker_slice();  // below, with the slice setting
 
 void OobLog::add(const OobReport& r) {
   if (count_.fetch_add(1, std::memory_order_relaxed) >= max_kept_) return;
@@ -218,6 +219,7 @@ struct Run {
   // inside the kernel stops the launch with an alloy::Error (fault_guard.h); in fiber mode the
   // fiber scheduler catches faults of its fibers itself and fails the group with that error.
   void groups(size_t begin, size_t end) {
+    if (std::this_thread::get_id() != caller) apply_worker_slice();
     if (!fault_guard_enabled()) return unguarded_groups(begin, end);
     struct Task {
       Run* run;
@@ -422,12 +424,16 @@ namespace {
 // SCHED_OTHER thread). A thread woken with a shorter slice than the running one's preempts it
 // at once; with the kernel's default slice (3 ms on 16 cores) a pool thread woken for a launch
 // while every core runs another process's thread (OpenBLAS's threads spin for a while after each
-// numpy `@`) waits for that thread's slice to end. 0: the kernel's default (nothing is set).
-// ALLOY_CPU_SLICE_US overrides the default.
+// numpy `@`) waits for that thread's slice to end. Default 300 µs: on the 16-core GPU host
+// (Linux 6.18) the tiled matmul alternating with numpy's `@` took 3.4-3.6 ms with it, 5.9-7.2 ms
+// with the kernel's slice, 3.0-3.4 ms with 100 µs (which slowed numpy's next `@` from 0.4 to
+// 0.6-0.8 ms) and 1.5-4.5 ms with 1 ms; exp, copy and row sum on 16 cores were unchanged
+// (docs/performance.md). 0: the kernel's default (nothing is set). ALLOY_CPU_SLICE_US overrides.
+constexpr uint64_t kDefaultSliceUs = 300;
 std::atomic<uint64_t>& slice_ns() {
   static std::atomic<uint64_t> v{[] {
     const char* e = std::getenv("ALLOY_CPU_SLICE_US");
-    if (!e || !*e) return uint64_t{0};
+    if (!e || !*e) return kDefaultSliceUs * 1000;
     char* end = nullptr;
     unsigned long long us = std::strtoull(e, &end, 10);
     if (end == e || *end)
@@ -470,28 +476,17 @@ bool set_thread_slice(uint64_t ns) {
 #endif
 }
 
-// Applies slice_ns() to each pool worker as it enters the arena (again when it changed).
-class SliceObserver : public tbb::task_scheduler_observer {
- public:
-  void on_scheduler_entry(bool is_worker) override {
-    if (!is_worker) return;
-    thread_local uint64_t applied = 0;
-    const uint64_t want = slice_ns().load(std::memory_order_relaxed);
-    if (want == applied) return;
-    applied = want;
-    set_thread_slice(want);
-  }
-};
-
-void observe_workers() {
-  static SliceObserver* observer = [] {
-    auto* o = new SliceObserver;  // lives as long as the process (workers may outlive statics)
-    o->observe(true);
-    return o;
-  }();
-  (void)observer;
-}
 }  // namespace
+
+// Applies slice_ns() to the calling pool thread, once per value (Run::groups calls it on every
+// thread but the launch's caller, whose scheduling is the application's).
+void apply_worker_slice() {
+  thread_local uint64_t applied = 0;
+  const uint64_t want = slice_ns().load(std::memory_order_relaxed);
+  if (want == applied) return;
+  applied = want;
+  set_thread_slice(want);
+}
 
 uint64_t worker_slice_us() {
   return slice_ns().load(std::memory_order_relaxed) / 1000;
@@ -555,7 +550,6 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
     throw std::invalid_argument("internal: no kernel entry for the execution mode");
   }
 
-  if (slice_ns().load(std::memory_order_relaxed) != 0) observe_workers();
   Run r(L, group_fn, thread_fn, fiber_mode, options, groups_fn);
   r.chunk = std::max<size_t>(1, Run::kChunkThreads / tg_threads);
   const size_t ngroups = size_t{L.groups[0]} * L.groups[1] * L.groups[2];

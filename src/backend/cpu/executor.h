@@ -89,10 +89,10 @@ void set_stream_min_bytes(uint64_t bytes);
 
 /// The scheduler time slice requested for the pool's worker threads, in µs (Linux >= 6.12:
 /// sched_attr::sched_runtime; a woken worker with a shorter slice than the running thread's
-/// preempts it). 0: the kernel's default. Default from ALLOY_CPU_SLICE_US; a change applies to
-/// each worker when it next joins a launch. For tests: set_thread_slice_us sets the calling
-/// thread's slice (false where the kernel has no custom slices), thread_slice_us reads it (0:
-/// the default or unknown).
+/// preempts it). 0: the kernel's default. Default 300 µs, or ALLOY_CPU_SLICE_US; a change applies
+/// to each worker when it next runs groups of a launch. For tests: set_thread_slice_us sets the
+/// calling thread's slice (false where the kernel has no custom slices), thread_slice_us reads it
+/// (0: the default or unknown).
 uint64_t worker_slice_us();
 void set_worker_slice_us(uint64_t us);
 bool set_thread_slice_us(uint64_t us);
