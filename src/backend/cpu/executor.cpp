@@ -459,8 +459,8 @@ struct sched_attr {
 static_assert(sizeof(sched_attr) == 56);
 #endif
 
-// Sets the calling thread's slice to `ns` (0: leaves it). False where the kernel has no custom
-// slices or the thread is not SCHED_OTHER.
+// Sets the calling thread's slice to `ns` (0: back to the kernel's default). False where the kernel
+// has no custom slices or the thread is not SCHED_OTHER.
 bool set_thread_slice(uint64_t ns) {
 #if defined(__linux__) && defined(SYS_sched_setattr) && defined(SYS_sched_getattr)
   sched_attr a{};
