@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -37,7 +38,28 @@ std::vector<std::string> streamed(const std::string& body, const std::string& gi
 
 using Names = std::vector<std::string>;
 
-TEST(CpuStreamStores, TranslatorFindsWriteOnceOutputs) {
+// ALLOY_CPU_STREAM for the test's duration (msl::cpu_stream_loops reads it at every translation:
+// on the 2-core dev machine the default emits no streamed loops).
+struct ScopedStreamEnv {
+  explicit ScopedStreamEnv(const char* value) {
+    (void)cpu::stream_min_bytes();  // the executor's threshold: from the real environment
+    if (const char* v = std::getenv("ALLOY_CPU_STREAM")) saved = v;
+    setenv("ALLOY_CPU_STREAM", value, 1);
+  }
+  ~ScopedStreamEnv() {
+    if (saved.empty())
+      unsetenv("ALLOY_CPU_STREAM");
+    else
+      setenv("ALLOY_CPU_STREAM", saved.c_str(), 1);
+  }
+  std::string saved;
+};
+
+class CpuStreamStores : public ::testing::Test {
+  ScopedStreamEnv env_{"on"};
+};
+
+TEST_F(CpuStreamStores, TranslatorFindsWriteOnceOutputs) {
   EXPECT_EQ(streamed("out[gid.x] = exp(inp[gid.x]);"), Names{"out"});
   EXPECT_EQ(streamed("uint i = gid.x;\nfloat v = inp[i] * 2.0f;\nout[i] = v;\nout2[i] = v + 1;"),
             (Names{"out", "out2"}));
@@ -48,7 +70,7 @@ TEST(CpuStreamStores, TranslatorFindsWriteOnceOutputs) {
   EXPECT_EQ(streamed("auto i = gid.x; if (i < n) { out2[i] = 1; } out[i] = 2;"), Names{"out"});
 }
 
-TEST(CpuStreamStores, TranslatorRejectsWhatItCannotProve) {
+TEST_F(CpuStreamStores, TranslatorRejectsWhatItCannotProve) {
   // Conditional, in a loop, after a possible return, read back, at another index.
   EXPECT_TRUE(streamed("if (gid.x < n) out[gid.x] = 1;").empty());
   EXPECT_TRUE(streamed("if (gid.x < n) { out[gid.x] = 1; }").empty());
@@ -70,8 +92,40 @@ TEST(CpuStreamStores, TranslatorRejectsWhatItCannotProve) {
   EXPECT_TRUE(streamed("out[gid] = 1;", "ushort").empty());
 }
 
+// ALLOY_CPU_STREAM=off: no streamed loops (nothing to compile twice); the outputs are right.
+TEST(CpuStreamStoresOff, NoStreamedLoopsWhenOff) {
+  ScopedStreamEnv env("off");
+  EXPECT_FALSE(msl::cpu_stream_loops());
+  EXPECT_TRUE(streamed("out[gid.x] = exp(inp[gid.x]);").empty());
+  const int n = 3001;
+  std::vector<float> x(n);
+  for (int i = 0; i < n; ++i) x[i] = static_cast<float>(i) - 1000.0f;
+  auto k = metal_kernel("stream_off", {"inp"}, {"out"},
+                        "uint i = thread_position_in_grid.x; out[i] = inp[i] * 0.5f;");
+  KernelCall call;
+  call.output_shapes = {{n}};
+  call.output_dtypes = {float32};
+  call.grid = {n, 1, 1};
+  call.threadgroup = {256, 1, 1};
+  call.init_value = std::nan("");
+  call.device = Device::cpu();
+  std::vector<Array> in = {Array::from_vector(x, {n}, float32, Device::cpu())};
+  auto t = msl::translate(k.metal_source(in, call), {msl::Target::cpu, "stream_off"});
+  EXPECT_TRUE(t.kernels.at(0).stream_params.empty());
+  auto out = k(in, call)[0].to_vector<float>();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], x[i] * 0.5f) << i;
+}
+
+TEST(CpuStreamStoresOff, OnOrAThresholdEmitsStreamedLoops) {
+  for (const char* v : {"on", "1048576"}) {
+    ScopedStreamEnv env(v);
+    EXPECT_TRUE(msl::cpu_stream_loops()) << v;
+    EXPECT_EQ(streamed("out[gid.x] = 1;"), Names{"out"}) << v;
+  }
+}
+
 // A kernel that uses barriers has no loop entry to stream from.
-TEST(CpuStreamStores, TranslationsWithBarriersStreamNothing) {
+TEST_F(CpuStreamStores, TranslationsWithBarriersStreamNothing) {
   EXPECT_TRUE(streamed("out[gid.x] = 1; threadgroup_barrier(mem_flags::mem_none);").empty());
 }
 
@@ -125,13 +179,13 @@ void check_elementwise(int n, int tg, uint64_t threshold) {
   }
 }
 
-TEST(CpuStreamStores, ForcedStreamingMatchesReferenceOddSizesAndPartialGroups) {
+TEST_F(CpuStreamStores, ForcedStreamingMatchesReferenceOddSizesAndPartialGroups) {
   for (int n : {1, 3, 37, 255, 4096 + 37, 100003, 1 << 18})
     for (int tg : {256, 61, 1})
       if (!(tg == 1 && n > 5000)) check_elementwise(n, tg, 0);
 }
 
-TEST(CpuStreamStores, PlainStoresBelowThresholdAndWhenOff) {
+TEST_F(CpuStreamStores, PlainStoresBelowThresholdAndWhenOff) {
   for (uint64_t threshold : {~uint64_t{0}, uint64_t{1} << 20})
     for (int n : {37, 300001}) check_elementwise(n, 256, threshold);
 }
@@ -139,7 +193,7 @@ TEST(CpuStreamStores, PlainStoresBelowThresholdAndWhenOff) {
 // A 2D grid writes out[gid.x] from every row (a race on a GPU; here each row's value is one
 // that some thread wrote): the streamed path is not taken, and gid.x still indexes correctly.
 // out2 gets every (x, y) element, written by a store the translator cannot prove.
-TEST(CpuStreamStores, TwoDimensionalGridIsNotStreamed) {
+TEST_F(CpuStreamStores, TwoDimensionalGridIsNotStreamed) {
   const int w = 1000, hgt = 3;
   std::vector<float> x(w);
   for (int i = 0; i < w; ++i) x[i] = static_cast<float>(i) * 0.5f;
@@ -166,7 +220,7 @@ TEST(CpuStreamStores, TwoDimensionalGridIsNotStreamed) {
 }
 
 // A grid smaller than the output: the elements past the grid keep the initial value.
-TEST(CpuStreamStores, GridSmallerThanOutputLeavesTheRest) {
+TEST_F(CpuStreamStores, GridSmallerThanOutputLeavesTheRest) {
   const int n = 5000, grid = 4099;
   std::vector<float> x(n, 2.0f);
   auto k = metal_kernel("stream_part", {"inp"}, {"out"},

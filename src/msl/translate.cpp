@@ -5,10 +5,16 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include "alloy/errors.h"
 #include "msl/lexer.h"
@@ -1707,7 +1713,9 @@ class Translator {
   // statement `out[index] = ...;` at the top level of the body (not inside a condition or a
   // loop), so every thread of the grid writes its own element exactly once and nothing reads it.
   std::vector<std::string> stream_outputs(const KernelDecl& d) const {
-    if (opt_.target != Target::cpu || out_.uses_sync || opt_.robust || !d.body_open) return {};
+    if (opt_.target != Target::cpu || out_.uses_sync || opt_.robust || !d.body_open ||
+        !cpu_stream_loops())
+      return {};
     std::vector<const Token*> t;
     for (size_t i = d.body_open + 1; i < d.body_close; ++i) {
       const Token& k = toks_[i];
@@ -1887,6 +1895,25 @@ class Translator {
 };
 
 }  // namespace
+
+bool cpu_stream_loops() {
+  const char* e = std::getenv("ALLOY_CPU_STREAM");
+  const std::string v = e ? e : "";
+  if (v == "off") return false;
+  if (!v.empty() && v != "auto") return true;
+#if defined(__x86_64__)
+  static const bool enough_cores = [] {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) >= 8;
+#endif
+    return std::thread::hardware_concurrency() >= 8;
+  }();
+  return enough_cores;
+#else
+  return false;
+#endif
+}
 
 Translation translate(std::string_view msl, const TranslateOptions& options) {
   // MLX-style `instantiate_kernel(...)` macros declare kernels: expand them first (lines kept).

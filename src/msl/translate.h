@@ -88,6 +88,13 @@ struct Translation {
   bool uses_simd = false;            // simd/quad functions (lanes are exchanged within simdgroups)
 };
 
+/// CPU: whether translations give outputs that may be streamed a streamed loop
+/// (KernelEntry::stream_params; its code costs the host compiler a second vector loop, ~50% of
+/// an elementwise kernel's compile). ALLOY_CPU_STREAM: off -> no; on or a byte threshold -> yes;
+/// unset or auto -> on x86-64 when the process may use at least 8 cores (the executor streams
+/// nothing on fewer: backend/cpu/executor.h stream_min_bytes). Read at every translation.
+bool cpu_stream_loops();
+
 /// Translates a Metal source (a metal_kernel's generated text or a whole library).
 /// Throws alloy::NotSupported for features Alloy does not run (textures, render functions...),
 /// std::invalid_argument for kernel signatures it cannot read.

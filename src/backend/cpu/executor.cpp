@@ -26,6 +26,7 @@
 #include "backend/cpu/fault_guard.h"
 #include "backend/cpu/fiber_scheduler.h"
 #include "core/interrupt_state.h"
+#include "msl/translate.h"
 
 namespace alloy::cpu {
 
@@ -384,19 +385,14 @@ namespace {
 // read-for-ownership of plain stores, a third of an elementwise kernel's memory traffic, which
 // counts only when the cores together saturate memory. Default (auto): outputs of 16 MiB and more
 // (below that an output may still be in the cache when the next kernel reads it) when the pool
-// has at least kStreamMinThreads threads, on x86-64. ALLOY_CPU_STREAM=off | on | auto | <bytes>
-// (on: every streamable output; <bytes>: that threshold whatever the thread count).
+// may use at least 8 cores, on x86-64 (msl::cpu_stream_loops). ALLOY_CPU_STREAM=off | on | auto |
+// <bytes> (on: every streamable output; <bytes>: that threshold whatever the thread count).
 constexpr uint64_t kStreamNever = ~uint64_t{0};
-constexpr int kStreamMinThreads = 8;
 std::atomic<uint64_t>& stream_threshold() {
   static std::atomic<uint64_t> v{[] {
-#if defined(__x86_64__)
-    const uint64_t automatic = tbb::this_task_arena::max_concurrency() >= kStreamMinThreads
-                                   ? uint64_t{16} << 20
-                                   : kStreamNever;
-#else
-    const uint64_t automatic = kStreamNever;
-#endif
+    // The translator's rule (x86-64, at least 8 cores allowed) decides whether kernels have a
+    // streamed loop at all: the same one decides whether auto streams.
+    const uint64_t automatic = msl::cpu_stream_loops() ? uint64_t{16} << 20 : kStreamNever;
     const char* e = std::getenv("ALLOY_CPU_STREAM");
     if (!e || !*e || std::string(e) == "auto") return automatic;
     if (std::string(e) == "off") return kStreamNever;
