@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "alloy/errors.h"
@@ -692,6 +696,139 @@ TEST(CpuExecutor, SerialOptionGivesSameResults) {
     for (uint32_t c = 0; c < cols; ++c) ref += x[size_t(r) * cols + c];
     ASSERT_NEAR(a[r], ref, 1e-4 * ref);
   }
+}
+
+// ---- group scheduling ----
+
+// Each group of a launch runs exactly once under both schedules, for group counts around the
+// dynamic schedule's chunk sizes, in loop mode (one call per group and chunks of groups through
+// a groups_fn) and fiber mode, and while another thread spins on a core (a preempted pool thread
+// holds only the chunk it runs; the launch still completes with every group done once).
+struct GroupCount {
+  std::atomic<int> n{0};
+};
+void check_each_group_once(Schedule schedule, bool fiber_mode, bool chunks, uint32_t ngroups,
+                           uint32_t tg) {
+  std::vector<GroupCount> seen(ngroups);
+  std::atomic<int> bad{0};
+  Dispatch d({ngroups * tg, 1, 1}, {tg, 1, 1}, {seen.data(), &bad});
+  alloy_cpu_group_fn group_fn = [](const alloy_cpu_launch* L, alloy_cpu_group* g) {
+    static_cast<GroupCount*>(L->buffers[0])[g->group_pos[0]].n++;
+  };
+  alloy_cpu_thread_fn thread_fn = [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint32_t lid) {
+    if (lid == 0) static_cast<GroupCount*>(L->buffers[0])[g->group_pos[0]].n++;
+  };
+  alloy_cpu_groups_fn groups_fn = [](const alloy_cpu_launch* L, alloy_cpu_group* g, uint64_t first,
+                                     uint64_t count) {
+    if (count == 0 || first + count > L->groups[0])
+      static_cast<std::atomic<int>*>(L->buffers[1])[0]++;
+    for (uint64_t i = first; i < first + count; ++i) static_cast<GroupCount*>(L->buffers[0])[i].n++;
+  };
+  ExecOptions opts;
+  opts.schedule = schedule;
+  run(d.L, group_fn, thread_fn, fiber_mode, opts, chunks ? groups_fn : nullptr);
+  EXPECT_EQ(bad.load(), 0);
+  for (uint32_t i = 0; i < ngroups; ++i)
+    ASSERT_EQ(seen[i].n.load(), 1) << "group " << i << " of " << ngroups
+                                   << (fiber_mode ? " fibers" : "") << (chunks ? " chunks" : "");
+}
+
+void check_schedules() {
+  for (Schedule s : {Schedule::dynamic, Schedule::partitioned}) {
+    for (uint32_t n : {1u, 2u, 7u, 33u, 1000u, 4099u, 65537u}) {
+      check_each_group_once(s, false, false, n, 256);
+      check_each_group_once(s, false, true, n, 256);
+      check_each_group_once(s, false, false, n, 3);
+      if (n <= 4099) check_each_group_once(s, true, false, n, 32);
+    }
+  }
+}
+
+TEST(CpuExecutor, EveryGroupRunsOnceUnderBothSchedules) {
+  check_schedules();
+}
+
+TEST(CpuExecutor, EveryGroupRunsOnceBesideASpinningThread) {
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  check_schedules();
+  stop = true;
+  spinner.join();
+}
+
+TEST(CpuExecutor, DynamicScheduleResultsMatchSerial) {
+  const uint32_t rows = 999, cols = 257;
+  std::vector<float> x = random_floats(size_t(rows) * cols, 13);
+  uint32_t ncols = cols;
+  std::vector<float> a(rows, std::nanf("")), b(rows, std::nanf(""));
+  Dispatch da({64, rows, 1}, {64, 1, 1}, {x.data(), a.data(), &ncols});
+  Dispatch db({64, rows, 1}, {64, 1, 1}, {x.data(), b.data(), &ncols});
+  ExecOptions serial, dynamic;
+  serial.parallel = false;
+  dynamic.schedule = Schedule::dynamic;
+  run(da.L, nullptr, rowsum_kernel, true, serial);
+  run(db.L, nullptr, rowsum_kernel, true, dynamic);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), rows * sizeof(float)));
+}
+
+TEST(CpuExecutor, ScheduleFromOptionsOverridesTheEnvironment) {
+  ExecOptions o;
+  o.schedule = Schedule::partitioned;
+  EXPECT_EQ(schedule(o), Schedule::partitioned);
+  o.schedule = Schedule::dynamic;
+  EXPECT_EQ(schedule(o), Schedule::dynamic);
+  o.schedule = Schedule::automatic;
+  EXPECT_NE(schedule(o), Schedule::automatic);
+}
+
+// ALLOY_CPU_SLICE_US / set_worker_slice_us: the pool's workers run with the requested scheduler
+// slice (Linux >= 6.12), and go back to the default when it is set to 0; the caller's thread is
+// left alone.
+std::mutex slice_mu;
+std::map<std::thread::id, uint64_t>* slice_seen = nullptr;
+TEST(CpuExecutor, WorkersTakeTheRequestedSchedulerSlice) {
+  bool supported = false;
+  uint64_t default_slice = 0;  // what a thread reports without a slice of its own
+  std::thread probe([&] {
+    default_slice = thread_slice_us();
+    supported = set_thread_slice_us(700) && thread_slice_us() == 700;
+  });
+  probe.join();
+  if (!supported) GTEST_SKIP() << "the kernel has no custom scheduler slices";
+  const uint64_t saved = worker_slice_us();
+  const uint64_t caller_before = thread_slice_us();
+  for (uint64_t want : {uint64_t{500}, uint64_t{0}}) {
+    set_worker_slice_us(want);
+    std::map<std::thread::id, uint64_t> seen;
+    slice_seen = &seen;
+    Dispatch d({2000 * 32, 1, 1}, {32, 1, 1});
+    alloy_cpu_group_fn fn = [](const alloy_cpu_launch*, alloy_cpu_group*) {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(20)) {
+      }
+      const uint64_t s = thread_slice_us();
+      std::lock_guard<std::mutex> lock(slice_mu);
+      (*slice_seen)[std::this_thread::get_id()] = s;
+    };
+    ExecOptions opts;
+    opts.schedule = Schedule::dynamic;
+    run(d.L, fn, nullptr, false, opts);
+    slice_seen = nullptr;
+    int workers = 0;
+    for (const auto& [id, s] : seen) {
+      if (id == std::this_thread::get_id()) continue;
+      ++workers;
+      EXPECT_EQ(s, want ? want : default_slice) << "a pool worker's slice";
+    }
+    if (std::thread::hardware_concurrency() > 1) {
+      EXPECT_GT(workers, 0) << "no worker joined";
+    }
+    EXPECT_EQ(thread_slice_us(), caller_before) << "the caller's slice changed";
+  }
+  set_worker_slice_us(saved);
 }
 
 }  // namespace

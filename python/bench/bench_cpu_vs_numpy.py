@@ -352,7 +352,11 @@ def main():
     cores = len(os.sched_getaffinity(0))
     print(f"alloy {alloy.__version__}, numpy {np.__version__}; {cores} core(s) allowed; "
           f"load average {os.getloadavg()[0]:.1f}; medians of {args.repeats} alternate samples")
-    print(f"CPU sync path: ALLOY_CPU_SYNC={os.environ.get('ALLOY_CPU_SYNC', 'auto')}")
+    print(f"CPU sync path: ALLOY_CPU_SYNC={os.environ.get('ALLOY_CPU_SYNC', 'auto')}; "
+          f"ALLOY_CPU_SCHEDULE={os.environ.get('ALLOY_CPU_SCHEDULE', 'dynamic')}, "
+          f"ALLOY_CPU_STREAM={os.environ.get('ALLOY_CPU_STREAM', 'auto')}, "
+          f"ALLOY_CPU_SLICE_US={os.environ.get('ALLOY_CPU_SLICE_US', '300')} "
+          "(docs/cpu-backend.md)")
     print(f"{'case':<10} {'alloy':>10} {'numpy':>10} {'ratio':>7} {'target':>7} {'cpu ratio':>9}")
     for name in cases:
         if name == "exp_f32":

@@ -5,10 +5,16 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include "alloy/errors.h"
 #include "msl/lexer.h"
@@ -1699,11 +1705,144 @@ class Translator {
     }
   }
 
+  // CPU: the names of kernel d's outputs that may be streamed (KernelEntry::stream_params). The
+  // proof is on tokens and conservative: the body has no return, goto or preprocessor line; the
+  // grid position is a `uint` attribute (or `.x` of a uint2/uint3 one) or a local copied from it
+  // at statement level, and neither is assigned, incremented, has its address taken or is passed
+  // alone to a function (which could take it by reference); the output's only occurrence is the
+  // statement `out[index] = ...;` at the top level of the body (not inside a condition or a
+  // loop), so every thread of the grid writes its own element exactly once and nothing reads it.
+  std::vector<std::string> stream_outputs(const KernelDecl& d) const {
+    if (opt_.target != Target::cpu || out_.uses_sync || opt_.robust || !d.body_open ||
+        !cpu_stream_loops())
+      return {};
+    std::vector<const Token*> t;
+    for (size_t i = d.body_open + 1; i < d.body_close; ++i) {
+      const Token& k = toks_[i];
+      if (k.trivia()) continue;
+      if (k.kind == TokKind::preproc || k.is("return") || k.is("goto") || k.is("asm") ||
+          k.is("__asm__"))
+        return {};
+      t.push_back(&k);
+    }
+    auto is = [&](size_t j, std::string_view s) { return j < t.size() && t[j]->is(s); };
+    static const std::set<std::string> kAssign = {
+        "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"};
+    static const std::set<std::string> kOperand = {
+        "[", "]",  "(",  ")",  ",",  "+", "-", "*", "/", "%",  "<",
+        ">", "<=", ">=", "==", "!=", "?", ":", ";", "=", "&&", "||"};
+    // A read of the value that ends at token j (inclusive), starting at token b: an operand of
+    // arithmetic, a comparison or an index, not an lvalue nor a lone call argument.
+    auto plain_read = [&](size_t b, size_t j) {
+      if (b == 0 || j + 1 >= t.size()) return false;
+      const Token &p = *t[b - 1], &n = *t[j + 1];
+      if (kAssign.count(n.text) || p.is("++") || p.is("--") || p.is("&") || p.is(".") ||
+          p.is("->") || p.is("::"))
+        return false;
+      if (!kOperand.count(p.text) || !kOperand.count(n.text)) return false;
+      if ((p.is("(") || p.is(",")) && (n.is(")") || n.is(",")))
+        return false;  // maybe a reference argument
+      return true;
+    };
+    const KernelParam* gp = nullptr;
+    for (const auto& p : d.params)
+      if (p.kind == ParamKind::attribute && p.attribute == "thread_position_in_grid") gp = &p;
+    if (!gp) return {};
+    const bool vec = gp->type == "uint2" || gp->type == "uint3";
+    if (!vec && gp->type != "uint") return {};
+    // Tokens [j, j + n) that name the grid position's x, n = 0: none. Every use of the
+    // attribute must be a plain read of a component (or of itself, when scalar).
+    auto grid_x = [&](size_t j) -> size_t {
+      if (!t[j]->is(gp->name)) return 0;
+      if (!vec) return 1;
+      return is(j + 1, ".") && is(j + 2, "x") ? 3 : 0;
+    };
+    for (size_t j = 0; j < t.size(); ++j) {
+      if (!t[j]->is(gp->name)) continue;
+      size_t e = vec ? j + 2 : j;
+      if (vec && !(is(j + 1, ".") && j + 2 < t.size() && t[j + 2]->kind == TokKind::ident))
+        return {};
+      if (!plain_read(j, e)) return {};
+    }
+    // Locals holding the grid position: `[const] uint|unsigned|auto NAME = <grid x>;` at the
+    // body's top level, each used only in plain reads afterwards.
+    std::set<std::string> alias;
+    int depth = 0, parens = 0;
+    std::vector<int> depth_at(t.size()), parens_at(t.size());
+    for (size_t j = 0; j < t.size(); ++j) {
+      depth_at[j] = depth;
+      parens_at[j] = parens;
+      if (t[j]->is("{")) ++depth;
+      if (t[j]->is("}")) --depth;
+      if (t[j]->is("(")) ++parens;
+      if (t[j]->is(")")) --parens;
+    }
+    auto statement_start = [&](size_t j) {
+      return depth_at[j] == 0 && parens_at[j] == 0 &&
+             (j == 0 || t[j - 1]->is(";") || t[j - 1]->is("{") || t[j - 1]->is("}"));
+    };
+    for (size_t j = 0; j + 4 < t.size(); ++j) {
+      if (!statement_start(j)) continue;
+      size_t k = j;
+      if (t[k]->is("const")) ++k;
+      if (!(is(k, "uint") || is(k, "unsigned") || is(k, "auto"))) continue;
+      ++k;
+      if (k + 2 >= t.size() || t[k]->kind != TokKind::ident || !is(k + 1, "=")) continue;
+      size_t n = grid_x(k + 2);
+      if (n && is(k + 2 + n, ";")) alias.insert(t[k]->text);
+    }
+    for (size_t j = 0; j < t.size(); ++j) {
+      if (t[j]->kind != TokKind::ident || !alias.count(t[j]->text)) continue;
+      const bool decl =
+          j >= 1 && (t[j - 1]->is("uint") || t[j - 1]->is("unsigned") || t[j - 1]->is("auto")) &&
+          is(j + 1, "=") &&
+          (statement_start(j - 1) || (j >= 2 && t[j - 2]->is("const") && statement_start(j - 2)));
+      if (decl) continue;
+      if (!plain_read(j, j)) alias.erase(t[j]->text);
+    }
+    // Declared twice (another scope): not an alias.
+    for (auto it = alias.begin(); it != alias.end();) {
+      int decls = 0;
+      for (size_t j = 1; j < t.size(); ++j)
+        if (t[j]->is(*it) && t[j - 1]->kind == TokKind::ident) ++decls;
+      it = decls == 1 ? std::next(it) : alias.erase(it);
+    }
+    auto index_len = [&](size_t j) -> size_t {
+      if (j >= t.size()) return 0;
+      if (size_t n = grid_x(j)) return n;
+      return alias.count(t[j]->text) ? 1 : 0;
+    };
+    std::vector<std::string> names;
+    for (const auto& p : d.params) {
+      if (p.kind != ParamKind::buffer || !p.is_pointer || p.is_const ||
+          p.type.find("device") == std::string::npos)
+        continue;
+      size_t uses = 0, at = 0;
+      for (size_t j = 0; j < t.size(); ++j)
+        if (t[j]->is(p.name)) ++uses, at = j;
+      if (uses != 1 || !statement_start(at) || !is(at + 1, "[")) continue;
+      size_t n = index_len(at + 2);
+      if (n && is(at + 2 + n, "]") && is(at + 3 + n, "=")) names.push_back(p.name);
+    }
+    // A macro outside the body could name an output: none may.
+    for (const auto& k : toks_)
+      if (k.kind == TokKind::preproc)
+        names.erase(std::remove_if(names.begin(), names.end(),
+                                   [&](const std::string& nm) {
+                                     return k.text.find(nm) != std::string::npos;
+                                   }),
+                    names.end());
+    return names;
+  }
+
   Translation finish() {
     if (opt_.reflect_only) {
       for (auto& k : out_.kernels) k.fibers = out_.uses_sync;
       return std::move(out_);
     }
+    // Before the split rewrites bodies (stream_outputs skips translations with sync anyway).
+    std::map<std::string, std::vector<std::string>> streamed;
+    for (const auto& d : decls_) streamed[d.name] = stream_outputs(d);
     plan_cpu_split();
     std::string body;
     for (auto& t : toks_) body += t.text;
@@ -1729,6 +1868,12 @@ class Translator {
         out_.kernels[k].fibers = out_.uses_sync && !d->second.first;
         out_.kernels[k].sync_path = d->second.second;
       }
+      if (auto st = streamed.find(out_.kernels[k].base_name); st != streamed.end()) {
+        auto& ps = out_.kernels[k].params;
+        for (size_t j = 0; j < ps.size(); ++j)
+          if (std::find(st->second.begin(), st->second.end(), ps[j].name) != st->second.end())
+            out_.kernels[k].stream_params.push_back(j);
+      }
       code += traits_.entry(out_.kernels[k], k, opt_);
     }
     code += "}  // namespace metal\n";
@@ -1750,6 +1895,25 @@ class Translator {
 };
 
 }  // namespace
+
+bool cpu_stream_loops() {
+  const char* e = std::getenv("ALLOY_CPU_STREAM");
+  const std::string v = e ? e : "";
+  if (v == "off") return false;
+  if (!v.empty() && v != "auto") return true;
+#if defined(__x86_64__)
+  static const bool enough_cores = [] {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) >= 8;
+#endif
+    return std::thread::hardware_concurrency() >= 8;
+  }();
+  return enough_cores;
+#else
+  return false;
+#endif
+}
 
 Translation translate(std::string_view msl, const TranslateOptions& options) {
   // MLX-style `instantiate_kernel(...)` macros declare kernels: expand them first (lines kept).

@@ -43,6 +43,12 @@ struct KernelEntry {
   // kernel with barriers/simd functions took and why (ALLOY_TRACE_BUILD prints it).
   bool split = false;
   std::string sync_path = {};
+  // CPU: indices into `params` of the device buffers that every thread writes exactly once, at
+  // its own position thread_position_in_grid.x, and that the kernel reads or writes nowhere else
+  // (stream_outputs in translate.cpp). In a 1D grid such an output is written by consecutive
+  // threads consecutively, so the entry may stage it in a small buffer and stream it to memory
+  // with non-temporal stores (msl/target.cpp, prelude/entry.h cpu_stream_copy).
+  std::vector<size_t> stream_params = {};
 };
 
 struct TranslateOptions {
@@ -81,6 +87,13 @@ struct Translation {
   bool uses_sync = false;            // barriers / simd functions: the CPU runs the groups as fibers
   bool uses_simd = false;            // simd/quad functions (lanes are exchanged within simdgroups)
 };
+
+/// CPU: whether translations give outputs that may be streamed a streamed loop
+/// (KernelEntry::stream_params; its code costs the host compiler a second vector loop, ~50% of
+/// an elementwise kernel's compile). ALLOY_CPU_STREAM: off -> no; on or a byte threshold -> yes;
+/// unset or auto -> on x86-64 when the process may use at least 8 cores (the executor streams
+/// nothing on fewer: backend/cpu/executor.h stream_min_bytes). Read at every translation.
+bool cpu_stream_loops();
 
 /// Translates a Metal source (a metal_kernel's generated text or a whole library).
 /// Throws alloy::NotSupported for features Alloy does not run (textures, render functions...),

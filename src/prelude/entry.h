@@ -261,6 +261,145 @@ ALLOY_FN void cpu_for_each_thread(const alloy_cpu_launch* L, const alloy_cpu_gro
   }
 }
 
+/// Streamed outputs (msl/target.cpp, KernelEntry::stream_params): threads per block, so that
+/// the blocks' staging of all streamed outputs (`bytes` per thread) takes about 16 KiB, a
+/// multiple of 64 threads.
+constexpr unsigned cpu_stream_block(unsigned long long bytes) {
+  unsigned long long n = (16384 / (bytes ? bytes : 1)) / 64 * 64;
+  return n ? static_cast<unsigned>(n) : 64u;
+}
+
+/// Copies `bytes` from src to dst with non-temporal stores where dst is 16-byte aligned (x86-64;
+/// elsewhere a plain copy). Ordered with later stores only by cpu_stream_fence.
+// One aligned non-temporal vector store: Clang's generic builtin, g++'s x86 ones.
+#if defined(__clang__)
+#define ALLOY_CPU_NT_STORE(V, P, BUILTIN) __builtin_nontemporal_store(V, P)
+#else
+#define ALLOY_CPU_NT_STORE(V, P, BUILTIN) BUILTIN(P, V)
+#endif
+ALLOY_FN void cpu_stream_copy(void* dst, const void* src, unsigned long long bytes) {
+#if defined(__x86_64__) && defined(__SSE2__)
+  typedef long long v2di __attribute__((vector_size(16)));
+  unsigned char* d = static_cast<unsigned char*>(dst);
+  const unsigned char* s = static_cast<const unsigned char*>(src);
+  unsigned long long head = (16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 15;
+  if (head > bytes) head = bytes;
+  __builtin_memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+#if defined(__AVX512F__)
+  typedef long long v8di __attribute__((vector_size(64)));
+  if ((reinterpret_cast<unsigned long long>(d) & 63) == 0) {
+    for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
+      v8di v;
+      __builtin_memcpy(&v, s, 64);
+      ALLOY_CPU_NT_STORE(v, reinterpret_cast<v8di*>(d), __builtin_ia32_movntdq512);
+    }
+  }
+#elif defined(__AVX__)
+  typedef long long v4di __attribute__((vector_size(32)));
+  if ((reinterpret_cast<unsigned long long>(d) & 31) == 0) {
+    for (; bytes >= 32; bytes -= 32, d += 32, s += 32) {
+      v4di v;
+      __builtin_memcpy(&v, s, 32);
+      ALLOY_CPU_NT_STORE(v, reinterpret_cast<v4di*>(d), __builtin_ia32_movntdq256);
+    }
+  }
+#endif
+  for (; bytes >= 16; bytes -= 16, d += 16, s += 16) {
+    v2di v;
+    __builtin_memcpy(&v, s, 16);
+    ALLOY_CPU_NT_STORE(v, reinterpret_cast<v2di*>(d), __builtin_ia32_movntdq);
+  }
+  __builtin_memcpy(d, s, bytes);
+#else
+  __builtin_memcpy(dst, src, bytes);
+#endif
+}
+ALLOY_FN void cpu_stream_fence() {
+#if defined(__x86_64__) && defined(__SSE2__)
+  __builtin_ia32_sfence();
+#endif
+}
+/// Stores elements [x0, x0 + n) of a streamed output from its staging block, within the
+/// buffer's `buffer_bytes` (a grid larger than the buffer writes past its end in a plain
+/// store's place: not further).
+template <class T>
+ALLOY_FN void cpu_stream_store(T* out, u32 x0, u32 n, const void* stage,
+                               unsigned long long buffer_bytes) {
+  const unsigned long long off = (unsigned long long)x0 * sizeof(T);
+  if (off >= buffer_bytes) return;
+  unsigned long long bytes = (unsigned long long)n * sizeof(T);
+  if (bytes > buffer_bytes - off) bytes = buffer_bytes - off;
+  cpu_stream_copy(reinterpret_cast<unsigned char*>(out) + off, stage, bytes);
+}
+
+/// cpu_for_each_run in blocks of at most `block` threads along x: f(ids, before(x0)) for the
+/// threads [x0, x0 + n) of a block (before's value: the block's output pointers, loop-invariant),
+/// then after(x0, n) (streamed outputs: prelude above).
+template <class B, class F, class A>
+ALLOY_FN void cpu_for_each_run_blocks(const alloy_cpu_launch* L, alloy_cpu_group* g,
+                                      unsigned long long first, unsigned long long count, u32 block,
+                                      B&& before, F&& f, A&& after) {
+  const unsigned long long gx = L->groups[0], gxy = gx * L->groups[1];
+  u32 p[3] = {static_cast<u32>(first % gx), static_cast<u32>(first % gxy / gx),
+              static_cast<u32>(first / gxy)};
+  while (count > 0) {
+    const unsigned long long left = gx - p[0];
+    const u32 c = static_cast<u32>(count < left ? count : left);
+    u32 n = 1;
+    for (int d = 0; d < 3; ++d) {
+      const u32 start = p[d] * L->threadgroup[d];
+      const u32 size =
+          L->grid[d] - start < L->threadgroup[d] ? L->grid[d] - start : L->threadgroup[d];
+      g->group_pos[d] = p[d];
+      g->group_size[d] = size;
+      n *= size;
+    }
+    g->nthreads = n;
+    g->current = 0;
+    g->simd_live = 0;
+    if (g->tg_used) {
+      g->tg_used = 0;
+      for (int s = 0; s < ALLOY_CPU_MAX_TG_SLOTS; ++s) g->tg_slots[s] = nullptr;
+    }
+    thread_ids t = cpu_ids(L, g, 0, 0, 0);
+    const u32 ny = t.gsize[1], nz = t.gsize[2];
+    const u32 x0 = t.gpos[0] * t.tg[0];
+    const unsigned long long last = (unsigned long long)(p[0] + c) * L->threadgroup[0];
+    const u32 end = last < L->grid[0] ? static_cast<u32>(last) : L->grid[0];
+    for (u32 z = 0; z < nz; ++z) {
+      for (u32 y = 0; y < ny; ++y) {
+        t.local[1] = y;
+        t.local[2] = z;
+        for (u32 b = x0; b < end;) {
+          const u32 e = end - b > block ? b + block : end;
+          const auto block_args = before(b);
+          for (u32 px = b; px < e; ++px) {
+            thread_ids u = t;
+            u.local[0] = px - x0;
+            u.lid = px - x0;
+            u.li = u.lid;
+            f(u, block_args);
+          }
+          after(b, e - b);
+          b = e;
+        }
+      }
+    }
+    count -= c;
+    p[0] += c;
+    if (p[0] == L->groups[0]) {
+      p[0] = 0;
+      if (++p[1] == L->groups[1]) {
+        p[1] = 0;
+        ++p[2];
+      }
+    }
+  }
+}
+
 /// Loop mode, several groups per call (alloy_groups_<i>, abi.h), for a kernel that reads no
 /// attribute of its group
 /// (msl/target.cpp merged_groups: only thread_position_in_grid and grid-wide values; no

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,12 +16,21 @@
 #include <string>
 #include <thread>
 
+#if defined(__linux__)
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "alloy/errors.h"
 #include "backend/cpu/fault_guard.h"
 #include "backend/cpu/fiber_scheduler.h"
 #include "core/interrupt_state.h"
+#include "msl/translate.h"
 
 namespace alloy::cpu {
+
+void apply_worker_slice();  // below, with the slice setting
 
 void OobLog::add(const OobReport& r) {
   if (count_.fetch_add(1, std::memory_order_relaxed) >= max_kept_) return;
@@ -58,6 +69,9 @@ void report_oob(alloy_cpu_group* g, uint32_t buffer, int64_t index, int is_write
 
 namespace {
 
+// Dynamic scheduling's chunks are 1/(kGuidedParts * threads) of the groups left.
+constexpr size_t kGuidedParts = 4;
+
 // Loop-mode kernels never synchronize (the translator picks fiber mode for any kernel that uses a
 // barrier or simd function); reaching one means the two disagree.
 [[noreturn]] void loop_mode_sync_misuse() {
@@ -87,6 +101,10 @@ struct Worker {
   FiberScheduler fibers;
   // The chunk of groups an alloy_groups_<i> call is running (count 0: none), for fault reports.
   size_t chunk_first = 0, chunk_count = 0;
+  // Groups per alloy_groups_<i> call, kept across the claims of one launch (`size_serial` names
+  // the launch it belongs to; a new launch starts again at one group per call).
+  uint64_t size_serial = 0;
+  size_t size = 1;
 
   ~Worker() {
     std::free(memory);
@@ -119,6 +137,7 @@ struct Worker {
     g.split_arena = split_arena;
     g.split_capacity = split_arena ? kSplitBytes : 0;
     g.split = nullptr;
+    g.stream_min_bytes = stream_min_bytes();
     loop_runtime.launch = &L;
     loop_runtime.options = &opts;
     g.sync = fiber_mode ? &FiberScheduler::kSync : &kLoopSync;
@@ -157,6 +176,9 @@ struct Run {
   static constexpr uint64_t kChunkThreads = 16384;
   static constexpr std::chrono::microseconds kChunkGrow{200}, kChunkShrink{2000};
   size_t chunk = 1;
+  // Distinguishes launches for Worker::size (never 0).
+  uint64_t serial = next_serial.fetch_add(1, std::memory_order_relaxed) + 1;
+  static inline std::atomic<uint64_t> next_serial{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
   std::exception_ptr error;
@@ -204,6 +226,7 @@ struct Run {
   // inside the kernel stops the launch with an alloy::Error (fault_guard.h); in fiber mode the
   // fiber scheduler catches faults of its fibers itself and fails the group with that error.
   void groups(size_t begin, size_t end) {
+    if (std::this_thread::get_id() != caller) apply_worker_slice();
     if (!fault_guard_enabled()) return unguarded_groups(begin, end);
     struct Task {
       Run* run;
@@ -313,7 +336,11 @@ struct Run {
         // The entry sets each group's position, size and threadgroup-memory state itself.
         g.tg_used = 0;
         std::memset(g.tg_slots, 0, sizeof g.tg_slots);
-        size_t size = 1;
+        if (w.size_serial != serial) {
+          w.size_serial = serial;
+          w.size = 1;
+        }
+        size_t& size = w.size;
         // (One group: no chunk to size, no clock read.)
         const bool timed = end - begin > 1;
         auto t0 =
@@ -361,6 +388,146 @@ struct Run {
 
 }  // namespace
 
+namespace {
+// Streaming stores (abi.h alloy_cpu_group::stream_min_bytes). Staging a block and copying it
+// with non-temporal stores costs an extra pass through L1 (one core of EPYC-2: exp over 2^24
+// floats 3.4 -> 4.8 ms with a plain copy of the staging block, 5.0 ms streamed), and saves the
+// read-for-ownership of plain stores, a third of an elementwise kernel's memory traffic, which
+// counts only when the cores together saturate memory. Default (auto): outputs of 16 MiB and more
+// (below that an output may still be in the cache when the next kernel reads it) when the pool
+// may use at least 8 cores, on x86-64 (msl::cpu_stream_loops). ALLOY_CPU_STREAM=off | on | auto |
+// <bytes> (on: every streamable output; <bytes>: that threshold whatever the thread count).
+constexpr uint64_t kStreamNever = ~uint64_t{0};
+std::atomic<uint64_t>& stream_threshold() {
+  static std::atomic<uint64_t> v{[] {
+    // The translator's rule (x86-64, at least 8 cores allowed) decides whether kernels have a
+    // streamed loop at all: the same one decides whether auto streams.
+    const uint64_t automatic = msl::cpu_stream_loops() ? uint64_t{16} << 20 : kStreamNever;
+    const char* e = std::getenv("ALLOY_CPU_STREAM");
+    if (!e || !*e || std::string(e) == "auto") return automatic;
+    if (std::string(e) == "off") return kStreamNever;
+    if (std::string(e) == "on") return uint64_t{0};
+    char* end = nullptr;
+    unsigned long long b = std::strtoull(e, &end, 10);
+    if (end == e || *end)
+      throw std::invalid_argument(
+          fmt::format("ALLOY_CPU_STREAM={}: expected off, on, auto or a size in bytes", e));
+    return static_cast<uint64_t>(b);
+  }()};
+  return v;
+}
+}  // namespace
+
+uint64_t stream_min_bytes() {
+  return stream_threshold().load(std::memory_order_relaxed);
+}
+void set_stream_min_bytes(uint64_t bytes) {
+  stream_threshold().store(bytes, std::memory_order_relaxed);
+}
+
+namespace {
+// The pool threads' scheduler time slice (Linux >= 6.12, EEVDF: sched_attr::sched_runtime of a
+// SCHED_OTHER thread). A thread woken with a shorter slice than the running one's preempts it
+// at once; with the kernel's default slice (3 ms on 16 cores) a pool thread woken for a launch
+// while every core runs another process's thread (OpenBLAS's threads spin for a while after each
+// numpy `@`) waits for that thread's slice to end. Default 300 µs: on the 16-core GPU host
+// (Linux 6.18) the tiled matmul alternating with numpy's `@` took 3.4-3.6 ms with it, 5.9-7.2 ms
+// with the kernel's slice, 3.0-3.4 ms with 100 µs (which slowed numpy's next `@` from 0.4 to
+// 0.6-0.8 ms) and 1.5-4.5 ms with 1 ms; exp, copy and row sum on 16 cores were unchanged
+// (docs/performance.md). 0: the kernel's default (nothing is set). ALLOY_CPU_SLICE_US overrides.
+constexpr uint64_t kDefaultSliceUs = 300;
+std::atomic<uint64_t>& slice_ns() {
+  static std::atomic<uint64_t> v{[] {
+    const char* e = std::getenv("ALLOY_CPU_SLICE_US");
+    if (!e || !*e) return kDefaultSliceUs * 1000;
+    char* end = nullptr;
+    unsigned long long us = std::strtoull(e, &end, 10);
+    if (end == e || *end)
+      throw std::invalid_argument(
+          fmt::format("ALLOY_CPU_SLICE_US={}: expected a time in microseconds", e));
+    return static_cast<uint64_t>(us) * 1000;
+  }()};
+  return v;
+}
+
+#if defined(__linux__)
+// The kernel's struct sched_attr (sched_setattr(2); <linux/sched/types.h> clashes with glibc's
+// <sched.h>): SCHED_ATTR_SIZE_VER1, 56 bytes.
+struct sched_attr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime, sched_deadline, sched_period;
+  uint32_t sched_util_min, sched_util_max;
+};
+static_assert(sizeof(sched_attr) == 56);
+#endif
+
+// Sets the calling thread's slice to `ns` (0: back to the kernel's default). False where the kernel
+// has no custom slices or the thread is not SCHED_OTHER.
+bool set_thread_slice(uint64_t ns) {
+#if defined(__linux__) && defined(SYS_sched_setattr) && defined(SYS_sched_getattr)
+  sched_attr a{};
+  if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
+    return false;
+  a.size = sizeof a;
+  a.sched_flags = 0;
+  a.sched_runtime = ns;
+  return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+#else
+  (void)ns;
+  return false;
+#endif
+}
+
+}  // namespace
+
+// Applies slice_ns() to the calling pool thread, once per value (Run::groups calls it on every
+// thread but the launch's caller, whose scheduling is the application's).
+void apply_worker_slice() {
+  thread_local uint64_t applied = 0;
+  const uint64_t want = slice_ns().load(std::memory_order_relaxed);
+  if (want == applied) return;
+  applied = want;
+  set_thread_slice(want);
+}
+
+uint64_t worker_slice_us() {
+  return slice_ns().load(std::memory_order_relaxed) / 1000;
+}
+void set_worker_slice_us(uint64_t us) {
+  slice_ns().store(us * 1000, std::memory_order_relaxed);
+}
+bool set_thread_slice_us(uint64_t us) {
+  return set_thread_slice(us * 1000);
+}
+uint64_t thread_slice_us() {
+#if defined(__linux__) && defined(SYS_sched_getattr)
+  sched_attr a{};
+  if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return 0;
+  return a.sched_runtime / 1000;
+#else
+  return 0;
+#endif
+}
+
+Schedule schedule(const ExecOptions& options) {
+  if (options.schedule != Schedule::automatic) return options.schedule;
+  // ALLOY_CPU_SCHEDULE=partitioned: oneTBB's parallel_for over the groups (the scheduling before
+  // session 10), for comparisons; otherwise dynamic.
+  static const Schedule env = [] {
+    const char* v = std::getenv("ALLOY_CPU_SCHEDULE");
+    if (v && std::string(v) == "partitioned") return Schedule::partitioned;
+    if (v && *v && std::string(v) != "dynamic")
+      throw std::invalid_argument(
+          fmt::format("ALLOY_CPU_SCHEDULE={}: expected 'dynamic' or 'partitioned'", v));
+    return Schedule::dynamic;
+  }();
+  return env;
+}
+
 void set_groups(alloy_cpu_launch& L) {
   for (int d = 0; d < 3; ++d) {
     L.groups[d] = L.threadgroup[d] == 0
@@ -398,10 +565,48 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
   const size_t grain = cost >= 8192 ? 1 : static_cast<size_t>(8192 / cost);
   if (!options.parallel || ngroups <= grain) {
     r.groups(0, ngroups);
-  } else {
+  } else if (schedule(options) == Schedule::partitioned) {
     tbb::parallel_for(
         tbb::blocked_range<size_t>(0, ngroups, grain),
         [&](const tbb::blocked_range<size_t>& range) { r.groups(range.begin(), range.end()); });
+  } else {
+    // Dynamic (guided) self-scheduling: every pool thread that joins claims chunks of groups from
+    // one shared counter until none are left, each chunk 1/(kGuidedParts * threads) of what
+    // remains but at least `min_chunk` groups (a few thousand threads' work). Nothing is assigned
+    // to a thread in advance: a thread that wakes late or is preempted by another process (e.g.
+    // OpenBLAS's threads spinning after a numpy `@`) holds up at most the one chunk it is running,
+    // and the chunks shrink towards the end so that the threads finish together.
+    const size_t threads = static_cast<size_t>(
+        std::max(1, options.max_threads > 0
+                        ? std::min(options.max_threads, tbb::this_task_arena::max_concurrency())
+                        : tbb::this_task_arena::max_concurrency()));
+    const size_t min_chunk = std::max<size_t>(1, grain / 4);
+    const size_t parts = threads * kGuidedParts;
+    std::atomic<size_t> next{0};
+    auto claim = [&](size_t& begin) -> size_t {
+      size_t cur = next.load(std::memory_order_relaxed);
+      while (cur < ngroups) {
+        const size_t left = ngroups - cur;
+        const size_t c = std::min(left, std::max(min_chunk, left / parts));
+        if (next.compare_exchange_weak(cur, cur + c, std::memory_order_relaxed)) {
+          begin = cur;
+          return c;
+        }
+      }
+      return 0;
+    };
+    auto drain = [&] {
+      size_t begin = 0;
+      while (size_t c = claim(begin)) r.groups(begin, begin + c);
+    };
+    const size_t tasks = std::min(threads, (ngroups + min_chunk - 1) / min_chunk);
+    if (tasks <= 1) {
+      drain();
+    } else {
+      tbb::parallel_for(
+          tbb::blocked_range<size_t>(0, tasks, 1),
+          [&](const tbb::blocked_range<size_t>&) { drain(); }, tbb::simple_partitioner());
+    }
   }
   if (r.error) std::rethrow_exception(r.error);
 }

@@ -49,6 +49,13 @@ class OobLog {
   std::vector<OobReport> kept_;
 };
 
+/// How a launch's groups are distributed over the pool's threads (oneTBB).
+enum class Schedule {
+  automatic,    ///< ALLOY_CPU_SCHEDULE (dynamic or partitioned), dynamic when unset
+  dynamic,      ///< threads claim shrinking chunks of groups from a shared counter (guided)
+  partitioned,  ///< tbb::parallel_for over the groups (recursive splitting, work stealing)
+};
+
 struct ExecOptions {
   /// Threadgroup memory available to `threadgroup` objects of one group (Metal guarantees 32 KiB).
   uint64_t tg_arena_bytes = 256 << 10;
@@ -58,12 +65,38 @@ struct ExecOptions {
   OobLog* oob = nullptr;
   /// false: run every group on the calling thread (debugging, deterministic order).
   bool parallel = true;
+  /// Group distribution over the pool (parallel launches only).
+  Schedule schedule = Schedule::automatic;
+  /// Dynamic schedule: at most this many threads take part (0: the arena's concurrency).
+  int max_threads = 0;
   /// Kernel name, for error messages.
   std::string kernel;
   /// Names [[buffer(n)]] in fault messages (the kernel's parameter names); null: by index. Used
   /// only during run().
   const std::function<std::string(uint32_t)>* buffer_names = nullptr;
 };
+
+/// The schedule `options` selects (automatic: ALLOY_CPU_SCHEDULE, default dynamic).
+Schedule schedule(const ExecOptions& options);
+
+/// Kernels' streamable outputs (msl/translate.h KernelEntry::stream_params) are written with
+/// non-temporal stores when their buffer holds at least this many bytes (~0: never). Default
+/// from ALLOY_CPU_STREAM (off | on | auto | bytes; auto: 16 MiB on x86-64 with a pool of 8 or
+/// more threads, else never);
+/// set_stream_min_bytes changes it for later launches (tests force both paths with it).
+uint64_t stream_min_bytes();
+void set_stream_min_bytes(uint64_t bytes);
+
+/// The scheduler time slice requested for the pool's worker threads, in µs (Linux >= 6.12:
+/// sched_attr::sched_runtime; a woken worker with a shorter slice than the running thread's
+/// preempts it). 0: the kernel's default. Default 300 µs, or ALLOY_CPU_SLICE_US; a change applies
+/// to each worker when it next runs groups of a launch. For tests: set_thread_slice_us sets the
+/// calling thread's slice (false where the kernel has no custom slices), thread_slice_us reads it
+/// (0: the default or unknown).
+uint64_t worker_slice_us();
+void set_worker_slice_us(uint64_t us);
+bool set_thread_slice_us(uint64_t us);
+uint64_t thread_slice_us();
 
 /// Fills L.groups = ceil(grid / threadgroup) per dimension (0 when grid is 0).
 void set_groups(alloy_cpu_launch& L);

@@ -74,6 +74,10 @@ struct alloy_cpu_group {
   unsigned char* split_arena;
   uint64_t split_capacity;
   void* split;
+  // Outputs that a kernel may stream (msl/target.cpp: KernelEntry::stream_params) are streamed
+  // with non-temporal stores when their buffer holds at least this many bytes (set by the
+  // runtime; UINT64_MAX: never).
+  uint64_t stream_min_bytes;
 };
 
 typedef void (*alloy_cpu_group_fn)(const alloy_cpu_launch*, alloy_cpu_group*);
