@@ -516,7 +516,7 @@ uint64_t thread_slice_us() {
 Schedule schedule(const ExecOptions& options) {
   if (options.schedule != Schedule::automatic) return options.schedule;
   // ALLOY_CPU_SCHEDULE=partitioned: oneTBB's parallel_for over the groups (the scheduling before
-  // session 10), for comparisons; otherwise dynamic.
+  // session 9), for comparisons; otherwise dynamic.
   static const Schedule env = [] {
     const char* v = std::getenv("ALLOY_CPU_SCHEDULE");
     if (v && std::string(v) == "partitioned") return Schedule::partitioned;
