@@ -95,6 +95,7 @@ void BM_CachedCallAllocations(benchmark::State& state) {
   call.grid = {n, 1, 1};
   call.threadgroup = {256, 1, 1};
   call.template_args = {{"T", float32}};
+  call.device = dev;       // else the default device: the GPU when there is one
   k({x}, call)[0].eval();  // compiled once
   synchronize(dev);
   int64_t a_call = 0, a_eval = 0, a_release = 0, calls = 0;
@@ -146,6 +147,7 @@ void BM_CompiledCallAllocations(benchmark::State& state) {
     for (int j = 0; j < kernels; ++j) {
       KernelCall call;
       call.output_dtypes = {float32};
+      call.device = dev;
       call.grid_expr = DimsExpr{ShapeExpr::size(0), 1, 1};
       call.threadgroup_expr = DimsExpr{ShapeExpr::min(ShapeExpr::size(0), 256), 1, 1};
       call.output_shape_exprs = {{ShapeExpr::dim(0, 0)}};
