@@ -92,7 +92,13 @@ void compile_async(std::function<void()> fn) {
     p.queued.push_back(std::move(fn));
     ++p.running;
   }
-  p.arena().enqueue([&p] { run_one(p); });  // one task per job (a helper may have taken it)
+  // The task runs queued jobs until none is left: the queue may start with jobs that their
+  // callers ran already (compile_soon's, which CompileJob::run makes no-ops), and one run_one
+  // would take such a one and leave `fn` queued until some other thread helps.
+  p.arena().enqueue([&p] {
+    while (run_one(p)) {
+    }
+  });
 }
 
 void compile_soon(std::function<void()> fn) {
