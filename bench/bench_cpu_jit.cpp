@@ -25,6 +25,7 @@
 #include <fstream>
 #include <thread>
 
+#include "backend/cpu/backend.h"
 #include "backend/cpu/jit.h"
 #include "bench_common.h"
 #include "example_kernels.h"
@@ -106,11 +107,11 @@ class TieredSetting {
   std::string old_;
 };
 
-// Waits until the Jit has run `count` background compiles (a tiered compile's full tier), at
-// most 60 s; returns the seconds waited.
-double wait_background(uint64_t count) {
+// Waits until `count` tiered compiles have switched to their full tier (at most 20 s); returns
+// the seconds waited.
+double wait_full_tier(uint64_t count) {
   double t0 = now_s();
-  while (cpu::Jit::global().counters().background < count && now_s() - t0 < 60)
+  while (cpu::full_tier_switches() < count && now_s() - t0 < 20)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return now_s() - t0;
 }
@@ -123,7 +124,7 @@ void cold_compile(benchmark::State& state, bool tiered) {
   KernelCall call = exp_call(n, Device::cpu());
   auto& jit = cpu::Jit::global();
   fs::path work;
-  uint64_t background = jit.counters().background;
+  uint64_t switches = cpu::full_tier_switches();
   try {
     // Warm what every compile shares once per process (compiler probe, prelude files on disk).
     metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body(tag + "-warmup", 0))({x}, call)[0]
@@ -133,7 +134,7 @@ void cold_compile(benchmark::State& state, bool tiered) {
     double w0 = now_s();
     jit.wait_pch();
     state.counters["pch_wait_ms"] = 1e3 * (now_s() - w0);
-    if (tiered) wait_background(++background);  // the warm-up's full tier
+    if (tiered) wait_full_tier(++switches);  // the warm-up's full tier
     work = fs::temp_directory_path() / ("alloy-bench-raw-" + nonce());
     fs::create_directories(work);
   } catch (const std::exception& e) {
@@ -158,7 +159,7 @@ void cold_compile(benchmark::State& state, bool tiered) {
     cpu_alloy += children_cpu_s() - c0;
     // Tiered: the full tier compiles on the pool meanwhile; let it finish (outside the CPU time
     // above: its compiler is reaped after the call returned) before the next iteration.
-    if (tiered) full_wait += wait_background(++background);
+    if (tiered) full_wait += wait_full_tier(++switches);
 
     // Peer: the same translated source given to the host compiler directly.
     auto k = metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body(tag + "-raw", i));

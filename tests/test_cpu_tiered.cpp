@@ -59,10 +59,10 @@ cpu::Jit::Counters counters() {
   return cpu::Jit::global().counters();
 }
 
-// Waits (at most 120 s) until the Jit has run `count` background compiles.
-bool wait_background(uint64_t count) {
+// Waits (at most 120 s) until `count` tiered compiles have switched to their full tier.
+bool wait_full_tier(uint64_t count) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (counters().background < count) {
+  while (cpu::full_tier_switches() < count) {
     if (std::chrono::steady_clock::now() > until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -110,11 +110,13 @@ void quick_then_full(const char* header, const char* body) {
   TieredEnv on(nullptr);  // the default: on
   auto k = metal_kernel("tiered", {"x"}, {"y"}, fresh(body), header);
   auto c0 = counters();
+  uint64_t s0 = cpu::full_tier_switches();
   expect_results(k, 5000, 1, "quick tier");
   auto c1 = counters();
   EXPECT_EQ(c1.quick, c0.quick + 1);
   // The full tier compiles in the background, then the same kernel object runs it.
-  ASSERT_TRUE(wait_background(c0.background + 1));
+  ASSERT_TRUE(wait_full_tier(s0 + 1));
+  EXPECT_EQ(counters().background, c0.background + 1);
   EXPECT_EQ(counters().quick, c1.quick);
   expect_results(k, 5000, 2, "full tier");
   expect_results(k, 777, 3, "full tier, partial group");
@@ -172,10 +174,12 @@ TEST(CpuTiered, LargeFirstLaunchWaitsForTheFullTier) {
   TieredEnv on("1");
   auto k = metal_kernel("tiered_large", {"x"}, {"y"}, fresh(kBody));
   auto c0 = counters();
+  uint64_t s0 = cpu::full_tier_switches();
   expect_results(k, (1 << 20) + 3, 8, "large first call");
   auto c1 = counters();
   EXPECT_EQ(c1.quick, c0.quick + 1);
-  EXPECT_EQ(c1.background, c0.background + 1);  // done before the launch ran
+  EXPECT_EQ(c1.background, c0.background + 1);
+  EXPECT_EQ(cpu::full_tier_switches(), s0 + 1);  // switched before the launch ran
 }
 
 // The fault guard locates a fault in quick code as in full code.

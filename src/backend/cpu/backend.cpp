@@ -29,6 +29,8 @@ namespace {
 
 struct Module;
 
+std::atomic<uint64_t> g_switches{0};
+
 // A tiered compile's second half (docs/cpu-backend.md, "Tiered compile"): the full tier, compiled
 // once by whichever comes first, the compile pool (CompiledModule::refine) or a launch too large
 // for the quick code; then every function of the module switches to it.
@@ -85,6 +87,7 @@ void Tiers::finish(Module& m) {
       m.functions[i].group.store(e[i].group, std::memory_order_release);
       m.functions[i].thread.store(e[i].thread, std::memory_order_release);
     }
+    g_switches.fetch_add(1);
     if (trace::build())
       std::fprintf(stderr, "alloy: %s: cpu full compile ready, %.3f ms\n", label.c_str(),
                    trace::ms_since(t0));
@@ -261,6 +264,10 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+uint64_t full_tier_switches() {
+  return g_switches.load();
+}
 
 bool tiered_compile() {
   // Read at every compile (a compile costs far more): tests and benchmarks switch it.

@@ -19,6 +19,9 @@ struct Function {
   void* tiers = nullptr;  // the backend's: the tiered compile this belongs to, or null
 };
 
+/// How many tiered compiles of this process have switched their functions to the full tier.
+uint64_t full_tier_switches();
+
 /// Whether ALLOY_CPU_TIERED allows tiered compiles (on unless it is 0 or off; read at each call).
 bool tiered_compile();
 
