@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -228,6 +229,68 @@ void BM_CpuJitColdTiered(benchmark::State& state) {
   cold_compile(state, /*tiered=*/true);
 }
 BENCHMARK(BM_CpuJitColdTiered)->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+
+// What running the quick tier costs against the full one (the launches before the switch):
+// the examples' exp over n floats, the executor alone (2 threads here), both tiers of the same
+// translation alternately. Decides docs/cpu-backend.md's size rule (a launch of 2^20 threads or
+// more waits for the full tier).
+void BM_CpuTierRunTime(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  Array x = random_array({n}, -1.0f, 1.0f, 23, Device::cpu());
+  KernelCall call = exp_call(n, Device::cpu());
+  auto& jit = cpu::Jit::global();
+  try {
+    TieredSetting off(false);
+    auto k = metal_kernel("bench_tier_run", {"inp"}, {"out"}, unique_exp_body("tier-run", n));
+    DirectKernel dk(k, {x}, call, msl::Target::cpu);
+    std::vector<float> full_out(n, 0.0f), quick_out(n, 1.0f);
+    CpuDispatch full_d(dk, {x}, {{full_out.data(), full_out.size() * 4}}, call.grid,
+                       call.threadgroup);
+    CpuDispatch quick_d(dk, {x}, {{quick_out.data(), quick_out.size() * 4}}, call.grid,
+                        call.threadgroup);
+    auto gen = msl::write_kernel_source(k.spec(), {{"", float32, 1, n}}, call.output_dtypes,
+                                        call.template_args);
+    std::string code =
+        kernel::translate_only(kernel::call_source_map(k.spec(), gen.source), msl::Target::cpu);
+    cpu::JitOptions q{{"-DALLOY_MATH_SAFE"}};
+    q.quick = true;
+    auto lib = jit.compile(code, q);
+    auto group = reinterpret_cast<alloy_cpu_group_fn>(lib->symbol("alloy_group_0"));
+    auto thread = reinterpret_cast<alloy_cpu_thread_fn>(lib->symbol("alloy_thread_0"));
+    auto groups = reinterpret_cast<alloy_cpu_groups_fn>(lib->symbol("alloy_groups_0"));
+    if (!group || !thread) return state.SkipWithError("the quick library lacks its entries");
+    cpu::ExecOptions opts;
+    opts.kernel = "bench_tier_run";
+    PairTimes t;
+    for (auto _ : state) {
+      double t0 = now_s();
+      cpu::run(quick_d.L, group, thread, false, opts, groups);
+      benchmark::DoNotOptimize(quick_out.data());
+      double t1 = now_s();
+      full_d.run(dk);
+      benchmark::DoNotOptimize(full_out.data());
+      double t2 = now_s();
+      t.alloy += t1 - t0;
+      t.peer += t2 - t1;
+      ++t.n;
+      state.SetIterationTime(t1 - t0);
+    }
+    double diff = 0;
+    for (int i = 0; i < n; ++i)
+      diff = std::max(diff, static_cast<double>(std::fabs(quick_out[i] - full_out[i])));
+    state.counters["max_abs_diff_quick_full"] = diff;
+    t.report(state, "full_tier", /*cost=*/true);
+  } catch (const std::exception& e) {
+    return state.SkipWithError((std::string("CPU JIT failed: ") + e.what()).c_str());
+  }
+}
+BENCHMARK(BM_CpuTierRunTime)
+    ->Arg(1 << 16)
+    ->Arg(1 << 20)
+    ->Arg(1 << 22)
+    ->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMillisecond);
 
 // What a new process pays for its first call of a kernel whose entry is in the disk cache
 // (run in a child process: see cpu_warm_child). The peer is dlopen of a copy of the same shared

@@ -604,10 +604,11 @@ const fs::path& Jit::prelude_dir() {
 
 std::vector<std::string> Jit::compile_flags(const JitOptions& options) {
   std::vector<std::string> flags(std::begin(kBaseFlags), std::end(kBaseFlags));
-  // The quick tier: -Og (measured on EPYC-2 for the examples' exp: -O2 0.093 s of g++ CPU,
-  // -O1 0.063, -O0 0.069, -Og 0.057; docs/performance.md).
+  // The quick tier: -O1 (the examples' exp on EPYC-2, g++ CPU time against the full tier's
+  // precompiled prelude: -O2 0.092 s, -O1 0.065, -Og 0.057, -O0 0.069; its code ran 2^20 threads
+  // in 11-16 ms against -Og's 78-115 ms and the full tier's 0.4-0.7 ms: docs/performance.md).
   if (options.quick)
-    std::replace(flags.begin(), flags.end(), std::string("-O2"), std::string("-Og"));
+    std::replace(flags.begin(), flags.end(), std::string("-O2"), std::string("-O1"));
   if (toolchain().clang) {
     flags.insert(flags.end(), std::begin(kClangFlags), std::end(kClangFlags));
   } else {

@@ -75,8 +75,8 @@ struct JitOptions {
   /// (-std=c++20 -O2 -fPIC -shared -march=native, hidden visibility, no semantic interposition, no
   /// math errno or traps, the vectoriser's dynamic cost model; see jit.cpp). Part of the key.
   std::vector<std::string> flags;
-  /// The quick tier of a tiered compile (docs/cpu-backend.md, "Tiered compile"): -Og instead of
-  /// -O2 (no vectoriser, little inlining: about half the compile time, slower code with the same
+  /// The quick tier of a tiered compile (docs/cpu-backend.md, "Tiered compile"): -O1 instead of
+  /// -O2 (no vectoriser, less inlining: ~0.7x the compile time, far slower code with the same
   /// results), against the full tier's precompiled prelude. Its own cache entry (the flags differ).
   bool quick = false;
   /// Compiled in the background (a tiered compile's full tier): counted apart (Counters), not
