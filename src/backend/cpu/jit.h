@@ -15,6 +15,10 @@
 // The first compile that finds no precompiled header starts building it on a background thread
 // and compiles without it; later compiles use it once it is there.
 //
+// Tiers (docs/cpu-backend.md, "Tiered compile"): JitOptions::quick compiles the same source at
+// -O1 under its own key, for a kernel's first call while the backend compiles the full tier in
+// the background; cached() says whether the full library is at hand without compiling it.
+//
 // One compile per kernel: threads of a process asking for the same key wait for one build (the
 // cache's memory level); processes sharing a disk cache take <cache>/cpu/<key>.lock before
 // compiling, and one that finds it held waits for the holder's entry (a holder that died or
