@@ -7,6 +7,8 @@
 //                               inside a batch), the lower-level alloy::cuda::launch of the same
 //                               translated function, and a raw cuLaunchKernel of a hand-written
 //                               kernel (the peer; cost_vs_raw_launch = metal_kernel / raw).
+//                               With scripts/experiments/fake_cuda_driver.c as the driver (and
+//                               preloaded), also driver_calls_per_call and locks_per_call.
 //   BM_GpuExpVsCopy             exp over 2^28 float32 as a fraction of a device-to-device copy
 //                               of the same bytes (vs_copy = copy time / exp time; bytes read +
 //                               written counted for both). CUDA events on Alloy's stream.
@@ -27,6 +29,7 @@
 //                               GPU, to the end of its execution (target <= 1 ms); peer: the
 //                               hand-written exp's first launch from a cubin file (module load,
 //                               function lookup, launch, synchronize).
+#include <dlfcn.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -265,6 +268,24 @@ double max_rel_diff(const Array& a, const Array& b, double atol) {
 
 // ---- launch overhead ----
 
+// Driver calls so far when the driver is scripts/experiments/fake_cuda_driver.c (it counts them);
+// -1 with a real driver.
+long fake_driver_calls() {
+  using Fn = long (*)(const char*);
+  static Fn fn = [] {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return h ? reinterpret_cast<Fn>(dlsym(h, "fake_cuda_calls")) : nullptr;
+  }();
+  return fn ? fn(nullptr) : -1;
+}
+// Mutex locks so far when the fake driver is also preloaded (LD_PRELOAD): it counts
+// pthread_mutex_lock. -1 otherwise.
+long fake_driver_locks() {
+  using Fn = long (*)();
+  static Fn fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "fake_cuda_locks"));
+  return fn ? fn() : -1;
+}
+
 void BM_GpuLaunchOverhead(benchmark::State& state) {
   if (!gpu()) return state.SkipWithError("no CUDA GPU");
   const int n = 256, batch = 256;
@@ -288,13 +309,17 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
 
   double t_mk = 0, t_launch = 0, t_raw = 0, t_build = 0, t_eval = 0, t_free = 0, t_big = 0;
   int64_t launches = 0;
+  long driver_calls = 0, locks = 0;
   for (auto _ : state) {
+    long d0 = fake_driver_calls(), l0 = fake_driver_locks();
     double t0 = now_s();
     for (int j = 0; j < batch; ++j) {
       Array out = k({x}, call)[0];
       out.eval();
     }
     double t1 = now_s();
+    driver_calls += fake_driver_calls() - d0;
+    locks += fake_driver_locks() - l0;
     ctx.synchronize();
     double t2 = now_s();
     for (int j = 0; j < batch; ++j) direct.launch();
@@ -338,6 +363,11 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   // The raw launch with a parameter block the size of alloy_cuda_launch (what that size costs).
   state.counters["raw_big_param_us"] = 1e6 * t_big / launches;
   state.counters["target_us"] = 2.0;
+  // Driver calls per call + eval (fake driver only: it counts them; the raw launch makes 1).
+  if (fake_driver_calls() >= 0)
+    state.counters["driver_calls_per_call"] = static_cast<double>(driver_calls) / launches;
+  if (fake_driver_locks() >= 0)
+    state.counters["locks_per_call"] = static_cast<double>(locks) / launches;
 }
 BENCHMARK(BM_GpuLaunchOverhead)->UseManualTime()->Iterations(40)->Unit(benchmark::kMicrosecond);
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "alloy/alloy.h"
 #include "core/host_allocator.h"
@@ -108,6 +109,35 @@ TEST(Array, DefaultDevice) {
 }  // namespace
 
 namespace {
+// Blocks of the small (power-of-two, found by index) and large (multiple-of-1-MiB) size classes
+// all come back from the cache for the same size, hold what is written to them, and all leave
+// with host_empty_cache.
+TEST(Array, HostBuffersOfEveryClassAreReused) {
+  std::mt19937 rng(5);
+  std::vector<int64_t> sizes = {1, 7, 64, 1000, 4096, 70000, (1 << 18) - 16, 3 << 18};
+  for (int i = 0; i < 4; ++i)
+    sizes.push_back(std::uniform_int_distribution<int64_t>(1, 1 << 19)(rng));
+  auto round = [&] {
+    for (int64_t n : sizes) {
+      std::vector<double> v(static_cast<size_t>(n));
+      for (auto& x : v) x = std::uniform_real_distribution<double>(-1, 1)(rng);
+      auto a = alloy::Array::from_doubles(v, {n}, alloy::float32, alloy::Device::cpu());
+      auto got = a.to_doubles();
+      ASSERT_EQ(got.size(), v.size());
+      for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[i], static_cast<float>(v[i])) << n;
+    }
+  };
+  round();
+  auto before = alloy::host_allocator_stats();
+  round();
+  auto after = alloy::host_allocator_stats();
+  EXPECT_GE(after.cache_hits, before.cache_hits + sizes.size());
+  EXPECT_GT(after.cached_bytes, 0u);
+  alloy::host_empty_cache();
+  EXPECT_EQ(alloy::host_allocator_stats().cached_bytes, 0u);
+  round();  // fresh blocks after the cache was emptied
+}
+
 TEST(Array, HostBuffersAreReused) {
   auto before = alloy::host_allocator_stats();
   { auto a = alloy::zeros({1 << 16}, alloy::float32, alloy::Device::cpu()); }

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "alloy/errors.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/nvrtc_wire.h"
+#include "kernel/compile_pool.h"
 #include "kernel/custom_kernel.h"
 
 namespace alloy::cuda {
@@ -197,6 +200,40 @@ TEST_F(NvrtcWorkers, ConcurrentCompilesUseWorkers) {
   EXPECT_LE(s.spawned, 2);
   EXPECT_LE(s.peak_busy_workers, 2);
   EXPECT_EQ(s.fallbacks, 0);
+}
+
+// A kernel's first call as the CUDA backend makes it: the quick compile queued with compile_soon
+// and run by the caller, the full compile queued with compile_async (CompiledModule::refine).
+// The full compile runs on a pool thread by itself, so that a later kernel's first call, alone,
+// compiles in this process (a worker's compile costs more: docs/nvrtc-workers.md). It used to
+// wait in the queue until that next compile, then take the in-process slot from it.
+TEST_F(NvrtcWorkers, LoneCompileAfterABackgroundOneRunsInProcess) {
+  REQUIRE_NVRTC();
+  require_workers();
+  while (kernel::compile_help()) {  // what earlier tests left queued
+  }
+  auto before = nvrtc::worker_stats();
+  using Job = kernel::CompileJob<std::string>;
+  auto quick = std::make_shared<Job>(
+      [] { return nvrtc::compile(program(3), "quick.cu", {}, kOptions, true); });
+  kernel::compile_soon([weak = std::weak_ptr<Job>(quick)] {
+    if (auto j = weak.lock()) j->run();
+  });
+  EXPECT_FALSE(quick->get().empty());
+  auto full = std::make_shared<std::promise<std::string>>();  // may outlive a failed test
+  auto full_image = full->get_future();
+  kernel::compile_async(
+      [full] { full->set_value(nvrtc::compile(program(4), "full.cu", {}, kOptions, true)); });
+  ASSERT_EQ(full_image.wait_for(std::chrono::minutes(2)), std::future_status::ready)
+      << "the background compile did not run by itself";
+  EXPECT_FALSE(full_image.get().empty());
+  std::string src = program(5);
+  EXPECT_EQ(nvrtc::compile(src, "next.cu", {}, kOptions, true),
+            nvrtc::compile_in_process(src, "next.cu", {}, kOptions, true));
+  auto after = nvrtc::worker_stats();
+  EXPECT_EQ(after.in_process, before.in_process + 3);
+  EXPECT_EQ(after.worker_compiles, before.worker_compiles);
+  EXPECT_EQ(after.fallbacks, 0);
 }
 
 TEST_F(NvrtcWorkers, WorkerExitingMidCompileFallsBackAndIsReplaced) {

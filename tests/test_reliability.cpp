@@ -20,6 +20,7 @@
 #include "alloy/library.h"
 #include "backend/cpu/jit.h"
 #include "conformance/harness.h"
+#include "core/interrupt_state.h"
 
 using namespace alloy;
 namespace fs = std::filesystem;
@@ -107,6 +108,27 @@ struct TempDir {
 }  // namespace
 
 // ---- 1. crashes --------------------------------------------------------------------------------
+
+// A launch reads the interrupt check through a per-thread copy: replacing or removing the check
+// must reach every thread's next read (on this thread and on another one).
+TEST(Reliability, ReplacedInterruptCheckReachesEveryThread) {
+  int first = 0, second = 0;
+  set_interrupt_check([&] { ++first; });
+  auto check = interrupt::current_check();
+  ASSERT_TRUE(check);
+  (*check)();
+  EXPECT_EQ(first, 1);
+  std::thread([&] { (*interrupt::current_check())(); }).join();
+  EXPECT_EQ(first, 2);
+  set_interrupt_check([&] { ++second; });
+  (*interrupt::current_check())();
+  std::thread([&] { (*interrupt::current_check())(); }).join();
+  EXPECT_EQ(first, 2);
+  EXPECT_EQ(second, 2);
+  set_interrupt_check({});
+  EXPECT_FALSE(interrupt::current_check());
+  std::thread([] { EXPECT_FALSE(interrupt::current_check()); }).join();
+}
 
 TEST(Reliability, UnclosedAttributeInBodyIsAnError) {
   // The translator read past its token list (segfault).

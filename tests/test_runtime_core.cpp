@@ -11,6 +11,7 @@
 #include "core/array_node.h"
 #include "core/primitive.h"
 #include "core/primitives.h"
+#include "core/scheduler.h"
 #include "kernel/custom_kernel.h"
 #include "random_values.h"
 
@@ -279,6 +280,63 @@ TEST(RuntimeCore, RepeatedCallsShareTheirPrimitiveAndOthersDoNot) {
                std::invalid_argument);
   Array o6 = call_on(a, {8, 1, 1}, float32, {8});
   expect(o6, v8, 8, 1e-6);
+}
+
+// Repeated calls share the call plan's output shape and dtype lists (no copy per call); a call
+// with other output shapes or dtypes gets lists of its own, and the earlier ops keep theirs. A
+// dropped output of a two-output kernel is still computed from its op's (shared) shape and dtype.
+TEST(RuntimeCore, RepeatedCallsShareOutputListsAndOthersDoNot) {
+  auto k = metal_kernel("two_outputs", {"inp"}, {"out0", "out1"}, R"(
+    uint i = thread_position_in_grid.x;
+    out0[i] = inp[i] * T(2) + T(1);
+    out1[i] = inp[i] - T(3);)");
+  auto op_of = [](const Array& a) { return scheduler::pending_of(*node_of(a)); };
+  auto call = [&](const Array& a, int64_t n, Dtype t) {
+    return k({a}, {{n}, {n}}, {t, t}, {static_cast<int>(n), 1, 1}, {4, 1, 1}, {{"T", t}});
+  };
+  auto v8 = random_values(8, 11), w8 = random_values(8, 12), v16 = random_values(16, 13);
+  Array a = Array::from_doubles(v8, {8}, float32, Device::cpu());
+  Array b = Array::from_doubles(w8, {8}, float32, Device::cpu());
+  Array c = Array::from_doubles(v16, {16}, float32, Device::cpu());
+  Array h = Array::from_doubles(v8, {8}, float16, Device::cpu());
+  auto o1 = call(a, 8, float32), o2 = call(b, 8, float32);
+  auto o3 = call(c, 16, float32), o4 = call(h, 8, float16);
+  auto p1 = op_of(o1[0]), p2 = op_of(o2[0]), p3 = op_of(o3[0]), p4 = op_of(o4[0]);
+  ASSERT_TRUE(p1 && p2 && p3 && p4);
+  EXPECT_EQ(&p1->shapes.get(), &p2->shapes.get());  // shared
+  EXPECT_EQ(&p1->dtypes.get(), &p2->dtypes.get());
+  EXPECT_NE(&p3->shapes.get(), &p1->shapes.get());  // other shapes: its own
+  EXPECT_NE(&p4->dtypes.get(), &p1->dtypes.get());  // other dtypes: its own
+  EXPECT_EQ(p1->shapes.get(), (std::vector<Shape>{{8}, {8}}));
+  EXPECT_EQ(p3->shapes.get(), (std::vector<Shape>{{16}, {16}}));
+  EXPECT_EQ(p4->dtypes.get(), (std::vector<Dtype>{float16, float16}));
+  EXPECT_EQ(p2->dtypes.get(), (std::vector<Dtype>{float32, float32}));
+  // The plan is the last call's: the last call again shares its lists; an earlier one (o3's)
+  // gets lists of its own again.
+  auto o5 = call(h, 8, float16);
+  EXPECT_EQ(&op_of(o5[0])->dtypes.get(), &p4->dtypes.get());
+  EXPECT_EQ(&op_of(o5[0])->shapes.get(), &p4->shapes.get());
+  auto o6 = call(c, 16, float32);
+  EXPECT_NE(&op_of(o6[0])->shapes.get(), &p3->shapes.get());
+  EXPECT_EQ(op_of(o6[0])->shapes.get(), p3->shapes.get());
+  // Drop the second output of o2 before evaluating: the op still fills a node for it.
+  Array o2_first = o2[0];
+  o2.clear();
+  auto expect = [](const Array& out, const std::vector<double>& in, double mul, double add,
+                   double tol) {
+    auto got = out.to_doubles();
+    ASSERT_EQ(got.size(), in.size());
+    for (size_t i = 0; i < in.size(); ++i) ASSERT_NEAR(got[i], in[i] * mul + add, tol) << i;
+  };
+  expect(o2_first, w8, 2, 1, 1e-6);
+  expect(o1[0], v8, 2, 1, 1e-6);
+  expect(o1[1], v8, 1, -3, 1e-6);
+  expect(o3[1], v16, 1, -3, 1e-6);
+  expect(o4[0], v8, 2, 1, 1e-2);
+  expect(o5[1], v8, 1, -3, 1e-2);
+  expect(o6[0], v16, 2, 1, 1e-6);
+  EXPECT_EQ(o4[1].dtype(), float16);
+  EXPECT_EQ(o3[0].shape(), (Shape{16}));
 }
 
 // A call given its list of inputs (moved in, no copy of the list) behaves as one given a list it

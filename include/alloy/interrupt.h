@@ -34,7 +34,9 @@ class Interrupted {
 using InterruptCheck = std::function<void()>;
 
 /// Installs the process-wide interrupt check (an empty function removes it). Thread-safe; a
-/// launch already running keeps the check it started with.
+/// launch already running keeps the check it started with. (Each thread that launches keeps a
+/// copy of the check it last read, so a replaced check is destroyed once every such thread has
+/// read the new one or exited: what it captures must stay valid that long.)
 void set_interrupt_check(InterruptCheck check);
 
 }  // namespace alloy

@@ -5,7 +5,9 @@ For each device and kind of input, times (best of several repeats of many calls)
   +eval      ... and out.eval(): CPU: runs the (tiny) kernel; GPU: enqueues the launch
   +sync      ... and synchronize(): the GPU round trip (GPU only)
 The floor row is a trivial binding call (alloy.default_device()), the cost of crossing into
-the extension at all. A Python float input becomes a 0-d array that a GPU kernel gets copied to
+the extension at all. On the GPU, with CuPy installed, the peer row is CuPy's RawKernel launching
+the equivalent hand-written CUDA kernel into a new cupy.empty output (issue "Runtime core v2",
+item 7: Alloy's call + eval of a cached kernel <= 0.75x that). A Python float input becomes a 0-d array that a GPU kernel gets copied to
 the device on each call; PyTorch/CuPy inputs are imported through DLPack on each call (convert
 once with alloy.from_dlpack to avoid it). Target: `call` <= 3 us on CUDA.
 
@@ -97,6 +99,41 @@ def bench_device(device, calls, repeats):
     return rows, floor
 
 
+CUDA_SOURCE = r"""
+extern "C" __global__ void overhead(const float* inp, float s, float* out, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = inp[i] * 2.0f + s;
+}
+"""
+
+
+def bench_cupy(calls, repeats):
+    """CuPy RawKernel: a new output and a launch per call (what Alloy's call + eval does), and
+    the same with a synchronize; None without CuPy."""
+    try:
+        import cupy
+    except ImportError:
+        return None
+    x = np.random.default_rng(0).uniform(-1, 1, N).astype(np.float32)
+    xc = cupy.asarray(x)
+    raw = cupy.RawKernel(CUDA_SOURCE, "overhead")
+    s, n = np.float32(0.5), np.uint32(N)
+
+    def launch():
+        out = cupy.empty(N, cupy.float32)
+        raw((1,), (N,), (xc, s, out, n))
+        return out
+
+    def launch_sync():
+        launch()
+        cupy.cuda.Device().synchronize()
+
+    np.testing.assert_allclose(cupy.asnumpy(launch()), x * 2 + 0.5, rtol=1e-6)
+    sync = cupy.cuda.Device().synchronize
+    return (best_per_call_us(launch, calls, repeats, sync),
+            best_per_call_us(launch_sync, calls // 4 or 1, repeats))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "gpu", "all"], default="all")
@@ -122,6 +159,16 @@ def main():
             sync = f"{call_sync:8.2f}" if call_sync is not None else f"{'-':>8}"
             print(f"{name:<7} {label:<24} {call:8.2f} {call_eval:8.2f} {sync}")
         print(f"{name:<7} {'floor: default_device()':<24} {floor:8.2f}")
+        if device == alloy.gpu:
+            peer = bench_cupy(args.calls, args.repeats)
+            if peer is None:
+                print("gpu     (CuPy not installed: no RawKernel peer)")
+                continue
+            print(f"{'cupy':<7} {'RawKernel + cupy.empty':<24} {'-':>8} {peer[0]:8.2f} "
+                  f"{peer[1]:8.2f}")
+            alloy_eval = next(r[2] for r in rows if r[0] == "alloy.array + float")
+            print(f"ratio: alloy call + eval / cupy launch = {alloy_eval / peer[0]:.2f} "
+                  f"(target <= 0.75)")
 
 
 if __name__ == "__main__":

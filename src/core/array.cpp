@@ -110,9 +110,10 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
                       default_stream(device));
 }
 
-std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
-                                std::vector<Shape> shapes_in, std::vector<Dtype> dtypes_in,
-                                Stream stream) {
+namespace {
+template <class Shapes, class Dtypes>
+std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
+                                   Shapes shapes_in, Dtypes dtypes_in, Stream stream) {
   Device device = stream.device;
   auto op = std::make_shared<PendingOp>();
   op->primitive = std::move(primitive);
@@ -121,8 +122,8 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
   op->stream = stream;
   op->shapes = std::move(shapes_in);
   op->dtypes = std::move(dtypes_in);
-  const auto& shapes = op->shapes;
-  const auto& dtypes = op->dtypes;
+  const std::vector<Shape>& shapes = op->shapes;
+  const std::vector<Dtype>& dtypes = op->dtypes;
   std::vector<Array> outs;
   outs.reserve(shapes.size());
   op->outputs.reserve(shapes.size());
@@ -138,6 +139,21 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
     outs.push_back(array_of(n));
   }
   return outs;
+}
+}  // namespace
+
+std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
+                                std::vector<Shape> shapes, std::vector<Dtype> dtypes,
+                                Stream stream) {
+  return make_pending_op(std::move(primitive), std::move(inputs), std::move(shapes),
+                         std::move(dtypes), stream);
+}
+
+std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
+                                std::shared_ptr<const std::vector<Shape>> shapes,
+                                std::shared_ptr<const std::vector<Dtype>> dtypes, Stream stream) {
+  return make_pending_op(std::move(primitive), std::move(inputs), std::move(shapes),
+                         std::move(dtypes), stream);
 }
 
 Array make_pending_view(std::shared_ptr<Primitive> primitive, const Array& input,

@@ -1,6 +1,7 @@
 // The node behind an Array handle.
 #pragma once
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -12,13 +13,81 @@
 namespace alloy {
 struct OpDone;
 
+struct ArrayNode;
+
+/// An op's weak references to its output nodes: the first in place, the others in a vector (most
+/// ops have one output: a kernel call then allocates no list for it).
+class OutputRefs {
+ public:
+  size_t size() const { return has_first_ ? 1 + rest_.size() : 0; }
+  void reserve(size_t n) {
+    if (n > 1) rest_.reserve(n - 1);
+  }
+  void push_back(std::weak_ptr<ArrayNode> w) {
+    if (has_first_) {
+      rest_.push_back(std::move(w));
+    } else {
+      first_ = std::move(w);
+      has_first_ = true;
+    }
+  }
+  const std::weak_ptr<ArrayNode>& operator[](size_t i) const { return i ? rest_[i - 1] : first_; }
+
+  class const_iterator {
+   public:
+    const_iterator(const OutputRefs* r, size_t i) : r_(r), i_(i) {}
+    const std::weak_ptr<ArrayNode>& operator*() const { return (*r_)[i_]; }
+    const_iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator==(const const_iterator& o) const { return i_ == o.i_; }
+
+   private:
+    const OutputRefs* r_;
+    size_t i_;
+  };
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, size()}; }
+
+ private:
+  bool has_first_ = false;
+  std::weak_ptr<ArrayNode> first_;
+  std::vector<std::weak_ptr<ArrayNode>> rest_;
+};
+
+/// A list an op keeps of its outputs' shapes or dtypes: its own, or one shared with a cached
+/// call (a kernel's call plan: a repeated call copies no list). Read as a const std::vector.
+template <class T>
+class OutputList {
+ public:
+  OutputList() = default;
+  OutputList(std::vector<T> own) : own_(std::move(own)) {}
+  OutputList(std::shared_ptr<const std::vector<T>> shared) : shared_(std::move(shared)) {}
+  OutputList(std::initializer_list<T> items) : own_(items) {}
+
+  const std::vector<T>& get() const { return shared_ ? *shared_ : own_; }
+  operator const std::vector<T>&() const { return get(); }
+  size_t size() const { return get().size(); }
+  bool empty() const { return get().empty(); }
+  const T& operator[](size_t i) const { return get()[i]; }
+  const T& at(size_t i) const { return get().at(i); }
+  auto begin() const { return get().begin(); }
+  auto end() const { return get().end(); }
+  friend bool operator==(const OutputList& a, const OutputList& b) { return a.get() == b.get(); }
+
+ private:
+  std::vector<T> own_;
+  std::shared_ptr<const std::vector<T>> shared_;
+};
+
 /// A primitive application whose outputs are not computed yet. Shared by all its outputs.
 struct PendingOp {
   std::shared_ptr<Primitive> primitive;
   std::vector<Array> inputs;
-  std::vector<std::weak_ptr<ArrayNode>> outputs;
-  std::vector<Shape> shapes;  // of every output, also those whose handles were dropped
-  std::vector<Dtype> dtypes;
+  OutputRefs outputs;
+  OutputList<Shape> shapes;  // of every output, also those whose handles were dropped
+  OutputList<Dtype> dtypes;
   Device device;
   Stream stream;      // where it runs (a stream of `device`)
   bool view = false;  // the output is a view of inputs[0] (its layout is fixed)
@@ -69,6 +138,10 @@ Array make_empty(const Shape& shape, Dtype dtype, Device device);
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
                                 std::vector<Shape> shapes, std::vector<Dtype> dtypes,
                                 Stream stream);
+/// The same with the output shapes and dtypes of a cached call, shared (not copied) by the op.
+std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
+                                std::shared_ptr<const std::vector<Shape>> shapes,
+                                std::shared_ptr<const std::vector<Dtype>> dtypes, Stream stream);
 /// The same on the default stream of `device`.
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
                                 std::vector<Shape> shapes, std::vector<Dtype> dtypes,

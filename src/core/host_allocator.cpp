@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -177,10 +179,40 @@ void unmap_guarded(char* data) {
 }
 
 // Free lists: guarded blocks keyed by their class (holding the start of their data pages), blocks
-// of the C heap by class + 1 (classes are multiples of 64, so the keys never meet).
+// of the C heap by class + 1 (classes are multiples of 64, so the keys never meet). The
+// power-of-two classes (up to 1 MiB) are found by index, the larger ones in a map.
+class FreeLists {
+ public:
+  std::vector<void*>& operator[](size_t key) {
+    if (int i = small_index(key); i >= 0) return small_[i];
+    return large_[key];
+  }
+  // The list of `key`, or null when there is none yet.
+  std::vector<void*>* find(size_t key) {
+    if (int i = small_index(key); i >= 0) return &small_[i];
+    auto it = large_.find(key);
+    return it == large_.end() ? nullptr : &it->second;
+  }
+  template <class F>
+  void for_each(F f) {  // f(key, list)
+    for (size_t i = 0; i < small_.size(); ++i) f((size_t{64} << (i / 2)) + (i % 2), small_[i]);
+    for (auto& [key, v] : large_) f(key, v);
+  }
+
+ private:
+  static constexpr int kSmall = 15;  // classes 64 B .. 1 MiB
+  static int small_index(size_t key) {
+    size_t c = key & ~size_t{1};
+    if (c > (size_t{1} << 20) || (c & (c - 1)) != 0) return -1;
+    return 2 * (std::countr_zero(c) - 6) + static_cast<int>(key & 1);
+  }
+  std::array<std::vector<void*>, 2 * kSmall> small_;
+  std::unordered_map<size_t, std::vector<void*>> large_;
+};
+
 struct Pool {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free;
+  FreeLists free;
   HostAllocatorStats stats;
   int64_t mappings = 0;                   // guarded blocks mapped (live and cached)
   std::unordered_set<void*> heap_blocks;  // heap blocks of guardable classes (budget fallback)
@@ -193,15 +225,15 @@ Pool& pool() {
 // Unmaps cached guarded blocks (pool lock held; returns them for unmapping outside the lock).
 std::vector<std::pair<char*, size_t>> take_cached_guarded(Pool& p) {
   std::vector<std::pair<char*, size_t>> out;
-  for (auto& [key, v] : p.free) {
-    if (key % 64 != 0) continue;  // heap blocks
+  p.free.for_each([&](size_t key, std::vector<void*>& v) {
+    if (key % 64 != 0) return;  // heap blocks
     for (void* b : v) {
       out.emplace_back(static_cast<char*>(b), key);
       p.stats.cached_bytes -= span(key);
       --p.mappings;
     }
     v.clear();
-  }
+  });
   return out;
 }
 
@@ -217,10 +249,10 @@ void* host_alloc(size_t nbytes) {
     std::lock_guard lock(p.mu);
     ++p.stats.allocations;
     if (want_guard) {
-      auto it = p.free.find(c);
-      if (it != p.free.end() && !it->second.empty()) {
-        char* data = static_cast<char*>(it->second.back());
-        it->second.pop_back();
+      auto* list = p.free.find(c);
+      if (list && !list->empty()) {
+        char* data = static_cast<char*>(list->back());
+        list->pop_back();
         ++p.stats.cache_hits;
         p.stats.cached_bytes -= span(c);
         p.stats.active_bytes += span(c);
@@ -228,11 +260,10 @@ void* host_alloc(size_t nbytes) {
       }
       if (p.mappings >= mapping_budget()) unmap = take_cached_guarded(p);
     }
-    auto it = p.free.find(c + 1);
-    if (it != p.free.end() && !it->second.empty() &&
-        (!want_guard || p.mappings >= mapping_budget())) {
-      void* b = it->second.back();
-      it->second.pop_back();
+    auto* list = p.free.find(c + 1);
+    if (list && !list->empty() && (!want_guard || p.mappings >= mapping_budget())) {
+      void* b = list->back();
+      list->pop_back();
       ++p.stats.cache_hits;
       p.stats.cached_bytes -= c;
       p.stats.active_bytes += c;
@@ -309,21 +340,23 @@ HostAllocatorStats host_allocator_stats() {
 
 void host_empty_cache() {
   Pool& p = pool();
-  std::unordered_map<size_t, std::vector<void*>> blocks;
+  FreeLists blocks;
   {
     std::lock_guard lock(p.mu);
-    blocks.swap(p.free);
+    std::swap(blocks, p.free);
     p.stats.cached_bytes = 0;
-    for (auto& [key, v] : blocks)
+    blocks.for_each([&](size_t key, std::vector<void*>& v) {
       if (key % 64 == 0) p.mappings -= static_cast<int64_t>(v.size());
+    });
   }
-  for (auto& [key, v] : blocks)
+  blocks.for_each([](size_t key, std::vector<void*>& v) {
     for (void* b : v) {
       if (key % 64 == 0)
         unmap_guarded(static_cast<char*>(b));
       else
         std::free(b);
     }
+  });
 }
 
 }  // namespace alloy

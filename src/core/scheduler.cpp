@@ -253,7 +253,7 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
   std::vector<std::shared_ptr<ArrayNode>>& live = lists.live;
   outputs.reserve(op->outputs.size());
   live.reserve(op->outputs.size());
-  for (auto& w : op->outputs) live.push_back(w.lock());
+  for (size_t i = 0; i < op->outputs.size(); ++i) live.push_back(op->outputs[i].lock());
   for (size_t i = 0; i < live.size(); ++i) {
     if (live[i]) {
       outputs.push_back(array_of(live[i]));

@@ -63,6 +63,11 @@ void wait_at_exit() {
 
 // Takes the oldest queued job and runs it on this thread; false when none is queued. Jobs are
 // taken from one queue by the pool's workers and by threads waiting for a compile (helpers).
+// Entries and workers' tasks are not paired: the oldest entry may be a compile_soon job that the
+// thread needing it ran already (CompileJob::run; its entry is then a no-op), or one queued with
+// no task of its own (compile_soon, alone). So a worker's task runs entries until the queue is
+// empty (drain): a job queued with compile_async then always runs soon on a pool thread, whatever
+// is queued before it.
 bool run_one(Pool& p) {
   std::function<void()> fn;
   {
@@ -82,6 +87,12 @@ bool run_one(Pool& p) {
   return true;
 }
 
+// A worker's task: the queue's entries until none is left (see run_one).
+void drain(Pool& p) {
+  while (run_one(p)) {
+  }
+}
+
 }  // namespace
 
 void compile_async(std::function<void()> fn) {
@@ -92,13 +103,7 @@ void compile_async(std::function<void()> fn) {
     p.queued.push_back(std::move(fn));
     ++p.running;
   }
-  // The task runs queued jobs until none is left: the queue may start with jobs that their
-  // callers ran already (compile_soon's, which CompileJob::run makes no-ops), and one run_one
-  // would take such a one and leave `fn` queued until some other thread helps.
-  p.arena().enqueue([&p] {
-    while (run_one(p)) {
-    }
-  });
+  p.arena().enqueue([&p] { drain(p); });  // one task per job (a helper may have taken it)
 }
 
 void compile_soon(std::function<void()> fn) {
@@ -111,7 +116,7 @@ void compile_soon(std::function<void()> fn) {
     ++p.running;
     queued = p.queued.size();
   }
-  if (queued >= 2) p.arena().enqueue([&p] { run_one(p); });
+  if (queued >= 2) p.arena().enqueue([&p] { drain(p); });
 }
 
 void keep_exit_barrier_first() {

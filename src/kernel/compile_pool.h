@@ -67,7 +67,9 @@ class CompileJob {
 };
 
 /// Runs `fn` on the compile pool (a oneTBB arena as wide as the cores this process may use);
-/// returns at once. Jobs still queued at exit are skipped; running ones are waited for.
+/// returns at once. It runs soon on a pool thread whatever was queued before it (the worker it
+/// wakes runs queued jobs until none is left), with no other thread waiting. Jobs still queued at
+/// exit are skipped; running ones are waited for.
 void compile_async(std::function<void()> fn);
 
 /// Queues `fn` for the pool, but wakes a worker for it only when another job is queued already:

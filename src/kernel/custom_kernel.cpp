@@ -50,7 +50,10 @@ struct KernelVariants {
     TemplateArgs template_args;
     std::optional<double> init_value;
     std::shared_ptr<kernel::CustomKernel> primitive;
-    std::vector<Shape> out_shapes;  // the primitive's, for these inputs
+    // The primitive's output shapes for these inputs, and the call's output dtypes, as the
+    // pending ops of repeated calls share them (no copy per call).
+    std::shared_ptr<const std::vector<Shape>> out_shapes;
+    std::shared_ptr<const std::vector<Dtype>> out_dtypes;
 
     bool matches(Device dev, const std::vector<Array>& in, const KernelCall& call) const {
       if (!primitive || dev != device || in.size() != input_dtypes.size() || call.grid != grid ||
@@ -419,16 +422,27 @@ void CustomKernel::start_compile(const std::vector<Array>& inputs, Device device
   compile_ = v->start(gpu ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
 }
 
-std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
+bool CustomKernel::hint_matches(const std::vector<Array>& inputs) const {
   // The inputs' part of the key matches the call that built this primitive (the rest comes from
   // this primitive's own dtypes and template arguments): its variant, without building the key.
-  if (hint_ && hint_key_.size() > 2 * inputs.size() && hint_key_[2 * inputs.size()] == '|') {
-    bool same = true;
-    for (size_t i = 0; i < inputs.size() && same; ++i)
-      same = hint_key_[2 * i] == static_cast<char>('A' + static_cast<int>(inputs[i].dtype())) &&
-             hint_key_[2 * i + 1] == input_kind(inputs[i]);
-    if (same) return hint_;
-  }
+  if (!hint_ || hint_key_.size() <= 2 * inputs.size() || hint_key_[2 * inputs.size()] != '|')
+    return false;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (hint_key_[2 * i] != static_cast<char>('A' + static_cast<int>(inputs[i].dtype())) ||
+        hint_key_[2 * i + 1] != input_kind(inputs[i]))
+      return false;
+  return true;
+}
+
+KernelVariant& CustomKernel::variant_ref(const std::vector<Array>& inputs,
+                                         std::shared_ptr<KernelVariant>& holder) const {
+  if (hint_matches(inputs)) return *hint_;
+  holder = variant(inputs);
+  return *holder;
+}
+
+std::shared_ptr<KernelVariant> CustomKernel::variant(const std::vector<Array>& inputs) const {
+  if (hint_matches(inputs)) return hint_;
   std::string vkey = variant_key(inputs, output_dtypes_, template_args_);
   if (hint_ && vkey == hint_key_) return hint_;
   return variant_for_key(spec_, spec_key(), vkey, inputs, output_dtypes_, template_args_);
@@ -647,8 +661,9 @@ void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>
 void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& outputs) {
   Device device = outputs.front().device();
   Backend& be = backend(device);
-  auto variant_ = variant(in);
-  const auto& bindings = variant_->generated.bindings;
+  std::shared_ptr<KernelVariant> holder;
+  KernelVariant& variant_ = variant_ref(in, holder);
+  const auto& bindings = variant_.generated.bindings;
   for (auto& o : outputs) allocate_output(o);
   auto [grid_, threadgroup_] =
       fixed_geometry_ ? std::pair{fixed_grid_, fixed_threadgroup_} : geometry(in);
@@ -657,7 +672,7 @@ void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& output
   bool block = be.type() == Device::Type::gpu;
   bool spill = block && !shape_params_fit(in, bindings, be.by_value_capacity());
   const Program& program =
-      variant_->program(block ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
+      variant_.program(block ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
   const CompiledKernel& k = program.kernels().front();
   if (init_value_)
     for (auto& o : outputs) fill_value(o, *init_value_);
@@ -805,19 +820,21 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
       !call.grid_expr && !call.threadgroup_expr && call.output_shape_exprs.empty() && !call.verbose;
   if (plain) {
     std::shared_ptr<kernel::CustomKernel> prim;
-    std::vector<Shape> out_shapes;
+    std::shared_ptr<const std::vector<Shape>> out_shapes;
+    std::shared_ptr<const std::vector<Dtype>> out_dtypes;
     {
       std::lock_guard lock(variants_->mu);
       if (variants_->plan.matches(dev, in, call)) {
         prim = variants_->plan.primitive;
         out_shapes = variants_->plan.out_shapes;
+        out_dtypes = variants_->plan.out_dtypes;
       }
     }
     if (prim) {
       // Validated when the plan was made (the limit on threads per launch included, read from
       // the environment then).
-      return make_pending(std::move(prim), std::move(in), std::move(out_shapes), call.output_dtypes,
-                          call.stream ? *call.stream : default_stream(dev));
+      return make_pending(std::move(prim), std::move(in), std::move(out_shapes),
+                          std::move(out_dtypes), call.stream ? *call.stream : default_stream(dev));
     }
   }
   // Geometry: numbers, or expressions of the input shapes (kept as such in the primitive).
@@ -867,6 +884,8 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
   prim->start_compile(in, dev);
   if (plain) {
     auto& plan = variants_->plan;
+    auto shared_shapes = std::make_shared<const std::vector<Shape>>(out_shapes);
+    auto shared_dtypes = std::make_shared<const std::vector<Dtype>>(call.output_dtypes);
     std::lock_guard lock(variants_->mu);
     plan.device = dev;
     plan.input_dtypes.clear();
@@ -882,7 +901,10 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
     plan.template_args = call.template_args;
     plan.init_value = call.init_value;
     plan.primitive = prim;
-    plan.out_shapes = out_shapes;
+    plan.out_shapes = shared_shapes;
+    plan.out_dtypes = shared_dtypes;
+    return make_pending(std::move(prim), std::move(in), std::move(shared_shapes),
+                        std::move(shared_dtypes), call.stream ? *call.stream : default_stream(dev));
   }
   return make_pending(std::move(prim), std::move(in), std::move(out_shapes), call.output_dtypes,
                       call.stream ? *call.stream : default_stream(dev));

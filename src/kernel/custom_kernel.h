@@ -109,6 +109,12 @@ class CustomKernel : public Primitive {
 
  private:
   std::shared_ptr<KernelVariant> variant(const std::vector<Array>& inputs) const;
+  /// The hint is the variant for these inputs (their dtype/kind letters match its key).
+  bool hint_matches(const std::vector<Array>& inputs) const;
+  /// The same without a reference-count round trip when the hint matches (evaluation): the hint
+  /// itself, else the variant found, kept alive in `holder`.
+  KernelVariant& variant_ref(const std::vector<Array>& inputs,
+                             std::shared_ptr<KernelVariant>& holder) const;
   // Both targets: one binding through the device's backend (kernel/launch.h).
   void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs);
   std::shared_ptr<const KernelSpec> spec_;

@@ -167,8 +167,8 @@ struct Run {
   std::shared_ptr<const InterruptCheck> interrupt = interrupt::check_for_this_thread();
   uint64_t epoch = interrupt::epoch();
   std::thread::id caller = std::this_thread::get_id();
-  std::chrono::steady_clock::time_point last_clock = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point next_poll = last_clock + interrupt::kPollInterval;
+  // Set at the first clock read (a launch of one small group reads the clock once).
+  std::chrono::steady_clock::time_point last_clock{}, next_poll{};
   // The clock is read every `clock_stride` groups, not every group (a launch of small groups
   // spent ~6% of its time in clock_gettime: 2^24 elements in 256-thread groups is 65536 reads
   // per call). The stride doubles (up to 256) while a stride's groups take under a quarter of
@@ -181,6 +181,12 @@ struct Run {
     // Only the caller's thread changes the counters.
     if (!interrupt || std::this_thread::get_id() != caller || --until_clock != 0) return;
     auto now = std::chrono::steady_clock::now();
+    if (next_poll == std::chrono::steady_clock::time_point{}) {  // the first read: the start
+      last_clock = now;
+      next_poll = now + interrupt::kPollInterval;
+      until_clock = clock_stride;
+      return;
+    }
     clock_stride =
         now - last_clock < interrupt::kPollInterval / 4 ? std::min(clock_stride * 2, 256u) : 1u;
     until_clock = clock_stride;
@@ -308,7 +314,10 @@ struct Run {
         g.tg_used = 0;
         std::memset(g.tg_slots, 0, sizeof g.tg_slots);
         size_t size = 1;
-        auto t0 = std::chrono::steady_clock::now();
+        // (One group: no chunk to size, no clock read.)
+        const bool timed = end - begin > 1;
+        auto t0 =
+            timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         for (size_t i = begin; i < end;) {
           if (failed.load(std::memory_order_relaxed)) return;
           poll_interrupt();
@@ -318,6 +327,7 @@ struct Run {
           groups_fn(&L, &g, i, c);
           w.chunk_count = 0;
           i += c;
+          if (!timed) continue;
           const auto t1 = std::chrono::steady_clock::now();
           if (t1 - t0 < kChunkGrow)
             size = std::min(size * 2, chunk);

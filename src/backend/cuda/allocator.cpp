@@ -81,11 +81,11 @@ void* Allocator::allocate(size_t nbytes, size_t* block_out) {
   size_t block = size;
   std::shared_ptr<Fence> fence;
   if (size <= kSmallLimit) {
-    auto it = small_.find(size);
-    if (it != small_.end() && !it->second.empty()) {
-      ptr = it->second.back().ptr;
-      fence = std::move(it->second.back().fence);
-      it->second.pop_back();
+    auto& bucket = small_[small_bucket(size)];
+    if (!bucket.empty()) {
+      ptr = bucket.back().ptr;
+      fence = std::move(bucket.back().fence);
+      bucket.pop_back();
     }
   } else {
     // Best fit among cached blocks at most 1/8 larger than asked (larger ones would waste more).
@@ -137,7 +137,7 @@ void Allocator::free(void* p, size_t block) {
   std::shared_ptr<Fence> fence = make_fence();
   std::lock_guard lock(mu_);
   if (block <= kSmallLimit) {
-    small_[block].push_back({ptr, std::move(fence)});
+    small_[small_bucket(block)].push_back({ptr, std::move(fence)});
   } else {
     large_.emplace(block, Cached{ptr, std::move(fence)});
   }
@@ -159,17 +159,17 @@ void Allocator::empty_cache() {
 
 void Allocator::release_cached_locked() {
   enter_();
-  for (auto& [size, blocks] : small_) {
+  for (auto& blocks : small_) {
     for (Cached& c : blocks) {
       driver_.cuMemFree(c.ptr);
       stats_.num_frees++;
     }
+    blocks.clear();
   }
   for (auto& [size, c] : large_) {
     driver_.cuMemFree(c.ptr);
     stats_.num_frees++;
   }
-  small_.clear();
   large_.clear();
   stats_.cached_bytes = 0;
 }

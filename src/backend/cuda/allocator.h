@@ -12,6 +12,8 @@
 // after most buffers, so kernels that read a little past the end before masking (as the MLX docs'
 // grid_sample does, which Metal tolerates) usually do not fault; it is not a guarantee.
 #pragma once
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -83,8 +85,14 @@ class Allocator {
 
   mutable std::mutex mu_;
   std::unordered_map<CUdeviceptr, size_t> live_;  // block -> its size (allocate(nbytes) ones)
-  std::map<size_t, std::vector<Cached>> small_;   // exact power-of-two buckets
-  std::multimap<size_t, Cached> large_;           // best fit
+  // Exact power-of-two buckets, kMinBlock << i at i (an index, not a tree walk, per allocation).
+  static constexpr int kSmallBuckets = 12;  // 512 B .. 1 MiB
+  static_assert((kMinBlock << (kSmallBuckets - 1)) == kSmallLimit);
+  static int small_bucket(size_t block) {
+    return std::countr_zero(block) - std::countr_zero(kMinBlock);
+  }
+  std::array<std::vector<Cached>, kSmallBuckets> small_;
+  std::multimap<size_t, Cached> large_;  // best fit
   MemoryStats stats_{};
 };
 

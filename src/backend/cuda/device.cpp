@@ -174,26 +174,41 @@ void Context::bind_current() {
 }
 
 void Context::note_launch(const char* kernel) {
-  std::lock_guard lock(history_mu_);
-  char* slot = history_[launches_since_sync_ % kHistory];
-  size_t n = std::strlen(kernel);
-  if (n >= kNameBytes) n = kNameBytes - 1;
-  std::memcpy(slot, kernel, n);
-  slot[n] = '\0';
-  launches_since_sync_++;
+  static_assert(kNameBytes % 8 == 0);
+  uint64_t i = launches_since_sync_.fetch_add(1, std::memory_order_relaxed);
+  auto& slot = history_[i % kHistory];
+  size_t n = strnlen(kernel, kNameBytes - 1);
+  size_t words = n / 8 + 1;  // through the terminating NUL
+  char buf[kNameBytes];
+  std::memcpy(buf, kernel, n);
+  std::memset(buf + n, 0, words * 8 - n);
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t v;
+    std::memcpy(&v, buf + 8 * w, 8);
+    slot[w].store(v, std::memory_order_relaxed);
+  }
+}
+
+std::string Context::history_name(uint64_t i) const {
+  char buf[kNameBytes];
+  const auto& slot = history_[i % kHistory];
+  for (int w = 0; w < kNameBytes / 8; ++w) {
+    uint64_t v = slot[w].load(std::memory_order_relaxed);
+    std::memcpy(buf + 8 * w, &v, 8);
+  }
+  return std::string(buf, strnlen(buf, kNameBytes));
 }
 
 std::string Context::recent_kernels(std::string* last) const {
-  std::lock_guard lock(history_mu_);
-  uint64_t n = launches_since_sync_;
+  uint64_t n = launches_since_sync_.load(std::memory_order_relaxed);
   if (n == 0) return "";
   uint64_t shown = n < kHistory ? n : kHistory;
   std::string list;
   for (uint64_t i = n - shown; i < n; ++i) {
     if (!list.empty()) list += ", ";
-    list += history_[i % kHistory];
+    list += history_name(i);
   }
-  if (last) *last = history_[(n - 1) % kHistory];
+  if (last) *last = history_name(n - 1);
   if (n > shown) {
     return fmt::format(
         "{} kernels were launched since the last synchronization; the last {} "
@@ -250,8 +265,10 @@ CUstream Context::create_stream() {
 
 void Context::register_stream(CUstream s) {
   std::lock_guard lock(streams_mu_);
-  if (s != stream_ && std::find(streams_.begin(), streams_.end(), s) == streams_.end())
+  if (s != stream_ && std::find(streams_.begin(), streams_.end(), s) == streams_.end()) {
     streams_.push_back(s);
+    several_streams_.store(true, std::memory_order_release);
+  }
 }
 
 std::vector<CUstream> Context::streams() const {
@@ -274,15 +291,11 @@ void Context::synchronize_stream(CUstream s) {
     // A non-sticky error from asynchronous work: name the kernels, then start afresh.
     std::string last;
     std::string recent = recent_kernels(&last);
-    {
-      std::lock_guard lock(history_mu_);
-      launches_since_sync_ = 0;
-    }
+    launches_since_sync_.store(0, std::memory_order_relaxed);
     throw Error(last, fmt::format("CUDA error in asynchronous work: {}; {}", error_string(drv_, r),
                                   recent));
   }
-  std::lock_guard lock(history_mu_);
-  launches_since_sync_ = 0;
+  launches_since_sync_.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace alloy::cuda

@@ -70,10 +70,8 @@ class Context {
   void register_stream(CUstream s);
   /// Every stream Alloy enqueues on (the default one first).
   std::vector<CUstream> streams() const;
-  bool has_several_streams() const {
-    std::lock_guard lock(streams_mu_);
-    return !streams_.empty();
-  }
+  /// No lock (the allocator asks on every free): streams are only ever added.
+  bool has_several_streams() const { return several_streams_.load(std::memory_order_acquire); }
   /// Waits for the work enqueued on `s`; like synchronize() for one stream.
   void synchronize_stream(CUstream s);
   Allocator& allocator() { return *allocator_; }
@@ -122,14 +120,20 @@ class Context {
   static thread_local CUstream current_stream_[kMaxDevices];  // per device
   mutable std::mutex streams_mu_;
   std::vector<CUstream> streams_;  // besides stream_: created (owned) and registered ones
+  std::atomic<bool> several_streams_{false};  // !streams_.empty(), set once a stream is added
   DeviceInfo info_;
   std::unique_ptr<Allocator> allocator_;
 
   static constexpr int kHistory = 8;
   static constexpr int kNameBytes = 96;
-  mutable std::mutex history_mu_;
-  char history_[kHistory][kNameBytes] = {};
-  uint64_t launches_since_sync_ = 0;
+  mutable std::mutex history_mu_;  // the sticky error's fields
+  // The ring of recent kernel names, written without a lock on every launch (note_launch): a
+  // name is stored as 8-byte words (NUL-terminated); a launch takes its slot with one atomic
+  // increment. Concurrent launches on several threads may leave a torn name in an error message
+  // at worst.
+  std::atomic<uint64_t> history_[kHistory][kNameBytes / 8] = {};
+  std::atomic<uint64_t> launches_since_sync_{0};
+  std::string history_name(uint64_t i) const;  // the name in slot i % kHistory
 
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};
   std::string sticky_message_;  // written once, before sticky_ is set

@@ -93,6 +93,7 @@ CompiledImage compile_for(const KernelSource& k, const nvrtc::Target& t, std::st
   options.push_back("--gpu-architecture=" + t.arch);
   for (auto& o : effective_options(k)) options.push_back(std::move(o));
   std::string image;
+  auto t0 = std::chrono::steady_clock::now();
   try {
     image = nvrtc::compile(k.source, k.program_name, prelude().headers, options, t.cubin);
   } catch (const nvrtc::CompileFailure& e) {
@@ -101,8 +102,13 @@ CompiledImage compile_for(const KernelSource& k, const nvrtc::Target& t, std::st
         fmt::format("NVRTC failed to compile kernel {} for {}:\n{}", k.name, t.arch, e.log()),
         e.log());
   }
+  double compile_ms = trace::ms_since(t0);
+  auto t1 = std::chrono::steady_clock::now();
   out.bytes.assign(image.begin(), image.end());
   cache::CompileCache::global().store(cache_target(t), out.key, out.bytes);
+  if (trace::build())
+    std::fprintf(stderr, "alloy: %s: NVRTC %.3f ms (%zu bytes), cache store %.3f ms\n",
+                 k.name.c_str(), compile_ms, out.bytes.size(), trace::ms_since(t1));
   return out;
 }
 
@@ -239,7 +245,11 @@ std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k) {
     }
     nvrtc::Target t = nvrtc::target_for(info.cc_major, info.cc_minor);
     CompiledImage image = compile_for(k, t, t.arch == native.arch ? key : cache_key(k, t));
-    return std::static_pointer_cast<void>(load_image(ctx, k, std::move(image)));
+    auto t1 = std::chrono::steady_clock::now();
+    auto m = load_image(ctx, k, std::move(image));
+    if (trace::build())
+      std::fprintf(stderr, "alloy: %s: module load %.3f ms\n", k.name.c_str(), trace::ms_since(t1));
+    return std::static_pointer_cast<void>(m);
   });
   {
     Loaded& l = loaded();

@@ -22,6 +22,7 @@ namespace {
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram*;
 constexpr nvrtcResult NVRTC_SUCCESS = 0;
+constexpr nvrtcResult NVRTC_ERROR_INVALID_OPTION = 5;
 constexpr nvrtcResult NVRTC_ERROR_COMPILATION = 6;
 
 struct Library {
@@ -356,6 +357,15 @@ std::string compile_in_process(const std::string& source, const std::string& pro
     throw Error("", fmt::format("nvrtcCreateProgram failed: {}", l.nvrtcGetErrorString(r)));
   }
   r = l.nvrtcCompileProgram(guard.prog, static_cast<int>(opts.size()), opts.data());
+  // kNvvmUnoptimised (the quick first compile's) is a hint too: an NVRTC that rejects it compiles
+  // without it. (Same result; the cache key still holds it, and the same NVRTC always rejects it.)
+  auto hint = std::find_if(opts.begin(), opts.end(),
+                           [](const char* o) { return std::string_view(o) == kNvvmUnoptimised; });
+  if (r == NVRTC_ERROR_INVALID_OPTION && hint != opts.end()) {
+    opts.erase(hint);
+    return compile_in_process(source, program_name, headers,
+                              std::vector<std::string>(opts.begin(), opts.end()), cubin, log);
+  }
   std::string text = program_log(l, guard.prog);
   if (r == NVRTC_ERROR_COMPILATION) {
     throw CompileFailure(fmt::format("NVRTC failed to compile {}:\n{}", program_name, text), text);

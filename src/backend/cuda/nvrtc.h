@@ -4,6 +4,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace alloy::cuda::nvrtc {
@@ -61,8 +62,13 @@ struct Header {
   const char* text;  // NUL-terminated
 };
 
+/// NVVM without optimisation (the quick first compile's, src/backend/cuda/tiered.h): a hint that
+/// compile() drops when NVRTC rejects it (an option NVRTC passes to NVVM, not in its own list).
+inline constexpr std::string_view kNvvmUnoptimised = "-Xnvvm=-opt=0";
+
 /// Compiles `source` (named `program_name` in diagnostics) with `options` (which must include
-/// --gpu-architecture=...; `-minimal` is dropped for NVRTC before 12.4, which does not know it).
+/// --gpu-architecture=...; `-minimal` is dropped for NVRTC before 12.4, which does not know it;
+/// kNvvmUnoptimised where NVRTC rejects it).
 /// Returns the cubin (or PTX, when `cubin` is false). Throws CompileFailure with NVRTC's log when
 /// the source does not compile, alloy::Error when NVRTC is not available or fails otherwise. `log`,
 /// when given, receives the log (warnings) on success.

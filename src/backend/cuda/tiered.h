@@ -4,10 +4,11 @@
 // A translation whose CUDA entries are thread-coarsened (several whole threadgroups per block,
 // the body unrolled coarsen + 1 times) compiles first with ALLOY_QUICK_ENTRY defined: the entry
 // runs one threadgroup per block (the body compiled once, no loop), so NVVM and ptxas see a
-// fraction of the code, and ptxas does not optimise it (--ptxas-options=-O0, registers capped
-// at 64 so that any block size launches). Same parameters and results; its functions are launched
-// with the uncoarsened layout (KernelSource/Function::one_group_per_block: the launch reads it from
-// the function it launches). The full compile then runs on the compile pool
+// fraction of the code, and neither optimises it (--ptxas-options=-O0, registers capped at 64
+// so that any block size launches; -Xnvvm=-opt=0, nvrtc::kNvvmUnoptimised, which
+// ALLOY_CUDA_QUICK_NVVM_O0=0 leaves out). Same parameters and results; its functions are
+// launched with the uncoarsened layout (KernelSource/Function::one_group_per_block: the launch
+// reads it from the function it launches). The full compile then runs on the compile pool
 // (CompiledModule::refine) and the launches switch to it (code and layout) when it is loaded; a
 // full image already in the disk cache is used at once. ALLOY_CUDA_TIERED=0 turns this off
 // (alloy_bench sets it: its kernel benchmarks time the full code from the first call on).
