@@ -7,6 +7,8 @@
 //                      cost_vs_raw_compiler = Alloy / compiler (1.0 = no overhead over g++).
 //                      The peer uses the JIT's flags of before the precompiled prelude (no
 //                      -include): the ratio is the cold compile against that of before.
+//   BM_CpuJitColdTiered  the same with the tiered compile on (the default outside alloy_bench):
+//                      the call compiles the quick tier; the full one follows on the pool.
 //   BM_CpuJitWarmDisk  the same first call in a "fresh process" whose disk cache has the kernel:
 //                      the in-memory cache is cleared and every previous kernel object (so every
 //                      dlopen handle) is gone. Target <= 1 ms. Peer: dlopen of the cached shared
@@ -18,9 +20,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "backend/cpu/backend.h"
 #include "backend/cpu/jit.h"
 #include "bench_common.h"
 #include "example_kernels.h"
@@ -82,28 +88,62 @@ int spawn_wait(const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-void BM_CpuJitCold(benchmark::State& state) {
+// Sets ALLOY_CPU_TIERED for the benchmark's duration (alloy_bench turns it off for the others).
+class TieredSetting {
+ public:
+  explicit TieredSetting(bool on) {
+    if (const char* v = std::getenv("ALLOY_CPU_TIERED")) old_ = v;
+    ::setenv("ALLOY_CPU_TIERED", on ? "1" : "0", 1);
+  }
+  ~TieredSetting() {
+    if (old_.empty())
+      ::unsetenv("ALLOY_CPU_TIERED");
+    else
+      ::setenv("ALLOY_CPU_TIERED", old_.c_str(), 1);
+  }
+  TieredSetting(const TieredSetting&) = delete;
+  TieredSetting& operator=(const TieredSetting&) = delete;
+
+ private:
+  std::string old_;
+};
+
+// Waits until `count` tiered compiles have switched to their full tier (at most 20 s); returns
+// the seconds waited.
+double wait_full_tier(uint64_t count) {
+  double t0 = now_s();
+  while (cpu::full_tier_switches() < count && now_s() - t0 < 20)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return now_s() - t0;
+}
+
+void cold_compile(benchmark::State& state, bool tiered) {
+  TieredSetting setting(tiered);
+  const std::string tag = tiered ? "cold-tiered" : "cold";
   const int n = 1024;
   Array x = random_array({n}, -1.0f, 1.0f, 21, Device::cpu());
   KernelCall call = exp_call(n, Device::cpu());
   auto& jit = cpu::Jit::global();
   fs::path work;
+  uint64_t switches = cpu::full_tier_switches();
   try {
     // Warm what every compile shares once per process (compiler probe, prelude files on disk).
-    metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body("cold-warmup", 0))({x}, call)[0]
+    metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body(tag + "-warmup", 0))({x}, call)[0]
         .eval();
     // That first compile started building the precompiled prelude (once per compiler, flags and
     // prelude, kept in the disk cache): wait for it, as any later compile finds it on disk.
     double w0 = now_s();
     jit.wait_pch();
     state.counters["pch_wait_ms"] = 1e3 * (now_s() - w0);
+    if (tiered) wait_full_tier(++switches);  // the warm-up's full tier
     work = fs::temp_directory_path() / ("alloy-bench-raw-" + nonce());
     fs::create_directories(work);
   } catch (const std::exception& e) {
     return state.SkipWithError((std::string("CPU JIT failed: ") + e.what()).c_str());
   }
   PairTimes t;
-  double translate = 0, cpu_alloy = 0, cpu_peer = 0;
+  double translate = 0, cpu_alloy = 0, cpu_peer = 0, full_wait = 0;
+  uint64_t quick0 = jit.counters().quick;
   int64_t i = 0;
   for (auto _ : state) {
     ++i;
@@ -111,16 +151,19 @@ void BM_CpuJitCold(benchmark::State& state) {
     double c0 = children_cpu_s();
     double t0 = now_s();
     {
-      auto k = metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body("cold", i));
+      auto k = metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body(tag, i));
       Array out = k({x}, call)[0];
       out.eval();
       benchmark::DoNotOptimize(node_of(out)->data());
     }
     double t1 = now_s();
     cpu_alloy += children_cpu_s() - c0;
+    // Tiered: the full tier compiles on the pool meanwhile; let it finish (outside the CPU time
+    // above: its compiler is reaped after the call returned) before the next iteration.
+    if (tiered) full_wait += wait_full_tier(++switches);
 
     // Peer: the same translated source given to the host compiler directly.
-    auto k = metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body("raw", i));
+    auto k = metal_kernel("bench_cold", {"inp"}, {"out"}, unique_exp_body(tag + "-raw", i));
     auto gen = msl::write_kernel_source(k.spec(), {{"", float32, 1, n}}, call.output_dtypes,
                                         call.template_args);
     double tt0 = now_s();
@@ -163,6 +206,8 @@ void BM_CpuJitCold(benchmark::State& state) {
   t.report(state, "raw_compiler", /*cost=*/true);
   if (t.n) state.counters["translate_ms"] = 1e3 * translate / t.n;
   state.counters["compiles_with_pch"] = static_cast<double>(jit.counters().with_pch);
+  state.counters["quick_compiles"] = static_cast<double>(jit.counters().quick - quick0);
+  if (tiered && t.n) state.counters["full_tier_after_call_ms"] = 1e3 * full_wait / t.n;
   // CPU time of the compiler processes (user + sys): on a shared machine, far steadier than the
   // wall times above.
   if (t.n && cpu_peer > 0) {
@@ -171,7 +216,81 @@ void BM_CpuJitCold(benchmark::State& state) {
     state.counters["cpu_cost_vs_raw_compiler"] = cpu_alloy / cpu_peer;
   }
 }
+void BM_CpuJitCold(benchmark::State& state) {
+  cold_compile(state, /*tiered=*/false);
+}
 BENCHMARK(BM_CpuJitCold)->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+
+// The same first call with the tiered compile (as a user gets it, ALLOY_CPU_TIERED unset): the
+// call compiles the quick tier (-Og) and returns; full_tier_after_call_ms is how long after the
+// call the full tier, compiled on the pool, was loaded. alloy_compiler_cpu_ms is the first
+// call's compiler CPU time (issue 17 item 2's measure).
+void BM_CpuJitColdTiered(benchmark::State& state) {
+  cold_compile(state, /*tiered=*/true);
+}
+BENCHMARK(BM_CpuJitColdTiered)->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+
+// What running the quick tier costs against the full one (the launches before the switch):
+// the examples' exp over n floats, the executor alone (2 threads here), both tiers of the same
+// translation alternately. Decides docs/cpu-backend.md's size rule (a launch of 2^20 threads or
+// more waits for the full tier).
+void BM_CpuTierRunTime(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  Array x = random_array({n}, -1.0f, 1.0f, 23, Device::cpu());
+  KernelCall call = exp_call(n, Device::cpu());
+  auto& jit = cpu::Jit::global();
+  try {
+    TieredSetting off(false);
+    auto k = metal_kernel("bench_tier_run", {"inp"}, {"out"}, unique_exp_body("tier-run", n));
+    DirectKernel dk(k, {x}, call, msl::Target::cpu);
+    std::vector<float> full_out(n, 0.0f), quick_out(n, 1.0f);
+    CpuDispatch full_d(dk, {x}, {{full_out.data(), full_out.size() * 4}}, call.grid,
+                       call.threadgroup);
+    CpuDispatch quick_d(dk, {x}, {{quick_out.data(), quick_out.size() * 4}}, call.grid,
+                        call.threadgroup);
+    auto gen = msl::write_kernel_source(k.spec(), {{"", float32, 1, n}}, call.output_dtypes,
+                                        call.template_args);
+    std::string code =
+        kernel::translate_only(kernel::call_source_map(k.spec(), gen.source), msl::Target::cpu);
+    cpu::JitOptions q{{"-DALLOY_MATH_SAFE"}};
+    q.quick = true;
+    auto lib = jit.compile(code, q);
+    auto group = reinterpret_cast<alloy_cpu_group_fn>(lib->symbol("alloy_group_0"));
+    auto thread = reinterpret_cast<alloy_cpu_thread_fn>(lib->symbol("alloy_thread_0"));
+    auto groups = reinterpret_cast<alloy_cpu_groups_fn>(lib->symbol("alloy_groups_0"));
+    if (!group || !thread) return state.SkipWithError("the quick library lacks its entries");
+    cpu::ExecOptions opts;
+    opts.kernel = "bench_tier_run";
+    PairTimes t;
+    for (auto _ : state) {
+      double t0 = now_s();
+      cpu::run(quick_d.L, group, thread, false, opts, groups);
+      benchmark::DoNotOptimize(quick_out.data());
+      double t1 = now_s();
+      full_d.run(dk);
+      benchmark::DoNotOptimize(full_out.data());
+      double t2 = now_s();
+      t.alloy += t1 - t0;
+      t.peer += t2 - t1;
+      ++t.n;
+      state.SetIterationTime(t1 - t0);
+    }
+    double diff = 0;
+    for (int i = 0; i < n; ++i)
+      diff = std::max(diff, static_cast<double>(std::fabs(quick_out[i] - full_out[i])));
+    state.counters["max_abs_diff_quick_full"] = diff;
+    t.report(state, "full_tier", /*cost=*/true);
+  } catch (const std::exception& e) {
+    return state.SkipWithError((std::string("CPU JIT failed: ") + e.what()).c_str());
+  }
+}
+BENCHMARK(BM_CpuTierRunTime)
+    ->Arg(1 << 16)
+    ->Arg(1 << 20)
+    ->Arg(1 << 22)
+    ->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMillisecond);
 
 // What a new process pays for its first call of a kernel whose entry is in the disk cache
 // (run in a child process: see cpu_warm_child). The peer is dlopen of a copy of the same shared

@@ -43,9 +43,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown ALLOY_BENCH_CHILD mode %s\n", child);
     return 2;
   }
-  // Kernel benchmarks time a kernel from its first calls on: the GPU compiles it fully at once
-  // (no quick first compile that a background one replaces mid-measurement) unless asked.
+  // Kernel benchmarks time a kernel from its first calls on: the GPU and the CPU compile it fully
+  // at once (no quick first compile that a background one replaces mid-measurement) unless asked
+  // (BM_CpuJitColdTiered turns the CPU's on for itself).
   ::setenv("ALLOY_CUDA_TIERED", "0", /*overwrite=*/0);
+  ::setenv("ALLOY_CPU_TIERED", "0", /*overwrite=*/0);
   fs::path temp_cache;
   if (const char* dir = std::getenv("ALLOY_BENCH_CACHE_DIR"); dir && *dir) {
     ::setenv("ALLOY_CACHE_DIR", dir, 1);

@@ -10,10 +10,15 @@ process:
 """
 
 import argparse
+import os
 import statistics
 import time
 
 import numpy as np
+
+# Kernels are timed from their first calls on: the CPU compiles them fully at once (no quick
+# tier that a background compile replaces mid-measurement) unless asked (docs/cpu-backend.md).
+os.environ.setdefault("ALLOY_CPU_TIERED", "0")
 
 import alloy
 

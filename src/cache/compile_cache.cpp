@@ -375,6 +375,15 @@ std::shared_ptr<void> CompileCache::get_or_build(
   }
 }
 
+bool CompileCache::in_memory(std::string_view target, std::string_view key) const {
+  std::string k;
+  k.reserve(target.size() + 1 + key.size());
+  k.append(target).push_back('\0');
+  k.append(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  return memory_.count(k) > 0;
+}
+
 void CompileCache::clear_memory() {
   decltype(memory_) old;
   {

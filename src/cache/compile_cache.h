@@ -107,6 +107,8 @@ class CompileCache {
   /// every waiter gets the exception and nothing is cached.
   std::shared_ptr<void> get_or_build(std::string_view target, std::string_view key,
                                      const std::function<std::shared_ptr<void>()>& build);
+  /// Whether the memory level holds (target, key), built or being built.
+  bool in_memory(std::string_view target, std::string_view key) const;
   /// Drops every loaded artifact (the next get_or_build goes to disk, like a fresh process).
   void clear_memory();
 

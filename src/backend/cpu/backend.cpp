@@ -4,9 +4,14 @@
 #include "backend/cpu/backend.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <stdexcept>
 
 #include "alloy/errors.h"
@@ -16,15 +21,90 @@
 #include "core/backend.h"
 #include "core/host_allocator.h"
 #include "core/primitives.h"
+#include "core/trace.h"
 
 namespace alloy {
 namespace cpu {
 namespace {
 
-struct Module {
-  std::shared_ptr<Library> library;  // keeps the shared object loaded
-  std::deque<Function> functions;    // (addresses handed out: never moves)
+struct Module;
+
+std::atomic<uint64_t> g_switches{0};
+
+// A tiered compile's second half (docs/cpu-backend.md, "Tiered compile"): the full tier, compiled
+// once by whichever comes first, the compile pool (CompiledModule::refine) or a launch too large
+// for the quick code; then every function of the module switches to it.
+struct Tiers {
+  std::string code;
+  JitOptions full;
+  std::string label;
+  std::mutex mu;                    // held while the full tier compiles
+  std::atomic<bool> done{false};    // compiled (or failed: the quick code stays)
+  std::atomic<pid_t> compiling{0};  // the process compiling it (a forked child must not wait)
+  void finish(Module& m);
 };
+
+struct Module {
+  std::shared_ptr<Library> library;  // keeps the shared object loaded (the quick tier if tiered)
+  std::shared_ptr<Library> full;     // the full tier, once loaded (tiered)
+  std::deque<Function> functions;    // (addresses handed out: never moves)
+  std::unique_ptr<Tiers> tiers;
+};
+
+// The entries of `lib`; false when one is missing.
+bool resolve(const Library& lib, size_t i, alloy_cpu_group_fn* group, alloy_cpu_thread_fn* thread,
+             alloy_cpu_groups_fn* groups) {
+  *group =
+      reinterpret_cast<alloy_cpu_group_fn>(lib.symbol(fmt::format("alloy_group_{}", i).c_str()));
+  *thread =
+      reinterpret_cast<alloy_cpu_thread_fn>(lib.symbol(fmt::format("alloy_thread_{}", i).c_str()));
+  // Loop-mode kernels only; a library without it runs one group per call.
+  *groups =
+      reinterpret_cast<alloy_cpu_groups_fn>(lib.symbol(fmt::format("alloy_groups_{}", i).c_str()));
+  return *group && *thread;
+}
+
+void Tiers::finish(Module& m) {
+  if (done.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.load(std::memory_order_relaxed)) return;
+  compiling.store(::getpid());
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    auto lib = cpu::compile(code, full);
+    struct Entry {
+      alloy_cpu_group_fn group;
+      alloy_cpu_thread_fn thread;
+      alloy_cpu_groups_fn groups;
+    };
+    std::vector<Entry> e(m.functions.size());
+    for (size_t i = 0; i < e.size(); ++i)
+      if (!resolve(*lib, i, &e[i].group, &e[i].thread, &e[i].groups))
+        throw std::runtime_error("the full compile lacks entry " + std::to_string(i));
+    m.full = std::move(lib);  // before any launch can reach its code
+    for (size_t i = 0; i < e.size(); ++i) {
+      m.functions[i].groups.store(e[i].groups, std::memory_order_release);
+      m.functions[i].group.store(e[i].group, std::memory_order_release);
+      m.functions[i].thread.store(e[i].thread, std::memory_order_release);
+    }
+    g_switches.fetch_add(1);
+    if (trace::build())
+      std::fprintf(stderr, "alloy: %s: cpu full compile ready, %.3f ms\n", label.c_str(),
+                   trace::ms_since(t0));
+  } catch (const std::exception& e) {  // the quick code stays
+    if (trace::build())
+      std::fprintf(stderr, "alloy: %s: cpu full compile failed, the quick one stays: %s\n",
+                   label.c_str(), e.what());
+  }
+  compiling.store(0);
+  done.store(true, std::memory_order_release);
+}
+
+// A launch of at least this many threads waits for the full tier (compiling it on the calling
+// thread unless the pool is at it): the quick code is 2-40x slower per thread (its compile
+// saves ~0.03 s of CPU, which 2^20 threads of the examples' exp lose again at ~10 ns each)
+// (docs/cpu-backend.md, "Tiered compile").
+constexpr uint64_t kFullTierThreads = uint64_t{1} << 20;
 
 std::vector<std::string> math_flags(const std::string& math_mode) {
   if (math_mode == "fast") return {"-DALLOY_MATH_FAST", "-D__FAST_MATH__"};
@@ -85,25 +165,39 @@ class CpuBackend final : public Backend {
 
   CompiledModule compile(const CompileRequest& r) override {
     auto m = std::make_shared<Module>();
+    JitOptions full{math_flags(r.math_mode)};
+    // Tiered: unless the full tier is at hand (loaded, or on disk), the first call gets the quick
+    // tier and the full one compiles on the compile pool.
+    bool quick = tiered_compile() && !Jit::global().cached(r.code, full);
     try {
-      m->library = cpu::compile(r.code, {math_flags(r.math_mode)});
+      JitOptions first = full;
+      first.quick = quick;
+      m->library = cpu::compile(r.code, first);
     } catch (const CompileFailure& f) {
       throw CompileError(r.label, f.log(), f.log());
     }
     CompiledModule out;
     for (size_t i = 0; i < r.entries.size(); ++i) {
-      Function f;
-      f.group = reinterpret_cast<alloy_cpu_group_fn>(
-          m->library->symbol(fmt::format("alloy_group_{}", i).c_str()));
-      f.thread = reinterpret_cast<alloy_cpu_thread_fn>(
-          m->library->symbol(fmt::format("alloy_thread_{}", i).c_str()));
-      // Loop-mode kernels only; a library without it runs one group per call.
-      f.groups = reinterpret_cast<alloy_cpu_groups_fn>(
-          m->library->symbol(fmt::format("alloy_groups_{}", i).c_str()));
-      if (!f.group || !f.thread)
+      Function& f = m->functions.emplace_back();
+      alloy_cpu_group_fn g;
+      alloy_cpu_thread_fn t;
+      alloy_cpu_groups_fn gs;
+      if (!resolve(*m->library, i, &g, &t, &gs))
         throw Error(r.label, "[metal_kernel] compiled library lacks entry " + std::to_string(i));
+      f.group.store(g, std::memory_order_relaxed);
+      f.thread.store(t, std::memory_order_relaxed);
+      f.groups.store(gs, std::memory_order_relaxed);
       f.fibers = r.entries[i].fibers;
-      out.functions.push_back(&m->functions.emplace_back(f));
+      out.functions.push_back(&f);
+    }
+    if (quick) {
+      m->tiers = std::make_unique<Tiers>();
+      m->tiers->code = r.code;
+      m->tiers->full = std::move(full);
+      m->tiers->full.background = true;
+      m->tiers->label = r.label;
+      for (Function& f : m->functions) f.tiers = m.get();
+      out.refine = [m] { m->tiers->finish(*m); };
     }
     out.module = std::move(m);
     return out;
@@ -112,6 +206,7 @@ class CpuBackend final : public Backend {
   void launch(const LaunchDesc& d) override {
     const auto& fn = *static_cast<const Function*>(d.function);
     if (d.grid[0] == 0 || d.grid[1] == 0 || d.grid[2] == 0) return;
+    if (fn.tiers) wait_for_full_tier(*static_cast<Module*>(fn.tiers), d);
     if (d.num_args > ALLOY_CPU_MAX_BUFFERS)
       throw std::invalid_argument(
           fmt::format("kernel '{}' has {} buffers; at most {} are supported", d.label, d.num_args,
@@ -138,7 +233,8 @@ class CpuBackend final : public Backend {
     opts.buffer_names = d.buffer_names;
     OobLog log;
     if (d.oob) opts.oob = &log;
-    run(L, fn.group, fn.thread, fn.fibers, opts, fn.groups);
+    run(L, fn.group.load(std::memory_order_acquire), fn.thread.load(std::memory_order_acquire),
+        fn.fibers, opts, fn.groups.load(std::memory_order_acquire));
     if (d.oob) {
       for (const auto& r : log.reports())
         d.oob->push_back({r.buffer,
@@ -151,12 +247,35 @@ class CpuBackend final : public Backend {
 
   size_t by_value_capacity() const override { return SIZE_MAX; }
 
+  // A large launch of quick code: the full tier first (kFullTierThreads).
+  static void wait_for_full_tier(Module& m, const LaunchDesc& d) {
+    Tiers& t = *m.tiers;
+    if (t.done.load(std::memory_order_acquire)) return;
+    uint64_t threads = uint64_t{d.grid[0]} * d.grid[1] * d.grid[2];
+    if (threads < kFullTierThreads) return;
+    // A forked child whose parent was compiling it: that compile never finishes here.
+    pid_t c = t.compiling.load();
+    if (c != 0 && c != ::getpid()) return;
+    t.finish(m);
+  }
+
   void gemm(const blas::Gemm& g) override { cpu::gemm(g); }
   bool blas_available(std::string* why) override { return cpu::blas_available(why); }
   std::string blas_library() override { return cpu::blas_library(); }
 };
 
 }  // namespace
+
+uint64_t full_tier_switches() {
+  return g_switches.load();
+}
+
+bool tiered_compile() {
+  // Read at every compile (a compile costs far more): tests and benchmarks switch it.
+  const char* v = std::getenv("ALLOY_CPU_TIERED");
+  return !(v && (std::string_view(v) == "0" || std::string_view(v) == "off"));
+}
+
 }  // namespace cpu
 
 Backend& cpu_backend() {

@@ -15,6 +15,10 @@
 // The first compile that finds no precompiled header starts building it on a background thread
 // and compiles without it; later compiles use it once it is there.
 //
+// Tiers (docs/cpu-backend.md, "Tiered compile"): JitOptions::quick compiles the same source at
+// -O1 under its own key, for a kernel's first call while the backend compiles the full tier in
+// the background; cached() says whether the full library is at hand without compiling it.
+//
 // One compile per kernel: threads of a process asking for the same key wait for one build (the
 // cache's memory level); processes sharing a disk cache take <cache>/cpu/<key>.lock before
 // compiling, and one that finds it held waits for the holder's entry (a holder that died or
@@ -75,6 +79,13 @@ struct JitOptions {
   /// (-std=c++20 -O2 -fPIC -shared -march=native, hidden visibility, no semantic interposition, no
   /// math errno or traps, the vectoriser's dynamic cost model; see jit.cpp). Part of the key.
   std::vector<std::string> flags;
+  /// The quick tier of a tiered compile (docs/cpu-backend.md, "Tiered compile"): -O1 instead of
+  /// -O2 (no vectoriser, less inlining: ~0.7x the compile time, far slower code with the same
+  /// results), against the full tier's precompiled prelude. Its own cache entry (the flags differ).
+  bool quick = false;
+  /// Compiled in the background (a tiered compile's full tier): counted apart (Counters), not
+  /// part of the key.
+  bool background = false;
 };
 
 struct JitConfig {
@@ -102,6 +113,9 @@ class Jit {
 
   /// The cache key compile() would use.
   std::string key(const std::string& cpp_source, const JitOptions& options = {});
+  /// Whether compile() would find the library without compiling: loaded or being built in this
+  /// process, or an entry in the disk cache (not verified here; compile() verifies it).
+  bool cached(const std::string& cpp_source, const JitOptions& options = {});
 
   /// Resolved compiler path and its identity (--version output + CPU identity), probed lazily.
   const std::string& compiler();
@@ -122,6 +136,8 @@ class Jit {
   /// built.
   struct Counters {
     uint64_t with_pch = 0, without_pch = 0, pch_builds = 0;
+    uint64_t quick = 0, full = 0;  // compiler runs of each tier
+    uint64_t background = 0;       // compiler runs of JitOptions::background (included above)
   };
   Counters counters();
 
