@@ -1,6 +1,7 @@
 // The content-addressed compile cache: keys, disk entries (atomic writes, verification, corrupt
 // entries), the memory level (one build per key), and the fallback without a writable folder.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -199,6 +200,37 @@ TEST_F(CompileCacheTest, MemoryLevelBuildsOncePerKeyAcrossThreads) {
   c.clear_memory();
   c.get_or_build("cpu", "odd", [&] { return (builds++, std::make_shared<int>(1)); });
   EXPECT_EQ(builds.load(), 3);
+}
+
+// A build running in the parent when it forks has no thread in the child: a child asking for the
+// same key builds it itself instead of waiting forever; the parent's build still completes there.
+TEST_F(CompileCacheTest, ForkedChildBuildsWhatItsParentWasBuilding) {
+  CompileCache c(std::nullopt);
+  std::atomic<bool> started{false}, release{false};
+  std::thread builder([&] {
+    c.get_or_build("cpu", "k", [&] {
+      started = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return std::make_shared<int>(1);
+    });
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(20);  // a hang fails the test instead of stalling it
+    auto v = c.get_or_build("cpu", "k", [] { return std::make_shared<int>(2); });
+    auto again = c.get_or_build("cpu", "k", [] { return std::make_shared<int>(3); });
+    ::_exit(*std::static_pointer_cast<int>(v) == 2 && again == v ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  release = true;
+  builder.join();
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung or crashed (status " << status << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto v = c.get_or_build("cpu", "k", [] { return std::make_shared<int>(4); });
+  EXPECT_EQ(*std::static_pointer_cast<int>(v), 1);  // the parent's own build
 }
 
 TEST_F(CompileCacheTest, FailedBuildIsNotCached) {

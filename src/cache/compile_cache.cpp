@@ -351,10 +351,14 @@ std::shared_ptr<void> CompileCache::get_or_build(
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = memory_.find(k);
-    if (it != memory_.end()) {
-      found = it->second;
+    if (it == memory_.end()) {
+      memory_.emplace(k, Entry{promise.get_future().share(), ::getpid()});
+    } else if (it->second.builder != ::getpid() &&
+               it->second.value.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      // Being built in the parent when this process was forked: no thread here finishes it.
+      it->second = Entry{promise.get_future().share(), ::getpid()};
     } else {
-      memory_.emplace(k, promise.get_future().share());
+      found = it->second.value;
     }
   }
   if (found.valid()) {

@@ -13,6 +13,8 @@
 //    removed and reported as a miss, so the caller rebuilds it.
 // The disk level is an optimization: when the folder is not writable the cache works from memory.
 #pragma once
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -104,7 +106,9 @@ class CompileCache {
 
   /// The artifact for (target, key): from memory, else `build()` (which typically tries the disk,
   /// then compiles). Concurrent callers with the same key wait for one build. If build() throws,
-  /// every waiter gets the exception and nothing is cached.
+  /// every waiter gets the exception and nothing is cached. In a forked child, a build that was
+  /// still running in the parent at the fork (its thread is not in the child: it would never
+  /// finish) is built again by the child's caller.
   std::shared_ptr<void> get_or_build(std::string_view target, std::string_view key,
                                      const std::function<std::shared_ptr<void>()>& build);
   /// Whether the memory level holds (target, key), built or being built.
@@ -120,7 +124,11 @@ class CompileCache {
   std::string disk_error_;
 
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_future<std::shared_ptr<void>>> memory_;
+  struct Entry {
+    std::shared_future<std::shared_ptr<void>> value;
+    pid_t builder;  // the process whose thread builds it (a forked child has another pid)
+  };
+  std::unordered_map<std::string, Entry> memory_;
 
   std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, misses_{0}, corrupt_{0}, stores_{0};
 
