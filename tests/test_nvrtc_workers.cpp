@@ -241,7 +241,8 @@ TEST_F(NvrtcWorkers, LoneCompileAfterABackgroundOneRunsInProcess) {
 // A program that takes NVRTC a second or more (nested template instantiations): long enough for
 // a compile to be seen busy while another one starts.
 std::string slow_program(int k) {
-  return "// " + program(k).substr(3, 20) +
+  std::string unique = program(k);  // its first line: a random comment
+  return unique.substr(0, unique.find('\n')) +
          "\ntemplate <int N, int I> struct F { static constexpr long v = (F<N - 1, I>::v * 3 + I) "
          "% 1000003; };\n"
          "template <int I> struct F<0, I> { static constexpr long v = I; };\n"
