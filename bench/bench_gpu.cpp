@@ -24,6 +24,9 @@
 //   BM_NvrtcColdVsCupy          the same for exp(sin(x)) on 1M elements as its first call compiles
 //                               it (quick first compile of the coarsened entry), vs NVRTC on the
 //                               CUDA of a CuPy RawKernel with CuPy's options (target <= 1.0).
+//   BM_NvrtcFirstCallDuringRefine  the same first-call compile while another kernel's background
+//                               full compile runs, marked background (it goes to a worker) or
+//                               not (it takes the in-process NVRTC slot), vs CuPy's alone.
 //   BM_NvrtcWarmDisk            the same kernel's cubin from the disk cache (target <= 1 ms).
 //   BM_GpuWarmDisk              a fresh process's first call of a kernel in the disk cache, on the
 //                               GPU, to the end of its execution (target <= 1 ms); peer: the
@@ -36,6 +39,8 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <optional>
+#include <thread>
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/jit.h"
@@ -704,6 +709,91 @@ void BM_NvrtcColdVsCupy(benchmark::State& state) {
   state.counters["target"] = 1.0;
 }
 BENCHMARK(BM_NvrtcColdVsCupy)->UseManualTime()->Iterations(7)->Unit(benchmark::kMillisecond);
+
+// A first call that comes while another kernel's background full compile (the tiered refine)
+// runs: the first call's compile (as in BM_NvrtcColdVsCupy) timed while a full compile of another
+// new kernel runs on a second thread, started 3 ms before. Alternately: the background compile
+// marked as such (nvrtc::BackgroundScope, what CompiledModule::refine does: it goes to a worker
+// and the caller compiles in this process) and not marked (before: it took the in-process slot
+// and the caller went to a worker). Wall times (the caller waits); the CuPy-style compile of the
+// same kernel alone is the peer. caller_in_process_*: the share of the caller's compiles that ran
+// in this process. Needs NVRTC workers (alloy-nvrtc-worker beside the binary).
+void BM_NvrtcFirstCallDuringRefine(benchmark::State& state) {
+  namespace nv = cuda::nvrtc;
+  if (!nv::available()) return state.SkipWithError("NVRTC not found");
+  const int n = 1 << 20;
+  Array x = random_array({n}, -1.0f, 1.0f, 44, Device::cpu());
+  KernelCall call = nvrtc_call(n);
+  const std::string arch = nvrtc_arch();
+  int cc = std::stoi(arch.substr(arch.find('_') + 1));
+  const nv::Target target = nv::target_for(cc / 10, cc % 10);
+  auto request = [&](const char* tag, int64_t i) {
+    auto k = metal_kernel("expsin", {"inp"}, {"out"}, tagged(kExpSinSource, tag, i));
+    kernel::SourceMap map;
+    msl::Translation tr = kernel::call_gpu_translation(k, {x}, call, &map);
+    return kernel::compile_request(tr, map, "safe");
+  };
+  auto first_compile = [&](const char* tag, int64_t i) {
+    double t0 = now_s();
+    CompileRequest r = request(tag, i);
+    auto quick = cuda::quick_kernel_source(r);
+    cuda::compile(quick ? *quick : cuda::kernel_source(r), target);
+    return now_s() - t0;
+  };
+  // One caller's compile during a background one; whether the caller's ran here.
+  auto during = [&](bool marked, int64_t i, bool* here) {
+    cuda::KernelSource full = cuda::kernel_source(request(marked ? "bgm" : "bgu", i));
+    std::thread refine([&] {
+      std::optional<nv::BackgroundScope> scope;
+      if (marked) scope.emplace();
+      cuda::compile(full, target);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    nv::WorkerStats s0 = nv::worker_stats();
+    double t = first_compile(marked ? "fm" : "fu", i);
+    nv::WorkerStats s1 = nv::worker_stats();
+    refine.join();
+    // In-process compiles count when they start: the unmarked refine's before s0 (3 ms).
+    *here =
+        (s1.in_process - s0.in_process) - (s1.background_in_process - s0.background_in_process) > 0;
+    return t;
+  };
+  try {  // NVRTC, the prelude and one worker up, outside the timings
+    first_compile("warm", 0);
+    cupy_nvrtc_seconds(0);
+    bool here = false;
+    during(true, 0, &here);
+    if (nv::worker_stats().max_workers == 0)
+      return state.SkipWithError(("no NVRTC workers: " + nv::worker_stats().disabled_why).c_str());
+  } catch (const std::exception& e) {
+    return state.SkipWithError((std::string("NVRTC compile failed: ") + e.what()).c_str());
+  }
+  double marked = 0, unmarked = 0, peer = 0;
+  int marked_here = 0, unmarked_here = 0;
+  int64_t i = 0;
+  for (auto _ : state) {
+    ++i;
+    bool here = false;
+    double m = during(true, i, &here);
+    marked += m;
+    marked_here += here;
+    unmarked += during(false, i, &here);
+    unmarked_here += here;
+    peer += cupy_nvrtc_seconds(i);
+    state.SetIterationTime(m);
+  }
+  state.counters["caller_ms_refine_marked"] = 1e3 * marked / i;
+  state.counters["caller_ms_refine_unmarked"] = 1e3 * unmarked / i;
+  state.counters["cupy_nvrtc_ms"] = 1e3 * peer / i;
+  state.counters["cost_vs_cupy_marked"] = marked / peer;
+  state.counters["cost_vs_cupy_unmarked"] = unmarked / peer;
+  state.counters["caller_in_process_marked"] = static_cast<double>(marked_here) / i;
+  state.counters["caller_in_process_unmarked"] = static_cast<double>(unmarked_here) / i;
+}
+BENCHMARK(BM_NvrtcFirstCallDuringRefine)
+    ->UseManualTime()
+    ->Iterations(7)
+    ->Unit(benchmark::kMillisecond);
 
 // The cubin of a kernel compiled before, read back from the disk cache (compile() has no memory
 // level: every call goes to disk). Peer: a cold NVRTC compile of the same kernel in this run.

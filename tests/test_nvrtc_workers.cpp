@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <barrier>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -234,6 +236,150 @@ TEST_F(NvrtcWorkers, LoneCompileAfterABackgroundOneRunsInProcess) {
   EXPECT_EQ(after.in_process, before.in_process + 3);
   EXPECT_EQ(after.worker_compiles, before.worker_compiles);
   EXPECT_EQ(after.fallbacks, 0);
+}
+
+// A program that takes NVRTC a second or more (nested template instantiations): long enough for
+// a compile to be seen busy while another one starts.
+std::string slow_program(int k) {
+  std::string unique = program(k);  // its first line: a random comment
+  return unique.substr(0, unique.find('\n')) +
+         "\ntemplate <int N, int I> struct F { static constexpr long v = (F<N - 1, I>::v * 3 + I) "
+         "% 1000003; };\n"
+         "template <int I> struct F<0, I> { static constexpr long v = I; };\n"
+         "template <int... I> struct S { static constexpr long v = (F<150, I>::v + ...); };\n"
+         "template <int K, int... I> struct M { static constexpr long v = M<K - 1, K, I...>::v; "
+         "};\n"
+         "template <int... I> struct M<0, I...> { static constexpr long v = S<I...>::v; };\n"
+         "extern \"C\" __global__ void slow(long* o) { o[0] = M<" +
+         std::to_string(k) + ">::v; }\n";
+}
+
+// Waits (up to two minutes) until some compile has taken a worker.
+bool a_worker_got_busy() {
+  auto end = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (nvrtc::worker_stats().peak_busy_workers == 0) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// A background compile (the tiered compile's full one: no caller waits for it) goes to a worker
+// even though the in-process slot is free, and the next one reuses that worker.
+TEST_F(NvrtcWorkers, BackgroundCompileGoesToAWorkerWhileTheSlotIsFree) {
+  REQUIRE_NVRTC();
+  require_workers();
+  auto before = nvrtc::worker_stats();
+  std::string a = program(6), b = program(7);
+  std::string image_a, image_b;
+  {
+    nvrtc::BackgroundScope background;
+    EXPECT_TRUE(nvrtc::in_background());
+    image_a = nvrtc::compile(a, "bg.cu", {}, kOptions, true);
+    image_b = nvrtc::compile(b, "bg.cu", {}, kOptions, true);
+  }
+  EXPECT_FALSE(nvrtc::in_background());
+  EXPECT_EQ(image_a, nvrtc::compile_in_process(a, "bg.cu", {}, kOptions, true));
+  EXPECT_EQ(image_b, nvrtc::compile_in_process(b, "bg.cu", {}, kOptions, true));
+  auto s = nvrtc::worker_stats();
+  EXPECT_EQ(s.worker_compiles, before.worker_compiles + 2);
+  EXPECT_EQ(s.in_process, before.in_process);
+  EXPECT_EQ(s.background, before.background + 2);
+  EXPECT_EQ(s.background_in_process, before.background_in_process);
+  EXPECT_EQ(s.spawned, before.spawned + 1);  // the idle worker was used again
+  EXPECT_EQ(s.fallbacks, 0);
+  // Outside the scope a lone compile runs here again.
+  std::string c = program(8);
+  EXPECT_FALSE(nvrtc::compile(c, "caller.cu", {}, kOptions, true).empty());
+  EXPECT_EQ(nvrtc::worker_stats().in_process, before.in_process + 1);
+}
+
+// A caller's compile while a background one runs: the background one is on a worker, so the
+// caller compiles in this process (before, the background compile held the in-process slot and
+// the caller went to a worker).
+TEST_F(NvrtcWorkers, CallersCompileDuringABackgroundOneRunsInProcess) {
+  REQUIRE_NVRTC();
+  require_workers();
+  auto before = nvrtc::worker_stats();
+  std::string slow = slow_program(30);
+  auto background = std::async(std::launch::async, [&] {
+    nvrtc::BackgroundScope scope;
+    return nvrtc::compile(slow, "refine.cu", {}, kOptions, true);
+  });
+  ASSERT_TRUE(a_worker_got_busy()) << "the background compile took no worker";
+  std::string src = program(9);
+  std::string image = nvrtc::compile(src, "first_call.cu", {}, kOptions, true);
+  auto during = nvrtc::worker_stats();
+  EXPECT_EQ(during.in_process, before.in_process + 1);  // the caller's
+  EXPECT_EQ(image, nvrtc::compile_in_process(src, "first_call.cu", {}, kOptions, true));
+  EXPECT_FALSE(background.get().empty());
+  auto s = nvrtc::worker_stats();
+  EXPECT_EQ(s.worker_compiles, before.worker_compiles + 1);  // the background one's
+  EXPECT_EQ(s.background, before.background + 1);
+  EXPECT_EQ(s.background_in_process, before.background_in_process);
+  EXPECT_EQ(s.fallbacks, 0);
+}
+
+// With every worker busy, a background compile takes the free in-process slot rather than wait.
+TEST_F(NvrtcWorkers, BackgroundCompileRunsHereWhenEveryWorkerIsBusy) {
+  REQUIRE_NVRTC();
+  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
+  require_workers();
+  auto before = nvrtc::worker_stats();
+  nvrtc::testing::hold_in_process_slot(true);  // the slow caller's compile goes to the worker
+  std::atomic<bool> slow_done{false};
+  std::string slow = slow_program(60);
+  auto busy = std::async(std::launch::async, [&] {
+    std::string image = nvrtc::compile(slow, "busy.cu", {}, kOptions, true);
+    slow_done = true;
+    return image;
+  });
+  ASSERT_TRUE(a_worker_got_busy());
+  nvrtc::testing::hold_in_process_slot(false);
+  std::string src = program(10);
+  std::string image;
+  {
+    nvrtc::BackgroundScope scope;
+    image = nvrtc::compile(src, "bg.cu", {}, kOptions, true);
+  }
+  EXPECT_FALSE(slow_done.load()) << "the slow compile ended first: the test proves nothing";
+  EXPECT_EQ(image, nvrtc::compile_in_process(src, "bg.cu", {}, kOptions, true));
+  EXPECT_FALSE(busy.get().empty());
+  auto s = nvrtc::worker_stats();
+  EXPECT_EQ(s.background_in_process, before.background_in_process + 1);
+  EXPECT_EQ(s.spawned, before.spawned + 1);
+  EXPECT_EQ(s.fallbacks, 0);
+}
+
+// Without workers a background compile runs here; a worker that fails makes it run here too.
+TEST_F(NvrtcWorkers, BackgroundCompileFallsBackToThisProcess) {
+  REQUIRE_NVRTC();
+  std::string src = program(11);
+  std::string image = nvrtc::compile_in_process(src, "bg.cu", {}, kOptions, true);
+  ::setenv("ALLOY_NVRTC_WORKERS", "0", 1);
+  nvrtc::testing::reset_workers();
+  {
+    nvrtc::BackgroundScope scope;
+    EXPECT_EQ(nvrtc::compile(src, "bg.cu", {}, kOptions, true), image);
+    EXPECT_EQ(nvrtc::compile(src, "bg.cu", {}, kOptions, true), image);
+  }
+  auto s = nvrtc::worker_stats();
+  EXPECT_EQ(s.spawned, 0);
+  EXPECT_EQ(s.background, 2);
+  EXPECT_EQ(s.background_in_process, 2);
+  EXPECT_EQ(s.in_process, 2);
+  ::unsetenv("ALLOY_NVRTC_WORKERS");
+  require_workers();
+  auto before = nvrtc::worker_stats();
+  nvrtc::testing::fault_next_worker_compile(wire::kExitBeforeReply);
+  {
+    nvrtc::BackgroundScope scope;
+    EXPECT_EQ(nvrtc::compile(src, "bg.cu", {}, kOptions, true), image);
+  }
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.fallbacks, before.fallbacks + 1);
+  EXPECT_EQ(s.background_in_process, before.background_in_process + 1);
+  EXPECT_EQ(s.worker_compiles, before.worker_compiles);
 }
 
 TEST_F(NvrtcWorkers, WorkerExitingMidCompileFallsBackAndIsReplaced) {

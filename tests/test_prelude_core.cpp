@@ -96,7 +96,12 @@ TEST(PreludeCore, VectorValuesByTheirUses) {
     return select_prelude(code, gid).core.count("VECTOR") == 1;
   };
   const std::string sig = "void k(device float* o, uint3 gid, const uint2 lid) {\n";
-  EXPECT_FALSE(vector("void k(device float* o, uint3 gid) {\n  o[gid.x] = gid.y + gid.b;\n}\n"));
+  EXPECT_FALSE(vector("void k(device float* o, uint3 gid) {\n  o[gid.x] = gid.y + gid.z;\n}\n"));
+  // The CUDA translation's spelling of such a parameter (alloy_attr_uint3) counts as its
+  // declaration too; rgba components are vector values (the plain struct has xyz only).
+  EXPECT_FALSE(vector("void k(float* o, alloy_attr_uint3 gid) { o[gid.x] = 0; }"));
+  EXPECT_TRUE(vector("void k(float* o, alloy_attr_uint3 gid) { o[gid.r] = 0; }"));
+  EXPECT_TRUE(vector("void k(float* o, alloy_attr_uint3 gid) { alloy_attr_uint3 g; o[0] = 0; }"));
   EXPECT_FALSE(
       vector("void k(const uint3 gid, float* o) { o[gid.x] = s.gid + t.gid() + a::gid; }"));
   EXPECT_FALSE(vector("#define IDX gid.x\nvoid k(uint3 gid, float* o) { o[IDX] = 0; }"));
@@ -188,6 +193,72 @@ TEST(PreludeCore, CudaEntryBindsWithoutTemplates) {
       {alloy::msl::Target::cuda, "k"});
   EXPECT_NE(vt.code.find("#define ALLOY_NEED_ENTRY_ARGS 1\n"), std::string::npos) << vt.code;
   EXPECT_EQ(nvrtc_errors(vt.code), "");
+}
+
+// CUDA: a vector-typed attribute whose every use reads one component is declared as a plain
+// struct of its components (no `vec` parameter: NVRTC's IR generation and back end of one cost the
+// quick compile ~2 ms); with vector values in the translation it is Metal's vector. Every 2- and
+// 3-component spelling, const or not, in the full and the quick compile; the CPU translation keeps
+// Metal's types.
+TEST(PreludeCore, ComponentAttributesArePlainStructsOnCuda) {
+  const std::string head =
+      "kernel void k(device float* out [[buffer(0)]],\n"
+      "              uint3 gid [[thread_position_in_grid]],\n"
+      "              const ushort2 lid [[thread_position_in_threadgroup]],\n"
+      "              int3 tg [[threadgroup_position_in_grid]],\n"
+      "              uint2 tpg [[threads_per_grid]],\n"
+      "              short2 sl [[thread_position_in_threadgroup]],\n"
+      "              ushort3 tgs [[threads_per_threadgroup]],\n"
+      "              int2 gpg [[threadgroups_per_grid]],\n"
+      "              short3 tgp [[threadgroup_position_in_grid]],\n"
+      "              uint tid [[thread_index_in_threadgroup]]) {\n";
+  const std::string reads =
+      "  int d = tg.y - 1;  // int components: negative values stay negative\n"
+      "  out[gid.x] = float(lid.x + lid.y + d + int(tpg.y) + sl.x + tgs.z + gpg.y + tgp.z + tid) +"
+      " float(gid.y + gid.z);\n";
+  auto translate = [&](const std::string& body, alloy::msl::Target target) {
+    return alloy::msl::translate(head + body + "}\n", {target, "k"}).code;
+  };
+  const std::string plain = translate(reads, alloy::msl::Target::cuda);
+  EXPECT_EQ(plain.find("ALLOY_NEED_VECTOR"), std::string::npos) << plain;
+  for (const char* decl :
+       {"alloy_attr_uint3 gid", "const alloy_attr_ushort2 lid", "alloy_attr_int3 tg",
+        "alloy_attr_uint2 tpg", "alloy_attr_short2 sl", "alloy_attr_ushort3 tgs",
+        "alloy_attr_int2 gpg", "alloy_attr_short3 tgp", "uint tid"})
+    EXPECT_NE(plain.find(decl), std::string::npos) << decl << "\n" << plain;
+  const std::string cpu = translate(reads, alloy::msl::Target::cpu);
+  EXPECT_EQ(cpu.find("alloy_attr_"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("uint3 gid"), std::string::npos) << cpu;
+  // Uses of the vector value: a copy, a call with it, a swizzle, a component by rgba.
+  const std::vector<std::string> vector_uses = {
+      "  uint3 g = gid; out[g.x] = float(lid.x + tg.y + tpg.x + sl.x + tgs.x + gpg.x + tgp.x);\n",
+      "  out[gid.x] = float(ushort2(lid).y + tg.x + tpg.x + sl.y + tgs.y + gpg.y + tgp.y + tid);\n",
+      "  out[gid.x] = float(gid.yz.x + tg.x + lid.x + tpg.x + sl.x + tgs.x + gpg.x + tgp.x);\n",
+      "  out[gid.r] = float(tg.x + lid.x + tpg.x + sl.x + tgs.x + gpg.x + tgp.x);\n"};
+  std::vector<std::string> vec;
+  for (const auto& use : vector_uses) {
+    vec.push_back(translate(use, alloy::msl::Target::cuda));
+    EXPECT_NE(vec.back().find("#define ALLOY_NEED_VECTOR 1\n"), std::string::npos) << vec.back();
+  }
+  if (!alloy::cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  // The parameter types really are the plain structs (3 x 4 bytes, 3 x 2 bytes; Metal's 3-vectors
+  // are padded to 4 components), and Metal's vectors with vector values.
+  const std::string plain_sizes =
+      "\nstatic_assert(sizeof(alloy_attr_uint3) == 12 && sizeof(alloy_attr_short3) == 6 &&"
+      " sizeof(alloy_attr_ushort2) == 4, \"plain\");\n";
+  const std::string vec_sizes =
+      "\nstatic_assert(sizeof(alloy_attr_uint3) == 16 && sizeof(alloy_attr_short3) == 8, "
+      "\"vector\");\n";
+  EXPECT_EQ(nvrtc_errors(plain + plain_sizes), "");
+  EXPECT_EQ(nvrtc_errors("#define ALLOY_QUICK_ENTRY 1\n" + plain + plain_sizes), "");
+  EXPECT_NE(nvrtc_errors(plain + vec_sizes), "");
+  for (const auto& v : vec) {
+    EXPECT_EQ(nvrtc_errors(v + vec_sizes), "") << v;
+    EXPECT_EQ(nvrtc_errors("#define ALLOY_QUICK_ENTRY 1\n" + v), "") << v;
+  }
+  // A 2-component attribute has no .z, as in Metal.
+  EXPECT_NE(nvrtc_errors(translate("  out[0] = float(tpg.z + gid.x);\n", alloy::msl::Target::cuda)),
+            "");
 }
 
 // The pieces are really left out: a use compiles with its piece and fails without it.

@@ -10,7 +10,8 @@
 //
 // A file may name its own prelude folder after '@' (a `git archive` of another commit's
 // src/prelude). Alloy's sources get Alloy's options and the quick first compile's
-// (-DALLOY_QUICK_ENTRY --ptxas-options=-O0 -maxrregcount=64, src/backend/cuda/backend.cpp); a
+// (-DALLOY_QUICK_ENTRY --ptxas-options=-O0 -maxrregcount=64 -Xnvvm=-opt=0,
+// src/backend/cuda/backend.cpp); a
 // name ending in "#before" gets the quick compile's options before 2026-11-29 (-DALLOY_QUICK_ENTRY
 // only), e.g. `old.cu@/tmp/old/src/prelude#before`. EXTRA adds options to every compile. Prints
 // the median CPU ms per file and its ratio to the CuPy-style compile of the same run.
@@ -114,7 +115,8 @@ int main(int argc, char** argv) {
     size_t at = a.find('@');
     sources.push_back(read(a.substr(0, at)));
     std::vector<std::string> o = alloy;
-    if (!old_options) o.insert(o.end(), {"--ptxas-options=-O0", "-maxrregcount=64"});
+    if (!old_options)
+      o.insert(o.end(), {"--ptxas-options=-O0", "-maxrregcount=64", "-Xnvvm=-opt=0"});
     o.push_back(at == std::string::npos ? inc : "-I" + a.substr(at + 1));
     o.insert(o.end(), extra.begin(), extra.end());
     options.push_back(o);

@@ -311,9 +311,11 @@ bool is_vector_type_name(std::string_view id) {
   return false;
 }
 
+// xyzw only: a CUDA translation declares such an attribute as a struct of x, y, z without vector
+// values (prelude/entry.h: alloy_attr_<spelling>); `.r` keeps them.
 bool is_component(const Token& t) {
   return t.kind == TokKind::ident && t.text.size() == 1 &&
-         std::string_view("xyzwrgba").find(t.text[0]) != std::string_view::npos;
+         std::string_view("xyzw").find(t.text[0]) != std::string_view::npos;
 }
 
 // Whether vector values take part in `code` (PreludeSelection::core "VECTOR"): any vector type
@@ -335,7 +337,9 @@ bool vector_values(const std::vector<Token>& toks, const std::set<std::string>& 
     }
     if (t.kind != TokKind::ident) continue;
     if (t.text == "alloy_swizzle") return true;
-    if (is_vector_type_name(t.text)) {
+    // `alloy_attr_uint3`: the CUDA translation's declared type of a vector attribute.
+    if (is_vector_type_name(t.text) ||
+        (starts_with(t.text, "alloy_attr_") && is_vector_type_name(t.text.substr(11)))) {
       const Token *name = at(i + 1), *after = at(i + 2);
       if (name && name->kind == TokKind::ident && component_params.count(name->text) && after &&
           (after->is(",") || after->is(")"))) {

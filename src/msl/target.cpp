@@ -64,7 +64,10 @@ std::string cuda_attribute(const KernelParam& p) {
   std::string v = fmt::format("t.{}()", p.attribute);
   if (n == 0) return fmt::format("::alloy_entry::attr_to_param({})", v);
   if (n == 1) return fmt::format("static_cast<{}>({}.x)", elem, v);
-  return fmt::format("::alloy_entry::attr_vec<{}, {}>({})", elem, n, v);
+  // The parameter is declared as alloy_attr_<spelling> (msl/translate.cpp, prelude/entry.h):
+  // Metal's vector, or with no vector values in the translation its plain components.
+  if (n == 3 && elem == "unsigned int") return fmt::format("ALLOY_ATTR_UINT3({})", v);
+  return fmt::format("ALLOY_ATTR_VEC({}, {}, {})", elem, n, v);
 }
 
 bool contains(const std::vector<int>& v, int x) {

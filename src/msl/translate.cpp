@@ -114,6 +114,13 @@ bool vector_attribute(std::string_view t) {
   return t == "uint" || t == "ushort" || t == "int" || t == "short";
 }
 
+// The 2- and 3-component ones, which the CUDA translation declares as alloy_attr_<spelling>.
+bool cuda_attribute_vector(std::string_view t) {
+  if (!vector_attribute(t)) return false;
+  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  return t.back() == '2' || t.back() == '3';
+}
+
 bool is_sync_ident(std::string_view s) {
   return s == "threadgroup_barrier" || s == "simdgroup_barrier" || s.starts_with("simd_") ||
          s.starts_with("quad_") ||
@@ -727,6 +734,15 @@ class Translator {
         p.kind = ParamKind::buffer;
         p.index = -1;
       }
+      if (p.kind == ParamKind::attribute && traits_.name == "cuda" && cuda_attribute_vector(p.type))
+        // CUDA: `uint3 gid` -> `alloy_attr_uint3 gid`, Metal's vector or a plain struct of the
+        // components by the selection (prelude/entry.h); the entry binds it to match
+        // (msl/target.cpp: cuda_attribute).
+        for (size_t q = pb; q < ni; ++q)
+          if (toks_[q].kind == TokKind::ident && vector_attribute(toks_[q].text)) {
+            toks_[q].text = "alloy_attr_" + toks_[q].text;
+            break;
+          }
       if (p.kind == ParamKind::buffer && !p.is_pointer && !p.is_reference)
         bad("kernel parameter '" + p.name +
                 "' must be a pointer or a reference (device T*, constant T&)",

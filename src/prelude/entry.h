@@ -727,4 +727,55 @@ __device__ __forceinline__ void* cuda_small_buffer(const alloy_cuda_launch& L, u
 }
 #endif
 
+#if defined(ALLOY_TARGET_CUDA) && !defined(ALLOY_NEED_VECTOR)
+// A vector-typed attribute whose every use reads one component (no vector values,
+// prelude_select.h) as a plain struct of its components: NVRTC's IR generation and back end of a
+// `vec<uint, 3>` parameter cost a small kernel's quick compile ~2 ms (docs/performance.md).
+// Component spelling xyz only (the selection keeps vector values for `.r`/`.g`/`.b`).
+template <class E, int N>
+struct attr_comps;
+template <class E>
+struct attr_comps<E, 2> {
+  E x, y;
+};
+template <class E>
+struct attr_comps<E, 3> {
+  E x, y, z;
+};
+template <class E, int N>
+ALLOY_FN attr_comps<E, N> attr_comps_of(attr a) {
+  if constexpr (N == 2)
+    return {static_cast<E>(a.x), static_cast<E>(a.y)};
+  else
+    return {static_cast<E>(a.x), static_cast<E>(a.y), static_cast<E>(a.z)};
+}
+#endif
+
 }  // namespace alloy_entry
+
+#if defined(ALLOY_TARGET_CUDA)
+// The CUDA translation declares a kernel's `uint3 gid [[thread_position_in_grid]]` (and the
+// other 2- and 3-component spellings of uint, ushort, int, short) as `alloy_attr_uint3 gid`, and
+// its entry binds it with ALLOY_ATTR_UINT3(attr) / ALLOY_ATTR_VEC(E, N, attr) (msl/translate.cpp,
+// msl/target.cpp): Metal's vector type when the translation has vector values
+// (ALLOY_NEED_VECTOR), the plain components otherwise (uint3: the entry's own `attr`).
+#ifdef ALLOY_NEED_VECTOR
+#define ALLOY_ATTR_TYPE(E, N) ::metal::vec<E, N>
+#define ALLOY_ATTR_UINT3(a) ::alloy_entry::attr_vec<unsigned int, 3>(a)
+#define ALLOY_ATTR_VEC(E, N, a) ::alloy_entry::attr_vec<E, N>(a)
+typedef ::metal::vec<unsigned int, 3> alloy_attr_uint3;
+#else
+#define ALLOY_ATTR_TYPE(E, N) ::alloy_entry::attr_comps<E, N>
+#define ALLOY_ATTR_UINT3(a) (a)
+#define ALLOY_ATTR_VEC(E, N, a) ::alloy_entry::attr_comps_of<E, N>(a)
+typedef ::alloy_entry::attr alloy_attr_uint3;
+#endif
+typedef ALLOY_ATTR_TYPE(unsigned int, 2) alloy_attr_uint2;
+typedef ALLOY_ATTR_TYPE(unsigned short, 2) alloy_attr_ushort2;
+typedef ALLOY_ATTR_TYPE(unsigned short, 3) alloy_attr_ushort3;
+typedef ALLOY_ATTR_TYPE(int, 2) alloy_attr_int2;
+typedef ALLOY_ATTR_TYPE(int, 3) alloy_attr_int3;
+typedef ALLOY_ATTR_TYPE(short, 2) alloy_attr_short2;
+typedef ALLOY_ATTR_TYPE(short, 3) alloy_attr_short3;
+#undef ALLOY_ATTR_TYPE
+#endif

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "alloy/library.h"
 #include "conformance/harness.h"
+#include "kernel/library.h"
 
 namespace {
 using namespace conformance;
@@ -224,6 +226,65 @@ TEST(ConformanceAttributes, ExactlyGridThreadsRun) {
     expect_close(o[0], ref, 1e-6, 1e-6);
     expect_equal(o[1], {double(N)});
   });
+}
+
+// Vector-typed attributes of every 2- and 3-component spelling read one component at a time: the
+// CUDA translation declares them as plain structs of their components (prelude/entry.h,
+// alloy_attr_<spelling>), with the element type's arithmetic (int and short components are
+// signed: `tg.x - 3` is negative in the first groups). 2-D grid with partial groups in both
+// dimensions.
+TEST(ConformanceAttributes, ComponentOnlyVectorSpellings) {
+  constexpr int GX = 13, GY = 7, TX = 4, TY = 3, K = 9;
+  Library lib = compile_library(R"(
+#include <metal_stdlib>
+using namespace metal;
+kernel void f(device const float* x [[buffer(0)]], device int* out [[buffer(1)]],
+              uint3 gid [[thread_position_in_grid]],
+              const ushort2 lid [[thread_position_in_threadgroup]],
+              int3 tg [[threadgroup_position_in_grid]],
+              uint2 tpg [[threads_per_grid]],
+              short2 sl [[thread_position_in_threadgroup]],
+              ushort3 tgs [[threads_per_threadgroup]],
+              int2 gpg [[threadgroups_per_grid]],
+              short3 tgp [[threadgroup_position_in_grid]]) {
+  uint row = gid.y * tpg.x + gid.x;
+  device int* o = out + row * 9;
+  o[0] = int(gid.x) + (x[row] > 2.0f ? 1 : 0);
+  o[1] = gid.y + gid.z;
+  o[2] = lid.x * 100 + lid.y;
+  o[3] = tg.x - 3;
+  o[4] = tg.y * tg.z;
+  o[5] = sl.y - 2;
+  o[6] = tgs.x * 10 + tgs.y;
+  o[7] = gpg.y - 10;
+  o[8] = tgp.y - tgp.x;
+}
+)");
+  constexpr int n = GX * GY;
+  auto xv = random_values(n, -1, 1, 1051);
+  std::vector<double> ref;
+  for (int y = 0; y < GY; ++y)
+    for (int xx = 0; xx < GX; ++xx) {
+      int lx = xx % TX, ly = y % TY, gx = xx / TX, gy = y / TY;
+      int sx = std::min(TX, GX - gx * TX), sy = std::min(TY, GY - gy * TY);
+      ref.insert(ref.end(),
+                 {double(xx), double(y), double(lx * 100 + ly), double(gx - 3), 0.0, double(ly - 2),
+                  double(sx * 10 + sy), double(ceil_div(GY, TY) - 10), double(gy - gx)});
+    }
+  for_each_device([&](Device dev) {
+    auto x = Array::from_doubles(xv, {n}, float32, dev);
+    LibraryCall c;
+    c.threads = Dims{GX, GY, 1};
+    c.group_size = Dims{TX, TY, 1};
+    c.device = dev;
+    auto o = lib("f", {x, KernelArg::output({n, K}, int32)}, c)[0];
+    expect_table(o, ref,
+                 {"gid.x", "gid.y + gid.z", "lid", "tg.x - 3", "tg.y * tg.z", "sl.y - 2", "tgs",
+                  "gpg.y - 10", "tgp.y - tgp.x"},
+                 0, 0);
+  });
+  std::string why = kernel::compile_library_cubin(lib, "sm_90");
+  if (!why.empty()) std::printf("NVRTC compile skipped: %s\n", why.c_str());
 }
 
 }  // namespace

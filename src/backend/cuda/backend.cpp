@@ -290,7 +290,13 @@ class CudaBackend final : public Backend {
       out.refine = [m, full = std::move(full), ctx = &ctx_] {
         auto t0 = std::chrono::steady_clock::now();
         try {
-          auto better = load(*ctx, full);
+          // No caller waits for it: with workers it leaves the in-process NVRTC slot to the
+          // next first call (nvrtc::BackgroundScope).
+          std::shared_ptr<const Module> better;
+          {
+            nvrtc::BackgroundScope background;
+            better = load(*ctx, full);
+          }
           m->refined = better;
           for (size_t i = 0; i < m->functions.size(); ++i)
             m->functions[i].fn.store(&better->function(i), std::memory_order_release);

@@ -81,6 +81,26 @@ std::string compile(const std::string& source, const std::string& program_name,
                     const std::vector<Header>& headers, const std::vector<std::string>& options,
                     bool cubin, std::string* log = nullptr);
 
+/// While one lives, the compiles this thread runs through compile() are background work that no
+/// caller waits for (the tiered compile's full compile, CompiledModule::refine): with workers
+/// available they go to an idle or a new worker, leaving the in-process slot to a caller that
+/// waits (a worker's compile costs more: docs/nvrtc-workers.md); they run here only when every
+/// worker is busy and the slot is free, when there are no workers, or when a worker fails. Scopes
+/// nest; set it only around code that runs no other job (one the compile pool's CompileJob::get
+/// might help with could be a caller's).
+class BackgroundScope {
+ public:
+  BackgroundScope();
+  ~BackgroundScope();
+  BackgroundScope(const BackgroundScope&) = delete;
+  BackgroundScope& operator=(const BackgroundScope&) = delete;
+
+ private:
+  bool outer_;
+};
+/// True inside a BackgroundScope on this thread.
+bool in_background();
+
 /// compile() in this process, whatever else runs (what a worker process runs).
 std::string compile_in_process(const std::string& source, const std::string& program_name,
                                const std::vector<Header>& headers,
@@ -89,15 +109,17 @@ std::string compile_in_process(const std::string& source, const std::string& pro
 
 /// What the compile workers did in this process (counters since the start or reset_workers()).
 struct WorkerStats {
-  int max_workers = 0;         // the limit (0: workers off); known after the first compile
-  std::string worker_path;     // the worker executable used ("" when none)
-  std::string disabled_why;    // why there are no workers ("" when there are)
-  long spawned = 0;            // workers started (handshake done)
-  long worker_compiles = 0;    // compiles answered by a worker (successes and compile errors)
-  long fallbacks = 0;          // compiles a worker failed (died, bad reply) that ran here instead
-  long in_process = 0;         // compiles run in this process (fallbacks included)
-  int peak_busy_workers = 0;   // most workers compiling at the same time
-  std::vector<int> live_pids;  // workers alive now
+  int max_workers = 0;       // the limit (0: workers off); known after the first compile
+  std::string worker_path;   // the worker executable used ("" when none)
+  std::string disabled_why;  // why there are no workers ("" when there are)
+  long spawned = 0;          // workers started (handshake done)
+  long worker_compiles = 0;  // compiles answered by a worker (successes and compile errors)
+  long fallbacks = 0;        // compiles a worker failed (died, bad reply) that ran here instead
+  long in_process = 0;       // compiles run in this process (fallbacks included)
+  long background = 0;       // compiles in a BackgroundScope (wherever they ran)
+  long background_in_process = 0;  // of them, those that ran here (fallbacks included)
+  int peak_busy_workers = 0;       // most workers compiling at the same time
+  std::vector<int> live_pids;      // workers alive now
 };
 WorkerStats worker_stats();
 

@@ -282,7 +282,10 @@ struct Slot {
   Worker worker;
 };
 
-Slot acquire(Pool& p) {
+// A caller takes the in-process slot when it is free, else an idle or a new worker, else waits.
+// A background compile (BackgroundScope) tries the workers first and takes the slot only when
+// every worker is busy, so that the slot stays free for a caller.
+Slot acquire(Pool& p, bool background) {
   std::unique_lock lock(p.mu);
   if (!p.config.resolved) {
     p.config = resolve();
@@ -291,7 +294,8 @@ Slot acquire(Pool& p) {
   for (;;) {
     // Without workers, compiles run here as they always did (NVRTC's own lock orders them).
     if (p.config.max == 0 || p.exiting) return {Slot::kHereUngated, {}};
-    if (!p.in_process_busy && !p.held) {
+    const bool slot_free = !p.in_process_busy && !p.held;
+    if (slot_free && !background) {
       p.in_process_busy = true;
       return {Slot::kHere, {}};
     }
@@ -330,6 +334,10 @@ Slot acquire(Pool& p) {
       }
       p.cv.notify_all();
       continue;
+    }
+    if (slot_free) {  // background, every worker busy
+      p.in_process_busy = true;
+      return {Slot::kHere, {}};
     }
     p.cv.wait(lock);
   }
@@ -377,14 +385,31 @@ std::optional<wire::Reply> ask(const Worker& w, const wire::Request& q, std::str
   return reply;
 }
 
+thread_local bool background_thread = false;
+
 }  // namespace
+
+BackgroundScope::BackgroundScope() : outer_(background_thread) {
+  background_thread = true;
+}
+BackgroundScope::~BackgroundScope() {
+  background_thread = outer_;
+}
+bool in_background() {
+  return background_thread;
+}
 
 std::string compile(const std::string& source, const std::string& program_name,
                     const std::vector<Header>& headers, const std::vector<std::string>& options,
                     bool cubin, std::string* log) {
   if (!available()) return compile_in_process(source, program_name, headers, options, cubin, log);
   Pool& p = pool();
-  Slot slot = acquire(p);
+  const bool background = background_thread;
+  Slot slot = acquire(p, background);
+  if (background) {
+    std::lock_guard lock(p.mu);
+    ++p.stats.background;
+  }
   if (slot.kind != Slot::kWorker) {
     struct Release {
       Pool& p;
@@ -396,6 +421,7 @@ std::string compile(const std::string& source, const std::string& program_name,
     {
       std::lock_guard lock(p.mu);
       ++p.stats.in_process;
+      if (background) ++p.stats.background_in_process;
     }
     return compile_in_process(source, program_name, headers, options, cubin, log);
   }
@@ -431,6 +457,7 @@ std::string compile(const std::string& source, const std::string& program_name,
       std::lock_guard lock(p.mu);
       ++p.stats.fallbacks;
       ++p.stats.in_process;
+      if (background) ++p.stats.background_in_process;
     }
     return compile_in_process(source, program_name, headers, options, cubin, log);
   }
@@ -439,8 +466,9 @@ std::string compile(const std::string& source, const std::string& program_name,
     ++p.stats.worker_compiles;
   }
   if (trace::build())
-    std::fprintf(stderr, "alloy: %s: NVRTC in worker %d %.1f ms\n", program_name.c_str(),
-                 static_cast<int>(slot.worker.pid), trace::ms_since(t0));
+    std::fprintf(stderr, "alloy: %s: NVRTC in worker %d %.1f ms%s\n", program_name.c_str(),
+                 static_cast<int>(slot.worker.pid), trace::ms_since(t0),
+                 background ? " (background)" : "");
   switch (reply->status) {
     case wire::ReplyStatus::kOk:
       if (log) *log = std::move(reply->log);

@@ -9,8 +9,10 @@
 // ALLOY_CUDA_QUICK_NVVM_O0=0 leaves out). Same parameters and results; its functions are
 // launched with the uncoarsened layout (KernelSource/Function::one_group_per_block: the launch
 // reads it from the function it launches). The full compile then runs on the compile pool
-// (CompiledModule::refine) and the launches switch to it (code and layout) when it is loaded; a
-// full image already in the disk cache is used at once. ALLOY_CUDA_TIERED=0 turns this off
+// (CompiledModule::refine; as background work, nvrtc::BackgroundScope: with NVRTC workers it
+// compiles in one and leaves the in-process NVRTC slot to the next first call) and the launches
+// switch to it (code and layout) when it is loaded; a full image already in the disk cache is
+// used at once. ALLOY_CUDA_TIERED=0 turns this off
 // (alloy_bench sets it: its kernel benchmarks time the full code from the first call on).
 #pragma once
 #include <optional>
