@@ -145,4 +145,12 @@ bool compile_pool_stopping() {
   return pool().stopping.load();
 }
 
+bool compile_pool_wait_idle(std::chrono::milliseconds timeout) {
+  Pool& p = pool();
+  while (run_one(p)) {
+  }
+  std::unique_lock lock(p.mu);
+  return p.idle.wait_for(lock, timeout, [&] { return p.running == 0; });
+}
+
 }  // namespace alloy::kernel

@@ -84,4 +84,9 @@ int compile_concurrency();
 /// True once the process is exiting (queued background jobs should do nothing).
 bool compile_pool_stopping();
 
+/// Runs what is queued on this thread, then waits up to `timeout` for the jobs running on the
+/// pool's threads (e.g. tiered compiles' background full compiles); true when none is left.
+/// For tests and benchmarks that count compiles.
+bool compile_pool_wait_idle(std::chrono::milliseconds timeout);
+
 }  // namespace alloy::kernel

@@ -5,8 +5,9 @@
 // the body unrolled coarsen + 1 times) compiles first with ALLOY_QUICK_ENTRY defined: the entry
 // runs one threadgroup per block (the body compiled once, no loop), so NVVM and ptxas see a
 // fraction of the code, and neither optimises it (--ptxas-options=-O0, registers capped at 64
-// so that any block size launches; -Xnvvm=-opt=0, nvrtc::kNvvmUnoptimised, which
-// ALLOY_CUDA_QUICK_NVVM_O0=0 leaves out). Same parameters and results; its functions are
+// so that any block size launches; NVVM optimises it: -Xnvvm=-opt=0, nvrtc::kNvvmUnoptimised,
+// only with ALLOY_CUDA_QUICK_NVVM_O0=1, since unoptimised NVVM fuses no multiply-adds and the
+// results would differ from the full code's). Same parameters and results; its functions are
 // launched with the uncoarsened layout (KernelSource/Function::one_group_per_block: the launch
 // reads it from the function it launches). The full compile then runs on the compile pool
 // (CompiledModule::refine; as background work, nvrtc::BackgroundScope: with NVRTC workers it
