@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <string>
@@ -168,6 +169,35 @@ TEST(CpuTiered, FullLibraryOnDiskIsUsedAtOnce) {
   expect_results(k, 1000, 7, "from disk");
   auto c1 = counters();
   EXPECT_EQ(c1.quick + c1.full, c0.quick + c0.full);  // no compiler run at all
+}
+
+// The quick and full tiers give the same bits for arithmetic: a multiply feeding an add is fused
+// (or not) alike (g++ forms fused multiply-adds only in a pass that -O1 leaves out; the quick
+// tier turns it on). A GPU compares such results with the CPU's exactly (OpsMatmulGpu).
+TEST(CpuTiered, QuickAndFullTiersAgreeBitForBitOnMultiplyAdds) {
+  TieredEnv on("1");
+  ASSERT_TRUE(kernel::compile_pool_wait_idle(std::chrono::seconds(60)));
+  auto k = metal_kernel("tiered_fma", {"x", "w"}, {"y"},
+                        fresh("uint i = thread_position_in_grid.x;\n"
+                              "y[i] = x[i] * w[i] + w[i] * 0.37f - x[i] * 1.3f;\n"));
+  const int n = 4099;
+  auto xs = conformance::random_values(n, -2, 2, 11);
+  auto ws = conformance::random_values(n, -2, 2, 12);
+  Array x = Array::from_doubles(xs, {n}, float32, Device::cpu());
+  Array w = Array::from_doubles(ws, {n}, float32, Device::cpu());
+  uint64_t s0 = cpu::full_tier_switches();
+  auto c0 = counters();
+  Array quick = k({x, w}, call_1d(n))[0];
+  quick.eval();
+  ASSERT_EQ(counters().quick, c0.quick + 1);
+  ASSERT_TRUE(wait_full_tier(s0 + 1));
+  Array full = k({x, w}, call_1d(n))[0];
+  full.eval();
+  const float* a = quick.data<float>();
+  const float* b = full.data<float>();
+  int differ = 0;
+  for (int i = 0; i < n; ++i) differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  EXPECT_EQ(differ, 0) << "of " << n << " elements";
 }
 
 // A launch of 2^20 threads or more does not run quick code: it waits for the full tier.
