@@ -57,6 +57,13 @@ std::string fresh(const std::string& body) {
   return body + "\n// tiered test " + nonce + " " + std::to_string(++counter) + "\n";
 }
 
+// The counters are the process's: one process may run many tests (a sharded run), whose kernels'
+// background full compiles must be done before a test counts its own.
+class CpuTiered : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(kernel::compile_pool_wait_idle(std::chrono::seconds(60))); }
+};
+
 cpu::Jit::Counters counters() {
   return cpu::Jit::global().counters();
 }
@@ -130,15 +137,15 @@ void quick_then_full(const char* header, const char* body) {
   EXPECT_EQ(counters().full, c2.full);
 }
 
-TEST(CpuTiered, LoopKernelQuickThenFullMatchTheReference) {
+TEST_F(CpuTiered, LoopKernelQuickThenFullMatchTheReference) {
   quick_then_full("", kBody);
 }
 
-TEST(CpuTiered, FiberKernelQuickThenFullMatchTheReference) {
+TEST_F(CpuTiered, FiberKernelQuickThenFullMatchTheReference) {
   quick_then_full(kFiberHeader, kFiberBody);
 }
 
-TEST(CpuTiered, OffCompilesOnceAtTheCall) {
+TEST_F(CpuTiered, OffCompilesOnceAtTheCall) {
   TieredEnv off("0");
   auto k = metal_kernel("untiered", {"x"}, {"y"}, fresh(kBody));
   auto c0 = counters();
@@ -153,7 +160,7 @@ TEST(CpuTiered, OffCompilesOnceAtTheCall) {
   EXPECT_EQ(counters().background, c0.background);
 }
 
-TEST(CpuTiered, FullLibraryOnDiskIsUsedAtOnce) {
+TEST_F(CpuTiered, FullLibraryOnDiskIsUsedAtOnce) {
   auto& jit = cpu::Jit::global();
   if (!jit.cache().has_disk()) GTEST_SKIP() << "no disk cache";
   std::string body = fresh(kBody);
@@ -174,9 +181,8 @@ TEST(CpuTiered, FullLibraryOnDiskIsUsedAtOnce) {
 // The quick and full tiers give the same bits for arithmetic: a multiply feeding an add is fused
 // (or not) alike (g++ forms fused multiply-adds only in a pass that -O1 leaves out; the quick
 // tier turns it on). A GPU compares such results with the CPU's exactly (OpsMatmulGpu).
-TEST(CpuTiered, QuickAndFullTiersAgreeBitForBitOnMultiplyAdds) {
+TEST_F(CpuTiered, QuickAndFullTiersAgreeBitForBitOnMultiplyAdds) {
   TieredEnv on("1");
-  ASSERT_TRUE(kernel::compile_pool_wait_idle(std::chrono::seconds(60)));
   auto k = metal_kernel("tiered_fma", {"x", "w"}, {"y"},
                         fresh("uint i = thread_position_in_grid.x;\n"
                               "y[i] = x[i] * w[i] + w[i] * 0.37f - x[i] * 1.3f;\n"));
@@ -201,10 +207,8 @@ TEST(CpuTiered, QuickAndFullTiersAgreeBitForBitOnMultiplyAdds) {
 }
 
 // A launch of 2^20 threads or more does not run quick code: it waits for the full tier.
-TEST(CpuTiered, LargeFirstLaunchWaitsForTheFullTier) {
+TEST_F(CpuTiered, LargeFirstLaunchWaitsForTheFullTier) {
   TieredEnv on("1");
-  // Earlier tests' background compiles (one process runs many tests) would move the counters.
-  ASSERT_TRUE(kernel::compile_pool_wait_idle(std::chrono::seconds(60)));
   auto k = metal_kernel("tiered_large", {"x"}, {"y"}, fresh(kBody));
   auto c0 = counters();
   uint64_t s0 = cpu::full_tier_switches();
@@ -216,7 +220,7 @@ TEST(CpuTiered, LargeFirstLaunchWaitsForTheFullTier) {
 }
 
 // The fault guard locates a fault in quick code as in full code.
-TEST(CpuTiered, FaultInQuickCodeIsReported) {
+TEST_F(CpuTiered, FaultInQuickCodeIsReported) {
   TieredEnv on("1");
   const int n = 4080;
   for (int round = 0; round < 2; ++round) {
@@ -238,7 +242,7 @@ TEST(CpuTiered, FaultInQuickCodeIsReported) {
   }
 }
 
-TEST(CpuTiered, CacheKeyCoversTheTier) {
+TEST_F(CpuTiered, CacheKeyCoversTheTier) {
   auto& jit = cpu::Jit::global();
   std::string src = "extern \"C\" int f() { return 1; }\n";
   cpu::JitOptions full{{"-DALLOY_MATH_SAFE"}};
