@@ -335,13 +335,25 @@ ALLOY_FN void cpu_stream_store(T* out, u32 x0, u32 n, const void* stage,
   cpu_stream_copy(reinterpret_cast<unsigned char*>(out) + off, stage, bytes);
 }
 
-/// cpu_for_each_run in blocks of at most `block` threads along x: f(ids, before(x0)) for the
-/// threads [x0, x0 + n) of a block (before's value: the block's output pointers, loop-invariant),
-/// then after(x0, n) (streamed outputs: prelude above).
-template <class B, class F, class A>
-ALLOY_FN void cpu_for_each_run_blocks(const alloy_cpu_launch* L, alloy_cpu_group* g,
-                                      unsigned long long first, unsigned long long count, u32 block,
-                                      B&& before, F&& f, A&& after) {
+/// Loop mode, several groups per call (alloy_groups_<i>, abi.h), for a kernel that reads no
+/// attribute of its group
+/// (msl/target.cpp merged_groups: only thread_position_in_grid and grid-wide values; no
+/// threadgroup parameter; not robust mode): consecutive groups of one x row of groups run as one
+/// loop over their threads, row by row (y, z), so the loop's setup, its alias check and its last
+/// partial vector are paid once per run of groups instead of once per group. Such a kernel
+/// cannot tell which group a thread is in, and in loop mode each thread runs to its end before
+/// the next one starts, so one run is an order in which Metal may run those groups' threads. g's
+/// position is the run's first group (a fault inside a run is located by the executor, which
+/// runs that chunk's groups again one by one: executor.cpp).
+///
+/// cpu_for_each_run_rows walks the runs: for each run and each (y, z) row of its groups' threads
+/// it sets g and calls row(t, x0, end) with t the row's first thread's ids (local x unset), x0
+/// the grid x of the run's first thread (as thread_position_in_grid computes it: gpos * tg +
+/// local, so a loop counter from x0 is the kernel's index itself) and end the grid x past its
+/// last thread.
+template <class R>
+ALLOY_FN void cpu_for_each_run_rows(const alloy_cpu_launch* L, alloy_cpu_group* g,
+                                    unsigned long long first, unsigned long long count, R&& row) {
   const unsigned long long gx = L->groups[0], gxy = gx * L->groups[1];
   u32 p[3] = {static_cast<u32>(first % gx), static_cast<u32>(first % gxy / gx),
               static_cast<u32>(first / gxy)};
@@ -373,19 +385,7 @@ ALLOY_FN void cpu_for_each_run_blocks(const alloy_cpu_launch* L, alloy_cpu_group
       for (u32 y = 0; y < ny; ++y) {
         t.local[1] = y;
         t.local[2] = z;
-        for (u32 b = x0; b < end;) {
-          const u32 e = end - b > block ? b + block : end;
-          const auto block_args = before(b);
-          for (u32 px = b; px < e; ++px) {
-            thread_ids u = t;
-            u.local[0] = px - x0;
-            u.lid = px - x0;
-            u.li = u.lid;
-            f(u, block_args);
-          }
-          after(b, e - b);
-          b = e;
-        }
+        row(t, x0, end);
       }
     }
     count -= c;
@@ -400,71 +400,44 @@ ALLOY_FN void cpu_for_each_run_blocks(const alloy_cpu_launch* L, alloy_cpu_group
   }
 }
 
-/// Loop mode, several groups per call (alloy_groups_<i>, abi.h), for a kernel that reads no
-/// attribute of its group
-/// (msl/target.cpp merged_groups: only thread_position_in_grid and grid-wide values; no
-/// threadgroup parameter; not robust mode): consecutive groups of one x row of groups run as one
-/// loop over their threads, row by row (y, z), so the loop's setup, its alias check and its last
-/// partial vector are paid once per run of groups instead of once per group. Such a kernel
-/// cannot tell which group a thread is in, and in loop mode each thread runs to its end before
-/// the next one starts, so one run is an order in which Metal may run those groups' threads. g's
-/// position is the run's first group (a fault inside a run is located by the executor, which
-/// runs that chunk's groups again one by one: executor.cpp).
 template <class F>
 ALLOY_FN void cpu_for_each_run(const alloy_cpu_launch* L, alloy_cpu_group* g,
                                unsigned long long first, unsigned long long count, F&& f) {
-  const unsigned long long gx = L->groups[0], gxy = gx * L->groups[1];
-  u32 p[3] = {static_cast<u32>(first % gx), static_cast<u32>(first % gxy / gx),
-              static_cast<u32>(first / gxy)};
-  while (count > 0) {
-    const unsigned long long left = gx - p[0];
-    const u32 c = static_cast<u32>(count < left ? count : left);
-    u32 n = 1;
-    for (int d = 0; d < 3; ++d) {
-      const u32 start = p[d] * L->threadgroup[d];
-      const u32 size =
-          L->grid[d] - start < L->threadgroup[d] ? L->grid[d] - start : L->threadgroup[d];
-      g->group_pos[d] = p[d];
-      g->group_size[d] = size;
-      n *= size;
-    }
-    g->nthreads = n;
-    g->current = 0;
-    g->simd_live = 0;
-    if (g->tg_used) {
-      g->tg_used = 0;
-      for (int s = 0; s < ALLOY_CPU_MAX_TG_SLOTS; ++s) g->tg_slots[s] = nullptr;
-    }
-    thread_ids t = cpu_ids(L, g, 0, 0, 0);
-    const u32 ny = t.gsize[1], nz = t.gsize[2];
-    // Grid x of the run's first thread, as thread_position_in_grid computes it (gpos * tg +
-    // local): the loop's counter is then the kernel's index itself.
-    const u32 x0 = t.gpos[0] * t.tg[0];
-    const unsigned long long last = (unsigned long long)(p[0] + c) * L->threadgroup[0];
-    const u32 end = last < L->grid[0] ? static_cast<u32>(last) : L->grid[0];
-    for (u32 z = 0; z < nz; ++z) {
-      for (u32 y = 0; y < ny; ++y) {
-        t.local[1] = y;
-        t.local[2] = z;
-        for (u32 px = x0; px < end; ++px) {
-          thread_ids u = t;
-          u.local[0] = px - x0;
-          u.lid = px - x0;
-          u.li = u.lid;
-          f(u);
-        }
-      }
-    }
-    count -= c;
-    p[0] += c;
-    if (p[0] == L->groups[0]) {
-      p[0] = 0;
-      if (++p[1] == L->groups[1]) {
-        p[1] = 0;
-        ++p[2];
-      }
-    }
-  }
+  cpu_for_each_run_rows(L, g, first, count,
+                        [&](const thread_ids& t, u32 x0, u32 end) ALLOY_CPU_INLINE_LAMBDA {
+                          for (u32 px = x0; px < end; ++px) {
+                            thread_ids u = t;
+                            u.local[0] = px - x0;
+                            u.lid = px - x0;
+                            u.li = u.lid;
+                            f(u);
+                          }
+                        });
+}
+
+/// cpu_for_each_run in blocks of at most `block` threads along x: f(ids, before(x0)) for the
+/// threads [x0, x0 + n) of a block (before's value: the block's output pointers, loop-invariant),
+/// then after(x0, n) (streamed outputs: prelude above).
+template <class B, class F, class A>
+ALLOY_FN void cpu_for_each_run_blocks(const alloy_cpu_launch* L, alloy_cpu_group* g,
+                                      unsigned long long first, unsigned long long count, u32 block,
+                                      B&& before, F&& f, A&& after) {
+  cpu_for_each_run_rows(L, g, first, count,
+                        [&](const thread_ids& t, u32 x0, u32 end) ALLOY_CPU_INLINE_LAMBDA {
+                          for (u32 b = x0; b < end;) {
+                            const u32 e = end - b > block ? b + block : end;
+                            const auto block_args = before(b);
+                            for (u32 px = b; px < e; ++px) {
+                              thread_ids u = t;
+                              u.local[0] = px - x0;
+                              u.lid = px - x0;
+                              u.li = u.lid;
+                              f(u, block_args);
+                            }
+                            after(b, e - b);
+                            b = e;
+                          }
+                        });
 }
 
 /// Split mode's thread loop (one region): the x loop counts the position in the group, and
