@@ -47,10 +47,11 @@ bool tiered_compile() {
 }
 
 /// Whether the quick compile leaves NVVM's optimisation out (-Xnvvm=-opt=0): off unless
-/// ALLOY_CUDA_QUICK_NVVM_O0=1. Unoptimised NVVM forms no fused multiply-adds, so the quick code's
-/// results differed in the last bit from the full code's (and the CPU's) wherever a kernel has a
-/// multiply feeding an add (OpsMatmulGpu.MatchTheCpu's dequantize on the H200): a kernel's first
-/// and later calls must give the same numbers. The option is for measuring the compile only.
+/// ALLOY_CUDA_QUICK_NVVM_O0=1. Unoptimised NVVM forms no fused multiply-adds (its PTX has mul.f32
+/// and add.f32 where the optimised one has fma.rn.f32, and ptxas -O0 leaves them apart), so the
+/// quick code's results would differ in the last bit from the full code's wherever a multiply
+/// feeds an add: a kernel's first and later calls must give the same numbers. On the H200 it gave
+/// nothing measurable (docs/performance.md, session 9). The option is for measuring the compile.
 bool quick_nvvm_unoptimised() {
   static const bool on = [] {
     const char* v = std::getenv("ALLOY_CUDA_QUICK_NVVM_O0");
