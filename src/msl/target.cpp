@@ -212,81 +212,6 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
                    "#else\n"
                    "  __builtin_trap();  // unreachable: see msl/target.cpp cpu_entry\n"
                    "#endif\n");
-  if (merged_groups(k, opt) && !k.stream_params.empty()) {
-    // As below, with outputs that may be streamed (KernelEntry::stream_params): in a 1D grid
-    // whose output is at least g->stream_min_bytes (the executor's threshold), each run of
-    // groups goes in blocks of alloy_block threads; the kernel writes a block's elements into
-    // alloy_stage<j> (L1-resident: the output's pointer is moved so that index x0 lands at its
-    // start) and cpu_stream_store copies them to the output with non-temporal stores, which
-    // skip the read-for-ownership of a plain store. The call ends with a store fence, so the
-    // stores are ordered before the executor reports the group done. Otherwise the run is one
-    // loop, as below. (One loop for both, its output pointer chosen per block between the
-    // staging block and the output, was not vectorised by g++ 12: "no vectype" for the loads.)
-    std::string types, stage, fields, redirect, store, on, sizes;
-    std::string call = args;  // the streamed outputs through the block's pointers
-    for (size_t j : k.stream_params) {
-      const int b = k.params[j].index;
-      types += fmt::format("  typedef __typeof__(alloy_a{0}[0]) alloy_sT{0};\n", j);
-      sizes += fmt::format("{}sizeof(alloy_sT{})", sizes.empty() ? "" : " + ", j);
-      stage += fmt::format(
-          "  alignas(64) unsigned char alloy_stage{0}[alloy_block * sizeof(alloy_sT{0})];\n", j);
-      fields += fmt::format(" alloy_sT{0}* p{0};", j);
-      redirect += fmt::format(
-          "{}(alloy_sT{}*)((unsigned long long)alloy_stage{} - (unsigned long long)x0 * "
-          "sizeof(alloy_sT{}))",
-          redirect.empty() ? "" : ", ", j, j, j);
-      store += fmt::format(
-          "    ::alloy_entry::cpu_stream_store(alloy_a{0}, x0, n, alloy_stage{0}, "
-          "L->buffer_bytes[{1}]);\n",
-          j, b);
-      on +=
-          fmt::format("{}L->buffer_bytes[{}] >= g->stream_min_bytes", on.empty() ? "" : " || ", b);
-      // args names the output alloy_a<j>, followed by ", " or at the end.
-      const std::string from = fmt::format("alloy_a{}", j);
-      for (size_t pos = 0; (pos = call.find(from, pos)) != std::string::npos;) {
-        const size_t e = pos + from.size();
-        if (e == call.size() || call[e] == ',') {
-          call.replace(pos, from.size(), fmt::format("alloy_p.p{}", j));
-          break;
-        }
-        pos = e;
-      }
-    }
-    return fmt::format(
-               "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_groups_{0}(const "
-               "alloy_cpu_launch* L, alloy_cpu_group* g, uint64_t alloy_first, uint64_t "
-               "alloy_count) {{\n"
-               "  ::alloy_target::set_group(g);\n"
-               "{3}{4}"
-               "  if (L->grid[1] == 1 && L->grid[2] == 1 && ({8})) {{\n"
-               "  constexpr unsigned alloy_block = ::alloy_entry::cpu_stream_block({5});\n"
-               "{6}"
-               "  struct alloy_ptrs {{{7} }};\n"
-               "  ::alloy_entry::cpu_for_each_run_blocks(L, g, alloy_first, alloy_count, "
-               "alloy_block, [&](unsigned x0) ALLOY_CPU_INLINE_LAMBDA {{\n"
-               "    return alloy_ptrs{{{9}}};\n"
-               "  }}, [&](const ::alloy_entry::thread_ids& t, const alloy_ptrs& alloy_p) "
-               "ALLOY_CPU_INLINE_LAMBDA {{\n"
-               "    {1}({10});\n"
-               "  }}, [&](unsigned x0, unsigned n) ALLOY_CPU_INLINE_LAMBDA {{\n"
-               "{11}"
-               "  }});\n"
-               "  ::alloy_entry::cpu_stream_fence();\n"
-               "  return;\n"
-               "  }}\n"
-               "  ::alloy_entry::cpu_for_each_run(L, g, alloy_first, alloy_count, [&](const "
-               "::alloy_entry::thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {{\n"
-               "    {1}({2});\n"
-               "  }});\n"
-               "}}\n"
-               "extern \"C\" ALLOY_CPU_EXPORT void alloy_group_{0}(const alloy_cpu_launch* L, "
-               "alloy_cpu_group* g) {{\n"
-               "  alloy_groups_{0}(L, g, g->group_pos[0] + (uint64_t)L->groups[0] * "
-               "(g->group_pos[1] + (uint64_t)L->groups[1] * g->group_pos[2]), 1);\n"
-               "}}\n",
-               i, k.function, args, bind, types, sizes, stage, fields, on, redirect, call, store) +
-           thread_stub;
-  }
   if (merged_groups(k, opt)) {
     // A kernel that cannot tell its group gets alloy_groups_<i>: a chunk of groups per call,
     // each x row of them as one thread loop (alloy_entry::cpu_for_each_run), so the group
@@ -296,12 +221,74 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
     // `exp` f16: kernels that read their group keep one call per group.) Its alloy_group_<i>
     // (which the executor calls only to locate a fault inside a chunk) runs its one group
     // through alloy_groups_<i>: one vectorised loop to compile, not two.
+    //
+    // With outputs that may be streamed (KernelEntry::stream_params), a copy of the loop comes
+    // first: in a 1D grid whose output is at least g->stream_min_bytes (the executor's
+    // threshold), each run of groups goes in blocks of alloy_block threads; the kernel writes a
+    // block's elements into alloy_stage<j> (L1-resident: the output's pointer is moved so that
+    // index x0 lands at its start) and cpu_stream_store copies them to the output with
+    // non-temporal stores, which skip the read-for-ownership of a plain store. The call ends
+    // with a store fence, so the stores are ordered before the executor reports the group done.
+    // (One loop for both, its output pointer chosen per block between the staging block and the
+    // output, was not vectorised by g++ 12: "no vectype" for the loads.)
+    std::string streamed;
+    if (!k.stream_params.empty()) {
+      std::string types, stage, fields, redirect, store, on, sizes;
+      std::string call = args;  // the streamed outputs through the block's pointers
+      for (size_t j : k.stream_params) {
+        const int b = k.params[j].index;
+        types += fmt::format("  typedef __typeof__(alloy_a{0}[0]) alloy_sT{0};\n", j);
+        sizes += fmt::format("{}sizeof(alloy_sT{})", sizes.empty() ? "" : " + ", j);
+        stage += fmt::format(
+            "  alignas(64) unsigned char alloy_stage{0}[alloy_block * sizeof(alloy_sT{0})];\n", j);
+        fields += fmt::format(" alloy_sT{0}* p{0};", j);
+        redirect += fmt::format(
+            "{}(alloy_sT{}*)((unsigned long long)alloy_stage{} - (unsigned long long)x0 * "
+            "sizeof(alloy_sT{}))",
+            redirect.empty() ? "" : ", ", j, j, j);
+        store += fmt::format(
+            "    ::alloy_entry::cpu_stream_store(alloy_a{0}, x0, n, alloy_stage{0}, "
+            "L->buffer_bytes[{1}]);\n",
+            j, b);
+        on += fmt::format("{}L->buffer_bytes[{}] >= g->stream_min_bytes", on.empty() ? "" : " || ",
+                          b);
+        // args names the output alloy_a<j>, followed by ", " or at the end.
+        const std::string from = fmt::format("alloy_a{}", j);
+        for (size_t pos = 0; (pos = call.find(from, pos)) != std::string::npos;) {
+          const size_t e = pos + from.size();
+          if (e == call.size() || call[e] == ',') {
+            call.replace(pos, from.size(), fmt::format("alloy_p.p{}", j));
+            break;
+          }
+          pos = e;
+        }
+      }
+      streamed = fmt::format(
+          "{1}"
+          "  if (L->grid[1] == 1 && L->grid[2] == 1 && ({5})) {{\n"
+          "  constexpr unsigned alloy_block = ::alloy_entry::cpu_stream_block({2});\n"
+          "{3}"
+          "  struct alloy_ptrs {{{4} }};\n"
+          "  ::alloy_entry::cpu_for_each_run_blocks(L, g, alloy_first, alloy_count, "
+          "alloy_block, [&](unsigned x0) ALLOY_CPU_INLINE_LAMBDA {{\n"
+          "    return alloy_ptrs{{{6}}};\n"
+          "  }}, [&](const ::alloy_entry::thread_ids& t, const alloy_ptrs& alloy_p) "
+          "ALLOY_CPU_INLINE_LAMBDA {{\n"
+          "    {0}({7});\n"
+          "  }}, [&](unsigned x0, unsigned n) ALLOY_CPU_INLINE_LAMBDA {{\n"
+          "{8}"
+          "  }});\n"
+          "  ::alloy_entry::cpu_stream_fence();\n"
+          "  return;\n"
+          "  }}\n",
+          k.function, types, sizes, stage, fields, on, redirect, call, store);
+    }
     return fmt::format(
                "extern \"C\" ALLOY_CPU_EXPORT ALLOY_CPU_LOOP_ENTRY void alloy_groups_{0}(const "
                "alloy_cpu_launch* L, alloy_cpu_group* g, uint64_t alloy_first, uint64_t "
                "alloy_count) {{\n"
                "  ::alloy_target::set_group(g);\n"
-               "{3}"
+               "{3}{4}"
                "  ::alloy_entry::cpu_for_each_run(L, g, alloy_first, alloy_count, [&](const "
                "::alloy_entry::thread_ids& t) ALLOY_CPU_INLINE_LAMBDA {{\n"
                "    {1}({2});\n"
@@ -312,7 +299,7 @@ std::string cpu_entry(const KernelEntry& k, size_t i, const TranslateOptions& op
                "  alloy_groups_{0}(L, g, g->group_pos[0] + (uint64_t)L->groups[0] * "
                "(g->group_pos[1] + (uint64_t)L->groups[1] * g->group_pos[2]), 1);\n"
                "}}\n",
-               i, k.function, args, bind) +
+               i, k.function, args, bind, streamed) +
            thread_stub;
   }
   // Other loop-mode kernels: the group's threads as one loop (alloy_entry::cpu_for_each_thread)
