@@ -398,6 +398,17 @@ namespace {
 // may use at least 8 cores, on x86-64 (msl::cpu_stream_loops). ALLOY_CPU_STREAM=off | on | auto |
 // <bytes> (on: every streamable output; <bytes>: that threshold whatever the thread count).
 constexpr uint64_t kStreamNever = ~uint64_t{0};
+
+// The decimal count in environment variable `name`'s value `v` (std::invalid_argument naming
+// what `expected` when it is not one).
+uint64_t env_count(const char* name, const char* v, const char* expected) {
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (end == v || *end)
+    throw std::invalid_argument(fmt::format("{}={}: expected {}", name, v, expected));
+  return static_cast<uint64_t>(n);
+}
+
 std::atomic<uint64_t>& stream_threshold() {
   static std::atomic<uint64_t> v{[] {
     // The translator's rule (x86-64, at least 8 cores allowed) decides whether kernels have a
@@ -407,12 +418,7 @@ std::atomic<uint64_t>& stream_threshold() {
     if (!e || !*e || std::string(e) == "auto") return automatic;
     if (std::string(e) == "off") return kStreamNever;
     if (std::string(e) == "on") return uint64_t{0};
-    char* end = nullptr;
-    unsigned long long b = std::strtoull(e, &end, 10);
-    if (end == e || *end)
-      throw std::invalid_argument(
-          fmt::format("ALLOY_CPU_STREAM={}: expected off, on, auto or a size in bytes", e));
-    return static_cast<uint64_t>(b);
+    return env_count("ALLOY_CPU_STREAM", e, "off, on, auto or a size in bytes");
   }()};
   return v;
 }
@@ -440,12 +446,7 @@ std::atomic<uint64_t>& slice_ns() {
   static std::atomic<uint64_t> v{[] {
     const char* e = std::getenv("ALLOY_CPU_SLICE_US");
     if (!e || !*e) return kDefaultSliceUs * 1000;
-    char* end = nullptr;
-    unsigned long long us = std::strtoull(e, &end, 10);
-    if (end == e || *end)
-      throw std::invalid_argument(
-          fmt::format("ALLOY_CPU_SLICE_US={}: expected a time in microseconds", e));
-    return static_cast<uint64_t>(us) * 1000;
+    return env_count("ALLOY_CPU_SLICE_US", e, "a time in microseconds") * 1000;
   }()};
   return v;
 }
