@@ -338,6 +338,9 @@ Target target_for(int cc_major, int cc_minor) {
   return {fmt::format("compute_{}", best), false};
 }
 
+constexpr std::string_view kPchMessagesOff = "--pch-messages=false";
+constexpr std::string_view kPchDiagSuppress = "-diag-suppress=20283";
+
 std::vector<std::string> auto_pch_options(const std::string& source,
                                           const std::vector<std::string>& options) {
   static const size_t limit = [] {
@@ -373,7 +376,14 @@ std::vector<std::string> auto_pch_options(const std::string& source,
   // Without messages: NVRTC would log each PCH made or found incompatible, and warning 20283
   // ("PCH creation disabled because #line directive encountered", at the translation's #line
   // after the prefix the PCH covers).
-  return {std::string(kAutoPch), "--pch-messages=false", "-diag-suppress=20283"};
+  return {std::string(kAutoPch), std::string(kPchMessagesOff), std::string(kPchDiagSuppress)};
+}
+
+std::vector<std::string> without_pch_options(const std::vector<std::string>& options) {
+  std::vector<std::string> out;
+  for (const auto& o : options)
+    if (o != kAutoPch && o != kPchMessagesOff && o != kPchDiagSuppress) out.push_back(o);
+  return out;
 }
 
 std::string compile_in_process(const std::string& source, const std::string& program_name,
@@ -419,13 +429,9 @@ std::string compile_in_process(const std::string& source, const std::string& pro
   auto pch = std::find_if(opts.begin(), opts.end(),
                           [](const char* o) { return std::string_view(o) == kAutoPch; });
   if (r == NVRTC_ERROR_INVALID_OPTION && pch != opts.end()) {
-    std::vector<std::string> rest;
-    for (const char* o : opts) {
-      std::string_view v(o);
-      if (v != kAutoPch && v != "--pch-messages=false" && v != "-diag-suppress=20283")
-        rest.emplace_back(v);
-    }
-    return compile_in_process(source, program_name, headers, rest, cubin, log);
+    return compile_in_process(
+        source, program_name, headers,
+        without_pch_options(std::vector<std::string>(opts.begin(), opts.end())), cubin, log);
   }
   std::string text = program_log(l, guard.prog);
   if (r == NVRTC_ERROR_COMPILATION) {

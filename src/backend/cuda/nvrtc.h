@@ -79,6 +79,10 @@ std::vector<std::string> auto_pch_options(const std::string& source,
                                           const std::vector<std::string>& options);
 /// The first of auto_pch_options' options ("--pch").
 inline constexpr std::string_view kAutoPch = "--pch";
+/// `options` without auto_pch_options' options. Worker processes compile so: NVRTC removes its PCH
+/// folder at exit, and a worker ends with _exit when its runtime goes (nvrtc_wire.cpp), which would
+/// leave the folder behind.
+std::vector<std::string> without_pch_options(const std::vector<std::string>& options);
 
 /// Compiles `source` (named `program_name` in diagnostics) with `options` (which must include
 /// --gpu-architecture=...; `-minimal` is dropped for NVRTC before 12.4, which does not know it;
