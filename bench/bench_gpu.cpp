@@ -33,6 +33,7 @@
 //                               hand-written exp's first launch from a cubin file (module load,
 //                               function lookup, launch, synchronize).
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -707,6 +708,8 @@ void BM_NvrtcColdVsCupy(benchmark::State& state) {
   state.counters["cupy_nvrtc_cpu_ms"] = 1e3 * cpu.peer / cpu.n;
   state.counters["cpu_cost_vs_cupy_nvrtc"] = cpu.alloy / cpu.peer;
   state.counters["target"] = 1.0;
+  const auto v = cuda::nvrtc::version();
+  state.SetLabel(fmt::format("NVRTC {}.{} {}", v.major, v.minor, cuda::nvrtc::library_path()));
 }
 BENCHMARK(BM_NvrtcColdVsCupy)->UseManualTime()->Iterations(7)->Unit(benchmark::kMillisecond);
 

@@ -2,6 +2,7 @@
 // process go to alloy-nvrtc-worker processes, which give the same images, logs and errors; a worker
 // that dies or misbehaves makes its compile run here; no worker is left unreaped. No GPU needed:
 // cubins for sm_90 are compiled and compared.
+#include <glob.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -262,6 +263,54 @@ bool a_worker_got_busy() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
+}
+
+// The PCH folders NVRTC's automatic PCH made for process `pid` (NVRTC 13.0 names them
+// $TMPDIR-or-/tmp/__nvrtc_auto_pch_<pid>_<n>).
+size_t pch_folders(int pid) {
+  std::vector<std::string> dirs = {"/tmp"};
+  if (const char* t = std::getenv("TMPDIR"); t && *t && std::string(t) != "/tmp") dirs.push_back(t);
+  size_t n = 0;
+  for (const auto& dir : dirs) {
+    glob_t g{};
+    std::string pattern = dir + "/__nvrtc_auto_pch_" + std::to_string(pid) + "_*";
+    if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) n += g.gl_pathc;
+    ::globfree(&g);
+  }
+  return n;
+}
+
+// A compile with the automatic PCH's options (nvrtc::auto_pch_options) that goes to a worker
+// compiles there without them: the same image, and no PCH folder left behind by the worker, which
+// ends with _exit (NVRTC removes the folder only at exit). Here, in this process, the same options
+// make a folder (the control: NVRTC names it by the process id).
+TEST_F(NvrtcWorkers, WorkerCompilesWithoutThePchAndLeavesNoPchFolder) {
+  REQUIRE_NVRTC();
+  auto v = nvrtc::version();
+  if (v.major < 12 || (v.major == 12 && v.minor < 8)) GTEST_SKIP() << "NVRTC before 12.8";
+  require_workers();
+  const char* header = "#define SCALE 3.0f\ntemplate <class T> struct box { T v; };\n";
+  std::vector<nvrtc::Header> headers{{"scale.h", header}};
+  std::vector<std::string> pch = kOptions;
+  pch.insert(pch.end(),
+             {std::string(nvrtc::kAutoPch), "--pch-messages=false", "-diag-suppress=20283"});
+  EXPECT_EQ(nvrtc::without_pch_options(pch), kOptions);
+  std::string src = "#define PCH_TEST_WORKER 1\n#include \"scale.h\"\n" + program(11);
+  std::string want = nvrtc::compile_in_process(src, "pch.cu", headers, kOptions, true);
+  EXPECT_EQ(nvrtc::compile_in_process(src, "pch.cu", headers, pch, true), want);
+  EXPECT_GE(pch_folders(::getpid()), 1u) << "NVRTC's PCH folder is not where this test looks";
+  nvrtc::testing::hold_in_process_slot(true);  // the next compile goes to a worker
+  long before = nvrtc::worker_stats().worker_compiles;
+  EXPECT_EQ(nvrtc::compile(src, "pch.cu", headers, pch, true), want);
+  EXPECT_EQ(nvrtc::worker_stats().worker_compiles, before + 1);
+  std::vector<int> pids = nvrtc::worker_stats().live_pids;
+  ASSERT_FALSE(pids.empty());
+  nvrtc::testing::hold_in_process_slot(false);
+  nvrtc::testing::reset_workers();  // the workers end (_exit)
+  for (int pid : pids) {
+    EXPECT_TRUE(reaped(pid)) << "worker " << pid;
+    EXPECT_EQ(pch_folders(pid), 0u) << "worker " << pid << " left a PCH folder";
+  }
 }
 
 // A background compile (the tiered compile's full one: no caller waits for it) goes to a worker

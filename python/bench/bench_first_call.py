@@ -23,7 +23,13 @@ Samples alternate (alloy, cupy, alloy, ...); medians are printed with the ratio
 alloy / cupy (target <= 1.0). With --trace, Alloy prints where each first call's time went
 (ALLOY_TRACE_BUILD). Skips (exit status 0) without CuPy or a GPU.
 
+Alloy compiles with NVRTC's automatic PCH of the prelude (src/backend/cuda/nvrtc.h
+auto_pch_options), made once per prelude selection in a process: the warm-up kernel makes the
+one of exp(sin(x)), which the samples then reuse; --distinct-selections gives every sample a
+selection of its own (each makes its PCH: the worst case), ALLOY_NVRTC_PCH=0 turns it off.
+
     python python/bench/bench_first_call.py [--samples N] [--n ELEMENTS] [--trace] [--no-tiered]
+                                            [--distinct-selections]
 """
 
 import argparse
@@ -48,15 +54,24 @@ import alloy  # noqa: E402
 
 METAL_BODY = """
     uint i = thread_position_in_grid.x;
-    out[i] = exp(sin(inp[i]));  // sample {tag}
+    out[i] = exp(sin(inp[i])){extra};  // sample {tag}
 """
 
 CUDA_SOURCE = r"""
 extern "C" __global__ void expsin(const float* inp, float* out, unsigned n) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = expf(sinf(inp[i]));  // sample {tag}
+  if (i < n) out[i] = expf(sinf(inp[i])){extra};  // sample {tag}
 }
 """
+
+# --distinct-selections: sample k adds 0 * f(|x| + 1) for the k-th of these (Metal, CUDA), so
+# every Alloy sample has a prelude selection of its own (a new directive prefix: NVRTC's PCH of
+# the prelude, made per selection, is then never reused); the result is unchanged.
+EXTRA_FUNCTIONS = [("cos", "cosf"), ("tan", "tanf"), ("log", "logf"), ("sqrt", "sqrtf"),
+                   ("exp2", "exp2f"), ("log2", "log2f"), ("floor", "floorf"),
+                   ("ceil", "ceilf"), ("round", "roundf"), ("trunc", "truncf"),
+                   ("sinh", "sinhf"), ("cosh", "coshf"), ("tanh", "tanhf"), ("atan", "atanf"),
+                   ("log10", "log10f"), ("asinh", "asinhf")]
 
 
 def main():
@@ -65,6 +80,8 @@ def main():
     ap.add_argument("--n", type=int, default=1 << 20, help="elements")
     ap.add_argument("--trace", action="store_true", help="ALLOY_TRACE_BUILD=1")
     ap.add_argument("--no-tiered", action="store_true", help="ALLOY_CUDA_TIERED=0")
+    ap.add_argument("--distinct-selections", action="store_true",
+                    help="each sample calls one more math function of its own (times 0)")
     args = ap.parse_args()
     try:
         import cupy
@@ -85,6 +102,15 @@ def main():
     cupy.cuda.Device().synchronize()
     block = 256
     counter = [0]
+    sample = [0]  # samples after the warm-up: which extra function (--distinct-selections)
+
+    def extra(cuda):
+        if not args.distinct_selections or sample[0] == 0:
+            return ""
+        metal_name, cuda_name = EXTRA_FUNCTIONS[(sample[0] - 1) % len(EXTRA_FUNCTIONS)]
+        if cuda:
+            return f" + 0.0f * {cuda_name}(fabsf(inp[i]) + 1.0f)"
+        return f" + 0.0f * {metal_name}(fabs(inp[i]) + 1.0f)"
 
     def call(k):
         out = k(inputs=[xa], grid=(n, 1, 1), threadgroup=(block, 1, 1), output_shapes=[(n,)],
@@ -97,7 +123,8 @@ def main():
         counter[0] += 1
         t0 = time.perf_counter()
         k = alloy.metal_kernel(name="expsin", input_names=["inp"], output_names=["out"],
-                               source=METAL_BODY.replace("{tag}", f"a{counter[0]}"))
+                               source=METAL_BODY.replace("{tag}", f"a{counter[0]}")
+                               .replace("{extra}", extra(False)))
         out = call(k)
         dt = time.perf_counter() - t0
         # Untimed: let the background full compile finish (it would take CPU from the next
@@ -110,7 +137,8 @@ def main():
     def run_cupy():
         counter[0] += 1
         t0 = time.perf_counter()
-        k = cupy.RawKernel(CUDA_SOURCE.replace("{tag}", f"c{counter[0]}"), "expsin")
+        k = cupy.RawKernel(CUDA_SOURCE.replace("{tag}", f"c{counter[0]}")
+                           .replace("{extra}", extra(True)), "expsin")
         k(((n + block - 1) // block,), (block,), (xc, yc, np.uint32(n)))
         cupy.cuda.Device().synchronize()
         return time.perf_counter() - t0, yc
@@ -123,6 +151,7 @@ def main():
 
     ta, tc = [], []
     for _ in range(args.samples):
+        sample[0] += 1
         ta.append(run_alloy()[0])
         tc.append(run_cupy()[0])
     ma, mc = statistics.median(ta), statistics.median(tc)
@@ -130,13 +159,27 @@ def main():
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     tiered = os.environ.get("ALLOY_CUDA_TIERED", "1") != "0"
     print(f"device: {name}; cupy {cupy.__version__}; {args.samples} samples each, "
-          f"n = {n}; alloy tiered compile {'on' if tiered else 'off'}")
+          f"n = {n}; alloy tiered compile {'on' if tiered else 'off'}"
+          f"{'; a new prelude selection per sample' if args.distinct_selections else ''}; "
+          f"ALLOY_NVRTC_PCH={os.environ.get('ALLOY_NVRTC_PCH', 'unset')}")
     print(f"alloy metal_kernel first call: median {1e3 * ma:.1f} ms "
           f"(min {1e3 * min(ta):.1f}, max {1e3 * max(ta):.1f})")
     print(f"cupy RawKernel first call:     median {1e3 * mc:.1f} ms "
           f"(min {1e3 * min(tc):.1f}, max {1e3 * max(tc):.1f})")
     print(f"cost_vs_cupy = {ma / mc:.2f} (target <= 1.0)")
+    print(f"NVRTC libraries in this process: {', '.join(nvrtc_libraries()) or 'none found'}; "
+          f"CuPy's NVRTC {'.'.join(map(str, cupy.cuda.nvrtc.getVersion()))}")
     return 0
+
+
+def nvrtc_libraries():
+    """The NVRTC files mapped into this process (Alloy's and CuPy's: the same file or two)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libnvrtc" in line and "/" in line}
+    except OSError:
+        return []
+    return sorted(paths)
 
 
 if __name__ == "__main__":

@@ -92,6 +92,9 @@ CompiledImage compile_for(const KernelSource& k, const nvrtc::Target& t, std::st
   std::vector<std::string> options;
   options.push_back("--gpu-architecture=" + t.arch);
   for (auto& o : effective_options(k)) options.push_back(std::move(o));
+  // NVRTC's automatic PCH of the prelude (nvrtc::auto_pch_options): not in the key, since it
+  // changes no output.
+  for (auto& o : nvrtc::auto_pch_options(k.source, options)) options.push_back(std::move(o));
   std::string image;
   auto t0 = std::chrono::steady_clock::now();
   try {

@@ -6,10 +6,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <unordered_set>
 
 #include "alloy/errors.h"
+#include "core/trace.h"
 
 #ifndef ALLOY_CUDA_HOME_DEFAULT
 #define ALLOY_CUDA_HOME_DEFAULT "/usr/local/cuda"
@@ -237,6 +241,13 @@ Library& lib() {
   static Library* l = [] {
     Library* l = load_library();
     loaded_flag().store(true, std::memory_order_release);
+    if (trace::build()) {
+      if (l->handle)
+        std::fprintf(stderr, "alloy: NVRTC %d.%d loaded from %s\n", l->version.major,
+                     l->version.minor, l->path.c_str());
+      else
+        std::fprintf(stderr, "alloy: NVRTC not loaded: %s\n", l->error.c_str());
+    }
     return l;
   }();
   return *l;
@@ -327,6 +338,54 @@ Target target_for(int cc_major, int cc_minor) {
   return {fmt::format("compute_{}", best), false};
 }
 
+constexpr std::string_view kPchMessagesOff = "--pch-messages=false";
+constexpr std::string_view kPchDiagSuppress = "-diag-suppress=20283";
+
+std::vector<std::string> auto_pch_options(const std::string& source,
+                                          const std::vector<std::string>& options) {
+  static const size_t limit = [] {
+    const char* v = std::getenv("ALLOY_NVRTC_PCH");
+    if (!v || !*v) return size_t{16};
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    if (*end != '\0') return size_t{16};
+    return static_cast<size_t>(std::min<unsigned long long>(n, 4096));
+  }();
+  if (limit == 0) return {};
+  Library& l = require();
+  if (l.version.major < 12 || (l.version.major == 12 && l.version.minor < 8)) return {};
+  // NVRTC's key for a PCH: the directives before the first other line, and the options.
+  size_t end = 0;
+  while (end < source.size()) {
+    size_t nl = source.find('\n', end);
+    size_t next = nl == std::string::npos ? source.size() : nl + 1;
+    std::string_view line(source.data() + end, next - end);
+    size_t first = line.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos && line[first] != '#') break;
+    end = next;
+  }
+  std::string key = source.substr(0, end);
+  for (const auto& o : options) key += "\n" + o;
+  static std::mutex mutex;
+  static auto* seen = new std::unordered_set<std::string>();
+  std::lock_guard lock(mutex);
+  if (!seen->count(key)) {
+    if (seen->size() >= limit) return {};
+    seen->insert(std::move(key));
+  }
+  // Without messages: NVRTC would log each PCH made or found incompatible, and warning 20283
+  // ("PCH creation disabled because #line directive encountered", at the translation's #line
+  // after the prefix the PCH covers).
+  return {std::string(kAutoPch), std::string(kPchMessagesOff), std::string(kPchDiagSuppress)};
+}
+
+std::vector<std::string> without_pch_options(const std::vector<std::string>& options) {
+  std::vector<std::string> out;
+  for (const auto& o : options)
+    if (o != kAutoPch && o != kPchMessagesOff && o != kPchDiagSuppress) out.push_back(o);
+  return out;
+}
+
 std::string compile_in_process(const std::string& source, const std::string& program_name,
                                const std::vector<Header>& headers,
                                const std::vector<std::string>& options, bool cubin,
@@ -365,6 +424,14 @@ std::string compile_in_process(const std::string& source, const std::string& pro
     opts.erase(hint);
     return compile_in_process(source, program_name, headers,
                               std::vector<std::string>(opts.begin(), opts.end()), cubin, log);
+  }
+  // The automatic PCH's options too (auto_pch_options: a hint, never needed for the result).
+  auto pch = std::find_if(opts.begin(), opts.end(),
+                          [](const char* o) { return std::string_view(o) == kAutoPch; });
+  if (r == NVRTC_ERROR_INVALID_OPTION && pch != opts.end()) {
+    return compile_in_process(
+        source, program_name, headers,
+        without_pch_options(std::vector<std::string>(opts.begin(), opts.end())), cubin, log);
   }
   std::string text = program_log(l, guard.prog);
   if (r == NVRTC_ERROR_COMPILATION) {

@@ -66,6 +66,24 @@ struct Header {
 /// compile() drops when NVRTC rejects it (an option NVRTC passes to NVVM, not in its own list).
 inline constexpr std::string_view kNvvmUnoptimised = "-Xnvvm=-opt=0";
 
+/// NVRTC's automatic precompiled header (NVRTC 12.8+): the options that let a compile of `source`
+/// make, or reuse, a PCH of what its first non-directive line follows (for a translation: the
+/// selection's #defines and the prelude's #includes, docs/performance.md, item 1, 2026-11-29
+/// h-cudafirst3). NVRTC keeps one PCH file per distinct directive prefix and option set, in a
+/// folder of its own under $TMPDIR (or /tmp) that it removes at exit; a PCH changes no
+/// compiler output (only the front end's parse is skipped), so the options are not part of cache
+/// keys. Empty (no PCH) when NVRTC is older than 12.8, when ALLOY_NVRTC_PCH=0, or when this process
+/// has already asked for PCHs of `limit` distinct (prefix, options) pairs (ALLOY_NVRTC_PCH=N sets
+/// it; default 16: each PCH file is 8-14 MB). compile() drops them where NVRTC rejects them.
+std::vector<std::string> auto_pch_options(const std::string& source,
+                                          const std::vector<std::string>& options);
+/// The first of auto_pch_options' options ("--pch").
+inline constexpr std::string_view kAutoPch = "--pch";
+/// `options` without auto_pch_options' options. Worker processes compile so: NVRTC removes its PCH
+/// folder at exit, and a worker ends with _exit when its runtime goes (nvrtc_wire.cpp), which would
+/// leave the folder behind.
+std::vector<std::string> without_pch_options(const std::vector<std::string>& options);
+
 /// Compiles `source` (named `program_name` in diagnostics) with `options` (which must include
 /// --gpu-architecture=...; `-minimal` is dropped for NVRTC before 12.4, which does not know it;
 /// kNvvmUnoptimised where NVRTC rejects it).

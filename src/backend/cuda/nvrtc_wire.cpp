@@ -126,8 +126,10 @@ Reply compile_request(const Request& q) {
   headers.reserve(q.headers.size());
   for (const auto& [name, text] : q.headers) headers.push_back({name.c_str(), text.c_str()});
   try {
-    reply.image =
-        compile_in_process(q.source, q.program_name, headers, q.options, q.cubin, &reply.log);
+    // Without NVRTC's automatic PCH: this process ends with _exit (below), and NVRTC removes
+    // its PCH folder only at exit (nvrtc::without_pch_options).
+    reply.image = compile_in_process(q.source, q.program_name, headers,
+                                     without_pch_options(q.options), q.cubin, &reply.log);
   } catch (const CompileFailure& e) {
     reply.status = ReplyStatus::kCompileFailure;
     reply.message = e.what();

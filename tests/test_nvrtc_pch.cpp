@@ -1,0 +1,176 @@
+// NVRTC's automatic precompiled header for translated kernels (nvrtc::auto_pch_options,
+// src/backend/cuda/jit.cpp; docs/performance.md, item 1, h-cudafirst3): the image is the same
+// with and without it, whether the PCH is made or reused and whatever other selections made PCHs
+// before; the options follow the policy (NVRTC 12.8+, a limit of distinct directive prefixes).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "alloy/alloy.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/tiered.h"
+#include "conformance/harness.h"
+#include "core/backend.h"
+#include "core/prelude_files.h"
+#include "kernel/custom_kernel.h"
+#include "kernel/program.h"
+
+namespace {
+
+using namespace alloy;
+
+bool nvrtc_has_pch() {
+  if (!cuda::nvrtc::available()) return false;
+  auto v = cuda::nvrtc::version();
+  return v.major > 12 || (v.major == 12 && v.minor >= 8);
+}
+
+std::vector<cuda::nvrtc::Header> prelude_headers() {
+  std::vector<cuda::nvrtc::Header> h;
+  for (const auto& f : prelude::embedded_files()) h.push_back({f.path.data(), f.text.data()});
+  return h;
+}
+
+struct Kernel {
+  const char* name;
+  const char* source;
+};
+
+// Different selections (each its own directive prefix, so its own PCH).
+const std::vector<Kernel>& kernels() {
+  static const std::vector<Kernel> k = {
+      {"expsin", "uint i = thread_position_in_grid.x;\nout[i] = exp(sin(inp[i]));\n"},
+      {"expcos", "uint i = thread_position_in_grid.x;\nout[i] = exp(cos(inp[i]));\n"},
+      {"vec",
+       "uint2 p = uint2(thread_position_in_grid.xy);\nfloat4 v = float4(inp[p.x]);\n"
+       "v = v * float4(1, 2, 3, 4) + 0.5f;\nout[p.x] = dot(v, float4(1.0f));\n"},
+      {"clamp", "uint i = thread_position_in_grid.x;\nout[i] = clamp(inp[i], -0.5f, 0.5f);\n"},
+  };
+  return k;
+}
+
+cuda::KernelSource source_of(const Kernel& kernel, bool quick) {
+  const int n = 1 << 20;
+  auto k = metal_kernel(kernel.name, {"inp"}, {"out"}, kernel.source);
+  Array x =
+      Array::from_doubles(conformance::random_values(n, -2, 2, 11), {n}, float32, Device::cpu());
+  KernelCall c;
+  c.output_shapes = {{n}};
+  c.output_dtypes = {float32};
+  c.grid = {n, 1, 1};
+  c.threadgroup = {256, 1, 1};
+  kernel::SourceMap map;
+  msl::Translation tr = kernel::call_gpu_translation(k, {x}, c, &map);
+  CompileRequest r = kernel::compile_request(tr, map, "safe");
+  auto q = cuda::quick_kernel_source(r);
+  return quick && q ? *q : cuda::kernel_source(r);
+}
+
+std::vector<std::string> options_of(const cuda::KernelSource& k, bool pch) {
+  std::vector<std::string> o = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device"};
+  o.insert(o.end(), k.options.begin(), k.options.end());
+  if (pch)
+    o.insert(o.end(),
+             {std::string(cuda::nvrtc::kAutoPch), "--pch-messages=false", "-diag-suppress=20283"});
+  return o;
+}
+
+// Each kernel's cubin and PTX (quick and full compiles): without the PCH options, then with them
+// twice (the first makes the kernel's PCH, the second uses it), then, after every other kernel
+// made its own PCH, once more: the same bytes every time.
+TEST(NvrtcPch, SameImageWithAndWithoutThePch) {
+  if (!nvrtc_has_pch()) GTEST_SKIP() << "NVRTC 12.8+ not found";
+  const auto headers = prelude_headers();
+  for (bool cubin : {true, false}) {
+    for (bool quick : {true, false}) {
+      std::vector<std::string> plain;
+      for (const Kernel& k : kernels()) {
+        cuda::KernelSource s = source_of(k, quick);
+        std::string name = std::string(k.name) + (quick ? " quick" : " full");
+        std::string want = cuda::nvrtc::compile_in_process(s.source, "kernel.cu", headers,
+                                                           options_of(s, false), cubin);
+        ASSERT_FALSE(want.empty()) << name;
+        for (int i = 0; i < 2; ++i)
+          EXPECT_EQ(cuda::nvrtc::compile_in_process(s.source, "kernel.cu", headers,
+                                                    options_of(s, true), cubin),
+                    want)
+              << name << (cubin ? " cubin" : " PTX") << ", compile " << i << " with --pch";
+        plain.push_back(std::move(want));
+      }
+      for (size_t i = 0; i < kernels().size(); ++i) {
+        cuda::KernelSource s = source_of(kernels()[i], quick);
+        EXPECT_EQ(cuda::nvrtc::compile_in_process(s.source, "kernel.cu", headers,
+                                                  options_of(s, true), cubin),
+                  plain[i])
+            << kernels()[i].name << " again, after the other kernels' PCHs";
+      }
+    }
+  }
+}
+
+// A PCH made for one selection is not used for another: exp(cos) compiles after exp(sin)'s PCH
+// (cos is a deleted stand-in in exp(sin)'s prelude, so a wrong reuse fails to compile), and a
+// kernel whose selection lacks a function it calls still fails with the PCH options.
+TEST(NvrtcPch, ASelectionNeverUsesAnotherSelectionsPch) {
+  if (!nvrtc_has_pch()) GTEST_SKIP() << "NVRTC 12.8+ not found";
+  const auto headers = prelude_headers();
+  cuda::KernelSource sin_k = source_of(kernels()[0], true), cos_k = source_of(kernels()[1], true);
+  ASSERT_NE(cos_k.source.find("#define ALLOY_USE_cos 1"), std::string::npos) << cos_k.source;
+  EXPECT_NO_THROW(cuda::nvrtc::compile_in_process(sin_k.source, "kernel.cu", headers,
+                                                  options_of(sin_k, true), true));
+  EXPECT_NO_THROW(cuda::nvrtc::compile_in_process(cos_k.source, "kernel.cu", headers,
+                                                  options_of(cos_k, true), true));
+  // exp(sin)'s directive prefix with a body that calls cos: the stand-in, a compile error.
+  std::string wrong = sin_k.source;
+  size_t at = wrong.find("exp(sin(");
+  ASSERT_NE(at, std::string::npos);
+  wrong.replace(at, 8, "exp(cos(");
+  EXPECT_THROW(
+      cuda::nvrtc::compile_in_process(wrong, "kernel.cu", headers, options_of(sin_k, true), true),
+      cuda::nvrtc::CompileFailure);
+}
+
+// The options: for NVRTC 12.8+, per distinct directive prefix and option set, up to the limit
+// (16 unless ALLOY_NVRTC_PCH says otherwise); a prefix asked for before keeps getting them.
+TEST(NvrtcPch, OptionsPerDistinctPrefixUpToTheLimit) {
+  if (!cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  if (!nvrtc_has_pch()) {
+    EXPECT_TRUE(cuda::nvrtc::auto_pch_options("#define A 1\nint x;\n", {}).empty());
+    return;
+  }
+  if (const char* v = std::getenv("ALLOY_NVRTC_PCH"); v && std::string(v) == "0") {
+    EXPECT_TRUE(cuda::nvrtc::auto_pch_options("#define A 1\nint x;\n", {}).empty());
+    return;
+  }
+  const std::vector<std::string> opts = {"--gpu-architecture=sm_90", "-DTEST_PCH_POLICY"};
+  const std::string first = "#define ALLOY_TEST_PREFIX_first 1\n#include \"x.h\"\n";
+  auto o = cuda::nvrtc::auto_pch_options(first + "int a;\n", opts);
+  if (o.empty()) GTEST_SKIP() << "this process used up its PCH prefixes before this test";
+  EXPECT_EQ(o.at(0), cuda::nvrtc::kAutoPch);
+  // The same directives with another body (another kernel of the same selection): the same key.
+  EXPECT_EQ(cuda::nvrtc::auto_pch_options(first + "int b;\n  // another\n", opts), o);
+  // New prefixes until the limit: then none for new ones, still for the first.
+  size_t given = 0;
+  bool refused = false;
+  for (int i = 0; i < 4200; ++i) {
+    std::string s = "#define ALLOY_TEST_PREFIX_" + std::to_string(i) + " 1\nint a;\n";
+    bool got = !cuda::nvrtc::auto_pch_options(s, opts).empty();
+    if (refused) {
+      EXPECT_FALSE(got) << "prefix " << i << " after the limit";
+    } else if (got) {
+      ++given;
+    } else {
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_LT(given, 4096u);
+  EXPECT_EQ(cuda::nvrtc::auto_pch_options(first + "int c;\n", opts), o);
+  // Other options (say, the full compile's): another key, refused now.
+  EXPECT_TRUE(
+      cuda::nvrtc::auto_pch_options(first + "int a;\n", {"--gpu-architecture=sm_90"}).empty());
+}
+
+}  // namespace
