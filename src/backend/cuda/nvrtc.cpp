@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <glob.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "alloy/errors.h"
 #include "core/trace.h"
@@ -340,6 +341,8 @@ Target target_for(int cc_major, int cc_minor) {
 
 constexpr std::string_view kPchMessagesOff = "--pch-messages=false";
 constexpr std::string_view kPchDiagSuppress = "-diag-suppress=20283";
+// Directive prefixes remembered per process (a hash each) to find their second compile.
+constexpr size_t kRememberedPrefixes = 1 << 16;
 
 std::vector<std::string> auto_pch_options(const std::string& source,
                                           const std::vector<std::string>& options) {
@@ -364,14 +367,28 @@ std::vector<std::string> auto_pch_options(const std::string& source,
     if (first != std::string_view::npos && line[first] != '#') break;
     end = next;
   }
+  // Hashed (xxHash): a collision only gives the PCH options to another prefix, which NVRTC
+  // then keys by its own text.
   std::string key = source.substr(0, end);
   for (const auto& o : options) key += "\n" + o;
+  const uint64_t h = XXH3_64bits(key.data(), key.size());
+  // Per prefix: seen once (false), or its PCH asked for (true). A prefix's first compile asks
+  // for none: making a PCH costs that compile more than the parse it saves (+14 ms on the H200
+  // host, docs/performance.md), so a selection that one kernel uses costs what it did without;
+  // its second compile makes the PCH, the later ones load it.
   static std::mutex mutex;
-  static auto* seen = new std::unordered_set<std::string>();
+  static auto* prefixes = new std::unordered_map<uint64_t, bool>();
+  static size_t made = 0;
   std::lock_guard lock(mutex);
-  if (!seen->count(key)) {
-    if (seen->size() >= limit) return {};
-    seen->insert(std::move(key));
+  auto it = prefixes->find(h);
+  if (it == prefixes->end()) {
+    if (prefixes->size() < kRememberedPrefixes) prefixes->emplace(h, false);
+    return {};
+  }
+  if (!it->second) {
+    if (made >= limit) return {};
+    it->second = true;
+    ++made;
   }
   // Without messages: NVRTC would log each PCH made or found incompatible, and warning 20283
   // ("PCH creation disabled because #line directive encountered", at the translation's #line

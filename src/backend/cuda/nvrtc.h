@@ -72,9 +72,11 @@ inline constexpr std::string_view kNvvmUnoptimised = "-Xnvvm=-opt=0";
 /// h-cudafirst3). NVRTC keeps one PCH file per distinct directive prefix and option set, in a
 /// folder of its own under $TMPDIR (or /tmp) that it removes at exit; a PCH changes no
 /// compiler output (only the front end's parse is skipped), so the options are not part of cache
-/// keys. Empty (no PCH) when NVRTC is older than 12.8, when ALLOY_NVRTC_PCH=0, or when this process
-/// has already asked for PCHs of `limit` distinct (prefix, options) pairs (ALLOY_NVRTC_PCH=N sets
-/// it; default 16: each PCH file is 8-14 MB). compile() drops them where NVRTC rejects them.
+/// keys. Empty (no PCH) at a prefix's first compile in this process (making a PCH costs that
+/// compile more than it saves: its second compile makes it, later ones load it), when NVRTC is
+/// older than 12.8, when ALLOY_NVRTC_PCH=0, or when this process has already asked for PCHs of
+/// `limit` distinct (prefix, options) pairs (ALLOY_NVRTC_PCH=N sets it; default 16: each PCH
+/// file is 8-14 MB). compile() drops them where NVRTC rejects them.
 std::vector<std::string> auto_pch_options(const std::string& source,
                                           const std::vector<std::string>& options);
 /// The first of auto_pch_options' options ("--pch").
