@@ -134,9 +134,14 @@ std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitive, std::ve
     n->shape = shapes[i];
     n->strides = row_major_strides(shapes[i]);
     n->device = device;
-    n->pending = op;
     op->outputs.push_back(n);
-    outs.push_back(array_of(n));
+    // The last output takes this function's reference to the op, and every handle its node's
+    // (no reference-count round trip per call).
+    if (i + 1 < shapes.size())
+      n->pending = op;
+    else
+      n->pending = std::move(op);
+    outs.push_back(array_of(std::move(n)));
   }
   return outs;
 }
