@@ -161,6 +161,15 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
                          std::move(dtypes), stream);
 }
 
+std::vector<Array> make_pending_borrowed(std::shared_ptr<Primitive> primitive,
+                                         std::vector<Array> inputs,
+                                         const std::vector<Shape>& shapes,
+                                         const std::vector<Dtype>& dtypes, Stream stream) {
+  return make_pending_op(std::move(primitive), std::move(inputs),
+                         OutputList<Shape>::borrowed(shapes), OutputList<Dtype>::borrowed(dtypes),
+                         stream);
+}
+
 Array make_pending_view(std::shared_ptr<Primitive> primitive, const Array& input,
                         const ViewLayout& layout) {
   auto op = std::make_shared<PendingOp>();
