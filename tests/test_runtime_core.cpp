@@ -339,6 +339,63 @@ TEST(RuntimeCore, RepeatedCallsShareOutputListsAndOthersDoNot) {
   EXPECT_EQ(o3[0].shape(), (Shape{16}));
 }
 
+// A cached call's pending op borrows the output shapes and dtypes its primitive keeps (no list
+// copied or reference-counted per call); the lists live as long as the op's primitive, also after
+// the kernel object and its call plan are gone, and a copy of a borrowed list owns its own.
+TEST(RuntimeCore, PendingOpsBorrowTheirPrimitivesOutputLists) {
+  std::mt19937_64 rng(21);
+  int64_t n = 5 + static_cast<int64_t>(rng() % 20), m = n + 1 + static_cast<int64_t>(rng() % 7);
+  auto vn = random_values(static_cast<size_t>(n), 22),
+       vm = random_values(static_cast<size_t>(m), 23);
+  Array a = Array::from_doubles(vn, {n}, float32, Device::cpu());
+  Array b = Array::from_doubles(vm, {m}, float32, Device::cpu());
+  auto call_of = [](int64_t len) {
+    KernelCall c;
+    c.output_shapes = {{len}};
+    c.output_dtypes = {float32};
+    c.grid = {static_cast<int>(len), 1, 1};
+    c.threadgroup = {4, 1, 1};
+    c.template_args = {{"T", float32}};
+    c.device = Device::cpu();
+    return c;
+  };
+  std::vector<Array> first, second;
+  {
+    auto k = scale_kernel();
+    first = k({a}, call_of(n));
+    second = k({a}, call_of(n));  // the plan's primitive again
+    k({b}, call_of(m));           // a new plan: the first primitive is only the ops' now
+  }
+  auto op1 = scheduler::pending_of(*node_of(first[0]));
+  auto op2 = scheduler::pending_of(*node_of(second[0]));
+  ASSERT_TRUE(op1 && op2);
+  ASSERT_EQ(op1->primitive, op2->primitive);
+  const auto& prim = static_cast<const kernel::CustomKernel&>(*op1->primitive);
+  EXPECT_EQ(&op1->shapes.get(), &prim.call_shapes());
+  EXPECT_EQ(&op2->dtypes.get(), &prim.output_dtypes());
+  EXPECT_EQ(prim.call_shapes(), (std::vector<Shape>{{n}}));
+  // A copy owns its list: it stays valid after the lists it was copied from are gone.
+  auto owner = std::make_unique<std::vector<Shape>>(std::vector<Shape>{{n, m}, {m}});
+  auto borrowed = OutputList<Shape>::borrowed(*owner);
+  OutputList<Shape> copy = borrowed;
+  OutputList<Shape> moved = std::move(borrowed);
+  EXPECT_EQ(&moved.get(), owner.get());
+  EXPECT_NE(&copy.get(), owner.get());
+  (*owner)[0][0] = -1;  // poison the original, then drop it
+  owner.reset();
+  EXPECT_EQ(copy.get(), (std::vector<Shape>{{n, m}, {m}}));
+  // Values: the outputs of the dropped kernel object evaluate from the borrowed lists.
+  first.push_back(second[0]);
+  op1.reset();
+  op2.reset();
+  for (auto& out : first) {
+    ASSERT_EQ(out.shape(), (Shape{n}));
+    auto got = out.to_doubles();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(got[i], static_cast<double>(static_cast<float>(vn[i])) * 2 + 1, 1e-5) << i;
+  }
+}
+
 // A call given its list of inputs (moved in, no copy of the list) behaves as one given a list it
 // only reads: same primitive for the same arguments, the caller's strided input still copied
 // to row-major where the kernel asks for it, the same values.

@@ -134,9 +134,14 @@ std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitive, std::ve
     n->shape = shapes[i];
     n->strides = row_major_strides(shapes[i]);
     n->device = device;
-    n->pending = op;
     op->outputs.push_back(n);
-    outs.push_back(array_of(n));
+    // The last output takes this function's reference to the op, and every handle its node's
+    // (no reference-count round trip per call).
+    if (i + 1 < shapes.size())
+      n->pending = op;
+    else
+      n->pending = std::move(op);
+    outs.push_back(array_of(std::move(n)));
   }
   return outs;
 }
@@ -154,6 +159,15 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
                                 std::shared_ptr<const std::vector<Dtype>> dtypes, Stream stream) {
   return make_pending_op(std::move(primitive), std::move(inputs), std::move(shapes),
                          std::move(dtypes), stream);
+}
+
+std::vector<Array> make_pending_borrowed(std::shared_ptr<Primitive> primitive,
+                                         std::vector<Array> inputs,
+                                         const std::vector<Shape>& shapes,
+                                         const std::vector<Dtype>& dtypes, Stream stream) {
+  return make_pending_op(std::move(primitive), std::move(inputs),
+                         OutputList<Shape>::borrowed(shapes), OutputList<Dtype>::borrowed(dtypes),
+                         stream);
 }
 
 Array make_pending_view(std::shared_ptr<Primitive> primitive, const Array& input,

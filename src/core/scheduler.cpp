@@ -222,13 +222,12 @@ bool fails_for_good(const std::exception_ptr& p) {
   }
 }
 
-// The output lists run_pending hands to a primitive, kept per thread so that a cached call's
+// The output list run_pending hands to a primitive, kept per thread so that a cached call's
 // evaluation allocates none (issue 9's launch overhead). A primitive that evaluates arrays
 // itself (a Python reference function run at evaluation) nests run_pending: nested calls use
 // lists of their own.
 struct RunLists {
   std::vector<Array> outputs;
-  std::vector<std::shared_ptr<ArrayNode>> live;
   bool busy = false;
 };
 thread_local RunLists t_run_lists;
@@ -239,32 +238,30 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
   if (op->error) std::rethrow_exception(op->error);
   RunLists nested;
   RunLists& lists = t_run_lists.busy ? nested : t_run_lists;
-  struct Release {  // empties the lists (they hold nodes) and frees the per-thread ones
+  struct Release {  // empties the list (it holds nodes) and frees the per-thread one
     RunLists& l;
     bool was_busy;
     ~Release() {
       l.outputs.clear();
-      l.live.clear();
       l.busy = was_busy;
     }
   } release{lists, lists.busy};
   lists.busy = true;
+  // The outputs' live nodes, and fresh nodes for dropped outputs (the primitive fills them too;
+  // nobody else sees them, so what is done below to every node changes nothing for those).
   std::vector<Array>& outputs = lists.outputs;
-  std::vector<std::shared_ptr<ArrayNode>>& live = lists.live;
   outputs.reserve(op->outputs.size());
-  live.reserve(op->outputs.size());
-  for (size_t i = 0; i < op->outputs.size(); ++i) live.push_back(op->outputs[i].lock());
-  for (size_t i = 0; i < live.size(); ++i) {
-    if (live[i]) {
-      outputs.push_back(array_of(live[i]));
+  for (size_t i = 0; i < op->outputs.size(); ++i) {
+    if (auto n = op->outputs[i].lock()) {
+      outputs.push_back(array_of(std::move(n)));
     } else {
       // A dropped output still needs a node for the primitive to fill.
-      auto n = std::make_shared<ArrayNode>();
+      n = std::make_shared<ArrayNode>();
       n->dtype = op->dtypes[i];
       n->shape = op->shapes[i];
       n->strides = row_major_strides(op->shapes[i]);
       n->device = op->device;
-      outputs.push_back(array_of(n));
+      outputs.push_back(array_of(std::move(n)));
     }
   }
   try {
@@ -279,8 +276,7 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
   } catch (...) {
     // Leave the outputs pending (not half-materialized) so state stays consistent, and remember
     // the error: reading these outputs again reports it without running the primitive again.
-    for (auto& n : live)
-      if (n) n->buffer.reset();
+    for (auto& o : outputs) node_of(o)->buffer.reset();
     if (fails_for_good(std::current_exception())) {
       op->error = std::current_exception();
       std::lock_guard lock(graph_mu());
@@ -289,8 +285,7 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
     throw;
   }
   std::lock_guard lock(graph_mu());
-  for (auto& n : live)
-    if (n) n->pending.reset();
+  for (auto& o : outputs) node_of(o)->pending.reset();
   op->inputs.clear();
 }
 

@@ -49,11 +49,9 @@ struct KernelVariants {
     Dims grid{}, threadgroup{};
     TemplateArgs template_args;
     std::optional<double> init_value;
+    // Holds the output shapes for these inputs and the output dtypes, which the pending ops of
+    // repeated calls borrow (no copy, no reference count per call).
     std::shared_ptr<kernel::CustomKernel> primitive;
-    // The primitive's output shapes for these inputs, and the call's output dtypes, as the
-    // pending ops of repeated calls share them (no copy per call).
-    std::shared_ptr<const std::vector<Shape>> out_shapes;
-    std::shared_ptr<const std::vector<Dtype>> out_dtypes;
 
     bool matches(Device dev, const std::vector<Array>& in, const KernelCall& call) const {
       if (!primitive || dev != device || in.size() != input_dtypes.size() || call.grid != grid ||
@@ -820,21 +818,17 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
       !call.grid_expr && !call.threadgroup_expr && call.output_shape_exprs.empty() && !call.verbose;
   if (plain) {
     std::shared_ptr<kernel::CustomKernel> prim;
-    std::shared_ptr<const std::vector<Shape>> out_shapes;
-    std::shared_ptr<const std::vector<Dtype>> out_dtypes;
     {
       std::lock_guard lock(variants_->mu);
-      if (variants_->plan.matches(dev, in, call)) {
-        prim = variants_->plan.primitive;
-        out_shapes = variants_->plan.out_shapes;
-        out_dtypes = variants_->plan.out_dtypes;
-      }
+      if (variants_->plan.matches(dev, in, call)) prim = variants_->plan.primitive;
     }
     if (prim) {
       // Validated when the plan was made (the limit on threads per launch included, read from
       // the environment then).
-      return make_pending(std::move(prim), std::move(in), std::move(out_shapes),
-                          std::move(out_dtypes), call.stream ? *call.stream : default_stream(dev));
+      const auto& shapes = prim->call_shapes();
+      const auto& dtypes = prim->output_dtypes();
+      return make_pending_borrowed(std::move(prim), std::move(in), shapes, dtypes,
+                                   call.stream ? *call.stream : default_stream(dev));
     }
   }
   // Geometry: numbers, or expressions of the input shapes (kept as such in the primitive).
@@ -882,10 +876,11 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
   // together compile in parallel; a compile queued alone is left to the evaluation. Compile
   // errors surface at the evaluation, as before.
   prim->start_compile(in, dev);
+  prim->keep_call_shapes(std::move(out_shapes));
+  const auto& kept_shapes = prim->call_shapes();
+  const auto& kept_dtypes = prim->output_dtypes();
   if (plain) {
     auto& plan = variants_->plan;
-    auto shared_shapes = std::make_shared<const std::vector<Shape>>(out_shapes);
-    auto shared_dtypes = std::make_shared<const std::vector<Dtype>>(call.output_dtypes);
     std::lock_guard lock(variants_->mu);
     plan.device = dev;
     plan.input_dtypes.clear();
@@ -901,13 +896,9 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
     plan.template_args = call.template_args;
     plan.init_value = call.init_value;
     plan.primitive = prim;
-    plan.out_shapes = shared_shapes;
-    plan.out_dtypes = shared_dtypes;
-    return make_pending(std::move(prim), std::move(in), std::move(shared_shapes),
-                        std::move(shared_dtypes), call.stream ? *call.stream : default_stream(dev));
   }
-  return make_pending(std::move(prim), std::move(in), std::move(out_shapes), call.output_dtypes,
-                      call.stream ? *call.stream : default_stream(dev));
+  return make_pending_borrowed(std::move(prim), std::move(in), kept_shapes, kept_dtypes,
+                               call.stream ? *call.stream : default_stream(dev));
 }
 
 std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,

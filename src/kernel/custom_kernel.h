@@ -106,6 +106,12 @@ class CustomKernel : public Primitive {
   /// (KernelVariant::start), unless it is built already. `inputs`: those of the call that made
   /// the primitive.
   void start_compile(const std::vector<Array>& inputs, Device device);
+  /// The output shapes for the inputs of the call that made this primitive, kept before it is
+  /// shared: the pending ops of that call and of identical calls (MetalKernel's call plan)
+  /// borrow them and output_dtypes() (make_pending_borrowed).
+  void keep_call_shapes(std::vector<Shape> shapes) { call_shapes_ = std::move(shapes); }
+  const std::vector<Shape>& call_shapes() const { return call_shapes_; }
+  const std::vector<Dtype>& output_dtypes() const { return output_dtypes_; }
 
  private:
   std::shared_ptr<KernelVariant> variant(const std::vector<Array>& inputs) const;
@@ -126,6 +132,7 @@ class CustomKernel : public Primitive {
   TemplateArgs template_args_;
   DimsExpr grid_, threadgroup_;
   std::vector<std::vector<ShapeExpr>> output_shapes_;
+  std::vector<Shape> call_shapes_;  // not state: see keep_call_shapes
   std::optional<double> init_value_;
   bool robust_;
   // Not state: the variant the call that built this primitive looked up, and its variant key
