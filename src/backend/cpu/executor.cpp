@@ -69,7 +69,7 @@ void report_oob(alloy_cpu_group* g, uint32_t buffer, int64_t index, int is_write
 
 namespace {
 
-// Dynamic scheduling's chunks are 1/(kGuidedParts * threads) of the groups left.
+// Dynamic scheduling's chunks are 1/(guided_parts() * threads) of the groups left (below).
 constexpr size_t kGuidedParts = 4;
 
 // Loop-mode kernels never synchronize (the translator picks fiber mode for any kernel that uses a
@@ -514,6 +514,24 @@ uint64_t thread_slice_us() {
 #endif
 }
 
+namespace {
+// Dynamic scheduling's divisor: kGuidedParts, or ALLOY_CPU_GUIDED_PARTS (1..1024; for
+// measurements: larger values leave a preempted thread less of the launch to hold, at the price
+// of more claims).
+size_t guided_parts() {
+  static const size_t parts = [] {
+    const char* e = std::getenv("ALLOY_CPU_GUIDED_PARTS");
+    if (!e || !*e) return kGuidedParts;
+    const uint64_t n = env_count("ALLOY_CPU_GUIDED_PARTS", e, "a count from 1 to 1024");
+    if (n < 1 || n > 1024)
+      throw std::invalid_argument(
+          fmt::format("ALLOY_CPU_GUIDED_PARTS={}: expected a count from 1 to 1024", e));
+    return static_cast<size_t>(n);
+  }();
+  return parts;
+}
+}  // namespace
+
 Schedule schedule(const ExecOptions& options) {
   if (options.schedule != Schedule::automatic) return options.schedule;
   // ALLOY_CPU_SCHEDULE=partitioned: oneTBB's parallel_for over the groups (the scheduling before
@@ -582,7 +600,7 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
                         ? std::min(options.max_threads, tbb::this_task_arena::max_concurrency())
                         : tbb::this_task_arena::max_concurrency()));
     const size_t min_chunk = std::max<size_t>(1, grain / 4);
-    const size_t parts = threads * kGuidedParts;
+    const size_t parts = threads * guided_parts();
     std::atomic<size_t> next{0};
     auto claim = [&](size_t& begin) -> size_t {
       size_t cur = next.load(std::memory_order_relaxed);
