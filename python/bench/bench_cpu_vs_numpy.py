@@ -38,9 +38,11 @@ in driver/others/blas_server.c; about 0.1 s at 2.7 GHz). Alternating call by cal
 call then starts while those threads spin on every core, and on a many-core host it measures two
 thread pools fighting over the cores (on the 16-core GPU host the library matmul took 3-7 ms so
 against 1.4 ms on its own), not what a user who calls one library or the other gets. So for a
-case whose numpy side leaves threads running after a call (measured before the samples: process
-CPU time during 50 ms of sleep after one peer call; the printed "spin" is how long it lasted),
-each sample is a pair of blocks: one side's warm-up call and then `--block` calls timed, a pause
+case whose numpy side leaves threads running after a call (measured before the samples: the process
+uses a fifth of a core or more during 50 ms of sleep after one peer call; the printed "spin" is
+how long it went on),
+each sample is a pair of blocks: one side's two warm-up calls and then `--block` calls timed one
+by one (the medians are over all timed calls), a pause
 (`--pause`, at least 1.5x the measured spin, so that both sides' threads are asleep again), the
 other side's warm-up and block, a pause; the side that goes first alternates between samples, so
 that drift still cancels. Neither side's configuration is changed (no OPENBLAS_* variables: they
@@ -215,38 +217,46 @@ def minor_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def peer_spin(numpy_fn, settle=0.3, step=0.01, limit=2.0):
-    """Seconds for which threads the peer's call started keep running after it returns (0 when
-    it leaves none): after `settle` seconds of quiet, one call, then the process's CPU time is
-    sampled every `step` seconds until a step consumes under a tenth of it."""
+def peer_spin(numpy_fn, settle=0.3, window=0.05, step=0.01, limit=2.0):
+    """Seconds for which threads that the peer's call started keep running after it returns (0
+    when it leaves none): after `settle` seconds of quiet, one call; if the process then uses a
+    fifth of a core or more over `window` seconds of sleep, its CPU time is sampled every `step`
+    seconds until three steps in a row use under a tenth of one: the time to the last busy step."""
     time.sleep(settle)
     numpy_fn()
     t0 = time.perf_counter()
-    prev = time.process_time()
-    while time.perf_counter() - t0 < limit:
+    c0 = time.process_time()
+    time.sleep(window)
+    if time.process_time() - c0 < window / 5:
+        return 0.0
+    quiet, last_busy, prev = 0, time.perf_counter() - t0, time.process_time()
+    while quiet < 3 and time.perf_counter() - t0 < limit:
         time.sleep(step)
         cur = time.process_time()
         if cur - prev < step / 10:
-            break
+            quiet += 1
+        else:
+            quiet, last_busy = 0, time.perf_counter() - t0
         prev = cur
-    spin = time.perf_counter() - t0 - step
-    return spin if spin > step else 0.0
+    return last_busy
 
 
-def blocks(alloy_fn, numpy_fn, repeats, block, pause):
+def blocks(alloy_fn, numpy_fn, repeats, block, pause, warmup=2):
     """Median wall and CPU seconds per call of each, measured in blocks: per sample, each side's
-    warm-up call and `block` timed calls, then `pause` seconds of sleep; the side that goes first
-    alternates between samples."""
+    `warmup` calls (untimed: they wake its threads) and `block` calls timed one by one, then
+    `pause` seconds of sleep; the side that goes first alternates between samples. The medians
+    are over every timed call of every block."""
     res = {alloy_fn: ([], []), numpy_fn: ([], [])}
     for r in range(repeats):
         for fn in ((alloy_fn, numpy_fn) if r % 2 == 0 else (numpy_fn, alloy_fn)):
-            fn()
-            t0, p0 = time.perf_counter(), time.process_time()
-            for _ in range(block):
+            for _ in range(warmup):
                 fn()
-            t1, p1 = time.perf_counter(), time.process_time()
-            res[fn][0].append((t1 - t0) / block)
-            res[fn][1].append((p1 - p0) / block)
+            wall, cpu = res[fn]
+            for _ in range(block):
+                t0, p0 = time.perf_counter(), time.process_time()
+                fn()
+                wall.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - p0)
             time.sleep(pause)
     m = statistics.median
     (a, ca), (b, cb) = res[alloy_fn], res[numpy_fn]
@@ -466,7 +476,7 @@ def main():
         fns[0]()
         flt = minor_faults() - f0
         scale = 1e3 if unit == "ms" else 1e6
-        target = f"{TARGETS[name]:>6.1f}x" if TARGETS[name] else f"{'-':>7}"
+        target = f"{TARGETS[name]:>6g}x" if TARGETS[name] else f"{'-':>7}"
 
         def row(label, ta, tb, ca, cb, how):
             cpu = f"{cb / ca:9.2f}" if ca > 0 else f"{'-':>9}"
