@@ -69,7 +69,7 @@ void report_oob(alloy_cpu_group* g, uint32_t buffer, int64_t index, int is_write
 
 namespace {
 
-// Dynamic scheduling's chunks are 1/(guided_parts() * threads) of the groups left (below).
+// Dynamic scheduling's chunks are 1/(kGuidedParts * threads) of the groups left.
 constexpr size_t kGuidedParts = 4;
 
 // Loop-mode kernels never synchronize (the translator picks fiber mode for any kernel that uses a
@@ -515,34 +515,19 @@ uint64_t thread_slice_us() {
 }
 
 namespace {
-// Dynamic scheduling's divisor: kGuidedParts, or ALLOY_CPU_GUIDED_PARTS (1..1024; for
-// measurements: larger values leave a preempted thread less of the launch to hold, at the price
-// of more claims).
-size_t guided_parts() {
-  static const size_t parts = [] {
-    const char* e = std::getenv("ALLOY_CPU_GUIDED_PARTS");
-    if (!e || !*e) return kGuidedParts;
-    const uint64_t n = env_count("ALLOY_CPU_GUIDED_PARTS", e, "a count from 1 to 1024");
-    if (n < 1 || n > 1024)
-      throw std::invalid_argument(
-          fmt::format("ALLOY_CPU_GUIDED_PARTS={}: expected a count from 1 to 1024", e));
-    return static_cast<size_t>(n);
-  }();
-  return parts;
-}
-}  // namespace
-
-namespace {
 // ALLOY_CPU_TRACE=1: after each parallel launch of the dynamic schedule, one line on stderr with
 // when each task of the launch started claiming groups (µs after run() began), how many groups it
 // ran, whether the launch's caller ran it, and when the last one finished: the serial part of a
 // launch (waking the pool's threads) and the balance, for measurements (docs/cpu-backend.md).
-bool trace_launches() {
-  static const bool on = [] {
+std::atomic<bool>& trace_flag() {
+  static std::atomic<bool> on{[] {
     const char* e = std::getenv("ALLOY_CPU_TRACE");
     return e && *e && std::string(e) != "0";
-  }();
+  }()};
   return on;
+}
+bool trace_launches() {
+  return trace_flag().load(std::memory_order_relaxed);
 }
 
 struct LaunchTrace {
@@ -573,6 +558,10 @@ struct LaunchTrace {
   }
 };
 }  // namespace
+
+void set_trace_launches(bool on) {
+  trace_flag().store(on, std::memory_order_relaxed);
+}
 
 Schedule schedule(const ExecOptions& options) {
   if (options.schedule != Schedule::automatic) return options.schedule;
@@ -642,7 +631,7 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
                         ? std::min(options.max_threads, tbb::this_task_arena::max_concurrency())
                         : tbb::this_task_arena::max_concurrency()));
     const size_t min_chunk = std::max<size_t>(1, grain / 4);
-    const size_t parts = threads * guided_parts();
+    const size_t parts = threads * kGuidedParts;
     std::atomic<size_t> next{0};
     auto claim = [&](size_t& begin) -> size_t {
       size_t cur = next.load(std::memory_order_relaxed);
