@@ -51,8 +51,13 @@ change numpy's own speed). The call-by-call figure of such a case is printed too
 (single-threaded: exp, copy, row sum, softmax...) leave no thread running and are measured
 call by call only.
 
+`--alone GAP_MS` adds, per case, Alloy's median alone: back to back, and with GAP_MS of sleep
+before each call. On the 16-core host a launch after an idle gap (the pool's threads asleep, as
+they are during each numpy call of the alternation) is much slower than back to back (`exp`
+2^24: 2.1 vs 1.13 ms), while one core never idles (docs/performance.md, h-cpu16b).
+
     python python/bench/bench_cpu_vs_numpy.py [--repeats R] [--n N] [--cases exp_f32,...]
-        [--block B] [--pause SECONDS]
+        [--block B] [--pause SECONDS] [--alone GAP_MS]
 """
 
 import argparse
@@ -263,6 +268,24 @@ def blocks(alloy_fn, numpy_fn, repeats, block, pause, warmup=2):
     return m(a), m(b), m(ca), m(cb)
 
 
+def alone(alloy_fn, gap, calls=15):
+    """Median seconds of one Alloy call with nothing else running: `calls` calls back to back,
+    then `calls` calls each after `gap` seconds of sleep (after three warm-up calls)."""
+    for _ in range(3):
+        alloy_fn()
+    res = []
+    for pause in (0.0, gap):
+        ts = []
+        for _ in range(calls):
+            if pause:
+                time.sleep(pause)
+            t0 = time.perf_counter()
+            alloy_fn()
+            ts.append(time.perf_counter() - t0)
+        res.append(statistics.median(ts))
+    return res[0], res[1]
+
+
 def elementwise_call(kernel, inputs, n, dtype, template=None):
     def call():
         kw = {"template": template} if template else {}
@@ -433,6 +456,10 @@ def main():
                         help="timed calls per block (cases whose peer leaves threads running)")
     parser.add_argument("--pause", type=float, default=0.3,
                         help="seconds of sleep after each block (raised to 1.5x the peer's spin)")
+    parser.add_argument("--alone", type=float, default=None, metavar="GAP_MS",
+                        help="also time Alloy alone: 15 calls back to back, then 15 calls each "
+                             "after GAP_MS of sleep (the pool's threads idle, as during a numpy "
+                             "call)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     cases = args.cases.split(",")
@@ -492,6 +519,11 @@ def main():
                 "call by call: Alloy starts while numpy's threads spin")
         else:
             row(name, *alternate(fns[0], fns[1], args.repeats, inner), "call by call")
+        if args.alone is not None:
+            time.sleep(max(args.pause, 1.5 * spin))  # the peer's threads asleep first
+            b2b, gap = alone(fns[0], args.alone / 1e3)
+            print(f"{name + ' alone':<12} back to back {b2b * scale:.3f}{unit}, after "
+                  f"{args.alone:g} ms idle {gap * scale:.3f}{unit} (medians of 15)", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
