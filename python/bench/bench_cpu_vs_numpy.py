@@ -36,20 +36,21 @@ Peers with a thread pool (blocks). numpy's `@` runs on OpenBLAS's threads, which
 spin for 2^28 time-stamp-counter ticks before they sleep (OpenBLAS's default THREAD_TIMEOUT of 28
 in driver/others/blas_server.c; about 0.1 s at 2.7 GHz). Alternating call by call, every Alloy
 call then starts while those threads spin on every core, and on a many-core host it measures two
-thread pools fighting over the cores (on the 16-core GPU host the library matmul took 3-7 ms so
-against 1.4 ms on its own), not what a user who calls one library or the other gets. So for a
-case whose numpy side leaves threads running after a call (measured before the samples: the process
-uses a fifth of a core or more during 50 ms of sleep after one peer call; the printed "spin" is
-how long it went on),
-each sample is a pair of blocks: one side's two warm-up calls and then `--block` calls timed one
-by one (the medians are over all timed calls), a pause
-(`--pause`, at least 1.5x the measured spin, so that both sides' threads are asleep again), the
-other side's warm-up and block, a pause; the side that goes first alternates between samples, so
-that drift still cancels. Neither side's configuration is changed (no OPENBLAS_* variables: they
-change numpy's own speed). The call-by-call figure of such a case is printed too, as the row
-"<case> alt" (the interference stays visible). Cases whose peer is one numpy ufunc or reduction
-(single-threaded: exp, copy, row sum, softmax...) leave no thread running and are measured
-call by call only.
+thread pools fighting over the cores (on the 16-core GPU host the library matmul took 3-7 ms
+that way against 1.4-1.9 ms on its own), not what a user who calls one library or the other
+gets. So for a case whose numpy side leaves threads running after a call (measured before the
+samples: the process uses a fifth of a core or more during 50 ms of sleep after one peer call;
+the printed "spin" is how long it went on), each sample is a pair of blocks: one side's two
+warm-up calls, then `--block` calls timed one by one (the medians are over all timed calls),
+then a pause (`--pause`, at least 1.5x the measured spin, so that both sides' threads are asleep
+again); then the other side's warm-up, block and pause. The side that goes first alternates
+between samples, so that drift still cancels. Neither side's configuration is changed (no
+OPENBLAS_* variables: they change numpy's own speed). The call-by-call figure of such a case is
+printed too, as the row "<case> alt" (the interference stays visible). Their "cpu ratio" is left
+out: the process CPU clock takes in a thread that never blocks (a spinner) only at scheduler
+ticks, so per-call CPU times of such a peer are meaningless. Cases whose peer is one numpy ufunc
+or reduction (single-threaded: exp, copy, row sum, softmax...) leave no thread running and are
+measured call by call only.
 
 `--alone GAP_MS` adds, per case, Alloy's median alone: back to back, and with GAP_MS of sleep
 before each call. On the 16-core host a launch after an idle gap (the pool's threads asleep, as
@@ -504,12 +505,12 @@ def main():
         flt = minor_faults() - f0
         scale = 1e3 if unit == "ms" else 1e6
         target = f"{TARGETS[name]:>6g}x" if TARGETS[name] else f"{'-':>7}"
+        spin = peer_spin(fns[1]) if unit == "ms" else 0.0
 
         def row(label, ta, tb, ca, cb, how):
-            cpu = f"{cb / ca:9.2f}" if ca > 0 else f"{'-':>9}"
+            cpu = f"{cb / ca:9.2f}" if ca > 0 and spin == 0 else f"{'-':>9}"
             print(f"{label:<12} {ta * scale:8.3f}{unit} {tb * scale:8.3f}{unit} {tb / ta:7.2f} "
                   f"{target} {cpu} {flt:5d}  {how}", flush=True)
-        spin = peer_spin(fns[1]) if unit == "ms" else 0.0
         if spin > 0:
             pause = max(args.pause, 1.5 * spin)
             row(name, *blocks(fns[0], fns[1], args.repeats, args.block, pause),
