@@ -784,6 +784,51 @@ TEST(CpuExecutor, ScheduleFromOptionsOverridesTheEnvironment) {
   EXPECT_NE(schedule(o), Schedule::automatic);
 }
 
+// ALLOY_CPU_TRACE / set_trace_launches: a dynamic launch writes one line per launch whose tasks
+// account for every group exactly as the kernel saw them; nothing is written when it is off.
+std::atomic<uint64_t> traced_groups{0};
+TEST(CpuExecutor, LaunchTraceAccountsForEveryGroup) {
+  std::mt19937 rng(29);
+  const uint32_t groups = 1000 + rng() % 2000;
+  Dispatch d({groups * 32, 1, 1}, {32, 1, 1});
+  alloy_cpu_group_fn fn = [](const alloy_cpu_launch*, alloy_cpu_group*) { ++traced_groups; };
+  ExecOptions opts;
+  opts.schedule = Schedule::dynamic;
+  opts.kernel = "traced";
+  for (bool on : {true, false}) {
+    traced_groups = 0;
+    set_trace_launches(on);
+    testing::internal::CaptureStderr();
+    run(d.L, fn, nullptr, false, opts);
+    const std::string err = testing::internal::GetCapturedStderr();
+    set_trace_launches(false);
+    EXPECT_EQ(traced_groups.load(), groups);
+    if (!on) {
+      EXPECT_EQ(err.find("alloy cpu launch"), std::string::npos) << err;
+      continue;
+    }
+    const std::string head = "alloy cpu launch traced: " + std::to_string(groups) + " groups, ";
+    ASSERT_EQ(err.rfind(head, 0), 0u) << err;
+    ASSERT_NE(err.find("; returns +"), std::string::npos) << err;
+    // " [c]+<start>..<end>(<groups>)" per task.
+    uint64_t sum = 0;
+    int tasks = 0;
+    for (size_t at = err.find(": ", head.size());
+         (at = err.find('+', at + 1)) != std::string::npos;) {
+      if (err.compare(at - 8, 8, "returns ") == 0) break;
+      const size_t dots = err.find("..", at), open = err.find('(', at), close = err.find(')', at);
+      ASSERT_TRUE(dots < open && open < close) << err;
+      const double start = std::stod(err.substr(at + 1, dots - at - 1));
+      const double end = std::stod(err.substr(dots + 2, open - dots - 2));
+      EXPECT_LE(start, end) << err;
+      sum += std::stoull(err.substr(open + 1, close - open - 1));
+      ++tasks;
+    }
+    EXPECT_GE(tasks, 1) << err;
+    EXPECT_EQ(sum, groups) << err;
+  }
+}
+
 // ALLOY_CPU_SLICE_US / set_worker_slice_us: the pool's workers run with the requested scheduler
 // slice (Linux >= 6.12), and go back to the default when it is set to 0; the caller's thread is
 // left alone.

@@ -8,6 +8,9 @@ Cases (ratio = numpy time / Alloy time: > 1 means Alloy is faster):
   mixed f16    out = half(float(x) * 1.5f + float(y)) over 2^24 float16 (float lanes, one
                rounding) vs np.multiply(x, 1.5, out=o); np.add(o, y, out=o)
   tiny call    host cost of a cached call on 32 float32 elements (call + eval) vs x * 2 + 0.5
+  exp small    the exp f32 body over 2^16 elements (256 groups: spread over the pool, so the
+               fixed cost of a parallel launch, waking the pool's threads included) vs np.exp
+               (no target: a diagnostic)
   row sum      4096x4096 float32, one 256-thread group per row: strided loop, simd_sum, partials
                through threadgroup memory and a barrier, simd_sum again (bench/bench_common.h's
                kernel) vs x.sum(1)
@@ -24,14 +27,43 @@ process may use (its affinity mask: run under `taskset -c 0` for one core); nump
 
 Each case: Alloy and numpy run alternately, `--repeats` samples each, and the medians are
 compared (wall time; "cpu ratio" compares the process CPU time of the same samples, summed over
-threads: on a loaded machine Alloy's pool threads wait for a core, which wall time includes); the machine's load average is printed with the results (a shared machine makes absolute
-times vary far more than the alternately measured ratios).
+threads: on a loaded machine Alloy's pool threads wait for a core, which wall time includes); the
+machine's load average is printed with the results (a shared machine makes absolute times vary
+far more than the alternately measured ratios). "flt" is the minor page faults per Alloy call
+(the process's, getrusage): 0 when the host allocator hands back pooled, already-faulted memory.
+
+Peers with a thread pool (blocks). numpy's `@` runs on OpenBLAS's threads, which after each call
+spin for 2^28 time-stamp-counter ticks before they sleep (OpenBLAS's default THREAD_TIMEOUT of 28
+in driver/others/blas_server.c; about 0.1 s at 2.7 GHz). Alternating call by call, every Alloy
+call then starts while those threads spin on every core, and on a many-core host it measures two
+thread pools fighting over the cores (on the 16-core GPU host the library matmul took 3-7 ms
+that way against 1.4-1.9 ms on its own), not what a user who calls one library or the other
+gets. So for a case whose numpy side leaves threads running after a call (measured before the
+samples: the process uses a fifth of a core or more during 50 ms of sleep after one peer call;
+the printed "spin" is how long it went on), each sample is a pair of blocks: one side's two
+warm-up calls, then `--block` calls timed one by one (the medians are over all timed calls),
+then a pause (`--pause`, at least 1.5x the measured spin, so that both sides' threads are asleep
+again); then the other side's warm-up, block and pause. The side that goes first alternates
+between samples, so that drift still cancels. Neither side's configuration is changed (no
+OPENBLAS_* variables: they change numpy's own speed). The call-by-call figure of such a case is
+printed too, as the row "<case> alt" (the interference stays visible). Their "cpu ratio" is left
+out: the process CPU clock takes in a thread that never blocks (a spinner) only at scheduler
+ticks, so per-call CPU times of such a peer are meaningless. Cases whose peer is one numpy ufunc
+or reduction (single-threaded: exp, copy, row sum, softmax...) leave no thread running and are
+measured call by call only.
+
+`--alone GAP_MS` adds, per case, Alloy's median alone: back to back, and with GAP_MS of sleep
+before each call. On the 16-core host a launch after an idle gap (the pool's threads asleep, as
+they are during each numpy call of the alternation) is much slower than back to back (`exp`
+2^24: 2.1 vs 1.13 ms), while one core never idles (docs/performance.md, h-cpu16b).
 
     python python/bench/bench_cpu_vs_numpy.py [--repeats R] [--n N] [--cases exp_f32,...]
+        [--block B] [--pause SECONDS] [--alone GAP_MS]
 """
 
 import argparse
 import os
+import resource
 import statistics
 import time
 
@@ -161,8 +193,10 @@ kernel void matmul16(device const float* a [[buffer(0)]], device const float* b 
 }
 """
 TINY_N = 32
+SMALL_N = 1 << 16
+# exp_small (no target): the fixed cost of a launch spread over the pool, 256 groups of 256.
 TARGETS = {"exp_f32": 1.0, "exp_f16": 1.0, "copy_f32": 1.0, "mixed_f16": 1.0, "tiny_call": 1.0,
-           "row_sum": 0.8, "softmax": 1.0, "gated_delta": 1.0, "matmul": 0.25}
+           "row_sum": 0.8, "softmax": 1.0, "gated_delta": 1.0, "matmul": 0.25, "exp_small": None}
 
 
 def alternate(alloy_fn, numpy_fn, repeats, inner=1):
@@ -183,6 +217,74 @@ def alternate(alloy_fn, numpy_fn, repeats, inner=1):
         cb.append((p2 - p1) / inner)
     m = statistics.median
     return m(a), m(b), m(ca), m(cb)
+
+
+def minor_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def peer_spin(numpy_fn, settle=0.3, window=0.05, step=0.01, limit=2.0):
+    """Seconds for which threads that the peer's call started keep running after it returns (0
+    when it leaves none): after `settle` seconds of quiet, one call; if the process then uses a
+    fifth of a core or more over `window` seconds of sleep, its CPU time is sampled every `step`
+    seconds until three steps in a row use under a tenth of one: the time to the last busy step."""
+    time.sleep(settle)
+    numpy_fn()
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    time.sleep(window)
+    if time.process_time() - c0 < window / 5:
+        return 0.0
+    quiet, last_busy, prev = 0, time.perf_counter() - t0, time.process_time()
+    while quiet < 3 and time.perf_counter() - t0 < limit:
+        time.sleep(step)
+        cur = time.process_time()
+        if cur - prev < step / 10:
+            quiet += 1
+        else:
+            quiet, last_busy = 0, time.perf_counter() - t0
+        prev = cur
+    return last_busy
+
+
+def blocks(alloy_fn, numpy_fn, repeats, block, pause, warmup=2):
+    """Median wall and CPU seconds per call of each, measured in blocks: per sample, each side's
+    `warmup` calls (untimed: they wake its threads) and `block` calls timed one by one, then
+    `pause` seconds of sleep; the side that goes first alternates between samples. The medians
+    are over every timed call of every block."""
+    res = {alloy_fn: ([], []), numpy_fn: ([], [])}
+    for r in range(repeats):
+        for fn in ((alloy_fn, numpy_fn) if r % 2 == 0 else (numpy_fn, alloy_fn)):
+            for _ in range(warmup):
+                fn()
+            wall, cpu = res[fn]
+            for _ in range(block):
+                t0, p0 = time.perf_counter(), time.process_time()
+                fn()
+                wall.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - p0)
+            time.sleep(pause)
+    m = statistics.median
+    (a, ca), (b, cb) = res[alloy_fn], res[numpy_fn]
+    return m(a), m(b), m(ca), m(cb)
+
+
+def alone(alloy_fn, gap, calls=15):
+    """Median seconds of one Alloy call with nothing else running: `calls` calls back to back,
+    then `calls` calls each after `gap` seconds of sleep (after three warm-up calls)."""
+    for _ in range(3):
+        alloy_fn()
+    res = []
+    for pause in (0.0, gap):
+        ts = []
+        for _ in range(calls):
+            if pause:
+                time.sleep(pause)
+            t0 = time.perf_counter()
+            alloy_fn()
+            ts.append(time.perf_counter() - t0)
+        res.append(statistics.median(ts))
+    return res[0], res[1]
 
 
 def elementwise_call(kernel, inputs, n, dtype, template=None):
@@ -351,23 +453,34 @@ def main():
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--n", type=int, default=1 << 24)
     parser.add_argument("--cases", default=",".join(TARGETS))
+    parser.add_argument("--block", type=int, default=5,
+                        help="timed calls per block (cases whose peer leaves threads running)")
+    parser.add_argument("--pause", type=float, default=0.3,
+                        help="seconds of sleep after each block (raised to 1.5x the peer's spin)")
+    parser.add_argument("--alone", type=float, default=None, metavar="GAP_MS",
+                        help="also time Alloy alone: 15 calls back to back, then 15 calls each "
+                             "after GAP_MS of sleep (the pool's threads idle, as during a numpy "
+                             "call)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     cases = args.cases.split(",")
     cores = len(os.sched_getaffinity(0))
     print(f"alloy {alloy.__version__}, numpy {np.__version__}; {cores} core(s) allowed; "
-          f"load average {os.getloadavg()[0]:.1f}; medians of {args.repeats} alternate samples")
+          f"load average {os.getloadavg()[0]:.1f}; medians of {args.repeats} samples")
     print(f"CPU sync path: ALLOY_CPU_SYNC={os.environ.get('ALLOY_CPU_SYNC', 'auto')}; "
           f"ALLOY_CPU_SCHEDULE={os.environ.get('ALLOY_CPU_SCHEDULE', 'dynamic')}, "
           f"ALLOY_CPU_STREAM={os.environ.get('ALLOY_CPU_STREAM', 'auto')}, "
           f"ALLOY_CPU_SLICE_US={os.environ.get('ALLOY_CPU_SLICE_US', '300')} "
           "(docs/cpu-backend.md)")
-    print(f"{'case':<10} {'alloy':>10} {'numpy':>10} {'ratio':>7} {'target':>7} {'cpu ratio':>9}")
+    print(f"{'case':<12} {'alloy':>10} {'numpy':>10} {'ratio':>7} {'target':>7} {'cpu ratio':>9} "
+          f"{'flt':>5}  how")
     for name in cases:
         if name == "exp_f32":
             fns, unit, inner = case_exp(args.n, alloy.float32, np.float32, rng), "ms", 1
         elif name == "exp_f16":
             fns, unit, inner = case_exp(args.n, alloy.float16, np.float16, rng), "ms", 1
+        elif name == "exp_small":
+            fns, unit, inner = case_exp(SMALL_N, alloy.float32, np.float32, rng), "us", 50
         elif name == "copy_f32":
             fns, unit, inner = case_copy(args.n, rng), "ms", 1
         elif name == "mixed_f16":
@@ -387,11 +500,31 @@ def main():
         for _ in range(2):  # warm up: compile, allocator caches, page faults
             fns[0]()
             fns[1]()
-        ta, tb, ca, cb = alternate(fns[0], fns[1], args.repeats, inner)
+        f0 = minor_faults()
+        fns[0]()
+        flt = minor_faults() - f0
         scale = 1e3 if unit == "ms" else 1e6
-        cpu = f"{cb / ca:9.2f}" if ca > 0 else f"{'-':>9}"
-        print(f"{name:<11} {ta * scale:8.3f}{unit} {tb * scale:8.3f}{unit} {tb / ta:7.2f} "
-              f"{TARGETS[name]:>6.1f}x {cpu}", flush=True)
+        target = f"{TARGETS[name]:>6g}x" if TARGETS[name] else f"{'-':>7}"
+        spin = peer_spin(fns[1]) if unit == "ms" else 0.0
+
+        def row(label, ta, tb, ca, cb, how):
+            cpu = f"{cb / ca:9.2f}" if ca > 0 and spin == 0 else f"{'-':>9}"
+            print(f"{label:<12} {ta * scale:8.3f}{unit} {tb * scale:8.3f}{unit} {tb / ta:7.2f} "
+                  f"{target} {cpu} {flt:5d}  {how}", flush=True)
+        if spin > 0:
+            pause = max(args.pause, 1.5 * spin)
+            row(name, *blocks(fns[0], fns[1], args.repeats, args.block, pause),
+                f"blocks of {args.block}, {pause:.2f} s pauses (numpy's threads spin "
+                f"{spin * 1e3:.0f} ms after a call)")
+            row(name + " alt", *alternate(fns[0], fns[1], args.repeats, inner),
+                "call by call: Alloy starts while numpy's threads spin")
+        else:
+            row(name, *alternate(fns[0], fns[1], args.repeats, inner), "call by call")
+        if args.alone is not None:
+            time.sleep(max(args.pause, 1.5 * spin))  # the peer's threads asleep first
+            b2b, gap = alone(fns[0], args.alone / 1e3)
+            print(f"{name + ' alone':<12} back to back {b2b * scale:.3f}{unit}, after "
+                  f"{args.alone:g} ms idle {gap * scale:.3f}{unit} (medians of 15)", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

@@ -514,6 +514,55 @@ uint64_t thread_slice_us() {
 #endif
 }
 
+namespace {
+// ALLOY_CPU_TRACE=1: after each parallel launch of the dynamic schedule, one line on stderr with
+// when each task of the launch started claiming groups (µs after run() began), how many groups it
+// ran, whether the launch's caller ran it, and when the last one finished: the serial part of a
+// launch (waking the pool's threads) and the balance, for measurements (docs/cpu-backend.md).
+std::atomic<bool>& trace_flag() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("ALLOY_CPU_TRACE");
+    return e && *e && std::string(e) != "0";
+  }()};
+  return on;
+}
+bool trace_launches() {
+  return trace_flag().load(std::memory_order_relaxed);
+}
+
+struct LaunchTrace {
+  static constexpr int kMax = 256;
+  struct Task {
+    double start_us = 0, end_us = 0;
+    size_t groups = 0;
+    bool caller = false;
+  };
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::atomic<int> count{0};
+  Task tasks[kMax];
+
+  double since(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration<double, std::micro>(t - t0).count();
+  }
+  void print(const std::string& kernel, size_t ngroups, size_t threads) {
+    const double end = since(std::chrono::steady_clock::now());
+    const int n = std::min(count.load(), kMax);
+    std::sort(tasks, tasks + n,
+              [](const Task& a, const Task& b) { return a.start_us < b.start_us; });
+    std::string line = fmt::format("alloy cpu launch {}: {} groups, {} threads, {} tasks:", kernel,
+                                   ngroups, threads, n);
+    for (int i = 0; i < n; ++i)
+      line += fmt::format(" {}+{:.0f}..{:.0f}({})", tasks[i].caller ? "c" : "", tasks[i].start_us,
+                          tasks[i].end_us, tasks[i].groups);
+    fmt::print(stderr, "{}; returns +{:.0f} us\n", line, end);
+  }
+};
+}  // namespace
+
+void set_trace_launches(bool on) {
+  trace_flag().store(on, std::memory_order_relaxed);
+}
+
 Schedule schedule(const ExecOptions& options) {
   if (options.schedule != Schedule::automatic) return options.schedule;
   // ALLOY_CPU_SCHEDULE=partitioned: oneTBB's parallel_for over the groups (the scheduling before
@@ -596,9 +645,23 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
       }
       return 0;
     };
+    std::unique_ptr<LaunchTrace> trace;
+    if (trace_launches()) trace = std::make_unique<LaunchTrace>();
     auto drain = [&] {
       size_t begin = 0;
-      while (size_t c = claim(begin)) r.groups(begin, begin + c);
+      if (!trace) {
+        while (size_t c = claim(begin)) r.groups(begin, begin + c);
+        return;
+      }
+      LaunchTrace::Task t;
+      t.start_us = trace->since(std::chrono::steady_clock::now());
+      t.caller = std::this_thread::get_id() == r.caller;
+      while (size_t c = claim(begin)) {
+        r.groups(begin, begin + c);
+        t.groups += c;
+      }
+      t.end_us = trace->since(std::chrono::steady_clock::now());
+      if (int i = trace->count.fetch_add(1); i < LaunchTrace::kMax) trace->tasks[i] = t;
     };
     const size_t tasks = std::min(threads, (ngroups + min_chunk - 1) / min_chunk);
     if (tasks <= 1) {
@@ -608,6 +671,7 @@ void run(const alloy_cpu_launch& L, alloy_cpu_group_fn group_fn, alloy_cpu_threa
           tbb::blocked_range<size_t>(0, tasks, 1),
           [&](const tbb::blocked_range<size_t>&) { drain(); }, tbb::simple_partitioner());
     }
+    if (trace) trace->print(options.kernel, ngroups, threads);
   }
   if (r.error) std::rethrow_exception(r.error);
 }

@@ -98,6 +98,13 @@ void set_worker_slice_us(uint64_t us);
 bool set_thread_slice_us(uint64_t us);
 uint64_t thread_slice_us();
 
+/// ALLOY_CPU_TRACE=1 (or set_trace_launches(true)): every parallel launch of the dynamic schedule
+/// writes one line to stderr, "alloy cpu launch <kernel>: <G> groups, <T> threads, <N> tasks:"
+/// then per task (by start time) "[c]+<start>..<end>(<groups>)" (µs after run() began; c: the
+/// launch's caller ran it) and "; returns +<µs> us": how long the pool's threads take to join a
+/// launch and how the groups were shared (docs/cpu-backend.md).
+void set_trace_launches(bool on);
+
 /// Fills L.groups = ceil(grid / threadgroup) per dimension (0 when grid is 0).
 void set_groups(alloy_cpu_launch& L);
 
