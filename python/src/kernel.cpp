@@ -369,10 +369,10 @@ struct CallCache {
   }
 };
 
-// The Python object of a kernel: the kernel and its call cache.
 PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                             PyObject* kwnames);
 
+// The Python object of a kernel: the kernel, its call cache and its vectorcall entry.
 struct PyKernel : MetalKernel {
   explicit PyKernel(MetalKernel k) : MetalKernel(std::move(k)) {}
   CallCache cache;
