@@ -3,7 +3,9 @@
 // synchronize and leaving the stream usable.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -131,6 +133,51 @@ TEST(Streams, AsyncEvalRunsOnTheWorkerAndReadsWait) {
   synchronize(s);
   EXPECT_TRUE(x.is_evaluated());
   expect_values(x, ref);
+}
+
+// A stream worker releases an op's inputs after the graph mutex: an input's last reference may be
+// memory imported from Python, whose release takes the GIL, while the Python thread holding the
+// GIL waits for the graph mutex (`array.shape` of a lazy array reads Array::is_evaluated). A
+// timed mutex stands for the GIL: the caller holds it while the worker runs the op and polls the
+// output's state; releasing the input under the graph mutex would block the poll until the
+// release gives up waiting (a deadlock with the real GIL).
+TEST(Streams, WorkerReleasesInputsOutsideTheGraphMutex) {
+  const int64_t n = 4096;
+  auto vb = random_values(n, 7);
+  Array b = Array::from_doubles(vb, {n}, float32, Device::cpu());
+  MetalKernel k = axpb_kernel();
+  KernelCall call;
+  call.output_shapes = {{n}};
+  call.output_dtypes = {float32};
+  call.grid = {static_cast<int>(n), 1, 1};
+  call.threadgroup = {256, 1, 1};
+  call.stream = new_stream(Device::cpu());
+  std::timed_mutex gil;
+  int released = 0, gave_up = 0;
+  for (int round = 0; round < 4; ++round) {
+    auto va = random_values(n, 100 + round);
+    std::vector<float> data(va.begin(), va.end());
+    Array out;
+    {
+      Array a = Array::from_external(data.data(), {n}, {}, float32, Device::cpu(), [&] {
+        if (gil.try_lock_for(std::chrono::seconds(3))) {
+          gil.unlock();
+          ++released;
+        } else {
+          ++gave_up;
+        }
+      });
+      out = k({a, b}, call)[0];
+    }  // the op holds the last reference to `a`
+    std::unique_lock held(gil);
+    async_eval({out});
+    while (!out.is_evaluated()) std::this_thread::yield();
+    held.unlock();
+    synchronize(*call.stream);
+    expect_values(out, axpb_ref(va, vb));
+  }
+  EXPECT_EQ(gave_up, 0) << "an input was released under the graph mutex";
+  EXPECT_EQ(released, 4);
 }
 
 TEST(Streams, AFailingKernelSurfacesAtSynchronizeAndTheStreamStaysUsable) {

@@ -384,7 +384,17 @@ void init_array(nb::module_& m) {
       "producers order their pending work before Alloy's stream. `device` or copy=True make a "
       "copy.");
   m.def(
-      "eval", [](nb::args args) { eval_args(args, &eval); },
+      "eval",
+      [](nb::args args) {
+        // alloy.eval(out) with one array: evaluated as out.eval() is (no list of arrays built).
+        static PyTypeObject* array_type = reinterpret_cast<PyTypeObject*>(nb::type<Array>().ptr());
+        if (args.size() == 1) {
+          PyObject* a = PyTuple_GET_ITEM(args.ptr(), 0);
+          if (Py_TYPE(a) == array_type && nb::inst_ready(a))
+            return eval_released(*nb::inst_ptr<Array>(a));
+        }
+        eval_args(args, &eval);
+      },
       nb::sig("def eval(*arrays: array | list | tuple | dict) -> None"),
       "Computes the given arrays (and lists, tuples or dicts of them) together.");
   m.def(

@@ -6,7 +6,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -106,18 +108,96 @@ TemplateArgs to_template(nb::handle h) {
   return args;
 }
 
-std::vector<Array> to_inputs(nb::handle h) {
+PyTypeObject* array_type() {
+  static PyTypeObject* t = reinterpret_cast<PyTypeObject*>(nb::type<Array>().ptr());
+  return t;
+}
+
+// The 0-d arrays made of the Python scalars (float, int, bool) of a kernel object's last calls,
+// one per input position: a call that passes the same value at the same position again (a
+// model's `eps`, a scale) reuses the array instead of allocating a new one (its node, shape,
+// strides and buffer). Arrays are immutable and a 0-d input is never an output, so sharing one
+// between calls is invisible. Used with the GIL held (CallCache), by one call at a time.
+class ScalarInputs {
+ public:
+  /// The input for the scalar `p` at position `i`; nullptr when `p` is not a plain scalar that
+  /// fits its 0-d array exactly (other values are converted per call by as_input).
+  const Array* find_or_make(size_t i, PyObject* p) {
+    Key key;
+    if (PyFloat_CheckExact(p)) {
+      float f = static_cast<float>(PyFloat_AS_DOUBLE(p));
+      uint32_t bits = 0;
+      std::memcpy(&bits, &f, sizeof bits);
+      key = {Kind::f32, bits};
+    } else if (PyBool_Check(p)) {
+      key = {Kind::boolean, p == Py_True ? 1u : 0u};
+    } else if (PyLong_CheckExact(p)) {
+      int overflow = 0;
+      long long x = PyLong_AsLongLongAndOverflow(p, &overflow);
+      if (overflow || x < INT32_MIN || x > INT32_MAX) return nullptr;
+      key = {Kind::i32, static_cast<uint32_t>(static_cast<int32_t>(x))};
+    } else {
+      return nullptr;
+    }
+    if (i >= slots_.size()) {
+      if (i >= kMaxInputs) return nullptr;
+      slots_.resize(i + 1);
+    }
+    Slot& s = slots_[i];
+    if (s.key.kind != key.kind || s.key.bits != key.bits) {
+      s.array = make(key);
+      s.key = key;
+    }
+    return &s.array;
+  }
+
+ private:
+  enum class Kind : uint8_t { none, f32, i32, boolean };
+  struct Key {
+    Kind kind = Kind::none;
+    uint32_t bits = 0;
+  };
+  struct Slot {
+    Key key;
+    Array array;
+  };
+  static constexpr size_t kMaxInputs = 32;
+  static Array make(Key k) {
+    switch (k.kind) {
+      case Kind::f32: {
+        float f = 0;
+        std::memcpy(&f, &k.bits, sizeof f);
+        return Array(f);
+      }
+      case Kind::i32:
+        return Array(static_cast<int>(static_cast<int32_t>(k.bits)));
+      default:
+        return Array(k.bits != 0);
+    }
+  }
+  std::vector<Slot> slots_;
+};
+
+// The inputs of a call: alloy.array objects as they are, scalars through `scalars` when given
+// (the GIL-held cached path), everything else through as_input.
+std::vector<Array> to_inputs(nb::handle h, ScalarInputs* scalars = nullptr) {
   FastSeq s;
   if (!s.load(h)) bad_argument("inputs", "a list of arrays or scalars", h);
   std::vector<Array> inputs;
   inputs.reserve(s.size);
-  static PyTypeObject* array_type = reinterpret_cast<PyTypeObject*>(nb::type<Array>().ptr());
+  PyTypeObject* const type = array_type();
   for (Py_ssize_t i = 0; i < s.size; ++i) {
     PyObject* item = s.items[i];
-    if (Py_TYPE(item) == array_type && nb::inst_ready(item))  // alloy.array: no type lookups
+    if (Py_TYPE(item) == type && nb::inst_ready(item)) {  // alloy.array: no type lookups
       inputs.push_back(*nb::inst_ptr<Array>(item));
-    else
-      inputs.push_back(as_input(item));
+      continue;
+    }
+    if (scalars)
+      if (const Array* a = scalars->find_or_make(static_cast<size_t>(i), item)) {
+        inputs.push_back(*a);
+        continue;
+      }
+    inputs.push_back(as_input(item));
   }
   return inputs;
 }
@@ -192,6 +272,7 @@ struct CallCache {
   bool busy = false;
   uint64_t hits = 0;                    // calls that took the cached conversion (tests read it)
   KernelCall call;                      // stream unset (converted per call)
+  ScalarInputs scalars;                 // the scalar inputs' 0-d arrays
   std::vector<nb::object> dtypes;       // the output_dtypes items, compared by identity
   std::vector<nb::object> type_values;  // per template argument: its value if a Dtype, else None
 
@@ -288,10 +369,14 @@ struct CallCache {
   }
 };
 
-// The Python object of a kernel: the kernel and its call cache.
+PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                            PyObject* kwnames);
+
+// The Python object of a kernel: the kernel, its call cache and its vectorcall entry.
 struct PyKernel : MetalKernel {
   explicit PyKernel(MetalKernel k) : MetalKernel(std::move(k)) {}
   CallCache cache;
+  vectorcallfunc vectorcall = kernel_vectorcall;  // read by CPython (tp_vectorcall_offset)
 };
 
 std::vector<Array> call_kernel(const MetalKernel& k, nb::handle inputs, nb::handle output_shapes,
@@ -321,11 +406,11 @@ std::vector<Array> call_cached(PyKernel& k, PyObject* const* v, bool verbose) {
     } busy{c.busy};
     if (c.valid && c.matches(v)) {
       ++c.hits;
-      std::vector<Array> in = to_inputs(v[0]);
+      std::vector<Array> in = to_inputs(v[0], &c.scalars);
       c.call.stream = to_stream(or_none(v[8]));
       return k(std::move(in), c.call);
     }
-    std::vector<Array> in = to_inputs(v[0]);
+    std::vector<Array> in = to_inputs(v[0], &c.scalars);
     KernelCall call =
         to_call(in, v[1], v[2], v[3], v[4], or_none(v[5]), or_none(v[6]), verbose, or_none(v[8]));
     std::vector<Array> out = k(std::move(in), call);
@@ -343,55 +428,117 @@ constexpr const char* kKeywords[] = {"inputs",     "output_shapes", "output_dtyp
                                      "init_value", "verbose",       "stream"};
 constexpr int kNumKeywords = 9, kNumRequired = 5;
 
-// tp_call of MetalKernel. Calling an instance goes straight here (CPython passes the keywords as
-// one dict) instead of through the `__call__` attribute, which would turn the dict back into
-// vectorcall arguments for nanobind's dispatcher: a kernel call is on the hot path of every
-// step, and this halves the binding's share of it. `__call__` stays defined (same conversions)
-// for introspection and the type stubs.
-PyObject* kernel_call_slot(PyObject* self, PyObject* args, PyObject* kwargs) {
+// The kernel's outputs as a new list of alloy.array objects, made directly (no look-up of the
+// output's address among the live instances, no type look-up, as nb::cast does per element).
+PyObject* wrap_outputs(std::vector<Array>&& out) {
+  nb::object list = nb::steal(PyList_New(static_cast<Py_ssize_t>(out.size())));
+  if (!list.is_valid()) throw nb::python_error();
+  nb::handle type(reinterpret_cast<PyObject*>(array_type()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    nb::object o = nb::inst_alloc(type);
+    new (nb::inst_ptr<Array>(o)) Array(std::move(out[i]));
+    nb::inst_mark_ready(o);
+    PyList_SET_ITEM(list.ptr(), static_cast<Py_ssize_t>(i), o.release().ptr());
+  }
+  return list.release().ptr();
+}
+
+// One keyword argument of a call into its slot of `value` (kKeywords' order).
+void take_keyword(PyObject* key, PyObject* v, PyObject** value) {
   static PyObject* interned[kNumKeywords] = {};
   if (!interned[0])
     for (int i = 0; i < kNumKeywords; ++i) interned[i] = PyUnicode_InternFromString(kKeywords[i]);
+  int i = 0;
+  while (i < kNumKeywords && key != interned[i]) ++i;  // call sites use interned names
+  if (i == kNumKeywords) {
+    i = 0;
+    while (i < kNumKeywords && PyUnicode_CompareWithASCIIString(key, kKeywords[i]) != 0) ++i;
+  }
+  if (i == kNumKeywords)
+    throw nb::type_error(
+        ("MetalKernel.__call__() got an unexpected keyword argument '" + py_str(key) + "'")
+            .c_str());
+  value[i] = v;
+}
+
+[[noreturn]] void positional_arguments() {
+  throw nb::type_error(
+      "MetalKernel.__call__() takes keyword arguments only (inputs=..., output_shapes=..., "
+      "output_dtypes=..., grid=..., threadgroup=..., ...), as MLX's kernels do");
+}
+
+// The call once its keywords are in `value`: checks, runs, wraps the outputs.
+PyObject* call_with(PyObject* self, PyObject** value) {
+  for (int i = 0; i < kNumRequired; ++i)
+    if (!value[i])
+      throw nb::type_error((std::string("MetalKernel.__call__() missing required keyword "
+                                        "argument: '") +
+                            kKeywords[i] + "'")
+                               .c_str());
+  bool verbose = false;
+  if (value[7]) {
+    int truth = PyObject_IsTrue(value[7]);
+    if (truth < 0) throw nb::python_error();
+    verbose = truth == 1;
+  }
+  return wrap_outputs(call_cached(*nb::inst_ptr<PyKernel>(self), value, verbose));
+}
+
+// tp_call of MetalKernel, for calls that come with a keyword dict (`kernel(**kwargs)` through
+// PyObject_Call, C code). Calling an instance goes straight here or to kernel_vectorcall
+// instead of through the `__call__` attribute, which would go through nanobind's dispatcher: a
+// kernel call is on the hot path of every step. `__call__` stays defined (same conversions) for
+// introspection and the type stubs.
+PyObject* kernel_call_slot(PyObject* self, PyObject* args, PyObject* kwargs) {
   try {
-    if (PyTuple_GET_SIZE(args) != 0)
-      throw nb::type_error(
-          "MetalKernel.__call__() takes keyword arguments only (inputs=..., output_shapes=..., "
-          "output_dtypes=..., grid=..., threadgroup=..., ...), as MLX's kernels do");
+    if (PyTuple_GET_SIZE(args) != 0) positional_arguments();
     PyObject* value[kNumKeywords] = {};
     if (kwargs) {
       Py_ssize_t pos = 0;
       PyObject *key, *v;
-      while (PyDict_Next(kwargs, &pos, &key, &v)) {
-        int i = 0;
-        while (i < kNumKeywords && key != interned[i]) ++i;  // call sites use interned names
-        if (i == kNumKeywords) {
-          i = 0;
-          while (i < kNumKeywords && PyUnicode_CompareWithASCIIString(key, kKeywords[i]) != 0) ++i;
-        }
-        if (i == kNumKeywords)
-          throw nb::type_error(
-              ("MetalKernel.__call__() got an unexpected keyword argument '" + py_str(key) + "'")
-                  .c_str());
-        value[i] = v;
-      }
+      while (PyDict_Next(kwargs, &pos, &key, &v)) take_keyword(key, v, value);
     }
-    for (int i = 0; i < kNumRequired; ++i)
-      if (!value[i])
-        throw nb::type_error((std::string("MetalKernel.__call__() missing required keyword "
-                                          "argument: '") +
-                              kKeywords[i] + "'")
-                                 .c_str());
-    bool verbose = false;
-    if (value[7]) {
-      int truth = PyObject_IsTrue(value[7]);
-      if (truth < 0) throw nb::python_error();
-      verbose = truth == 1;
-    }
-    std::vector<Array> out = call_cached(*nb::inst_ptr<PyKernel>(self), value, verbose);
-    return nb::cast(std::move(out)).release().ptr();
+    return call_with(self, value);
   } catch (...) {
     set_python_error(std::current_exception());
     return nullptr;
+  }
+}
+
+// The vectorcall of a MetalKernel instance (PyKernel::vectorcall): `kernel(inputs=..., ...)`
+// in Python code arrives here with the keyword names as a tuple and their values in an array,
+// so the interpreter builds no keyword dict for the call (as it must for tp_call).
+PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                            PyObject* kwnames) {
+  try {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 0) positional_arguments();
+    PyObject* value[kNumKeywords] = {};
+    if (kwnames) {
+      Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+      for (Py_ssize_t i = 0; i < n; ++i)
+        take_keyword(PyTuple_GET_ITEM(kwnames, i), args[nargs + i], value);
+    }
+    return call_with(self, value);
+  } catch (...) {
+    set_python_error(std::current_exception());
+    return nullptr;
+  }
+}
+
+// Turns on the vectorcall protocol for MetalKernel instances, given the first one: the type's
+// tp_vectorcall_offset is where PyKernel::vectorcall lies in an instance (nanobind keeps the C++
+// object inside the Python object at a fixed offset for a type), which the instance tells.
+void enable_vectorcall(nb::handle kernel) {
+  auto* type = reinterpret_cast<PyTypeObject*>(Py_TYPE(kernel.ptr()));
+  PyKernel* k = nb::inst_ptr<PyKernel>(kernel);
+  auto offset = static_cast<Py_ssize_t>(reinterpret_cast<char*>(&k->vectorcall) -
+                                        reinterpret_cast<char*>(kernel.ptr()));
+  if (!(type->tp_flags & Py_TPFLAGS_HAVE_VECTORCALL)) {
+    type->tp_vectorcall_offset = offset;
+    type->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  } else if (type->tp_vectorcall_offset != offset) {
+    throw std::logic_error("MetalKernel: an instance whose layout differs from the first one's");
   }
 }
 
@@ -540,9 +687,11 @@ void init_kernel(nb::module_& m) {
          const std::vector<std::string>& output_names, const std::string& source,
          const std::string& header, bool ensure_row_contiguous, bool atomic_outputs,
          nb::handle compile_options, bool robust) {
-        return PyKernel(metal_kernel(name, input_names, output_names, source, header,
-                                     ensure_row_contiguous, atomic_outputs,
-                                     to_compile_options(compile_options), robust));
+        nb::object kernel = nb::cast(PyKernel(
+            metal_kernel(name, input_names, output_names, source, header, ensure_row_contiguous,
+                         atomic_outputs, to_compile_options(compile_options), robust)));
+        enable_vectorcall(kernel);
+        return kernel;
       },
       nb::arg("name"), nb::arg("input_names"), nb::arg("output_names"), nb::arg("source"),
       nb::arg("header") = "", nb::arg("ensure_row_contiguous") = true,

@@ -569,3 +569,201 @@ def test_cached_call_still_validates_its_inputs(rng):
     with pytest.raises((TypeError, ValueError)):
         k(inputs=[object()], **kw)
     np.testing.assert_array_equal(np.asarray(k(inputs=[x], **kw)[0]), x)
+
+
+# ---- the call's fast paths (python/src/kernel.cpp: vectorcall, ScalarInputs; alloy.eval) -----
+
+AFFINE = """
+    uint i = thread_position_in_grid.x;
+    out[i] = float(inp[i]) * float(s) + float(t);"""
+
+
+def _affine_ref(x, s, t):
+    """What AFFINE computes, in float64 from the values the kernel sees: Python floats become
+    float32, ints int32 (int64 beyond), bools 0/1."""
+    def seen(v):
+        return float(np.float32(v)) if isinstance(v, float) else float(v)
+    return x.astype(np.float64) * seen(s) + seen(t)
+
+
+def test_keyword_routes_agree_on_results_and_errors(device, rng):
+    """A call through the vectorcall slot (plain keywords, functools.partial), through tp_call
+    (`**kwargs` of a dict subclass reaches it via PyObject_Call) and through the nanobind
+    `__call__` attribute converts alike: same outputs, same errors and messages."""
+    import functools
+
+    k = alloy.metal_kernel(name="routes", input_names=["inp", "s", "t"], output_names=["out"],
+                           source=AFFINE)
+    n = 32
+    x = rng.uniform(-1, 1, n).astype(np.float32)
+    a = alloy.array(x, device=device)
+    kw = dict(grid=(n, 1, 1), threadgroup=(n, 1, 1), output_shapes=[(n,)],
+              output_dtypes=[alloy.float32], stream=device)
+
+    class Kw(dict):
+        pass
+
+    routes = {
+        "keywords": lambda **extra: k(inputs=[a, 1.5, 2], grid=(n, 1, 1), threadgroup=(n, 1, 1),
+                                      output_shapes=[(n,)], output_dtypes=[alloy.float32],
+                                      stream=device, **extra),
+        "dict": lambda **extra: k(**Kw(inputs=[a, 1.5, 2], **kw, **extra)),
+        "partial": lambda **extra: functools.partial(k, inputs=[a, 1.5, 2])(**kw, **extra),
+        "__call__": lambda **extra: k.__call__(inputs=[a, 1.5, 2], **kw, **extra),
+    }
+    ref = _affine_ref(x, 1.5, 2)
+    for name, call in routes.items():
+        for _ in range(3):  # the first call converts, the next ones take the cached conversion
+            out = call()
+            assert isinstance(out, list) and len(out) == 1, name
+            np.testing.assert_allclose(np.asarray(out[0]), ref, rtol=1e-6, err_msg=name)
+    errors = {}
+    for name in routes:
+        got = []
+        for extra in ({"grid": (n, 1)}, {"output_dtypes": [object()]},
+                      {"threadgroup": (n, 1, "1")}, {"output_shapes": [(n, 1.5)]}):
+            with pytest.raises(Exception) as e:
+                _call_with(k, a, kw, extra, name)
+            got.append((type(e.value), str(e.value)))
+        errors[name] = got
+    assert len({tuple(v) for v in errors.values()}) == 1, errors
+    assert all(t is TypeError for t, _ in errors["keywords"]), errors
+    # An unknown keyword: the slot's own message (nanobind's dispatcher words its own).
+    for name in ("keywords", "dict", "partial"):
+        with pytest.raises(TypeError) as e:
+            _call_with(k, a, kw, {"unknown": 1}, name)
+        assert str(e.value) == "MetalKernel.__call__() got an unexpected keyword argument 'unknown'"
+    for name, args in (("positional", (1,)),):
+        msgs = set()
+        for f in (lambda: k(*args, **kw), lambda: k(*args), lambda: k(*args, **Kw(kw))):
+            with pytest.raises(TypeError) as e:
+                f()
+            msgs.add(str(e.value))
+        assert len(msgs) == 1 and "keyword arguments only" in msgs.pop()
+    for f in (lambda: k(inputs=[a, 1.5, 2]), lambda: k(**Kw(inputs=[a, 1.5, 2]))):
+        with pytest.raises(TypeError, match="missing required keyword argument: 'output_shapes'"):
+            f()
+
+
+def _call_with(k, a, kw, extra, route):
+    """One call of `k` with `kw` updated by `extra`, through `route`."""
+    import functools
+
+    args = {**kw, **extra}
+    if route == "keywords":
+        return k(inputs=[a, 1.5, 2], **args)
+    if route == "dict":
+        class Kw(dict):
+            pass
+        return k(**Kw(inputs=[a, 1.5, 2], **args))
+    if route == "partial":
+        return functools.partial(k, inputs=[a, 1.5, 2])(**args)
+    return k.__call__(inputs=[a, 1.5, 2], **args)
+
+
+def test_scalar_inputs_follow_their_values(device, rng):
+    """A kernel object reuses the 0-d array of a scalar input only for the same value and kind
+    at the same position: every change (value, -0.0, float vs int vs bool, an int beyond int32,
+    NumPy scalars, the position) gives the call's own value, and outputs made before a change
+    keep the values of their own call when evaluated afterwards."""
+    k = alloy.metal_kernel(name="scalars", input_names=["inp", "s", "t"], output_names=["out"],
+                           source=AFFINE)
+    n = 16
+    x = rng.uniform(-1, 1, n).astype(np.float32)
+    a = alloy.array(x, device=device)
+
+    def call(s, t):
+        return k(inputs=[a, s, t], grid=(n, 1, 1), threadgroup=(n, 1, 1), output_shapes=[(n,)],
+                 output_dtypes=[alloy.float32], stream=device)[0]
+
+    values = [(0.5, 1), (0.5, 1), (0.25, 1), (0.25, 2), (-0.0, 2), (0.0, 2), (1 + 2**-30, 2),
+              (1.0, 2), (True, False), (1, 0), (3, True), (3.0, 3), (2**40, 1), (7, 2**40),
+              (np.float32(0.75), np.int32(5)), (0.5, 1), (1e30, -3), (float("inf"), 0)]
+    pool = [0.5, 0.25, 1, 2, True, rng.uniform(-4, 4)]
+    values += [(pool[i], pool[j]) for i, j in rng.integers(0, len(pool), (16, 2))]
+    outs = [(s, t, call(s, t)) for s, t in values]  # all lazy until now
+    for s, t, out in reversed(outs):
+        got = np.asarray(out).astype(np.float64)
+        np.testing.assert_allclose(got, _affine_ref(x, s, t).astype(np.float32), rtol=1e-6,
+                                   err_msg=f"s={s!r} t={t!r}")
+    # -0.0 and 0.0 are different float32 inputs: 1 / s tells them apart.
+    recip = alloy.metal_kernel(name="recip", input_names=["s"], output_names=["out"],
+                               source="out[0] = 1.0f / s;")
+
+    def r(s):
+        return float(np.asarray(recip(inputs=[s], grid=(1, 1, 1), threadgroup=(1, 1, 1),
+                                      output_shapes=[(1,)], output_dtypes=[alloy.float32],
+                                      stream=device)[0])[0])
+    assert [r(0.0), r(-0.0), r(-0.0), r(0.0)] == [np.inf, -np.inf, -np.inf, np.inf]
+    # The same scalar at another position is that position's input.
+    swap = alloy.metal_kernel(name="swap", input_names=["p", "q"], output_names=["out"],
+                              source="out[0] = p - q;")
+    for p, q in [(1.0, 2.0), (2.0, 1.0), (2.0, 2.0), (1.0, 2.0)]:
+        got = np.asarray(swap(inputs=[p, q], grid=(1, 1, 1), threadgroup=(1, 1, 1),
+                              output_shapes=[(1,)], output_dtypes=[alloy.float32],
+                              stream=device)[0])
+        assert got[0] == p - q
+
+
+def test_threads_calling_one_kernel_with_scalars(device, rng):
+    """Threads calling one kernel object with their own scalars (the call cache is taken by one
+    call at a time, the others convert their arguments): every output has its thread's value."""
+    import threading
+
+    k = alloy.metal_kernel(name="threads_scalars", input_names=["inp", "s", "t"],
+                           output_names=["out"], source=AFFINE)
+    n = 64
+    x = rng.uniform(-1, 1, n).astype(np.float32)
+    a = alloy.array(x, device=device)
+    errors = []
+
+    def work(tid):
+        try:
+            for i in range(150):
+                s, t = 0.5 * tid + (i % 3), tid
+                out = k(inputs=[a, s, t], grid=(n, 1, 1), threadgroup=(32, 1, 1),
+                        output_shapes=[(n,)], output_dtypes=[alloy.float32], stream=device)[0]
+                if i % 2:
+                    alloy.eval(out)
+                np.testing.assert_allclose(np.asarray(out).astype(np.float64),
+                                           _affine_ref(x, s, t), rtol=1e-6)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(tid,)) for tid in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[0]
+
+
+def test_eval_of_one_array_matches_eval_of_a_list(device, rng):
+    """alloy.eval(out) with one array (evaluated as out.eval()) computes what alloy.eval([out])
+    does and raises the same errors."""
+    k = alloy.metal_kernel(name="eval_one", input_names=["inp", "s", "t"], output_names=["out"],
+                           source=AFFINE)
+    n = 16
+    x = rng.uniform(-1, 1, n).astype(np.float32)
+    a = alloy.array(x, device=device)
+    kw = dict(grid=(n, 1, 1), threadgroup=(n, 1, 1), output_shapes=[(n,)],
+              output_dtypes=[alloy.float32], stream=device)
+    one, many = k(inputs=[a, 2.0, 1], **kw)[0], k(inputs=[a, 2.0, 1], **kw)[0]
+    assert alloy.eval(one) is None
+    alloy.eval([many])
+    np.testing.assert_array_equal(np.asarray(one), np.asarray(many))
+    np.testing.assert_allclose(np.asarray(one).astype(np.float64), _affine_ref(x, 2.0, 1),
+                               rtol=1e-6)
+    alloy.eval(one)  # evaluated already: nothing to do
+    bad = alloy.metal_kernel(name="eval_one_bad", input_names=["inp"], output_names=["out"],
+                             source="out[0] = inp[0] +;")
+    got = []
+    for ev in (lambda o: alloy.eval(o), lambda o: alloy.eval([o]), lambda o: o.eval()):
+        out = bad(inputs=[a], grid=(1, 1, 1), threadgroup=(1, 1, 1), output_shapes=[(1,)],
+                  output_dtypes=[alloy.float32], stream=device)[0]
+        with pytest.raises(alloy.CompileError) as e:
+            ev(out)
+        got.append(str(e.value))
+    assert got[0] == got[1] == got[2]
+    with pytest.raises(TypeError, match="eval\\(\\) takes arrays"):
+        alloy.eval(1.5)

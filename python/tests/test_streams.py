@@ -123,3 +123,49 @@ def test_two_gpus(rng):
             out = axpb(alloy.from_dlpack(t), alloy.from_dlpack(t), s)
             assert out.device == g1
             np.testing.assert_allclose(np.asarray(out), a.astype(np.float64) * 3, rtol=1e-5)
+
+
+WORKER_RELEASE = r"""
+import sys, time
+import numpy as np
+import alloy
+k = alloy.metal_kernel(name="twice", input_names=["x"], output_names=["y"],
+                       source="uint i = thread_position_in_grid.x; y[i] = x[i] * 2.0f;")
+s = alloy.new_stream(alloy.cpu)
+n = 64
+kw = dict(grid=(n, 1, 1), threadgroup=(n, 1, 1), output_shapes=[(n,)],
+          output_dtypes=[alloy.float32], stream=s)
+lazy = k(inputs=[alloy.array(np.ones(n, np.float32))], **kw)[0]  # never evaluated
+rng = np.random.default_rng(int(sys.argv[2]))
+t0, i, last = time.time(), 0, None
+while time.time() - t0 < float(sys.argv[1]):
+    x = rng.uniform(-1, 1, n).astype(np.float32)  # imported without a copy
+    out = k(inputs=[x], **kw)[0]
+    alloy.async_eval(out)  # run by the stream's worker
+    if i % 1000 == 0:
+        last = (out, x.astype(np.float64) * 2)
+    del x, out  # the op holds the last reference to the imported memory
+    for _ in range(20):
+        lazy.shape  # the graph mutex, taken with the GIL held
+    i += 1
+alloy.synchronize(s)
+np.testing.assert_allclose(np.asarray(last[0]), last[1], rtol=1e-6)
+print("calls", i)
+"""
+
+
+def test_worker_releasing_imported_inputs_while_python_reads_shapes(tmp_path, rng):
+    """A stream worker dropping the last reference to a NumPy input (which takes the GIL) while
+    the main thread, holding the GIL, reads `.shape` of a lazy array (the graph mutex): the
+    worker releases inputs after the graph mutex, so this does not deadlock (it did within a
+    second before). Run in a child process so that a deadlock fails the test instead of hanging
+    it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "worker_release.py"
+    script.write_text(WORKER_RELEASE)
+    r = subprocess.run([sys.executable, str(script), "3", str(int(rng.integers(1 << 30)))],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout.split()[-1]) > 0

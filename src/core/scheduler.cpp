@@ -279,14 +279,19 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
     for (auto& o : outputs) node_of(o)->buffer.reset();
     if (fails_for_good(std::current_exception())) {
       op->error = std::current_exception();
+      std::vector<Array> inputs;  // released after the graph mutex (below)
       std::lock_guard lock(graph_mu());
-      op->inputs.clear();
+      inputs.swap(op->inputs);
     }
     throw;
   }
+  // The inputs are released after the graph mutex: one may hold the last reference to memory
+  // imported from Python, whose release takes the GIL, while a Python thread holding the GIL
+  // waits for the graph mutex (`array.shape` of a lazy array: Array::is_evaluated).
+  std::vector<Array> inputs;
   std::lock_guard lock(graph_mu());
   for (auto& o : outputs) node_of(o)->pending.reset();
-  op->inputs.clear();
+  inputs.swap(op->inputs);
 }
 
 // Runs a GPU op with the backend's current stream set to the op's stream.
