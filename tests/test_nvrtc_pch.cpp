@@ -3,8 +3,10 @@
 // with and without it, whether the PCH is made or reused and whatever other selections made PCHs
 // before; the options follow the policy (NVRTC 12.8+, a limit of distinct directive prefixes).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "core/prelude_files.h"
 #include "kernel/custom_kernel.h"
 #include "kernel/program.h"
+#include "nvrtc_pch_folders.h"
 
 namespace {
 
@@ -180,6 +183,33 @@ TEST(NvrtcPch, OptionsFromAPrefixsSecondCompileUpToTheLimit) {
   for (int i = 0; i < 2; ++i)
     EXPECT_TRUE(
         cuda::nvrtc::auto_pch_options(first + "int a;\n", {"--gpu-architecture=sm_90"}).empty());
+}
+
+// NVRTC's PCH folder removed under it (a forked child that exits runs NVRTC's clean-up of the
+// folder it shares with its parent; NVRTC then fails with "invalid PCH directory"): a compile
+// with the PCH options still gives the same image (compiled again without them), and the process
+// asks for no more PCHs. Runs last here: it turns the PCH off for the rest of the process.
+TEST(NvrtcPch, AFolderRemovedUnderNvrtcFallsBackWithoutThePch) {
+  if (!nvrtc_has_pch()) GTEST_SKIP() << "NVRTC 12.8+ not found";
+  const auto headers = prelude_headers();
+  cuda::KernelSource s = source_of(kernels()[3], true);
+  std::string want =
+      cuda::nvrtc::compile_in_process(s.source, "kernel.cu", headers, options_of(s, false), true);
+  for (int i = 0; i < 2; ++i)  // makes the PCH, then uses it
+    ASSERT_EQ(
+        cuda::nvrtc::compile_in_process(s.source, "kernel.cu", headers, options_of(s, true), true),
+        want);
+  auto folders = nvrtc_pch_folders(::getpid());
+  if (folders.empty()) GTEST_SKIP() << "NVRTC's PCH folder is not where this test looks";
+  for (const auto& f : folders) std::filesystem::remove_all(f);
+  EXPECT_EQ(
+      cuda::nvrtc::compile_in_process(s.source, "kernel.cu", headers, options_of(s, true), true),
+      want);
+  const std::string prefix = "#define ALLOY_TEST_PREFIX_after_failure 1\nint a;\n";
+  EXPECT_TRUE(cuda::nvrtc::auto_pch_failed());
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(cuda::nvrtc::auto_pch_options(prefix, {"--gpu-architecture=sm_90"}).empty())
+        << "compile " << i << " after the PCH failed";
 }
 
 }  // namespace

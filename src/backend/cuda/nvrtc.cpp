@@ -339,6 +339,15 @@ Target target_for(int cc_major, int cc_minor) {
   return {fmt::format("compute_{}", best), false};
 }
 
+namespace {
+// Set when a compile with the PCH options failed over the PCH (compile_in_process): no more PCHs
+// in this process.
+std::atomic<bool>& pch_failed() {
+  static std::atomic<bool> failed{false};
+  return failed;
+}
+}  // namespace
+
 constexpr std::string_view kPchMessagesOff = "--pch-messages=false";
 constexpr std::string_view kPchDiagSuppress = "-diag-suppress=20283";
 // Directive prefixes remembered per process (a hash each) to find their second compile.
@@ -354,7 +363,7 @@ std::vector<std::string> auto_pch_options(const std::string& source,
     if (*end != '\0') return size_t{16};
     return static_cast<size_t>(std::min<unsigned long long>(n, 4096));
   }();
-  if (limit == 0) return {};
+  if (limit == 0 || pch_failed().load(std::memory_order_relaxed)) return {};
   Library& l = require();
   if (l.version.major < 12 || (l.version.major == 12 && l.version.minor < 8)) return {};
   // NVRTC's key for a PCH: the directives before the first other line, and the options.
@@ -394,6 +403,10 @@ std::vector<std::string> auto_pch_options(const std::string& source,
   // ("PCH creation disabled because #line directive encountered", at the translation's #line
   // after the prefix the PCH covers).
   return {std::string(kAutoPch), std::string(kPchMessagesOff), std::string(kPchDiagSuppress)};
+}
+
+bool auto_pch_failed() {
+  return pch_failed().load(std::memory_order_relaxed);
 }
 
 std::vector<std::string> without_pch_options(const std::vector<std::string>& options) {
@@ -451,6 +464,17 @@ std::string compile_in_process(const std::string& source, const std::string& pro
         without_pch_options(std::vector<std::string>(opts.begin(), opts.end())), cubin, log);
   }
   std::string text = program_log(l, guard.prog);
+  // A failure over the PCH itself, e.g. "invalid PCH directory" when NVRTC's PCH folder was
+  // removed (a forked child that exits runs NVRTC's clean-up of the folder it shares with its
+  // parent): compile again without the PCH, and ask for none any more in this process.
+  if (r != NVRTC_SUCCESS && pch != opts.end() && text.find("PCH") != std::string::npos) {
+    if (!pch_failed().exchange(true) && trace::build())
+      std::fprintf(stderr, "alloy: NVRTC's PCH failed, compiling without PCHs from now on: %s\n",
+                   text.c_str());
+    return compile_in_process(
+        source, program_name, headers,
+        without_pch_options(std::vector<std::string>(opts.begin(), opts.end())), cubin, log);
+  }
   if (r == NVRTC_ERROR_COMPILATION) {
     throw CompileFailure(fmt::format("NVRTC failed to compile {}:\n{}", program_name, text), text);
   }

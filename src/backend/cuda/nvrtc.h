@@ -79,6 +79,10 @@ inline constexpr std::string_view kNvvmUnoptimised = "-Xnvvm=-opt=0";
 /// file is 8-14 MB). compile() drops them where NVRTC rejects them.
 std::vector<std::string> auto_pch_options(const std::string& source,
                                           const std::vector<std::string>& options);
+/// Whether a compile failed over the PCH in this process (e.g. NVRTC's PCH folder was removed
+/// under it): compile() then compiled again without the PCH options, and auto_pch_options gives
+/// none any more.
+bool auto_pch_failed();
 /// The first of auto_pch_options' options ("--pch").
 inline constexpr std::string_view kAutoPch = "--pch";
 /// `options` without auto_pch_options' options. Worker processes compile so: NVRTC removes its PCH
