@@ -17,6 +17,19 @@ namespace nb = nanobind;
 namespace alloy::python {
 
 void init_errors(nb::module_& m);
+/// Whether the interpreter is finalizing (or gone): a thread other than the finalizing one that
+/// takes the GIL then is ended by CPython with a forced unwind, which a noexcept destructor turns
+/// into std::terminate.
+bool python_finalizing();
+/// Deletes a Python-owned object that C++ holds (its last reference may go on any thread, e.g. a
+/// stream worker): with the GIL; while the interpreter is finalizing, it is left to the process's
+/// end instead (python_finalizing).
+template <class T>
+void delete_with_gil(T* p) {
+  if (python_finalizing()) return;
+  nb::gil_scoped_acquire gil;
+  delete p;
+}
 /// Sets the Python error for a C++ exception, as the bindings' translators do (for code that runs
 /// outside nanobind's dispatch, e.g. a type slot).
 void set_python_error(const std::exception_ptr& p);

@@ -140,6 +140,18 @@ void init_device(nb::module_& m) {
       "Waits until the work on `stream` (a Stream), or on every stream of a device (default: the "
       "default device), has finished. Raises the error of queued work that failed (e.g. "
       "alloy.KernelError), once.");
+  // At exit, before the interpreter finalizes: work queued on CPU streams runs to its end on
+  // their worker threads, so that what it releases (imported NumPy/PyTorch memory, Python
+  // reference callables) goes while those threads can still take the GIL (delete_with_gil leaves
+  // what goes later to the process's end). Its errors are not raised any more. GPU work releases
+  // its inputs on the thread that launched it.
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
+    nb::gil_scoped_release release;
+    try {
+      synchronize(Device::cpu());
+    } catch (...) {
+    }
+  }));
 }
 
 }  // namespace alloy::python

@@ -127,12 +127,7 @@ void init_errors(nb::module_& m) {
   unsigned long main_ident = nb::cast<unsigned long>(
       nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   set_interrupt_check([main_ident] {
-    if (PyThread_get_thread_ident() != main_ident || !Py_IsInitialized()) return;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (Py_IsFinalizing()) return;
-#else
-    if (_Py_IsFinalizing()) return;
-#endif
+    if (PyThread_get_thread_ident() != main_ident || python_finalizing()) return;
     nb::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw nb::python_error();
   });
@@ -140,6 +135,15 @@ void init_errors(nb::module_& m) {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     if (!raise_alloy_error(p)) std::rethrow_exception(p);  // not ours: the next translator
   });
+}
+
+bool python_finalizing() {
+  if (!Py_IsInitialized()) return true;
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
 }
 
 }  // namespace alloy::python

@@ -141,7 +141,9 @@ Array wrap_imported(const ImportedArray& nd, std::optional<Dtype> as, bool strea
     strides[i] = nd.stride(i);
   }
   (void)item;
-  auto holder = std::make_shared<ImportedArray>(nd);
+  // Released with the GIL on whichever thread drops the last reference (a stream worker, once
+  // the kernels that read it ran); not while the interpreter is finalizing (delete_with_gil).
+  std::shared_ptr<ImportedArray> holder(new ImportedArray(nd), delete_with_gil<ImportedArray>);
   bool gpu = dev.type == Device::Type::gpu && !stream_ordered;
   void* first = const_cast<void*>(static_cast<const void*>(nd.data()));
   return Array::from_external(first, std::move(shape), std::move(strides), dt, dev,

@@ -85,16 +85,11 @@ KernelArg to_arg(nb::handle h) {
 
 // A Python callable as a ReferenceFn: called with alloy arrays (None for omitted outputs); returns
 // an array, or a tuple/list of arrays (one per writable buffer). The callable is released with
-// the GIL held.
+// the GIL held (delete_with_gil).
 ReferenceFn wrap_reference(nb::handle fn) {
   if (fn.is_none()) return {};
   if (!PyCallable_Check(fn.ptr())) bad("expected a reference to be callable", fn);
-  std::shared_ptr<nb::object> callable(new nb::object(nb::borrow(fn)), [](nb::object* o) {
-    if (Py_IsInitialized()) {
-      nb::gil_scoped_acquire gil;
-      delete o;
-    }
-  });
+  std::shared_ptr<nb::object> callable(new nb::object(nb::borrow(fn)), delete_with_gil<nb::object>);
   return [callable](const std::vector<Array>& args) {
     nb::gil_scoped_acquire gil;
     nb::list py_args;

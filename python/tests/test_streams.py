@@ -169,3 +169,41 @@ def test_worker_releasing_imported_inputs_while_python_reads_shapes(tmp_path, rn
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-2000:]
     assert int(r.stdout.split()[-1]) > 0
+
+
+EXIT_WITH_QUEUED_WORK = """
+import sys
+import numpy as np
+import alloy
+
+k = alloy.fast.metal_kernel(name="exit_queued", input_names=["inp"], output_names=["out"],
+                            source="uint i = thread_position_in_grid.x; out[i] = exp(inp[i]) * 2.0f;")
+s = alloy.new_stream(alloy.cpu)
+rng = np.random.default_rng(int(sys.argv[1]))
+n = 1 << 21
+for _ in range(30):
+    x = rng.uniform(-1, 1, n).astype(np.float32)  # its only reference goes to the queued op
+    o = k(inputs=[x], grid=(n, 1, 1), threadgroup=(256, 1, 1), output_shapes=[(n,)],
+          output_dtypes=[alloy.float32], stream=s)[0]
+    alloy.async_eval(o)
+print("exiting")
+"""
+
+
+def test_exit_with_queued_work_on_imported_inputs(tmp_path, rng):
+    """A process that exits while a CPU stream still runs work whose inputs were imported from
+    NumPy: the work finishes before the interpreter finalizes (an atexit drain), and what is
+    released later is left to the process's end. Before, a worker releasing such an input during
+    finalization took the GIL, and CPython's forced unwind of that thread aborted the process
+    ("terminate called without an active exception", 3 of 4 runs)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "exit_queued.py"
+    script.write_text(EXIT_WITH_QUEUED_WORK)
+    for _ in range(3):
+        r = subprocess.run([sys.executable, str(script), str(int(rng.integers(1 << 30)))],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stdout.split()[-1] == "exiting"
+        assert "terminate called" not in r.stderr
