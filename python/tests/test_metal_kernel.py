@@ -586,19 +586,25 @@ def _affine_ref(x, s, t):
     return x.astype(np.float64) * seen(s) + seen(t)
 
 
+def _affine_setup(name, n, device, rng):
+    """An AFFINE kernel named `name`, random input values x (float32, n), x as an alloy array on
+    `device`, and the call's keyword arguments for n threads in one group."""
+    k = alloy.metal_kernel(name=name, input_names=["inp", "s", "t"], output_names=["out"],
+                           source=AFFINE)
+    x = rng.uniform(-1, 1, n).astype(np.float32)
+    kw = dict(grid=(n, 1, 1), threadgroup=(n, 1, 1), output_shapes=[(n,)],
+              output_dtypes=[alloy.float32], stream=device)
+    return k, x, alloy.array(x, device=device), kw
+
+
 def test_keyword_routes_agree_on_results_and_errors(device, rng):
     """A call through the vectorcall slot (plain keywords, functools.partial), through tp_call
     (`**kwargs` of a dict subclass reaches it via PyObject_Call) and through the nanobind
     `__call__` attribute converts alike: same outputs, same errors and messages."""
     import functools
 
-    k = alloy.metal_kernel(name="routes", input_names=["inp", "s", "t"], output_names=["out"],
-                           source=AFFINE)
     n = 32
-    x = rng.uniform(-1, 1, n).astype(np.float32)
-    a = alloy.array(x, device=device)
-    kw = dict(grid=(n, 1, 1), threadgroup=(n, 1, 1), output_shapes=[(n,)],
-              output_dtypes=[alloy.float32], stream=device)
+    k, x, a, kw = _affine_setup("routes", n, device, rng)
 
     class Kw(dict):
         pass
@@ -741,13 +747,8 @@ def test_threads_calling_one_kernel_with_scalars(device, rng):
 def test_eval_of_one_array_matches_eval_of_a_list(device, rng):
     """alloy.eval(out) with one array (evaluated as out.eval()) computes what alloy.eval([out])
     does and raises the same errors."""
-    k = alloy.metal_kernel(name="eval_one", input_names=["inp", "s", "t"], output_names=["out"],
-                           source=AFFINE)
     n = 16
-    x = rng.uniform(-1, 1, n).astype(np.float32)
-    a = alloy.array(x, device=device)
-    kw = dict(grid=(n, 1, 1), threadgroup=(n, 1, 1), output_shapes=[(n,)],
-              output_dtypes=[alloy.float32], stream=device)
+    k, x, a, kw = _affine_setup("eval_one", n, device, rng)
     one, many = k(inputs=[a, 2.0, 1], **kw)[0], k(inputs=[a, 2.0, 1], **kw)[0]
     assert alloy.eval(one) is None
     alloy.eval([many])
