@@ -154,13 +154,6 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
                          std::move(dtypes), stream);
 }
 
-std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
-                                std::shared_ptr<const std::vector<Shape>> shapes,
-                                std::shared_ptr<const std::vector<Dtype>> dtypes, Stream stream) {
-  return make_pending_op(std::move(primitive), std::move(inputs), std::move(shapes),
-                         std::move(dtypes), stream);
-}
-
 std::vector<Array> make_pending_borrowed(std::shared_ptr<Primitive> primitive,
                                          std::vector<Array> inputs,
                                          const std::vector<Shape>& shapes,

@@ -57,16 +57,14 @@ class OutputRefs {
   std::vector<std::weak_ptr<ArrayNode>> rest_;
 };
 
-/// A list an op keeps of its outputs' shapes or dtypes: its own, one shared with a cached call,
-/// or one borrowed from the op's primitive (a kernel's cached call: a repeated call copies no
-/// list and updates no reference count). Read as a const std::vector.
+/// A list an op keeps of its outputs' shapes or dtypes: its own, or one borrowed from the op's
+/// primitive (a kernel's cached call: a repeated call copies no list and updates no reference
+/// count). Read as a const std::vector.
 template <class T>
 class OutputList {
  public:
   OutputList() = default;
   OutputList(std::vector<T> own) : own_(std::move(own)) {}
-  OutputList(std::shared_ptr<const std::vector<T>> shared)
-      : shared_(std::move(shared)), ref_(shared_.get()) {}
   OutputList(std::initializer_list<T> items) : own_(items) {}
   /// `list` must outlive this list and its moves (the op's primitive owns it); a copy owns a copy.
   static OutputList borrowed(const std::vector<T>& list) {
@@ -74,19 +72,15 @@ class OutputList {
     l.ref_ = &list;
     return l;
   }
-  OutputList(const OutputList& o)
-      : own_(o.ref_ && !o.shared_ ? *o.ref_ : o.own_), shared_(o.shared_), ref_(o.shared_.get()) {}
+  OutputList(const OutputList& o) : own_(o.get()) {}
   OutputList(OutputList&& o) noexcept
-      : own_(std::move(o.own_)),
-        shared_(std::move(o.shared_)),
-        ref_(std::exchange(o.ref_, nullptr)) {}
+      : own_(std::move(o.own_)), ref_(std::exchange(o.ref_, nullptr)) {}
   OutputList& operator=(const OutputList& o) {
     if (this != &o) *this = OutputList(o);
     return *this;
   }
   OutputList& operator=(OutputList&& o) noexcept {
     own_ = std::move(o.own_);
-    shared_ = std::move(o.shared_);
     ref_ = std::exchange(o.ref_, nullptr);
     return *this;
   }
@@ -103,8 +97,7 @@ class OutputList {
 
  private:
   std::vector<T> own_;
-  std::shared_ptr<const std::vector<T>> shared_;
-  const std::vector<T>* ref_ = nullptr;  // shared_'s list or a borrowed one; null: own_
+  const std::vector<T>* ref_ = nullptr;  // a borrowed list; null: own_
 };
 
 /// A primitive application whose outputs are not computed yet. Shared by all its outputs.
@@ -164,10 +157,6 @@ Array make_empty(const Shape& shape, Dtype dtype, Device device);
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
                                 std::vector<Shape> shapes, std::vector<Dtype> dtypes,
                                 Stream stream);
-/// The same with the output shapes and dtypes of a cached call, shared (not copied) by the op.
-std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
-                                std::shared_ptr<const std::vector<Shape>> shapes,
-                                std::shared_ptr<const std::vector<Dtype>> dtypes, Stream stream);
 /// The same with output shapes and dtypes that `primitive` owns (a cached kernel call's): the op
 /// borrows them (no copy, no reference count); they must live as long as the primitive.
 std::vector<Array> make_pending_borrowed(std::shared_ptr<Primitive> primitive,
