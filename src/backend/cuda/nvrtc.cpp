@@ -455,20 +455,18 @@ std::string compile_in_process(const std::string& source, const std::string& pro
     return compile_in_process(source, program_name, headers,
                               std::vector<std::string>(opts.begin(), opts.end()), cubin, log);
   }
-  // The automatic PCH's options too (auto_pch_options: a hint, never needed for the result).
+  std::string text = program_log(l, guard.prog);
+  // The automatic PCH's options are a hint too (auto_pch_options), never needed for the result: a
+  // compile with them that NVRTC rejects (an unknown option) or that fails over the PCH itself
+  // ("invalid PCH directory" when NVRTC's PCH folder was removed: a forked child that exits runs
+  // NVRTC's clean-up of the folder it shares with its parent) compiles again without them; after
+  // a failure over the PCH, this process asks for none any more.
   auto pch = std::find_if(opts.begin(), opts.end(),
                           [](const char* o) { return std::string_view(o) == kAutoPch; });
-  if (r == NVRTC_ERROR_INVALID_OPTION && pch != opts.end()) {
-    return compile_in_process(
-        source, program_name, headers,
-        without_pch_options(std::vector<std::string>(opts.begin(), opts.end())), cubin, log);
-  }
-  std::string text = program_log(l, guard.prog);
-  // A failure over the PCH itself, e.g. "invalid PCH directory" when NVRTC's PCH folder was
-  // removed (a forked child that exits runs NVRTC's clean-up of the folder it shares with its
-  // parent): compile again without the PCH, and ask for none any more in this process.
-  if (r != NVRTC_SUCCESS && pch != opts.end() && text.find("PCH") != std::string::npos) {
-    if (!pch_failed().exchange(true) && trace::build())
+  const bool over_pch =
+      pch != opts.end() && r != NVRTC_SUCCESS && text.find("PCH") != std::string::npos;
+  if (over_pch || (r == NVRTC_ERROR_INVALID_OPTION && pch != opts.end())) {
+    if (over_pch && !pch_failed().exchange(true) && trace::build())
       std::fprintf(stderr, "alloy: NVRTC's PCH failed, compiling without PCHs from now on: %s\n",
                    text.c_str());
     return compile_in_process(

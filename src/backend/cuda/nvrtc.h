@@ -76,7 +76,7 @@ inline constexpr std::string_view kNvvmUnoptimised = "-Xnvvm=-opt=0";
 /// compile more than it saves: its second compile makes it, later ones load it), when NVRTC is
 /// older than 12.8, when ALLOY_NVRTC_PCH=0, or when this process has already asked for PCHs of
 /// `limit` distinct (prefix, options) pairs (ALLOY_NVRTC_PCH=N sets it; default 16: each PCH
-/// file is 8-14 MB). compile() drops them where NVRTC rejects them.
+/// file is 8-14 MB). compile() drops them where NVRTC rejects them or fails over them.
 std::vector<std::string> auto_pch_options(const std::string& source,
                                           const std::vector<std::string>& options);
 /// Whether a compile failed over the PCH in this process (e.g. NVRTC's PCH folder was removed
