@@ -79,11 +79,7 @@ bool wait_full_tier(uint64_t count) {
 }
 
 KernelCall call_1d(int n, int tg = 64) {
-  KernelCall c;
-  c.output_shapes = {{n}};
-  c.output_dtypes = {float32};
-  c.grid = {n, 1, 1};
-  c.threadgroup = {tg, 1, 1};
+  KernelCall c = conformance::make_call({{n}}, {float32}, {n, 1, 1}, {tg, 1, 1});
   c.device = Device::cpu();
   return c;
 }

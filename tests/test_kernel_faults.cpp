@@ -32,11 +32,7 @@ Array input(int n = kN) {
 std::vector<Array> call(const std::string& name, const std::string& body, const Array& x,
                         int n = kN, const std::string& header = "", int tg = 64) {
   auto k = metal_kernel(name, {"x"}, {"y"}, body, header);
-  KernelCall c;
-  c.output_shapes = {{n}};
-  c.output_dtypes = {float32};
-  c.grid = {n, 1, 1};
-  c.threadgroup = {tg, 1, 1};
+  KernelCall c = conformance::make_call({{n}}, {float32}, {n, 1, 1}, {tg, 1, 1});
   c.device = Device::cpu();
   return k({x}, c);
 }
