@@ -91,8 +91,9 @@ inline constexpr std::string_view kAutoPch = "--pch";
 std::vector<std::string> without_pch_options(const std::vector<std::string>& options);
 /// A worker process's options for a request (docs/nvrtc-workers.md, "The PCH in workers"):
 /// `options` without auto_pch_options' options, and, when they were there (the runtime asks for
-/// the PCH of this prefix) and `pch_dir` is not empty, this process's own auto_pch_options (the
-/// same per-prefix rule, counted in this worker) with `--pch-dir=<pch_dir>`: NVRTC then keeps
+/// the PCH of this prefix) and `pch_dir` is not empty, the PCH options with `--pch-dir=<pch_dir>`
+/// (auto_pch_options' key, limit and failure rule in this process, but the PCH made at the
+/// worker's first compile of the prefix: the runtime asked, so it recurs): NVRTC then keeps
 /// the PCH files in that folder, which the runtime that started the worker made and removes,
 /// instead of one of its own that a worker's _exit would leave behind.
 std::vector<std::string> worker_pch_options(const std::string& source,

@@ -103,6 +103,8 @@ void after_fork_child() {
 void wait_for(pid_t pid);
 void forget(Pool& p, const Worker& w);
 
+std::string env(const char* name);
+
 constexpr const char* kPchFolderPrefix = "alloy-nvrtc-pch-";
 
 std::filesystem::path temp_dir() {
@@ -123,6 +125,7 @@ void remove_pch_root(Pool& p) {
 // Under the pool's lock. "" when it cannot be made: the workers then compile without the PCH.
 void make_pch_root(Pool& p) {
   if (!p.pch_root.empty()) return;
+  if (env("ALLOY_NVRTC_WORKER_PCH") == "0") return;  // workers compile without the PCH
   std::error_code ec;
   const auto tmp = temp_dir();
   for (auto it = std::filesystem::directory_iterator(tmp, ec);
