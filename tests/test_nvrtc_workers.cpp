@@ -350,6 +350,30 @@ TEST_F(NvrtcWorkers, WorkerMakesNoPchUnlessTheRuntimeAsks) {
   EXPECT_EQ(files_in(s.pch_dir + "/" + std::to_string(s.live_pids[0])), 0u);
 }
 
+// A worker keeps PCHs of at most 4 prefixes by default (each worker has its own files, 8-14 MB
+// each): the fifth prefix compiles without one, to the same image.
+TEST_F(NvrtcWorkers, AWorkerMakesPchsOfAtMostFourPrefixes) {
+  REQUIRE_NVRTC();
+  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
+  if (std::getenv("ALLOY_NVRTC_PCH")) GTEST_SKIP() << "ALLOY_NVRTC_PCH is set";
+  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
+  require_workers();
+  std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
+  nvrtc::testing::hold_in_process_slot(true);
+  std::string dir;
+  for (int i = 0; i < 6; ++i) {
+    std::string src =
+        "#define PCH_LIMIT_PREFIX_" + std::to_string(i) + " 1\n" + pch_program(60 + i);
+    EXPECT_EQ(nvrtc::compile(src, "l.cu", headers, with_pch(kOptions), true),
+              nvrtc::compile_in_process(src, "l.cu", headers, kOptions, true));
+    auto s = nvrtc::worker_stats();
+    ASSERT_EQ(s.live_pids.size(), 1u);
+    dir = s.pch_dir + "/" + std::to_string(s.live_pids[0]);
+    EXPECT_EQ(files_in(dir), static_cast<size_t>(std::min(i + 1, 4))) << "after prefix " << i;
+  }
+  EXPECT_EQ(nvrtc::worker_stats().fallbacks, 0);
+}
+
 // The worker's PCH folder removed under it (as NvrtcPch.AFolderRemovedUnderNvrtcFallsBack...
 // does to this process's): its compile with the PCH's options still answers the same image (the
 // worker compiles again without them, no fallback to this process), and so do later ones.

@@ -266,6 +266,8 @@ std::string read_frame(int fd, std::string* payload, int timeout_ms) {
   return why == "eof" ? "error" : why;
 }
 
+constexpr int kWorkerPchLimit = 4;  // PCHs per worker (distinct prefix and options) by default
+
 int worker_main(int in, int out, int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   std::string pch_root;  // the runtime's folder for the workers' PCH files ("": no PCH)
@@ -277,6 +279,11 @@ int worker_main(int in, int out, int argc, char** argv) {
     }
     if (std::strcmp(argv[i], "--pch-dir") == 0) pch_root = argv[i + 1];
   }
+  // Each worker keeps PCH files of its own (8-14 MB each, NVRTC cannot share one between
+  // processes): fewer prefixes than a process's default 16 unless ALLOY_NVRTC_PCH says otherwise,
+  // so that 15 workers hold at most 60 in $TMPDIR (docs/nvrtc-workers.md).
+  if (!pch_root.empty() && !std::getenv("ALLOY_NVRTC_PCH"))
+    ::setenv("ALLOY_NVRTC_PCH", std::to_string(kWorkerPchLimit).c_str(), 1);
   Hello hello;
   if (available()) {
     hello.library = library_path();
