@@ -69,7 +69,8 @@ struct Pool {
   // The folder the workers keep NVRTC's PCH files in (one subfolder each), made by this process
   // at its first worker start and removed at its exit ("" until then, or when it cannot be made).
   std::string pch_root;
-  pid_t pch_owner = 0;  // the process that made pch_root (a forked child does not remove it)
+  pid_t pch_owner = 0;     // the process that made pch_root (a forked child does not remove it)
+  bool pch_tried = false;  // make_pch_root ran (once per process: a failure is not retried)
   WorkerStats stats;
   std::atomic<unsigned> fault{0};
 };
@@ -96,6 +97,7 @@ void after_fork_child() {
   p.busy = 0;
   p.in_process_busy = false;  // the thread that had it is not in this process
   p.pch_root.clear();         // the parent's: this process makes its own when it needs one
+  p.pch_tried = false;
   ++p.generation;
   p.mu.unlock();
 }
@@ -112,7 +114,7 @@ std::filesystem::path temp_dir() {
   return t && *t ? t : "/tmp";
 }
 
-// Removes the workers' PCH folder, if this process made it (called with no worker left).
+// Removes the workers' PCH folder, if this process made it (at exit, with no worker left).
 void remove_pch_root(Pool& p) {
   if (p.pch_root.empty() || p.pch_owner != ::getpid()) return;
   std::error_code ec;
@@ -124,7 +126,8 @@ void remove_pch_root(Pool& p) {
 // start, after removing those of processes that are gone (killed before their exit handler ran).
 // Under the pool's lock. "" when it cannot be made: the workers then compile without the PCH.
 void make_pch_root(Pool& p) {
-  if (!p.pch_root.empty()) return;
+  if (p.pch_tried) return;
+  p.pch_tried = true;
   if (env("ALLOY_NVRTC_WORKER_PCH") == "0") return;  // workers compile without the PCH
   std::error_code ec;
   const auto tmp = temp_dir();
