@@ -85,9 +85,8 @@ std::vector<std::string> auto_pch_options(const std::string& source,
 bool auto_pch_failed();
 /// The first of auto_pch_options' options ("--pch").
 inline constexpr std::string_view kAutoPch = "--pch";
-/// `options` without auto_pch_options' options. Worker processes compile so: NVRTC removes its PCH
-/// folder at exit, and a worker ends with _exit when its runtime goes (nvrtc_wire.cpp), which would
-/// leave the folder behind.
+/// `options` without auto_pch_options' options and `--pch-dir=...` (a compile that failed over the
+/// PCH runs again so; worker_pch_options starts from it).
 std::vector<std::string> without_pch_options(const std::vector<std::string>& options);
 /// A worker process's options for a request (docs/nvrtc-workers.md, "The PCH in workers"):
 /// `options` without auto_pch_options' options, and, when they were there (the runtime asks for
