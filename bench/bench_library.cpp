@@ -19,6 +19,8 @@
 //                              start at the calls too): CPU JIT, or NVRTC on a GPU.
 //   BM_ParallelCompileNvrtc20  20 metal_kernel cubins (sm_90, no GPU needed) compiled as jobs on
 //                              the compile pool vs one after another: NVRTC's parallel scaling.
+//                              These two also time one new kernel alone (single_ms) and give
+//                              cost_vs_single = the 20 in parallel / that one (item 4's aim: ~1).
 // Every iteration uses sources no cache has seen (a tag in a program-scope constant).
 #include <cstdlib>
 #include <filesystem>
@@ -252,6 +254,15 @@ KernelCall scaled_call(int n, Device dev) {
 // 20 new metal_kernels called, then evaluated together (each call queues its compile on the
 // compile pool: they compile in parallel), vs the same 20 called and evaluated one at a time.
 // On the CPU the compiles are the CPU JIT's (host compiler), on the GPU NVRTC's.
+// single_ms: one first call (one compile) alone, after the serial ones; cost_vs_single = the 20
+// in parallel / that one (the item's aim: ~ the slowest single one).
+void report_single(benchmark::State& state, const PairTimes& t, double single) {
+  state.counters["compile_threads"] = kernel::compile_concurrency();
+  if (t.n == 0) return;
+  state.counters["single_ms"] = 1e3 * single / t.n;
+  state.counters["cost_vs_single"] = t.alloy / single;
+}
+
 void BM_ParallelCompileMetalKernel20(benchmark::State& state, Device dev) {
   if (dev.type == Device::Type::gpu && !gpu_available())
     return state.SkipWithError("no CUDA GPU (BM_ParallelCompileNvrtc20 needs none)");
@@ -260,6 +271,7 @@ void BM_ParallelCompileMetalKernel20(benchmark::State& state, Device dev) {
   KernelCall call = scaled_call(n, dev);
   scaled_kernel(0, unique_tag())({x}, call)[0].eval();  // backend and compiler started
   PairTimes t;
+  double single = 0;
   for (auto _ : state) {
     int64_t tag = unique_tag();
     double t0 = now_s();
@@ -273,12 +285,17 @@ void BM_ParallelCompileMetalKernel20(benchmark::State& state, Device dev) {
     for (int k = 0; k < kernels; ++k) scaled_kernel(k, tag)({x}, call)[0].eval();
     synchronize(dev);
     t.peer += now_s() - t0;
+    // One new kernel's first call alone (the item's "slowest single first call").
+    t0 = now_s();
+    scaled_kernel(1, unique_tag())({x}, call)[0].eval();
+    synchronize(dev);
+    single += now_s() - t0;
     t.alloy += a;
     ++t.n;
     state.SetIterationTime(a);
   }
   t.report(state, "serial");
-  state.counters["compile_threads"] = kernel::compile_concurrency();
+  report_single(state, t, single);
 }
 BENCHMARK_CAPTURE(BM_ParallelCompileMetalKernel20, Cpu, Device::cpu())
     ->UseManualTime()
@@ -304,6 +321,7 @@ void BM_ParallelCompileNvrtc20(benchmark::State& state) {
     return 0;
   };
   PairTimes t;
+  double single = 0;
   try {
     cubin(0, unique_tag());
     for (auto _ : state) {
@@ -322,6 +340,9 @@ void BM_ParallelCompileNvrtc20(benchmark::State& state) {
       t0 = now_s();
       for (int k = 0; k < kernels; ++k) cubin(k, tag);
       t.peer += now_s() - t0;
+      t0 = now_s();
+      cubin(1, unique_tag());
+      single += now_s() - t0;
       t.alloy += a;
       ++t.n;
       state.SetIterationTime(a);
@@ -330,7 +351,7 @@ void BM_ParallelCompileNvrtc20(benchmark::State& state) {
     return state.SkipWithError(e.what());
   }
   t.report(state, "serial");
-  state.counters["compile_threads"] = kernel::compile_concurrency();
+  report_single(state, t, single);
 }
 BENCHMARK(BM_ParallelCompileNvrtc20)->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
 

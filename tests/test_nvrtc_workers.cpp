@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <random>
@@ -265,43 +267,192 @@ bool a_worker_got_busy() {
   return true;
 }
 
-size_t pch_folders(int pid) {
-  return nvrtc_pch_folders(pid).size();
+bool has_auto_pch() {
+  auto v = nvrtc::version();
+  return v.major > 12 || (v.major == 12 && v.minor >= 8);
 }
 
-// A compile with the automatic PCH's options (nvrtc::auto_pch_options) that goes to a worker
-// compiles there without them: the same image, and no PCH folder left behind by the worker, which
-// ends with _exit (NVRTC removes the folder only at exit). Here, in this process, the same options
-// make a folder (the control: NVRTC names it by the process id).
-TEST_F(NvrtcWorkers, WorkerCompilesWithoutThePchAndLeavesNoPchFolder) {
+std::vector<std::string> with_pch(std::vector<std::string> options) {
+  options.insert(options.end(),
+                 {std::string(nvrtc::kAutoPch), "--pch-messages=false", "-diag-suppress=20283"});
+  return options;
+}
+
+size_t files_in(const std::string& dir) {
+  std::error_code ec;
+  size_t n = 0;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+const char* kPchHeader = "#define SCALE 3.0f\ntemplate <class T> struct box { T v; };\n";
+// Programs that share their directive prefix (what NVRTC's automatic PCH covers).
+std::string pch_program(int k) {
+  return "#define PCH_TEST_WORKER 1\n#include \"scale.h\"\n" + program(k);
+}
+
+// Compiles with the automatic PCH's options (nvrtc::auto_pch_options) that go to a worker use
+// NVRTC's PCH there, in the folder this process made for its workers (<pch_dir>/<worker pid>):
+// the worker's first compile of a prefix makes the PCH, the later ones load it, and each image is
+// byte-identical to the one compiled here without a PCH. The worker's folder goes when the worker
+// ends, and NVRTC's own folder (/tmp/__nvrtc_auto_pch_<pid>_0, which its _exit would leave
+// behind) is never made.
+TEST_F(NvrtcWorkers, WorkerUsesThePchInTheRuntimesFolderAndLeavesNothing) {
   REQUIRE_NVRTC();
-  auto v = nvrtc::version();
-  if (v.major < 12 || (v.major == 12 && v.minor < 8)) GTEST_SKIP() << "NVRTC before 12.8";
+  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
+  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);  // one worker: it sees every compile
   require_workers();
-  if (nvrtc::auto_pch_failed())
-    GTEST_SKIP() << "an earlier test of this process turned NVRTC's PCH off (its folder removed)";
-  const char* header = "#define SCALE 3.0f\ntemplate <class T> struct box { T v; };\n";
-  std::vector<nvrtc::Header> headers{{"scale.h", header}};
-  std::vector<std::string> pch = kOptions;
-  pch.insert(pch.end(),
-             {std::string(nvrtc::kAutoPch), "--pch-messages=false", "-diag-suppress=20283"});
-  EXPECT_EQ(nvrtc::without_pch_options(pch), kOptions);
-  std::string src = "#define PCH_TEST_WORKER 1\n#include \"scale.h\"\n" + program(11);
-  std::string want = nvrtc::compile_in_process(src, "pch.cu", headers, kOptions, true);
-  EXPECT_EQ(nvrtc::compile_in_process(src, "pch.cu", headers, pch, true), want);
-  EXPECT_GE(pch_folders(::getpid()), 1u) << "NVRTC's PCH folder is not where this test looks";
-  nvrtc::testing::hold_in_process_slot(true);  // the next compile goes to a worker
-  long before = nvrtc::worker_stats().worker_compiles;
-  EXPECT_EQ(nvrtc::compile(src, "pch.cu", headers, pch, true), want);
-  EXPECT_EQ(nvrtc::worker_stats().worker_compiles, before + 1);
-  std::vector<int> pids = nvrtc::worker_stats().live_pids;
-  ASSERT_FALSE(pids.empty());
-  nvrtc::testing::hold_in_process_slot(false);
-  nvrtc::testing::reset_workers();  // the workers end (_exit)
-  for (int pid : pids) {
-    EXPECT_TRUE(reaped(pid)) << "worker " << pid;
-    EXPECT_EQ(pch_folders(pid), 0u) << "worker " << pid << " left a PCH folder";
+  std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
+  EXPECT_EQ(nvrtc::without_pch_options(with_pch(kOptions)), kOptions);
+  nvrtc::testing::hold_in_process_slot(true);  // every compile goes to the worker
+  std::string dir;
+  for (int i = 0; i < 3; ++i) {
+    std::string src = pch_program(20 + i);
+    std::string want = nvrtc::compile_in_process(src, "pch.cu", headers, kOptions, true);
+    long before = nvrtc::worker_stats().worker_compiles;
+    EXPECT_EQ(nvrtc::compile(src, "pch.cu", headers, with_pch(kOptions), true), want)
+        << "compile " << i;
+    auto s = nvrtc::worker_stats();
+    EXPECT_EQ(s.worker_compiles, before + 1);
+    ASSERT_EQ(s.live_pids.size(), 1u);
+    ASSERT_FALSE(s.pch_dir.empty());
+    dir = s.pch_dir + "/" + std::to_string(s.live_pids[0]);
+    // The runtime asked for the PCH: the worker makes it at its first compile of the prefix.
+    EXPECT_GE(files_in(dir), 1u) << dir << " after compile " << i;
   }
+  EXPECT_EQ(nvrtc::worker_stats().fallbacks, 0);
+  int pid = nvrtc::worker_stats().live_pids[0];
+  nvrtc::testing::hold_in_process_slot(false);
+  nvrtc::testing::reset_workers();  // the worker ends (_exit)
+  EXPECT_TRUE(reaped(pid));
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir << " outlived its worker";
+  EXPECT_EQ(nvrtc_pch_folders(pid).size(), 0u) << "worker " << pid << " left a PCH folder";
+}
+
+// A compile without the PCH's options (ALLOY_NVRTC_PCH=0 in the runtime, a prefix's first compile
+// there) makes no PCH in a worker either.
+TEST_F(NvrtcWorkers, WorkerMakesNoPchUnlessTheRuntimeAsks) {
+  REQUIRE_NVRTC();
+  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
+  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
+  require_workers();
+  std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
+  nvrtc::testing::hold_in_process_slot(true);
+  for (int i = 0; i < 3; ++i) {
+    std::string src = pch_program(30 + i);
+    EXPECT_EQ(nvrtc::compile(src, "p.cu", headers, kOptions, true),
+              nvrtc::compile_in_process(src, "p.cu", headers, kOptions, true));
+  }
+  auto s = nvrtc::worker_stats();
+  ASSERT_EQ(s.live_pids.size(), 1u);
+  EXPECT_EQ(files_in(s.pch_dir + "/" + std::to_string(s.live_pids[0])), 0u);
+}
+
+// A worker keeps PCHs of at most 4 prefixes by default (each worker has its own files, 8-14 MB
+// each): the fifth prefix compiles without one, to the same image.
+TEST_F(NvrtcWorkers, AWorkerMakesPchsOfAtMostFourPrefixes) {
+  REQUIRE_NVRTC();
+  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
+  if (std::getenv("ALLOY_NVRTC_PCH")) GTEST_SKIP() << "ALLOY_NVRTC_PCH is set";
+  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
+  require_workers();
+  std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
+  nvrtc::testing::hold_in_process_slot(true);
+  std::string dir;
+  for (int i = 0; i < 6; ++i) {
+    std::string src =
+        "#define PCH_LIMIT_PREFIX_" + std::to_string(i) + " 1\n" + pch_program(60 + i);
+    EXPECT_EQ(nvrtc::compile(src, "l.cu", headers, with_pch(kOptions), true),
+              nvrtc::compile_in_process(src, "l.cu", headers, kOptions, true));
+    auto s = nvrtc::worker_stats();
+    ASSERT_EQ(s.live_pids.size(), 1u);
+    dir = s.pch_dir + "/" + std::to_string(s.live_pids[0]);
+    EXPECT_EQ(files_in(dir), static_cast<size_t>(std::min(i + 1, 4))) << "after prefix " << i;
+  }
+  EXPECT_EQ(nvrtc::worker_stats().fallbacks, 0);
+}
+
+// The worker's PCH folder removed under it (as NvrtcPch.AFolderRemovedUnderNvrtcFallsBack...
+// does to this process's): its compile with the PCH's options still answers the same image (the
+// worker compiles again without them, no fallback to this process), and so do later ones.
+TEST_F(NvrtcWorkers, AWorkersPchFolderRemovedUnderItGivesTheSameImage) {
+  REQUIRE_NVRTC();
+  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
+  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
+  require_workers();
+  std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
+  nvrtc::testing::hold_in_process_slot(true);
+  nvrtc::compile(pch_program(40), "r.cu", headers, with_pch(kOptions), true);  // makes the PCH
+  auto s = nvrtc::worker_stats();
+  ASSERT_EQ(s.live_pids.size(), 1u);
+  std::string dir = s.pch_dir + "/" + std::to_string(s.live_pids[0]);
+  ASSERT_GE(files_in(dir), 1u) << dir;
+  std::filesystem::remove_all(dir);
+  for (int i = 0; i < 2; ++i) {
+    std::string src = pch_program(42 + i);
+    EXPECT_EQ(nvrtc::compile(src, "r.cu", headers, with_pch(kOptions), true),
+              nvrtc::compile_in_process(src, "r.cu", headers, kOptions, true));
+  }
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.worker_compiles, 3);
+  EXPECT_EQ(s.fallbacks, 0);
+  EXPECT_EQ(s.live_pids.size(), 1u);
+}
+
+// A process that used the workers' PCH removes their folder at exit, and the folder of a process
+// that died without removing its own (killed) is removed by the next process that starts workers.
+TEST_F(NvrtcWorkers, WorkersPchFolderIsRemovedAtExitAndStaleOnesAtStart) {
+  REQUIRE_NVRTC();
+  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
+  require_workers();
+  // A folder named after a process that is gone.
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const char* t = std::getenv("TMPDIR");
+  std::filesystem::path stale =
+      std::filesystem::path(t && *t ? t : "/tmp") / ("alloy-nvrtc-pch-" + std::to_string(dead));
+  std::filesystem::create_directories(stale / "123");
+  { std::ofstream(stale / "123" / "kernel.pch") << "x"; }
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::fflush(nullptr);  // the child must not print what is buffered again
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
+    nvrtc::testing::reset_workers();
+    nvrtc::testing::hold_in_process_slot(true);
+    std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
+    for (int i = 0; i < 2; ++i)
+      nvrtc::compile(pch_program(50 + i), "e.cu", headers, with_pch(kOptions), true);
+    auto s = nvrtc::worker_stats();
+    char path[4096] = {};
+    std::snprintf(path, sizeof path, "%s", s.pch_dir.c_str());
+    int code =
+        s.live_pids.size() == 1 && files_in(s.pch_dir + "/" + std::to_string(s.live_pids[0])) >= 1
+            ? 0
+            : 5;
+    if (::write(fds[1], path, sizeof path) != static_cast<ssize_t>(sizeof path)) ::_exit(2);
+    std::exit(code);  // atexit handlers: the workers end, then their folder goes
+  }
+  ASSERT_GT(child, 0);
+  ::close(fds[1]);
+  char path[4096] = {};
+  EXPECT_EQ(::read(fds[0], path, sizeof path), static_cast<ssize_t>(sizeof path));
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_NE(path[0], '\0');
+  EXPECT_NE(std::string(path).find("alloy-nvrtc-pch-" + std::to_string(child)), std::string::npos)
+      << path;
+  EXPECT_FALSE(std::filesystem::exists(path)) << path << " outlived its process";
+  EXPECT_FALSE(std::filesystem::exists(stale)) << stale << " (of a dead process) was not removed";
+  std::filesystem::remove_all(stale);
 }
 
 // A background compile (the tiered compile's full one: no caller waits for it) goes to a worker

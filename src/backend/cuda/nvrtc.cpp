@@ -412,7 +412,25 @@ bool auto_pch_failed() {
 std::vector<std::string> without_pch_options(const std::vector<std::string>& options) {
   std::vector<std::string> out;
   for (const auto& o : options)
-    if (o != kAutoPch && o != kPchMessagesOff && o != kPchDiagSuppress) out.push_back(o);
+    if (o != kAutoPch && o != kPchMessagesOff && o != kPchDiagSuppress && !o.starts_with(kPchDir))
+      out.push_back(o);
+  return out;
+}
+
+std::vector<std::string> worker_pch_options(const std::string& source,
+                                            const std::vector<std::string>& options,
+                                            const std::string& pch_dir) {
+  std::vector<std::string> out = without_pch_options(options);
+  if (pch_dir.empty() || std::find(options.begin(), options.end(), kAutoPch) == options.end())
+    return out;
+  // The runtime's --pch says the prefix recurs (auto_pch_options' rule, counted there), so the
+  // worker makes the PCH at its first compile of the prefix: the first call of auto_pch_options
+  // here only notes the prefix (the same key; the limit and a failed PCH apply as in a process).
+  auto pch = auto_pch_options(source, out);
+  if (pch.empty()) pch = auto_pch_options(source, out);
+  if (pch.empty()) return out;
+  for (auto& o : pch) out.push_back(std::move(o));
+  out.push_back(std::string(kPchDir) + pch_dir);
   return out;
 }
 

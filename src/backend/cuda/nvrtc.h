@@ -85,10 +85,21 @@ std::vector<std::string> auto_pch_options(const std::string& source,
 bool auto_pch_failed();
 /// The first of auto_pch_options' options ("--pch").
 inline constexpr std::string_view kAutoPch = "--pch";
-/// `options` without auto_pch_options' options. Worker processes compile so: NVRTC removes its PCH
-/// folder at exit, and a worker ends with _exit when its runtime goes (nvrtc_wire.cpp), which would
-/// leave the folder behind.
+/// `options` without auto_pch_options' options and `--pch-dir=...` (a compile that failed over the
+/// PCH runs again so; worker_pch_options starts from it).
 std::vector<std::string> without_pch_options(const std::vector<std::string>& options);
+/// A worker process's options for a request (docs/nvrtc-workers.md, "The PCH in workers"):
+/// `options` without auto_pch_options' options, and, when they were there (the runtime asks for
+/// the PCH of this prefix) and `pch_dir` is not empty, the PCH options with `--pch-dir=<pch_dir>`
+/// (auto_pch_options' key, limit and failure rule in this process, but the PCH made at the
+/// worker's first compile of the prefix: the runtime asked, so it recurs): NVRTC then keeps
+/// the PCH files in that folder, which the runtime that started the worker made and removes,
+/// instead of one of its own that a worker's _exit would leave behind.
+std::vector<std::string> worker_pch_options(const std::string& source,
+                                            const std::vector<std::string>& options,
+                                            const std::string& pch_dir);
+/// The option prefix that names NVRTC's PCH folder ("--pch-dir=").
+inline constexpr std::string_view kPchDir = "--pch-dir=";
 
 /// Compiles `source` (named `program_name` in diagnostics) with `options` (which must include
 /// --gpu-architecture=...; `-minimal` is dropped for NVRTC before 12.4, which does not know it;
@@ -144,6 +155,7 @@ struct WorkerStats {
   long background_in_process = 0;  // of them, those that ran here (fallbacks included)
   int peak_busy_workers = 0;       // most workers compiling at the same time
   std::vector<int> live_pids;      // workers alive now
+  std::string pch_dir;  // the workers' PCH folder, made at the first worker start ("": none yet)
 };
 WorkerStats worker_stats();
 

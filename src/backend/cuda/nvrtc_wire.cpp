@@ -2,14 +2,17 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <thread>
 
 #include "alloy/errors.h"
@@ -120,16 +123,31 @@ std::string read_all(int fd, char* p, size_t n,
   return "";
 }
 
-Reply compile_request(const Request& q) {
+// The folder this worker's NVRTC keeps PCH files in: <the runtime's folder>/<this pid>, made at
+// the first compile that needs it; "" when the runtime gave none or it cannot be made (no PCH).
+std::string pch_dir_for_this_worker(const std::string& root) {
+  static const std::string dir = [&root]() -> std::string {
+    if (root.empty()) return "";
+    std::string d = root + "/" + std::to_string(::getpid());
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) return "";
+    return d;
+  }();
+  return dir;
+}
+
+Reply compile_request(const Request& q, const std::string& pch_root) {
   Reply reply;
   std::vector<Header> headers;
   headers.reserve(q.headers.size());
   for (const auto& [name, text] : q.headers) headers.push_back({name.c_str(), text.c_str()});
   try {
-    // Without NVRTC's automatic PCH: this process ends with _exit (below), and NVRTC removes
-    // its PCH folder only at exit (nvrtc::without_pch_options).
-    reply.image = compile_in_process(q.source, q.program_name, headers,
-                                     without_pch_options(q.options), q.cubin, &reply.log);
+    // NVRTC's automatic PCH only in the folder the runtime gave (nvrtc::worker_pch_options):
+    // this process ends with _exit (below), and NVRTC removes its own PCH folder only at exit.
+    const bool pch = std::find(q.options.begin(), q.options.end(), kAutoPch) != q.options.end();
+    reply.image = compile_in_process(
+        q.source, q.program_name, headers,
+        worker_pch_options(q.source, q.options, pch ? pch_dir_for_this_worker(pch_root) : ""),
+        q.cubin, &reply.log);
   } catch (const CompileFailure& e) {
     reply.status = ReplyStatus::kCompileFailure;
     reply.message = e.what();
@@ -248,15 +266,24 @@ std::string read_frame(int fd, std::string* payload, int timeout_ms) {
   return why == "eof" ? "error" : why;
 }
 
+constexpr int kWorkerPchLimit = 4;  // PCHs per worker (distinct prefix and options) by default
+
 int worker_main(int in, int out, int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
+  std::string pch_root;  // the runtime's folder for the workers' PCH files ("": no PCH)
   for (int i = 1; i + 1 < argc; ++i) {
     // The parent's NVRTC first: the same library compiles here (setenv before NVRTC is loaded,
     // while this process has one thread).
     if (std::strcmp(argv[i], "--nvrtc") == 0 && argv[i + 1][0]) {
       ::setenv("ALLOY_NVRTC_LIBRARY", argv[i + 1], 1);
     }
+    if (std::strcmp(argv[i], "--pch-dir") == 0) pch_root = argv[i + 1];
   }
+  // Each worker keeps PCH files of its own (8-14 MB each, NVRTC cannot share one between
+  // processes): fewer prefixes than a process's default 16 unless ALLOY_NVRTC_PCH says otherwise,
+  // so that 15 workers hold at most 60 in $TMPDIR (docs/nvrtc-workers.md).
+  if (!pch_root.empty() && !std::getenv("ALLOY_NVRTC_PCH"))
+    ::setenv("ALLOY_NVRTC_PCH", std::to_string(kWorkerPchLimit).c_str(), 1);
   Hello hello;
   if (available()) {
     hello.library = library_path();
@@ -291,7 +318,7 @@ int worker_main(int in, int out, int argc, char** argv) {
       continue;
     } else {
       try {
-        reply = compile_request(*request);
+        reply = compile_request(*request, pch_root);
       } catch (...) {  // out of memory building the reply
         reply = Reply{ReplyStatus::kWorkerError, "", "", "the worker failed"};
       }

@@ -43,6 +43,7 @@ struct Worker {
   pid_t pid = -1;
   int fd = -1;
   uint64_t generation = 0;
+  std::string pch_dir;  // its PCH folder (<pch_root>/<pid>, made by the worker), "" when none
 };
 
 struct Config {
@@ -65,6 +66,11 @@ struct Pool {
   uint64_t generation = 0;
   int spawn_failures = 0;
   bool exiting = false;  // the process is exiting: no new workers, busy ones end when done
+  // The folder the workers keep NVRTC's PCH files in (one subfolder each), made by this process
+  // at its first worker start and removed at its exit ("" until then, or when it cannot be made).
+  std::string pch_root;
+  pid_t pch_owner = 0;     // the process that made pch_root (a forked child does not remove it)
+  bool pch_tried = false;  // make_pch_root ran (once per process: a failure is not retried)
   WorkerStats stats;
   std::atomic<unsigned> fault{0};
 };
@@ -90,12 +96,64 @@ void after_fork_child() {
   p.live = 0;
   p.busy = 0;
   p.in_process_busy = false;  // the thread that had it is not in this process
+  p.pch_root.clear();         // the parent's: this process makes its own when it needs one
+  p.pch_tried = false;
   ++p.generation;
   p.mu.unlock();
 }
 
 void wait_for(pid_t pid);
 void forget(Pool& p, const Worker& w);
+
+std::string env(const char* name);
+
+constexpr const char* kPchFolderPrefix = "alloy-nvrtc-pch-";
+
+std::filesystem::path temp_dir() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+// Removes the workers' PCH folder, if this process made it (at exit, with no worker left).
+void remove_pch_root(Pool& p) {
+  if (p.pch_root.empty() || p.pch_owner != ::getpid()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(p.pch_root, ec);
+  p.pch_root.clear();
+}
+
+// Makes the workers' PCH folder ($TMPDIR/alloy-nvrtc-pch-<pid>, mode 0700) at the first worker
+// start, after removing those of processes that are gone (killed before their exit handler ran).
+// Under the pool's lock. "" when it cannot be made: the workers then compile without the PCH.
+void make_pch_root(Pool& p) {
+  if (p.pch_tried) return;
+  p.pch_tried = true;
+  if (env("ALLOY_NVRTC_WORKER_PCH") == "0") return;  // workers compile without the PCH
+  std::error_code ec;
+  const auto tmp = temp_dir();
+  for (auto it = std::filesystem::directory_iterator(tmp, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (!name.starts_with(kPchFolderPrefix)) continue;
+    char* end = nullptr;
+    long pid = std::strtol(name.c_str() + std::strlen(kPchFolderPrefix), &end, 10);
+    if (!end || *end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove_all(it->path(), ignored);
+    }
+  }
+  auto root = tmp / (kPchFolderPrefix + std::to_string(::getpid()));
+  std::filesystem::remove_all(root, ec);  // an earlier process's with this pid
+  if (::mkdir(root.c_str(), 0700) != 0) {
+    if (trace::build())
+      std::fprintf(stderr, "alloy: NVRTC workers compile without the PCH: cannot make %s: %s\n",
+                   root.c_str(), std::strerror(errno));
+    return;
+  }
+  p.pch_root = root.string();
+  p.pch_owner = ::getpid();
+}
 
 // At exit, the idle workers are ended and reaped here rather than left to exit on their own when
 // the kernel closes the sockets: their new parent (a container's first process, say) may never
@@ -113,6 +171,8 @@ void end_workers_at_exit() {
   }
   for (const auto& w : idle) ::close(w.fd);
   for (const auto& w : idle) wait_for(w.pid);
+  std::lock_guard lock(p.mu);
+  if (p.live == 0) remove_pch_root(p);  // else when the last busy worker ends (release)
 }
 
 Pool& pool() {
@@ -207,6 +267,10 @@ void end_worker(const Worker& w, bool kill) {
   if (kill) ::kill(w.pid, SIGKILL);  // not reaped yet, so the pid is still this worker's
   ::close(w.fd);
   wait_for(w.pid);
+  if (!w.pch_dir.empty()) {  // a worker's PCH files go with it
+    std::error_code ec;
+    std::filesystem::remove_all(w.pch_dir, ec);
+  }
 }
 
 void forget(Pool& p, const Worker& w) {
@@ -216,7 +280,8 @@ void forget(Pool& p, const Worker& w) {
 }
 
 // Starts a worker and reads its greeting; nullopt (and `why`) when it cannot be used.
-std::optional<Worker> spawn(const std::string& path, std::string* why) {
+std::optional<Worker> spawn(const std::string& path, const std::string& pch_root,
+                            std::string* why) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     *why = std::string("socketpair: ") + std::strerror(errno);
@@ -246,7 +311,12 @@ std::optional<Worker> spawn(const std::string& path, std::string* why) {
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   std::string library = library_path();
   std::vector<char*> argv{const_cast<char*>(path.c_str()), const_cast<char*>("--nvrtc"),
-                          library.data(), nullptr};
+                          library.data()};
+  if (!pch_root.empty()) {
+    argv.push_back(const_cast<char*>("--pch-dir"));
+    argv.push_back(const_cast<char*>(pch_root.c_str()));
+  }
+  argv.push_back(nullptr);
   pid_t pid = -1;
   int r = ::posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -257,7 +327,7 @@ std::optional<Worker> spawn(const std::string& path, std::string* why) {
     ::close(sv[0]);
     return std::nullopt;
   }
-  Worker w{pid, sv[0], 0};
+  Worker w{pid, sv[0], 0, pch_root.empty() ? "" : pch_root + "/" + std::to_string(pid)};
   std::string payload;
   std::string err = wire::read_frame(w.fd, &payload, kHelloTimeoutMs);
   auto hello = err.empty() ? wire::decode_hello(payload) : std::nullopt;
@@ -309,10 +379,12 @@ Slot acquire(Pool& p, bool background) {
       ++p.live;
       uint64_t generation = p.generation;
       std::string path = p.config.path;
+      make_pch_root(p);
+      std::string pch_root = p.pch_root;
       lock.unlock();
       auto t0 = std::chrono::steady_clock::now();
       std::string why;
-      auto w = spawn(path, &why);
+      auto w = spawn(path, pch_root, &why);
       lock.lock();
       if (w) {
         if (trace::build())
@@ -359,7 +431,11 @@ void release(Pool& p, const Worker& w, bool failed) {
     }
     p.cv.notify_all();
   }
-  if (end) end_worker(w, failed);
+  if (end) {
+    end_worker(w, failed);
+    std::lock_guard lock(p.mu);
+    if (p.exiting && p.live == 0) remove_pch_root(p);
+  }
 }
 
 void release_here(Pool& p) {
@@ -487,6 +563,7 @@ WorkerStats worker_stats() {
   s.max_workers = p.config.max;
   s.worker_path = p.config.max > 0 ? p.config.path : "";
   s.disabled_why = p.config.why;
+  s.pch_dir = p.pch_root;
   return s;
 }
 
