@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "alloy/alloy.h"
 #include "core/array_node.h"
@@ -240,6 +241,66 @@ TEST(RuntimeCore, GeometryExpressionsFollowTheInputShapes) {
   EXPECT_THROW(E::dim(2, 0).eval({{1}}), std::invalid_argument);
   EXPECT_THROW((E(1) / E(0)).eval({}), std::invalid_argument);
   EXPECT_EQ(e.str(), "(((ceil_div(in0.shape[1], 32) * 2) + min(in1.size, 5)) - (7 // 2))");
+}
+
+// live_buffers() counts per thread (plain stores, no atomic read-modify-write per buffer): the
+// total stays exact when buffers are made on one thread and freed on another, when threads exit
+// (their counts move to the shared total) and when a later thread reuses an exited one's slot.
+TEST(RuntimeCore, LiveBufferCountIsExactAcrossThreads) {
+  std::mt19937 rng(31);
+  const int64_t base = live_buffers();
+  const int n = std::uniform_int_distribution<int>(6, 20)(rng);
+  std::vector<std::vector<double>> values;
+  for (int i = 0; i < n; ++i) values.push_back(random_values(1 + 7 * i, 40 + i));
+  std::vector<Array> made(n);
+  auto k = scale_kernel();
+  // Made on a thread that then exits: half are inputs, half are kernel outputs evaluated there.
+  std::thread([&] {
+    for (int i = 0; i < n; ++i) {
+      const int64_t len = static_cast<int64_t>(values[i].size());
+      Array x = Array::from_doubles(values[i], {len}, float32, Device::cpu());
+      if (i % 2) {
+        KernelCall call;
+        call.output_shapes = {{len}};
+        call.output_dtypes = {float32};
+        call.grid = {static_cast<int>(len), 1, 1};
+        call.threadgroup = {32, 1, 1};
+        call.template_args = {{"T", float32}};
+        call.device = Device::cpu();
+        made[i] = k({x}, call)[0];
+        made[i].eval();
+      } else {
+        made[i] = x;
+      }
+    }
+  }).join();
+  EXPECT_EQ(live_buffers(), base + n);
+  for (int i = 0; i < n; ++i) {
+    auto got = made[i].to_doubles();
+    ASSERT_EQ(got.size(), values[i].size());
+    for (size_t j = 0; j < got.size(); ++j) {
+      double want = static_cast<float>(values[i][j]);
+      if (i % 2) want = static_cast<float>(want * 2 + 1);
+      ASSERT_EQ(got[j], want) << i << " " << j;
+    }
+  }
+  // Freed on another thread, which exits.
+  const int half = n / 2;
+  std::thread([&] {
+    for (int i = 0; i < half; ++i) made[i] = Array();
+  }).join();
+  EXPECT_EQ(live_buffers(), base + n - half);
+  // A later thread (which may reuse an exited thread's slot) makes three and frees one.
+  std::vector<Array> more(3);
+  std::thread([&] {
+    for (auto& m : more) m = make_empty({5}, float32, Device::cpu());
+    more[1] = Array();
+  }).join();
+  EXPECT_EQ(live_buffers(), base + n - half + 2);
+  // Freed here.
+  made.clear();
+  more.clear();
+  EXPECT_EQ(live_buffers(), base);
 }
 
 // A call repeated with the same arguments on inputs of the same dtypes and shapes shares the

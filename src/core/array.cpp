@@ -7,11 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "alloy/errors.h"
 #include "alloy/interrupt.h"
@@ -54,10 +57,72 @@ Strides row_major_strides(const Shape& shape) {
   return s;
 }
 
-std::atomic<int64_t> g_live_buffers{0};
+namespace live_count {
+namespace {
+// Every slot ever made (never freed: a buffer may be freed during static destruction, after
+// thread-local destructors ran), the free ones for reuse by later threads, and the counts of
+// exited threads and of threads without a slot.
+struct Registry {
+  std::mutex mu;
+  Slot* all = nullptr;
+  std::vector<Slot*> free;
+  std::atomic<int64_t> base{0};
+};
+Registry& registry() {
+  static Registry* r = new Registry;  // leaked: used during static destruction
+  return *r;
+}
+thread_local bool t_exited = false;
+// Gives the slot back at the thread's exit: its count moves to the shared total.
+struct Owner {
+  bool made = false;
+  ~Owner() {
+    Registry& r = registry();
+    std::lock_guard lock(r.mu);
+    if (Slot* s = std::exchange(t_slot, nullptr)) {
+      r.base.fetch_add(s->n.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+      r.free.push_back(s);
+    }
+    t_exited = true;
+  }
+};
+thread_local Owner t_owner;
+}  // namespace
+
+constinit thread_local Slot* t_slot = nullptr;
+
+void add_slow(int64_t d) {
+  Registry& r = registry();
+  if (t_exited) {
+    r.base.fetch_add(d, std::memory_order_relaxed);
+    return;
+  }
+  t_owner.made = true;  // constructs it: its destructor returns the slot
+  std::lock_guard lock(r.mu);
+  Slot* s;
+  if (!r.free.empty()) {
+    s = r.free.back();
+    r.free.pop_back();
+  } else {
+    s = new Slot;
+    s->next = r.all;
+    r.all = s;
+  }
+  s->n.store(d, std::memory_order_relaxed);
+  t_slot = s;
+}
+
+int64_t total() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  int64_t n = r.base.load(std::memory_order_relaxed);
+  for (Slot* s = r.all; s; s = s->next) n += s->n.load(std::memory_order_relaxed);
+  return n;
+}
+}  // namespace live_count
 
 int64_t live_buffers() {
-  return g_live_buffers.load();
+  return live_count::total();
 }
 
 namespace {
@@ -111,9 +176,11 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
 }
 
 namespace {
+// `checked`: the output sizes were checked already (check_output_sizes; a cached kernel call's).
 template <class Shapes, class Dtypes>
 std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
-                                   Shapes shapes_in, Dtypes dtypes_in, Stream stream) {
+                                   Shapes shapes_in, Dtypes dtypes_in, Stream stream,
+                                   bool checked = false) {
   Device device = stream.device;
   auto op = std::make_shared<PendingOp>();
   op->primitive = std::move(primitive);
@@ -128,7 +195,7 @@ std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitive, std::ve
   outs.reserve(shapes.size());
   op->outputs.reserve(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
-    checked_nbytes(shapes[i], dtypes[i]);
+    if (!checked) checked_nbytes(shapes[i], dtypes[i]);
     auto n = std::make_shared<ArrayNode>();
     n->dtype = dtypes[i];
     n->shape = shapes[i];
@@ -160,7 +227,13 @@ std::vector<Array> make_pending_borrowed(std::shared_ptr<Primitive> primitive,
                                          const std::vector<Dtype>& dtypes, Stream stream) {
   return make_pending_op(std::move(primitive), std::move(inputs),
                          OutputList<Shape>::borrowed(shapes), OutputList<Dtype>::borrowed(dtypes),
-                         stream);
+                         stream, /*checked=*/true);
+}
+
+void check_output_sizes(const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes) {
+  if (shapes.size() != dtypes.size())
+    throw std::invalid_argument("check_output_sizes: shapes and dtypes differ in count");
+  for (size_t i = 0; i < shapes.size(); ++i) checked_nbytes(shapes[i], dtypes[i]);
 }
 
 Array make_pending_view(std::shared_ptr<Primitive> primitive, const Array& input,

@@ -158,11 +158,16 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
                                 std::vector<Shape> shapes, std::vector<Dtype> dtypes,
                                 Stream stream);
 /// The same with output shapes and dtypes that `primitive` owns (a cached kernel call's): the op
-/// borrows them (no copy, no reference count); they must live as long as the primitive.
+/// borrows them (no copy, no reference count); they must live as long as the primitive, and
+/// their sizes were checked with check_output_sizes when the primitive kept them (a repeated
+/// call does not check them again).
 std::vector<Array> make_pending_borrowed(std::shared_ptr<Primitive> primitive,
                                          std::vector<Array> inputs,
                                          const std::vector<Shape>& shapes,
                                          const std::vector<Dtype>& dtypes, Stream stream);
+/// Throws std::invalid_argument, as make_pending does, for a negative dimension or a size in
+/// bytes that overflows int64.
+void check_output_sizes(const std::vector<Shape>& shapes, const std::vector<Dtype>& dtypes);
 /// The same on the default stream of `device`.
 std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
                                 std::vector<Shape> shapes, std::vector<Dtype> dtypes,

@@ -11,8 +11,25 @@
 
 namespace alloy {
 
-/// Buffers alive now (live_buffers() in array_node.h).
-extern std::atomic<int64_t> g_live_buffers;
+/// Counts buffers alive (live_buffers() in array_node.h): one counter per thread that creates or
+/// frees buffers, written by that thread alone with a plain store (no atomic read-modify-write
+/// per buffer: issue 9's launch overhead), summed by live_buffers().
+namespace live_count {
+struct Slot {
+  std::atomic<int64_t> n{0};
+  Slot* next = nullptr;  // the registry's list (live_count in array.cpp)
+};
+/// This thread's slot; null before its first buffer and after the thread's exit began.
+extern thread_local constinit Slot* t_slot;
+/// Adds `d` for a thread with no slot (registers one, or counts on the shared total).
+void add_slow(int64_t d);
+inline void add(int64_t d) {
+  if (Slot* s = t_slot)
+    s->n.store(s->n.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+  else
+    add_slow(d);
+}
+}  // namespace live_count
 
 struct Buffer {
   void* ptr = nullptr;
@@ -22,12 +39,12 @@ struct Buffer {
 
   Buffer(void* p, size_t n, Device d, std::function<void(void*, size_t)> r)
       : ptr(p), nbytes(n), device(d), release(std::move(r)) {
-    g_live_buffers.fetch_add(1, std::memory_order_relaxed);
+    live_count::add(1);
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer() {
-    g_live_buffers.fetch_sub(1, std::memory_order_relaxed);
+    live_count::add(-1);
     if (release && ptr) release(ptr, nbytes);
   }
 };

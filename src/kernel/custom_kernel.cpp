@@ -876,6 +876,8 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
   // together compile in parallel; a compile queued alone is left to the evaluation. Compile
   // errors surface at the evaluation, as before.
   prim->start_compile(in, dev);
+  // Checked once here: a repeated call borrows them unchecked (make_pending_borrowed).
+  check_output_sizes(out_shapes, prim->output_dtypes());
   prim->keep_call_shapes(std::move(out_shapes));
   const auto& kept_shapes = prim->call_shapes();
   const auto& kept_dtypes = prim->output_dtypes();
