@@ -18,11 +18,14 @@
 // loop 16 lanes wide) took 6.4-6.8 us per group on EPYC-2 compiled with -mtune=sapphirerapids
 // (ymm only) and 4.0 us with this pragma (zmm), as with AMD's own tuning (docs/performance.md,
 // h-cpu16c). It comes before every header, so that every function of the translation unit has the
-// same target options (inlining across differing ones fails). Arithmetic is the same operations in
-// wider registers; vectorised math calls go to libmvec's AVX-512 variants (same accuracy bounds,
-// the ones AMD hosts already use). ALLOY_CPU_NATIVE_VECTOR_WIDTH keeps the compiler's choice.
+// same target options (inlining across differing ones fails); a translated kernel sets it again
+// after the prelude (msl/target.cpp, kCpu), since a precompiled prelude does not carry it.
+// Arithmetic is the same operations in wider registers; vectorised math calls go to libmvec's
+// AVX-512 variants (same accuracy bounds, the ones AMD hosts already use).
+// ALLOY_CPU_NATIVE_VECTOR_WIDTH keeps the compiler's choice.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__) && \
     !defined(ALLOY_CPU_NATIVE_VECTOR_WIDTH)
+#define ALLOY_CPU_WIDE_VECTORS 1
 #pragma GCC target("prefer-vector-width=512")
 #endif
 
