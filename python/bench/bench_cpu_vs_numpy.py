@@ -57,7 +57,7 @@ before each call. On the 16-core host a launch after an idle gap (the pool's thr
 they are during each numpy call of the alternation) is much slower than back to back (`exp`
 2^24: 2.1 vs 1.13 ms), while one core never idles (docs/performance.md, h-cpu16b).
 
-`--scaling SETTLE_S` adds the scaling mode (cases exp_f32 and row_sum), a row "<case> solo".
+`--scaling SETTLE_S` adds the scaling mode (the exp cases and row_sum), a row "<case> solo".
 Issue 14's scaling figure is the 16-core time against the 1-core time. Call by call, the two are
 not measured alike: on 16 cores every Alloy launch follows numpy's single-threaded call, during
 which the pool's 15 other threads had nothing to do and slept, so each launch wakes them (the host
@@ -514,7 +514,7 @@ def main():
                              "after GAP_MS of sleep (the pool's threads idle, as during a numpy "
                              "call)")
     parser.add_argument("--scaling", type=float, default=None, metavar="SETTLE_S",
-                        help="also the scaling mode (exp_f32, row_sum): Alloy alone and numpy "
+                        help="also the scaling mode (exp cases, row_sum): Alloy alone and numpy "
                              "on 1 and on all allowed cores (Python threads over slices), each "
                              "back to back in blocks after SETTLE_S seconds of sleep")
     args = parser.parse_args()
