@@ -637,7 +637,7 @@ TEST(CpuSplit, WideVectorPreferenceIsSetAgainAfterThePrelude) {
     alloy::msl::Translation tr;
     translated(src, mode, tr);
     const std::string again =
-        "#include \"entry.h\"\n#ifdef ALLOY_CPU_WIDE_VECTORS\n"
+        "#include \"entry.h\"\n#ifdef ALLOY_CPU_WIDE_VECTORS\n#pragma GCC reset_options\n"
         "#pragma GCC target(\"prefer-vector-width=512\")\n#endif\n";
     const size_t at = tr.code.find(again);
     ASSERT_NE(at, std::string::npos) << tr.code.substr(0, 400);
