@@ -624,3 +624,28 @@ kernel void k(device const float* x [[buffer(0)]], device const uint* off [[buff
 }
 
 }  // namespace
+
+namespace {
+
+// The prelude's 512-bit vector preference (cpu/target.h) does not outlive a precompiled prelude
+// (a `#pragma GCC target` inside a PCH is not in effect after it, its macros are): a CPU
+// translation sets it again right after the prelude's headers, before any code of the kernel,
+// under the prelude's macro; a CUDA translation has no such line.
+TEST(CpuSplit, WideVectorPreferenceIsSetAgainAfterThePrelude) {
+  const std::string src = lib("threadgroup_barrier(mem_flags::mem_threadgroup);");
+  for (auto mode : {alloy::msl::CpuSyncMode::split, alloy::msl::CpuSyncMode::fibers}) {
+    alloy::msl::Translation tr;
+    translated(src, mode, tr);
+    const std::string again =
+        "#include \"entry.h\"\n#ifdef ALLOY_CPU_WIDE_VECTORS\n#pragma GCC reset_options\n"
+        "#pragma GCC target(\"prefer-vector-width=512\")\n#endif\n";
+    const size_t at = tr.code.find(again);
+    ASSERT_NE(at, std::string::npos) << tr.code.substr(0, 400);
+    EXPECT_LT(at, tr.code.find("namespace metal {"));
+  }
+  alloy::msl::TranslateOptions opt;
+  opt.target = alloy::msl::Target::cuda;
+  EXPECT_EQ(alloy::msl::translate(src, opt).code.find("prefer-vector-width"), std::string::npos);
+}
+
+}  // namespace

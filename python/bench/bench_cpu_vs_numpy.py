@@ -57,11 +57,26 @@ before each call. On the 16-core host a launch after an idle gap (the pool's thr
 they are during each numpy call of the alternation) is much slower than back to back (`exp`
 2^24: 2.1 vs 1.13 ms), while one core never idles (docs/performance.md, h-cpu16b).
 
+`--scaling SETTLE_S` adds the scaling mode (the exp cases and row_sum), a row "<case> solo".
+Issue 14's scaling figure is the 16-core time against the 1-core time. Call by call, the two are
+not measured alike: on 16 cores every Alloy launch follows numpy's single-threaded call, during
+which the pool's 15 other threads had nothing to do and slept, so each launch wakes them (the host
+wakes idle vCPUs: +60-330 us, and a launch woken from idle ran up to 2x slower than back to back on
+the GPU host); on one core nothing ever idles. The scaling mode measures every configuration the
+same way: each side alone, back to back in blocks (`--block` timed calls after two untimed ones),
+after SETTLE_S seconds of sleep, the sides taking turns. Run it once under `taskset -c 0` and once
+on all cores and divide (a self-comparison, as the item defines it). As the host's own ceiling for
+the same work, it also times numpy's call split into as many slices as cores allowed, run by as
+many Python threads (numpy's ufuncs and reductions release the GIL), against its one-thread
+call: what this host gives a plain thread pool on the same memory-bound work. Both figures are
+printed next to the call-by-call row, not instead of it.
+
     python python/bench/bench_cpu_vs_numpy.py [--repeats R] [--n N] [--cases exp_f32,...]
-        [--block B] [--pause SECONDS] [--alone GAP_MS]
+        [--block B] [--pause SECONDS] [--alone GAP_MS] [--scaling SETTLE_S]
 """
 
 import argparse
+import concurrent.futures
 import os
 import resource
 import statistics
@@ -287,6 +302,39 @@ def alone(alloy_fn, gap, calls=15):
     return res[0], res[1]
 
 
+def split(n, k):
+    """k contiguous slices covering range(n), as even as possible."""
+    return [slice(n * i // k, n * (i + 1) // k) for i in range(k)]
+
+
+def solo(fns, repeats, block, settle, warmup=2):
+    """Median seconds of one call of each of `fns`, each measured alone, back to back in blocks:
+    per sample and function, `settle` seconds of sleep, `warmup` untimed calls, then `block` calls
+    timed one by one; the functions take turns within a sample, in an order that rotates between
+    samples (drift cancels). The same method whatever the core count (the scaling mode): no timed
+    call starts from an idle pool, and the settle lets the previous function's threads (or another
+    process's load) go quiet first."""
+    ts = [[] for _ in fns]
+    for r in range(repeats):
+        for i in [(r + j) % len(fns) for j in range(len(fns))]:
+            time.sleep(settle)
+            for _ in range(warmup):
+                fns[i]()
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fns[i]()
+                ts[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in ts]
+
+
+def threaded_peer(slices, pool):
+    """One call of the peer split over `pool`'s threads (numpy's ufuncs and reductions release
+    the GIL): every slice submitted, then all awaited. One slice: called directly."""
+    if len(slices) == 1:
+        return slices[0]
+    return lambda: [f.result() for f in [pool.submit(fn) for fn in slices]]
+
+
 def elementwise_call(kernel, inputs, n, dtype, template=None):
     def call():
         kw = {"template": template} if template else {}
@@ -307,7 +355,9 @@ def case_exp(n, dtype, np_dtype, rng):
     got = np.asarray(fn()).astype(np.float64)
     tol = 2e-6 if np_dtype == np.float32 else 1e-3
     np.testing.assert_allclose(got, ref, rtol=tol)
-    return fn, lambda: np.exp(x, out=o)
+    peer = lambda: np.exp(x, out=o)  # noqa: E731
+    peer.slices = lambda k: [lambda p=p: np.exp(x[p], out=o[p]) for p in split(len(x), k)]
+    return fn, peer
 
 
 def case_copy(n, rng):
@@ -365,7 +415,9 @@ def case_row_sum(rng, rows=4096, cols=4096):
     np.testing.assert_allclose(np.asarray(call()), x.astype(np.float64).sum(1), rtol=1e-4,
                                atol=1e-3)
     o = np.empty(rows, np.float32)
-    return call, lambda: np.sum(x, axis=1, out=o)
+    peer = lambda: np.sum(x, axis=1, out=o)  # noqa: E731
+    peer.slices = lambda k: [lambda p=p: np.sum(x[p], axis=1, out=o[p]) for p in split(rows, k)]
+    return call, peer
 
 
 def case_softmax(rng, rows=64, cols=32768):
@@ -461,6 +513,10 @@ def main():
                         help="also time Alloy alone: 15 calls back to back, then 15 calls each "
                              "after GAP_MS of sleep (the pool's threads idle, as during a numpy "
                              "call)")
+    parser.add_argument("--scaling", type=float, default=None, metavar="SETTLE_S",
+                        help="also the scaling mode (exp cases, row_sum): Alloy alone and numpy "
+                             "on 1 and on all allowed cores (Python threads over slices), each "
+                             "back to back in blocks after SETTLE_S seconds of sleep")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     cases = args.cases.split(",")
@@ -525,6 +581,18 @@ def main():
             b2b, gap = alone(fns[0], args.alone / 1e3)
             print(f"{name + ' alone':<12} back to back {b2b * scale:.3f}{unit}, after "
                   f"{args.alone:g} ms idle {gap * scale:.3f}{unit} (medians of 15)", flush=True)
+        if args.scaling is not None and hasattr(fns[1], "slices"):
+            time.sleep(max(args.pause, 1.5 * spin))
+            with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
+                peers = [fns[1]] + ([threaded_peer(fns[1].slices(cores), pool)] if cores > 1
+                                    else [])
+                t = solo([fns[0]] + peers, args.repeats, args.block, args.scaling)
+            many = (f", numpy {cores} threads {t[2] * scale:.3f}{unit} ({t[1] / t[2]:.1f}x its "
+                    "1 thread)") if cores > 1 else ""
+            print(f"{name + ' solo':<12} {cores} core(s): alloy {t[0] * scale:.3f}{unit}, numpy 1 "
+                  f"thread {t[1] * scale:.3f}{unit}{many} (alone, blocks of {args.block} after "
+                  f"{args.scaling:g} s settle; medians of {args.repeats * args.block})",
+                  flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

@@ -417,7 +417,16 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
       bounds, i, params, body);
 }
 
-const TargetTraits kCpu{"cpu", "#include \"metal_stdlib.h\"\n#include \"entry.h\"\n",
+// The prelude's 512-bit vector preference (cpu/target.h) is set again after its headers: a
+// `#pragma GCC target` inside a precompiled prelude does not outlive the PCH (the kernel's own
+// functions would get the compiler's 256-bit tuning on Intel hosts), while its macro does.
+// reset_options first: successive target pragmas accumulate their strings, and a function the
+// prelude declares under one string and the user defines under two would be a different
+// (multiversioned) function: "ambiguating new declaration".
+const TargetTraits kCpu{"cpu",
+                        "#include \"metal_stdlib.h\"\n#include \"entry.h\"\n"
+                        "#ifdef ALLOY_CPU_WIDE_VECTORS\n#pragma GCC reset_options\n"
+                        "#pragma GCC target(\"prefer-vector-width=512\")\n#endif\n",
                         cpu_threadgroup, cpu_unroll, cpu_entry};
 const TargetTraits kCuda{"cuda", "#include \"metal_stdlib.h\"\n#include \"entry.h\"\n",
                          cuda_threadgroup, cuda_unroll, cuda_entry};

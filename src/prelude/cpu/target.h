@@ -11,6 +11,24 @@
 #define ALLOY_CPU_LOOP_ENTRY __attribute__((flatten))
 #define ALLOY_CPU_INLINE_LAMBDA __attribute__((always_inline))
 
+// 512-bit vectors wherever the host has AVX-512. g++'s tuning for Intel's AVX-512 cores
+// (-march=native on Skylake-SP through Sapphire/Emerald Rapids: "avx256_optimal") vectorises with
+// 256-bit registers only; a kernel's thread loop then does twice the instructions per thread. The
+// bench's tiled matmul library (one 16x16 group: 16 FMAs per thread and tile step, the thread
+// loop 16 lanes wide) took 6.4-6.8 us per group on EPYC-2 compiled with -mtune=sapphirerapids
+// (ymm only) and 4.0 us with this pragma (zmm), as with AMD's own tuning (docs/performance.md,
+// h-cpu16c). It comes before every header, so that every function of the translation unit has the
+// same target options (inlining across differing ones fails); a translated kernel sets it again
+// after the prelude (msl/target.cpp, kCpu), since a precompiled prelude does not carry it.
+// Arithmetic is the same operations in wider registers; vectorised math calls go to libmvec's
+// AVX-512 variants (same accuracy bounds, the ones AMD hosts already use).
+// ALLOY_CPU_NATIVE_VECTOR_WIDTH keeps the compiler's choice.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__) && \
+    !defined(ALLOY_CPU_NATIVE_VECTOR_WIDTH)
+#define ALLOY_CPU_WIDE_VECTORS 1
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
 // glibc's C <math.h>, not libstdc++'s C++ wrapper of it: the wrapper includes <cmath>, which cost
 // g++ ~0.08 s per kernel compiled without the precompiled prelude and ~0.02 s with it (12 of that
 // header's 33 MB). The prelude calls the C functions by their typed names (::sinf, ::sin) and
