@@ -2,6 +2,8 @@
 // moves, geometry as expressions of input shapes, evaluation that frees intermediates and fails
 // once.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -301,6 +303,40 @@ TEST(RuntimeCore, LiveBufferCountIsExactAcrossThreads) {
   made.clear();
   more.clear();
   EXPECT_EQ(live_buffers(), base);
+}
+
+// The live-buffer counters' registry lock is held across fork(): a child forked while another
+// thread sums the counters (live_buffers() takes the lock) can still register a new thread's
+// counter. Without the fork handler, most children here would start with the lock held by a
+// thread they do not have and hang (alarm ends them).
+TEST(RuntimeCore, LiveBufferCountSurvivesForkWhileAnotherThreadCounts) {
+  std::atomic<bool> stop{false};
+  std::thread counter([&] {
+    while (!stop.load(std::memory_order_relaxed)) (void)live_buffers();
+  });
+  std::mt19937 rng(47);
+  int hung = 0;
+  for (int i = 0; i < 20; ++i) {
+    const int64_t len = std::uniform_int_distribution<int64_t>(3, 50)(rng);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::alarm(10);
+      int64_t before = live_buffers();
+      bool ok = false;
+      std::thread([&] {
+        Array x = make_empty({len}, float32, Device::cpu());
+        ok = live_buffers() == before + 1;
+      }).join();
+      ::_exit(ok && live_buffers() == before ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++hung;
+  }
+  stop = true;
+  counter.join();
+  EXPECT_EQ(hung, 0);
 }
 
 // A call repeated with the same arguments on inputs of the same dtypes and shapes shares the

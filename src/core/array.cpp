@@ -1,5 +1,7 @@
 #include "alloy/array.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -68,8 +70,16 @@ struct Registry {
   std::vector<Slot*> free;
   std::atomic<int64_t> base{0};
 };
+Registry* g_registry = nullptr;
 Registry& registry() {
-  static Registry* r = new Registry;  // leaked: used during static destruction
+  // Leaked: used during static destruction. Its lock is held across fork() (taken before, let go
+  // after, in parent and child), so a child never starts with it held by a thread it lacks.
+  static Registry* r = [] {
+    g_registry = new Registry;
+    pthread_atfork([] { g_registry->mu.lock(); }, [] { g_registry->mu.unlock(); },
+                   [] { g_registry->mu.unlock(); });
+    return g_registry;
+  }();
   return *r;
 }
 thread_local bool t_exited = false;
