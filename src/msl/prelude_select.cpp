@@ -409,6 +409,25 @@ std::string prelude_defines(const PreludeSelection& s) {
   return out;
 }
 
+SplitDefines prelude_defines_split(const PreludeSelection& s) {
+  SplitDefines out;
+  const std::string all = prelude_defines(s);
+  for (size_t at = 0; at < all.size();) {
+    size_t nl = all.find('\n', at);
+    std::string_view line(all.data() + at, nl - at + 1);
+    const bool math =
+        line.starts_with("#define ALLOY_USE_") || line.starts_with("#define ALLOY_MATH_ALL ");
+    (math ? out.math : out.core) += line;
+    at = nl + 1;
+  }
+  // metal_core.h's derivation of ALLOY_NEED_LIMITS from the math functions that use
+  // numeric_limits sees no ALLOY_USE_ here: the core part says it.
+  if (!s.all && !s.core.count("LIMITS") &&
+      (s.all_math || s.math.count("fract") || s.math.count("isnormal")))
+    out.core += "#define ALLOY_NEED_LIMITS 1\n";
+  return out;
+}
+
 const std::set<std::string>& prelude_parts() {
   static const std::set<std::string> parts = [] {
     std::set<std::string> p;

@@ -94,11 +94,13 @@ CompiledImage compile_for(const KernelSource& k, const nvrtc::Target& t, std::st
   for (auto& o : effective_options(k)) options.push_back(std::move(o));
   // NVRTC's automatic PCH of the prelude (nvrtc::auto_pch_options): not in the key, since it
   // changes no output.
-  for (auto& o : nvrtc::auto_pch_options(k.source, options)) options.push_back(std::move(o));
+  nvrtc::AutoPch pch = nvrtc::auto_pch(k.source, options);
+  for (auto& o : pch.options) options.push_back(std::move(o));
   std::string image;
   auto t0 = std::chrono::steady_clock::now();
   try {
-    image = nvrtc::compile(k.source, k.program_name, prelude().headers, options, t.cubin);
+    image = nvrtc::compile(pch.source.empty() ? k.source : pch.source, k.program_name,
+                           prelude().headers, options, t.cubin);
   } catch (const nvrtc::CompileFailure& e) {
     throw CompileError(
         k.name,
