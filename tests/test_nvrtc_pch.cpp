@@ -258,6 +258,53 @@ TEST(NvrtcPch, CorePchThenASelectionsPchSameImages) {
   }
 }
 
+// metal/math.h with a translation's math selection evaluated (msl::math_header_for, what
+// cuda::compile passes NVRTC): the same cubin and PTX as the header itself, for kernels calling
+// math functions of every kind (scalar, vector, precise::/fast::, relational, ones using
+// numeric_limits), quick and full; the same number of lines; "" for other sources.
+TEST(NvrtcPch, MathHeaderForASelectionSameImage) {
+  if (!cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  const auto headers = prelude_headers();
+  std::string_view math_h;
+  for (const auto& h : headers)
+    if (std::string_view(h.name) == "metal/math.h") math_h = h.text;
+  ASSERT_FALSE(math_h.empty());
+  EXPECT_EQ(msl::math_header_for("#define ALLOY_USE_exp 1\nint x;\n", math_h), "");
+  std::vector<Kernel> ks = kernels();
+  ks.push_back({"mixed",
+                "uint i = thread_position_in_grid.x;\nfloat x = inp[i];\n"
+                "out[i] = fract(x) + smoothstep(0.0f, 1.0f, x) + (isnan(x) ? 1.0f : 0.0f) +\n"
+                "    fmax(x, 0.5f) + precise::sqrt(fabs(x)) + fast::exp(x) + atan2(x, 2.0f);\n"});
+  ks.push_back({"vecmath",
+                "uint i = thread_position_in_grid.x;\nfloat3 v = float3(inp[i], 1.0f, 2.0f);\n"
+                "out[i] = length(normalize(v)) + dot(clamp(v, 0.0f, 1.0f), float3(1.0f)) +\n"
+                "    select(0.0f, 1.0f, all(v > 0.0f)) + min(v.x, v.y);\n"});
+  for (const Kernel& k : ks) {
+    for (bool quick : {true, false}) {
+      cuda::KernelSource s = source_of(k, quick);
+      std::string name = std::string(k.name) + (quick ? " quick" : " full");
+      std::string trimmed = msl::math_header_for(s.source, math_h);
+      ASSERT_FALSE(trimmed.empty()) << name;
+      EXPECT_LT(trimmed.size(), math_h.size() / 2) << name;  // most functions left out
+      EXPECT_EQ(trimmed.find("defined(ALLOY_USE_"), std::string::npos) << name;
+      EXPECT_EQ(std::count(trimmed.begin(), trimmed.end(), '\n'),
+                std::count(math_h.begin(), math_h.end(), '\n'))
+          << name;
+      auto with = headers;
+      for (auto& h : with)
+        if (std::string_view(h.name) == "metal/math.h") h.text = trimmed.c_str();
+      for (bool cubin : {true, false}) {
+        std::string want = cuda::nvrtc::compile_in_process(s.source, "kernel.cu", headers,
+                                                           options_of(s, false), cubin);
+        EXPECT_EQ(cuda::nvrtc::compile_in_process(s.source, "kernel.cu", with, options_of(s, false),
+                                                  cubin),
+                  want)
+            << name << (cubin ? " cubin" : " PTX");
+      }
+    }
+  }
+}
+
 // The options: for NVRTC 12.8+, per distinct directive prefix and option set from its second
 // compile on (the first makes no PCH), up to the limit (16 unless ALLOY_NVRTC_PCH says
 // otherwise); a prefix given them keeps getting them.

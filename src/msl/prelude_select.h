@@ -63,6 +63,16 @@ SplitDefines prelude_defines_split(const PreludeSelection& s);
 /// selections share (backend/cuda/nvrtc.h auto_pch). Declares nothing.
 inline constexpr std::string_view kPreludeCoreEnd = "namespace metal {}  // the prelude's core\n";
 
+/// metal/math.h's text (`math_h`) with its selection evaluated for the math functions a CUDA
+/// translation `source` selects (its `#define ALLOY_USE_<name> 1` and `#define ALLOY_MATH_ALL 1`
+/// lines after kPreludeCoreEnd): each `#if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_<name>)`
+/// and `#if !defined(ALLOY_MATH_ALL) && !defined(ALLOY_USE_<name>)` block kept without its
+/// directives or left out (a blank line), every other line as it is. The same program once
+/// preprocessed, without the ~260 directives NVRTC's preprocessor would evaluate per kernel
+/// (a few ms on the GPU host, docs/performance.md). "" when `source` is not such a translation
+/// or `math_h` holds a form this does not know (then the header is used as it is).
+std::string math_header_for(std::string_view source, std::string_view math_h);
+
 /// Every optional part select_prelude() knows, as used in ALLOY_NEED_<part>.
 const std::set<std::string>& prelude_parts();
 
