@@ -653,13 +653,30 @@ constexpr const char* kExpSinSource = R"(
     out[i] = exp(sin(inp[i]));
 )";
 
-double cupy_nvrtc_seconds(int64_t i) {
+// BM_NvrtcColdVsCupyDistinctSelections: iteration i (from 1) adds 0 * f(|x| + 1) for the i-th of
+// these (Metal, CUDA) to both sources, so that every Alloy kernel has a math selection of its own
+// (as python/bench/bench_first_call.py --distinct-selections).
+constexpr std::pair<const char*, const char*> kExtraFunctions[] = {
+    {"cos", "cosf"},     {"tan", "tanf"},     {"log", "logf"},     {"sqrt", "sqrtf"},
+    {"exp2", "exp2f"},   {"log2", "log2f"},   {"floor", "floorf"}, {"ceil", "ceilf"},
+    {"round", "roundf"}, {"trunc", "truncf"}, {"sinh", "sinhf"},   {"cosh", "coshf"},
+    {"tanh", "tanhf"},   {"atan", "atanf"},   {"log10", "log10f"}, {"asinh", "asinhf"}};
+
+std::string extra_function(int64_t i, bool cuda) {
+  if (i <= 0) return "";
+  const auto& f = kExtraFunctions[(i - 1) % std::size(kExtraFunctions)];
+  return cuda ? fmt::format(" + 0.0f * {}(fabsf(inp[i]) + 1.0f)", f.second)
+              : fmt::format(" + 0.0f * {}(fabs(inp[i]) + 1.0f)", f.first);
+}
+
+double cupy_nvrtc_seconds(int64_t i, bool distinct = false) {
   std::string src =
       std::string(
           "extern \"C\" __global__ void expsin(const float* inp, float* out, unsigned n) {\n"
           "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-          "  if (i < n) out[i] = expf(sinf(inp[i]));\n}\n") +
-      "// cupy " + nonce() + " " + std::to_string(i) + "\n";
+          "  if (i < n) out[i] = expf(sinf(inp[i]))") +
+      (distinct ? extra_function(i, true) : "") + ";\n}\n" + "// cupy " + nonce() + " " +
+      std::to_string(i) + "\n";
   double t0 = now_s();
   cuda::nvrtc::compile(
       src, "kern.cu", {},
@@ -676,7 +693,7 @@ double process_cpu_s() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-void BM_NvrtcColdVsCupy(benchmark::State& state) {
+void nvrtc_cold_vs_cupy(benchmark::State& state, bool distinct) {
   if (!cuda::nvrtc::available()) return state.SkipWithError("NVRTC not found");
   const int n = 1 << 20;
   Array x = random_array({n}, -1.0f, 1.0f, 43, Device::cpu());  // only its dtype/shape matter
@@ -684,7 +701,9 @@ void BM_NvrtcColdVsCupy(benchmark::State& state) {
   const std::string arch = nvrtc_arch();
   int cc = std::stoi(arch.substr(arch.find('_') + 1));
   auto first_compile = [&](int64_t i) {
-    auto k = metal_kernel("expsin", {"inp"}, {"out"}, tagged(kExpSinSource, "cupy", i));
+    std::string body = kExpSinSource;
+    if (distinct) body.replace(body.rfind(';'), 1, extra_function(i, false) + ";");
+    auto k = metal_kernel("expsin", {"inp"}, {"out"}, tagged(body.c_str(), "cupy", i));
     double t0 = now_s();
     kernel::SourceMap map;
     msl::Translation tr = kernel::call_gpu_translation(k, {x}, call, &map);
@@ -710,7 +729,7 @@ void BM_NvrtcColdVsCupy(benchmark::State& state) {
     double a = first_compile(i);
     double c1 = process_cpu_s();
     t.alloy += a;
-    t.peer += cupy_nvrtc_seconds(i);
+    t.peer += cupy_nvrtc_seconds(i, distinct);
     cpu.alloy += c1 - c0;
     cpu.peer += process_cpu_s() - c1;
     ++t.n;
@@ -726,7 +745,19 @@ void BM_NvrtcColdVsCupy(benchmark::State& state) {
   const auto v = cuda::nvrtc::version();
   state.SetLabel(fmt::format("NVRTC {}.{} {}", v.major, v.minor, cuda::nvrtc::library_path()));
 }
+void BM_NvrtcColdVsCupy(benchmark::State& state) {
+  nvrtc_cold_vs_cupy(state, false);
+}
 BENCHMARK(BM_NvrtcColdVsCupy)->UseManualTime()->Iterations(7)->Unit(benchmark::kMillisecond);
+// The same, every iteration's kernel a math selection of its own (nvrtc::auto_pch: the core's
+// PCH, made by the second warm-up compile, and none of the selection's own).
+void BM_NvrtcColdVsCupyDistinctSelections(benchmark::State& state) {
+  nvrtc_cold_vs_cupy(state, true);
+}
+BENCHMARK(BM_NvrtcColdVsCupyDistinctSelections)
+    ->UseManualTime()
+    ->Iterations(7)
+    ->Unit(benchmark::kMillisecond);
 
 // A first call that comes while another kernel's background full compile (the tiered refine)
 // runs: the first call's compile (as in BM_NvrtcColdVsCupy) timed while a full compile of another

@@ -18,6 +18,7 @@
 #include "core/prelude_files.h"
 #include "kernel/custom_kernel.h"
 #include "kernel/program.h"
+#include "msl/prelude_select.h"
 #include "nvrtc_pch_folders.h"
 
 namespace {
@@ -133,6 +134,175 @@ TEST(NvrtcPch, ASelectionNeverUsesAnotherSelectionsPch) {
   EXPECT_THROW(
       cuda::nvrtc::compile_in_process(wrong, "kernel.cu", headers, options_of(sin_k, true), true),
       cuda::nvrtc::CompileFailure);
+}
+
+// A CUDA translation's directive prefix is the prelude's core, ended by msl::kPreludeCoreEnd: the
+// same text for kernels that differ only in their math functions (their #defines follow it), so
+// NVRTC's automatic PCH of the core serves all of them; a kernel with vector values has another.
+TEST(NvrtcPch, SelectionsShareTheCoresPrefix) {
+  std::vector<std::string> cores, selections;
+  for (const Kernel& k : kernels()) {
+    for (bool quick : {true, false}) {
+      const std::string src = source_of(k, quick).source;
+      const size_t end = src.find(msl::kPreludeCoreEnd);
+      ASSERT_NE(end, std::string::npos) << src.substr(0, 400);
+      // Only directives before it.
+      for (size_t at = 0; at < end; at = src.find('\n', at) + 1)
+        EXPECT_EQ(src[at], '#') << k.name << ": " << src.substr(at, src.find('\n', at) - at);
+      const size_t math = end + msl::kPreludeCoreEnd.size();
+      const size_t stdlib = src.find("#include \"metal_stdlib.h\"\n", math);
+      ASSERT_NE(stdlib, std::string::npos);
+      if (!quick) continue;
+      cores.push_back(src.substr(0, end));
+      selections.push_back(src.substr(math, stdlib - math));
+    }
+  }
+  // expsin, expcos, clamp: one core, three math selections; vec: another core.
+  EXPECT_EQ(cores[0], cores[1]);
+  EXPECT_EQ(cores[0], cores[3]);
+  EXPECT_NE(cores[0], cores[2]);
+  EXPECT_EQ(selections[0], "#define ALLOY_USE_exp 1\n#define ALLOY_USE_sin 1\n");
+  EXPECT_EQ(selections[1], "#define ALLOY_USE_cos 1\n#define ALLOY_USE_exp 1\n");
+  EXPECT_NE(selections[3].find("#define ALLOY_USE_clamp 1\n"), std::string::npos);
+}
+
+// nvrtc::auto_pch on translations, in the order a process compiles them: nothing at the first
+// compile; the core's PCH at the core's second (another selection); a third selection loads it;
+// a selection's second compile makes its own PCH from the core's (the text with the core's end
+// moved after metal_stdlib.h), its third loads that. Every image is the one compiled without any
+// PCH option; a kernel whose selection lacks the function it calls still fails.
+TEST(NvrtcPch, CorePchThenASelectionsPchSameImages) {
+  if (!nvrtc_has_pch()) GTEST_SKIP() << "NVRTC 12.8+ not found";
+  if (const char* v = std::getenv("ALLOY_NVRTC_PCH"); v && std::string(v) == "0")
+    GTEST_SKIP() << "ALLOY_NVRTC_PCH=0";
+  const auto headers = prelude_headers();
+  const cuda::KernelSource sin_k = source_of(kernels()[0], true),
+                           cos_k = source_of(kernels()[1], true),
+                           clamp_k = source_of(kernels()[3], true);
+  // An option of this test only (an unused macro: the same image), so that the prefixes are new.
+  static int run = 0;
+  const std::string mark =
+      "-DALLOY_TEST_CORE_PCH_" + std::to_string(::getpid()) + "_" + std::to_string(run++);
+  auto options = [&](const cuda::KernelSource& k) {
+    auto o = options_of(k, false);
+    o.push_back(mark);
+    return o;
+  };
+  std::vector<std::string> want;
+  for (const auto* k : {&sin_k, &cos_k, &clamp_k})
+    want.push_back(
+        cuda::nvrtc::compile_in_process(k->source, "kernel.cu", headers, options(*k), true));
+  size_t files_before = 0;
+  for (const auto& f : nvrtc_pch_folders(::getpid()))
+    for (const auto& e : std::filesystem::directory_iterator(f))
+      files_before += e.is_regular_file();
+  struct Step {
+    int kernel;
+    bool pch;    // options given
+    bool whole;  // the text with the core's end moved
+    const char* what;
+  };
+  const std::vector<Step> steps = {
+      {0, false, false, "exp(sin): the core's first compile"},
+      {1, true, false, "exp(cos): the core's second compile makes its PCH"},
+      {2, true, false, "clamp: a new selection loads the core's PCH"},
+      {0, true, true, "exp(sin) again: its own PCH, made from the core's"},
+      {0, true, true, "exp(sin) a third time: loads its own"},
+      {1, true, true, "exp(cos) again: its own PCH"},
+      {2, true, true, "clamp again: its own PCH"},
+      {1, true, true, "exp(cos) a third time"},
+  };
+  const cuda::KernelSource* ks[] = {&sin_k, &cos_k, &clamp_k};
+  std::string sin_whole;
+  for (const Step& st : steps) {
+    const cuda::KernelSource& k = *ks[st.kernel];
+    auto opts = options(k);
+    cuda::nvrtc::AutoPch p = cuda::nvrtc::auto_pch(k.source, opts);
+    if (st.pch && p.options.empty())
+      GTEST_SKIP() << "this process used up its PCH prefixes before this test";
+    EXPECT_EQ(!p.options.empty(), st.pch) << st.what;
+    EXPECT_EQ(!p.source.empty(), st.whole) << st.what;
+    if (!p.source.empty()) {
+      // The same text with the core's end after the math functions' #defines and metal_stdlib.h.
+      const size_t end = k.source.find(msl::kPreludeCoreEnd);
+      std::string back = p.source;
+      back.erase(back.find(msl::kPreludeCoreEnd), msl::kPreludeCoreEnd.size());
+      back.insert(end, msl::kPreludeCoreEnd);
+      EXPECT_EQ(back, k.source) << st.what;
+      EXPECT_GT(p.source.find(msl::kPreludeCoreEnd), p.source.find("#include \"metal_stdlib.h\""));
+      if (st.kernel == 0) sin_whole = p.source;
+    }
+    opts.insert(opts.end(), p.options.begin(), p.options.end());
+    EXPECT_EQ(cuda::nvrtc::compile_in_process(p.source.empty() ? k.source : p.source, "kernel.cu",
+                                              headers, opts, true),
+              want[st.kernel])
+        << st.what;
+  }
+  // exp(sin)'s whole prefix (its PCH) with a body that calls cos: the stand-in, a compile error.
+  ASSERT_FALSE(sin_whole.empty());
+  size_t at = sin_whole.find("exp(sin(");
+  ASSERT_NE(at, std::string::npos);
+  sin_whole.replace(at, 8, "exp(cos(");
+  auto opts = options(sin_k);
+  auto p = cuda::nvrtc::auto_pch(sin_k.source, opts);
+  opts.insert(opts.end(), p.options.begin(), p.options.end());
+  EXPECT_THROW(cuda::nvrtc::compile_in_process(sin_whole, "kernel.cu", headers, opts, true),
+               cuda::nvrtc::CompileFailure);
+  // NVRTC saved the core's PCH and three selections' (where its folder is found).
+  size_t files_after = 0;
+  auto folders = nvrtc_pch_folders(::getpid());
+  for (const auto& f : folders)
+    for (const auto& e : std::filesystem::directory_iterator(f)) files_after += e.is_regular_file();
+  if (!folders.empty()) {
+    EXPECT_GE(files_after, files_before + 4);
+  }
+}
+
+// metal/math.h with a translation's math selection evaluated (msl::math_header_for, what
+// cuda::compile passes NVRTC): the same cubin and PTX as the header itself, for kernels calling
+// math functions of every kind (scalar, vector, precise::/fast::, relational, ones using
+// numeric_limits), quick and full; the same number of lines; "" for other sources.
+TEST(NvrtcPch, MathHeaderForASelectionSameImage) {
+  if (!cuda::nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  const auto headers = prelude_headers();
+  std::string_view math_h;
+  for (const auto& h : headers)
+    if (std::string_view(h.name) == "metal/math.h") math_h = h.text;
+  ASSERT_FALSE(math_h.empty());
+  EXPECT_EQ(msl::math_header_for("#define ALLOY_USE_exp 1\nint x;\n", math_h), "");
+  std::vector<Kernel> ks = kernels();
+  ks.push_back({"mixed",
+                "uint i = thread_position_in_grid.x;\nfloat x = inp[i];\n"
+                "out[i] = fract(x) + smoothstep(0.0f, 1.0f, x) + (isnan(x) ? 1.0f : 0.0f) +\n"
+                "    fmax(x, 0.5f) + precise::sqrt(fabs(x)) + fast::exp(x) + atan2(x, 2.0f);\n"});
+  ks.push_back({"vecmath",
+                "uint i = thread_position_in_grid.x;\nfloat3 v = float3(inp[i], 1.0f, 2.0f);\n"
+                "out[i] = length(normalize(v)) + dot(clamp(v, 0.0f, 1.0f), float3(1.0f)) +\n"
+                "    select(0.0f, 1.0f, all(v > 0.0f)) + min(v.x, v.y);\n"});
+  for (const Kernel& k : ks) {
+    for (bool quick : {true, false}) {
+      cuda::KernelSource s = source_of(k, quick);
+      std::string name = std::string(k.name) + (quick ? " quick" : " full");
+      std::string trimmed = msl::math_header_for(s.source, math_h);
+      ASSERT_FALSE(trimmed.empty()) << name;
+      EXPECT_LT(trimmed.size(), math_h.size() / 2) << name;  // most functions left out
+      EXPECT_EQ(trimmed.find("defined(ALLOY_USE_"), std::string::npos) << name;
+      EXPECT_EQ(std::count(trimmed.begin(), trimmed.end(), '\n'),
+                std::count(math_h.begin(), math_h.end(), '\n'))
+          << name;
+      auto with = headers;
+      for (auto& h : with)
+        if (std::string_view(h.name) == "metal/math.h") h.text = trimmed.c_str();
+      for (bool cubin : {true, false}) {
+        std::string want = cuda::nvrtc::compile_in_process(s.source, "kernel.cu", headers,
+                                                           options_of(s, false), cubin);
+        EXPECT_EQ(cuda::nvrtc::compile_in_process(s.source, "kernel.cu", with, options_of(s, false),
+                                                  cubin),
+                  want)
+            << name << (cubin ? " cubin" : " PTX");
+      }
+    }
+  }
 }
 
 // The options: for NVRTC 12.8+, per distinct directive prefix and option set from its second

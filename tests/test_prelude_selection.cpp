@@ -56,15 +56,19 @@ TEST(PreludeSelection, SmallKernelNeedsNoOptionalPart) {
     // entries use them, and with them vector values: ENTRY_ARGS means nothing there).
     EXPECT_EQ(s.core, target == alloy::msl::Target::cuda ? std::set<std::string>{}
                                                          : set_of({"ENTRY_ARGS", "VECTOR"}));
-    // The translation starts with the selection, before the prelude is included.
-    EXPECT_EQ(
-        tr.code.rfind(std::string("#define ALLOY_SELECT 1\n") +
-                          (target == alloy::msl::Target::cuda
-                               ? ""
-                               : "#define ALLOY_NEED_ENTRY_ARGS 1\n#define ALLOY_NEED_VECTOR 1\n") +
-                          "#define ALLOY_USE_exp 1\n#include \"metal_stdlib.h\"\n",
-                      0),
-        0u)
+    // The translation starts with the selection, before the prelude is included; on CUDA the
+    // prelude's core first (ended by a declaration, so that NVRTC's PCH of it serves every math
+    // selection), then the math functions.
+    EXPECT_EQ(tr.code.rfind(target == alloy::msl::Target::cuda
+                                ? std::string("#define ALLOY_SELECT 1\n#include \"metal_core.h\"\n"
+                                              "#include \"entry.h\"\n") +
+                                      std::string(alloy::msl::kPreludeCoreEnd) +
+                                      "#define ALLOY_USE_exp 1\n#include \"metal_stdlib.h\"\n"
+                                : "#define ALLOY_SELECT 1\n#define ALLOY_NEED_ENTRY_ARGS 1\n"
+                                  "#define ALLOY_NEED_VECTOR 1\n#define ALLOY_USE_exp 1\n"
+                                  "#include \"metal_stdlib.h\"\n",
+                            0),
+              0u)
         << tr.code.substr(0, 200);
   }
 }

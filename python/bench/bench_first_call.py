@@ -23,11 +23,13 @@ Samples alternate (alloy, cupy, alloy, ...); medians are printed with the ratio
 alloy / cupy (target <= 1.0). With --trace, Alloy prints where each first call's time went
 (ALLOY_TRACE_BUILD). Skips (exit status 0) without CuPy or a GPU.
 
-Alloy compiles with NVRTC's automatic PCH of the prelude (src/backend/cuda/nvrtc.h
-auto_pch_options), made at a prelude selection's second compile in a process: the two warm-up
-kernels make the one of exp(sin(x)), which the samples then reuse; --distinct-selections gives
-every sample a selection of its own (a selection's first compile, without a PCH: the worst
-case), ALLOY_NVRTC_PCH=0 turns it off.
+Alloy compiles with NVRTC's automatic PCH of the prelude (src/backend/cuda/nvrtc.h auto_pch):
+the prelude's core (types, vectors, the math framework, the entry) gets its PCH at its second
+compile in a process, which kernels of any math selection then load, and a selection its own
+(the whole prelude) at the selection's second compile. Here the second warm-up kernel makes the
+core's PCH; the first sample makes exp(sin(x))'s own from it and the later samples load that;
+with --distinct-selections every sample is a selection of its own (its first compile: it loads
+the core's PCH). ALLOY_NVRTC_PCH=0 turns PCHs off.
 
     python python/bench/bench_first_call.py [--samples N] [--n ELEMENTS] [--trace] [--no-tiered]
                                             [--distinct-selections]

@@ -409,6 +409,99 @@ std::string prelude_defines(const PreludeSelection& s) {
   return out;
 }
 
+SplitDefines prelude_defines_split(const PreludeSelection& s) {
+  SplitDefines out;
+  const std::string all = prelude_defines(s);
+  for (size_t at = 0; at < all.size();) {
+    size_t nl = all.find('\n', at);
+    std::string_view line(all.data() + at, nl - at + 1);
+    const bool math =
+        line.starts_with("#define ALLOY_USE_") || line.starts_with("#define ALLOY_MATH_ALL ");
+    (math ? out.math : out.core) += line;
+    at = nl + 1;
+  }
+  // metal_core.h's derivation of ALLOY_NEED_LIMITS from the math functions that use
+  // numeric_limits sees no ALLOY_USE_ here: the core part says it.
+  if (!s.all && !s.core.count("LIMITS") &&
+      (s.all_math || s.math.count("fract") || s.math.count("isnormal")))
+    out.core += "#define ALLOY_NEED_LIMITS 1\n";
+  return out;
+}
+
+std::string math_header_for(std::string_view source, std::string_view math_h) {
+  const size_t core_end = source.find(kPreludeCoreEnd);
+  if (core_end == std::string_view::npos) return "";
+  // The selection: the #define lines after the core's end, up to the first other line.
+  std::set<std::string, std::less<>> used;
+  bool all = false;
+  for (size_t at = core_end + kPreludeCoreEnd.size(); at < source.size();) {
+    size_t nl = source.find('\n', at);
+    if (nl == std::string_view::npos) nl = source.size();
+    std::string_view line = source.substr(at, nl - at);
+    at = nl + 1;
+    if (line.empty() || line[0] != '#') break;
+    constexpr std::string_view use = "#define ALLOY_USE_";
+    if (line.starts_with(use) && line.ends_with(" 1"))
+      used.emplace(line.substr(use.size(), line.size() - use.size() - 2));
+    else if (line == "#define ALLOY_MATH_ALL 1")
+      all = true;
+  }
+  // Without ALLOY_SELECT (before the core's end), metal_core.h defines ALLOY_MATH_ALL itself.
+  if (source.substr(0, core_end).find("#define ALLOY_SELECT 1\n") == std::string_view::npos)
+    all = true;
+  std::string out;
+  out.reserve(math_h.size());
+  // Per open #if: whether it is a selection block (its directives dropped) and whether the lines
+  // inside are kept.
+  struct Open {
+    bool selection;
+    bool keep;
+  };
+  std::vector<Open> open;
+  bool keep = true;
+  for (size_t at = 0; at < math_h.size();) {
+    size_t nl = math_h.find('\n', at);
+    if (nl == std::string_view::npos) nl = math_h.size();
+    std::string_view line = math_h.substr(at, nl - at);
+    at = nl + 1;
+    constexpr std::string_view on = "#if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_";
+    constexpr std::string_view off = "#if !defined(ALLOY_MATH_ALL) && !defined(ALLOY_USE_";
+    const bool is_on = line.starts_with(on), is_off = line.starts_with(off);
+    if (is_on || is_off) {
+      std::string_view name = line.substr((is_on ? on : off).size());
+      if (!name.ends_with(")") || name.find_first_of(" ()|&!") != name.size() - 1) return "";
+      name.remove_suffix(1);
+      const bool selected = all || used.count(name);
+      open.push_back({true, keep});
+      keep = keep && (is_on ? selected : !selected);
+      out += '\n';
+      continue;
+    }
+    std::string_view directive = line.substr(std::min(line.find_first_not_of(" \t"), line.size()));
+    if (directive.starts_with("#") && (directive.find("ALLOY_USE_") != std::string_view::npos ||
+                                       directive.find("ALLOY_MATH_ALL") != std::string_view::npos))
+      return "";  // a form not known here
+    if (directive.starts_with("#if")) {
+      open.push_back({false, keep});
+    } else if (directive.starts_with("#el")) {
+      if (open.empty() || open.back().selection) return "";
+    } else if (directive.starts_with("#endif")) {
+      if (open.empty()) return "";
+      const Open o = open.back();
+      open.pop_back();
+      if (o.selection) {
+        keep = o.keep;
+        out += '\n';
+        continue;
+      }
+    }
+    if (keep) out += line;
+    out += '\n';
+  }
+  if (!open.empty()) return "";
+  return out;
+}
+
 const std::set<std::string>& prelude_parts() {
   static const std::set<std::string> parts = [] {
     std::set<std::string> p;

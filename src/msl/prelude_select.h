@@ -45,6 +45,34 @@ PreludeSelection select_prelude(std::string_view code,
 /// ALLOY_SWIZZLES_ALL, ALLOY_USE_<math function> or ALLOY_MATH_ALL); "" when s.all.
 std::string prelude_defines(const PreludeSelection& s);
 
+/// A CUDA translation's prelude in two parts (msl/translate.cpp): `core` (the #defines that
+/// metal_core.h and entry.h read: ALLOY_SELECT, ALLOY_NEED_<part or piece>, the swizzles) goes
+/// before `#include "metal_core.h"`, `math` (ALLOY_USE_<name>, ALLOY_MATH_ALL: only math.h and the
+/// optional parts after it read them) after kPreludeCoreEnd, before `#include "metal_stdlib.h"`.
+/// Together they define what prelude_defines(s) does; `core` also holds ALLOY_NEED_LIMITS where
+/// a selected math function needs it (metal_core.h derives it from ALLOY_USE_fract otherwise).
+struct SplitDefines {
+  std::string core;
+  std::string math;
+};
+SplitDefines prelude_defines_split(const PreludeSelection& s);
+
+/// The line a CUDA translation puts after its prelude's core (metal_core.h, entry.h), before the
+/// selected math functions: a declaration, so NVRTC's automatic PCH, which covers the directives
+/// before a source's first other line, covers just the core, which kernels of different math
+/// selections share (backend/cuda/nvrtc.h auto_pch). Declares nothing.
+inline constexpr std::string_view kPreludeCoreEnd = "namespace metal {}  // the prelude's core\n";
+
+/// metal/math.h's text (`math_h`) with its selection evaluated for the math functions a CUDA
+/// translation `source` selects (its `#define ALLOY_USE_<name> 1` and `#define ALLOY_MATH_ALL 1`
+/// lines after kPreludeCoreEnd): each `#if defined(ALLOY_MATH_ALL) || defined(ALLOY_USE_<name>)`
+/// and `#if !defined(ALLOY_MATH_ALL) && !defined(ALLOY_USE_<name>)` block kept without its
+/// directives or left out (a blank line), every other line as it is. The same program once
+/// preprocessed, without the ~260 directives NVRTC's preprocessor would evaluate per kernel
+/// (a few ms on the GPU host, docs/performance.md). "" when `source` is not such a translation
+/// or `math_h` holds a form this does not know (then the header is used as it is).
+std::string math_header_for(std::string_view source, std::string_view math_h);
+
 /// Every optional part select_prelude() knows, as used in ALLOY_NEED_<part>.
 const std::set<std::string>& prelude_parts();
 

@@ -1903,9 +1903,21 @@ class Translator {
     // Every entry's quick form reads CUDA's ids directly: its quick compile needs no thread_ids.
     bool grid_ids = traits_.name == "cuda" && !opt_.robust && !out_.kernels.empty();
     for (const auto& k : out_.kernels) grid_ids &= cuda_quick_grid_ids(k);
-    out_.code = user_helpers + prelude_defines(select_prelude(code, component_params)) +
-                (opt_.robust ? "#define ALLOY_NEED_ROBUST 1\n" : "") +
-                (grid_ids ? "#define ALLOY_ENTRY_GRID_IDS 1\n" : "") + code;
+    const PreludeSelection selection = select_prelude(code, component_params);
+    const std::string entry_defines =
+        std::string(opt_.robust ? "#define ALLOY_NEED_ROBUST 1\n" : "") +
+        (grid_ids ? "#define ALLOY_ENTRY_GRID_IDS 1\n" : "");
+    if (traits_.name == "cuda") {
+      // The prelude's core (metal_core.h, entry.h) first, ended by a declaration, then the math
+      // functions: NVRTC's automatic PCH of the core is then shared by kernels that differ in
+      // their math functions (msl::kPreludeCoreEnd; backend/cuda/nvrtc.h auto_pch).
+      SplitDefines d = prelude_defines_split(selection);
+      code.replace(0, traits_.preamble.size(), "#include \"metal_stdlib.h\"\n");
+      out_.code = d.core + entry_defines + "#include \"metal_core.h\"\n#include \"entry.h\"\n" +
+                  std::string(kPreludeCoreEnd) + user_helpers + d.math + code;
+    } else {
+      out_.code = user_helpers + prelude_defines(selection) + entry_defines + code;
+    }
     return std::move(out_);
   }
 };

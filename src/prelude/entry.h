@@ -2,7 +2,7 @@
 // and the binding of launch buffers to kernel parameters. The translator's per-target entry
 // (msl/target.cpp) fills a thread_ids from the target's raw thread ids and calls the kernel.
 #pragma once
-#include "metal_stdlib.h"
+#include "metal_core.h"
 #if defined(ALLOY_TARGET_CUDA)
 #include "cuda/abi.h"
 #else

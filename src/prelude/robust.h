@@ -3,7 +3,7 @@
 // came from. An access out of range is reported (kernel, buffer, index, thread) and suppressed:
 // a read gives 0, a write lands in a per-pointer scratch element and is dropped.
 #pragma once
-#include "metal_stdlib.h"
+#include "metal_core.h"
 
 namespace alloy_robust {
 

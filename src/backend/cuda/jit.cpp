@@ -14,6 +14,7 @@
 #include "cache/compile_cache.h"
 #include "core/prelude_files.h"
 #include "core/trace.h"
+#include "msl/prelude_select.h"
 
 namespace alloy::cuda {
 namespace {
@@ -94,11 +95,22 @@ CompiledImage compile_for(const KernelSource& k, const nvrtc::Target& t, std::st
   for (auto& o : effective_options(k)) options.push_back(std::move(o));
   // NVRTC's automatic PCH of the prelude (nvrtc::auto_pch_options): not in the key, since it
   // changes no output.
-  for (auto& o : nvrtc::auto_pch_options(k.source, options)) options.push_back(std::move(o));
+  nvrtc::AutoPch pch = nvrtc::auto_pch(k.source, options);
+  for (auto& o : pch.options) options.push_back(std::move(o));
   std::string image;
   auto t0 = std::chrono::steady_clock::now();
+  // metal/math.h with the translation's math selection already evaluated (the same program,
+  // fewer directives for NVRTC's preprocessor: msl::math_header_for).
+  std::string math_h;
+  std::vector<nvrtc::Header> headers = prelude().headers;
+  for (auto& h : headers)
+    if (std::string_view(h.name) == "metal/math.h") {
+      math_h = msl::math_header_for(k.source, h.text);
+      if (!math_h.empty()) h.text = math_h.c_str();
+    }
   try {
-    image = nvrtc::compile(k.source, k.program_name, prelude().headers, options, t.cubin);
+    image = nvrtc::compile(pch.source.empty() ? k.source : pch.source, k.program_name, headers,
+                           options, t.cubin);
   } catch (const nvrtc::CompileFailure& e) {
     throw CompileError(
         k.name,

@@ -15,6 +15,7 @@
 
 #include "alloy/errors.h"
 #include "core/trace.h"
+#include "msl/prelude_select.h"
 
 #ifndef ALLOY_CUDA_HOME_DEFAULT
 #define ALLOY_CUDA_HOME_DEFAULT "/usr/local/cuda"
@@ -353,8 +354,8 @@ constexpr std::string_view kPchDiagSuppress = "-diag-suppress=20283";
 // Directive prefixes remembered per process (a hash each) to find their second compile.
 constexpr size_t kRememberedPrefixes = 1 << 16;
 
-std::vector<std::string> auto_pch_options(const std::string& source,
-                                          const std::vector<std::string>& options) {
+namespace {
+size_t pch_limit() {
   static const size_t limit = [] {
     const char* v = std::getenv("ALLOY_NVRTC_PCH");
     if (!v || !*v) return size_t{16};
@@ -363,11 +364,19 @@ std::vector<std::string> auto_pch_options(const std::string& source,
     if (*end != '\0') return size_t{16};
     return static_cast<size_t>(std::min<unsigned long long>(n, 4096));
   }();
-  if (limit == 0 || pch_failed().load(std::memory_order_relaxed)) return {};
+  return limit;
+}
+
+bool pch_usable() {
+  if (pch_limit() == 0 || pch_failed().load(std::memory_order_relaxed)) return false;
   Library& l = require();
-  if (l.version.major < 12 || (l.version.major == 12 && l.version.minor < 8)) return {};
-  // NVRTC's key for a PCH: the directives before the first other line, and the options.
-  size_t end = 0;
+  return l.version.major > 12 || (l.version.major == 12 && l.version.minor >= 8);
+}
+
+// NVRTC's key for a PCH: the directives before the first other line, and the options. The end of
+// the directives of `source` from `from` on: the offset of the first other line.
+size_t directives_end(const std::string& source, size_t from = 0) {
+  size_t end = from;
   while (end < source.size()) {
     size_t nl = source.find('\n', end);
     size_t next = nl == std::string::npos ? source.size() : nl + 1;
@@ -376,33 +385,97 @@ std::vector<std::string> auto_pch_options(const std::string& source,
     if (first != std::string_view::npos && line[first] != '#') break;
     end = next;
   }
-  // Hashed (xxHash): a collision only gives the PCH options to another prefix, which NVRTC
-  // then keys by its own text.
-  std::string key = source.substr(0, end);
+  return end;
+}
+
+// Hashed (xxHash): a collision only gives the PCH options to another prefix, which NVRTC then
+// keys by its own text.
+uint64_t prefix_hash(std::string_view prefix, const std::vector<std::string>& options) {
+  std::string key(prefix);
   for (const auto& o : options) key += "\n" + o;
-  const uint64_t h = XXH3_64bits(key.data(), key.size());
-  // Per prefix: seen once (false), or its PCH asked for (true). A prefix's first compile asks
-  // for none: making a PCH costs that compile more than the parse it saves (+14 ms on the H200
-  // host, docs/performance.md), so a selection that one kernel uses costs what it did without;
-  // its second compile makes the PCH, the later ones load it.
-  static std::mutex mutex;
-  static auto* prefixes = new std::unordered_map<uint64_t, bool>();
-  static size_t made = 0;
-  std::lock_guard lock(mutex);
-  auto it = prefixes->find(h);
-  if (it == prefixes->end()) {
-    if (prefixes->size() < kRememberedPrefixes) prefixes->emplace(h, false);
-    return {};
+  return XXH3_64bits(key.data(), key.size());
+}
+
+// Per prefix hash: seen (false), or its PCH asked for (true); and how many PCHs were asked for.
+struct PchPrefixes {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, bool> seen;
+  size_t made = 0;
+  // Remembers `h` as seen (up to kRememberedPrefixes); true if it was seen before.
+  bool see(uint64_t h) {
+    if (seen.count(h)) return true;
+    if (seen.size() < kRememberedPrefixes) seen.emplace(h, false);
+    return false;
   }
-  if (!it->second) {
-    if (made >= limit) return {};
-    it->second = true;
+  bool has_pch(uint64_t h) const {
+    auto it = seen.find(h);
+    return it != seen.end() && it->second;
+  }
+  // Asks for the PCH of `h` if the limit allows (already asked for: true).
+  bool make(uint64_t h) {
+    if (has_pch(h)) return true;
+    if (made >= pch_limit()) return false;
+    seen[h] = true;
     ++made;
+    return true;
   }
-  // Without messages: NVRTC would log each PCH made or found incompatible, and warning 20283
-  // ("PCH creation disabled because #line directive encountered", at the translation's #line
-  // after the prefix the PCH covers).
+};
+
+PchPrefixes& pch_prefixes() {
+  static auto* p = new PchPrefixes();
+  return *p;
+}
+
+// Without messages: NVRTC would log each PCH made or found incompatible, and warning 20283
+// ("PCH creation disabled because #line directive encountered", at the translation's #line
+// after the prefix the PCH covers).
+std::vector<std::string> pch_options() {
   return {std::string(kAutoPch), std::string(kPchMessagesOff), std::string(kPchDiagSuppress)};
+}
+}  // namespace
+
+std::vector<std::string> auto_pch_options(const std::string& source,
+                                          const std::vector<std::string>& options) {
+  if (!pch_usable()) return {};
+  const uint64_t h =
+      prefix_hash(std::string_view(source).substr(0, directives_end(source)), options);
+  // A prefix's first compile asks for no PCH: making a PCH costs that compile more than the parse
+  // it saves (+14 ms on the H200 host, docs/performance.md), so a prefix that one kernel uses
+  // costs what it did without; its second compile makes the PCH, the later ones load it.
+  auto& p = pch_prefixes();
+  std::lock_guard lock(p.mutex);
+  if (!p.see(h) || !p.make(h)) return {};
+  return pch_options();
+}
+
+AutoPch auto_pch(const std::string& source, const std::vector<std::string>& options) {
+  const size_t core_end = directives_end(source);
+  const std::string_view marker = msl::kPreludeCoreEnd;
+  if (source.compare(core_end, marker.size(), marker) != 0)
+    return {auto_pch_options(source, options), {}};
+  if (!pch_usable()) return {};
+  // The whole selection's prefix: the core's, then the directives after the marker line (the
+  // math functions' #defines, metal_stdlib.h). Its source: the marker moved after them (the same
+  // declarations in the same order; the lines after keep their numbers).
+  const size_t rest = core_end + marker.size();
+  const size_t full_end = directives_end(source, rest);
+  std::string prefix = source.substr(0, core_end);
+  const uint64_t core = prefix_hash(prefix, options);
+  prefix.append(source, rest, full_end - rest);
+  const uint64_t full = prefix_hash(prefix, options);
+  auto whole = [&] { return prefix + std::string(marker) + source.substr(full_end); };
+  // The core's PCH first (its prefix's second compile, as auto_pch_options), since kernels of any
+  // math selection load it; then a selection's own, at its second compile with the core's PCH
+  // there (NVRTC loads the core's PCH for it and saves the whole prefix), for its later compiles.
+  auto& p = pch_prefixes();
+  std::lock_guard lock(p.mutex);
+  const bool core_seen = p.see(core);
+  const bool full_seen = p.see(full);
+  if (p.has_pch(full)) return {pch_options(), whole()};
+  if (!core_seen) return {};
+  if (!p.has_pch(core)) return p.make(core) ? AutoPch{pch_options(), {}} : AutoPch{};
+  if (full_seen && p.make(full)) return {pch_options(), whole()};
+  return {pch_options(), {}};
 }
 
 bool auto_pch_failed() {

@@ -79,6 +79,20 @@ inline constexpr std::string_view kNvvmUnoptimised = "-Xnvvm=-opt=0";
 /// file is 8-14 MB). compile() drops them where NVRTC rejects them or fails over them.
 std::vector<std::string> auto_pch_options(const std::string& source,
                                           const std::vector<std::string>& options);
+/// What compile() gets for `source` with NVRTC's automatic PCH: the options to add (as
+/// auto_pch_options) and, where not empty, the text to compile instead of `source` (the same
+/// program). A CUDA translation's prelude core ends at a line of its own (msl::kPreludeCoreEnd),
+/// so the core's PCH, made at the second compile of a core (prefix and options) in this process,
+/// serves kernels of every math selection; a selection's own PCH (the whole prelude) is made at
+/// its second compile once the core's is there, by compiling the text with that line moved after
+/// the math functions' #defines and metal_stdlib.h (NVRTC then loads the core's PCH and saves the
+/// longer prefix), and later compiles of the selection use that text and load it. Each PCH counts
+/// towards the limit. Other sources: auto_pch_options, the text as it is.
+struct AutoPch {
+  std::vector<std::string> options;
+  std::string source;
+};
+AutoPch auto_pch(const std::string& source, const std::vector<std::string>& options);
 /// Whether a compile failed over the PCH in this process (e.g. NVRTC's PCH folder was removed
 /// under it): compile() then compiled again without the PCH options, and auto_pch_options gives
 /// none any more.
