@@ -214,7 +214,10 @@ Config resolve() {
     c.why = "ALLOY_NVRTC_WORKERS=0";
     return c;
   }
-  c.max = std::max(1, tbb::info::default_concurrency() - 1);  // + this process: one per core
+  // Half the cores: a process's first burst starts every worker at once, and fresh NVRTC processes
+  // slow each other down (20 first calls on the H200 host's 16 cores: ~263 ms cold with 15
+  // workers, ~113 ms with 8, ~120 ms with 4; warm 29 / 33 / 58 ms; docs/nvrtc-workers.md).
+  c.max = std::max(1, tbb::info::default_concurrency() / 2);
   if (!n.empty()) {
     char* end = nullptr;
     long v = std::strtol(n.c_str(), &end, 10);
