@@ -272,6 +272,18 @@ bool has_auto_pch() {
   return v.major > 12 || (v.major == 12 && v.minor >= 8);
 }
 
+// The PCH tests' start: NVRTC 12.8+, one worker (it sees every compile: this process's NVRTC
+// slot is held), or the test skips.
+#define START_ONE_PCH_WORKER()                                \
+  do {                                                        \
+    REQUIRE_NVRTC();                                          \
+    if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8"; \
+    ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);                  \
+    require_workers();                                        \
+    if (IsSkipped()) return;                                  \
+    nvrtc::testing::hold_in_process_slot(true);               \
+  } while (0)
+
 std::vector<std::string> with_pch(std::vector<std::string> options) {
   options.insert(options.end(),
                  {std::string(nvrtc::kAutoPch), "--pch-messages=false", "-diag-suppress=20283"});
@@ -300,13 +312,9 @@ std::string pch_program(int k) {
 // ends, and NVRTC's own folder (/tmp/__nvrtc_auto_pch_<pid>_0, which its _exit would leave
 // behind) is never made.
 TEST_F(NvrtcWorkers, WorkerUsesThePchInTheRuntimesFolderAndLeavesNothing) {
-  REQUIRE_NVRTC();
-  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
-  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);  // one worker: it sees every compile
-  require_workers();
+  START_ONE_PCH_WORKER();
   std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
   EXPECT_EQ(nvrtc::without_pch_options(with_pch(kOptions)), kOptions);
-  nvrtc::testing::hold_in_process_slot(true);  // every compile goes to the worker
   std::string dir;
   for (int i = 0; i < 3; ++i) {
     std::string src = pch_program(20 + i);
@@ -334,12 +342,8 @@ TEST_F(NvrtcWorkers, WorkerUsesThePchInTheRuntimesFolderAndLeavesNothing) {
 // A compile without the PCH's options (ALLOY_NVRTC_PCH=0 in the runtime, a prefix's first compile
 // there) makes no PCH in a worker either.
 TEST_F(NvrtcWorkers, WorkerMakesNoPchUnlessTheRuntimeAsks) {
-  REQUIRE_NVRTC();
-  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
-  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
-  require_workers();
+  START_ONE_PCH_WORKER();
   std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
-  nvrtc::testing::hold_in_process_slot(true);
   for (int i = 0; i < 3; ++i) {
     std::string src = pch_program(30 + i);
     EXPECT_EQ(nvrtc::compile(src, "p.cu", headers, kOptions, true),
@@ -353,13 +357,9 @@ TEST_F(NvrtcWorkers, WorkerMakesNoPchUnlessTheRuntimeAsks) {
 // A worker keeps PCHs of at most 4 prefixes by default (each worker has its own files, 8-14 MB
 // each): the fifth prefix compiles without one, to the same image.
 TEST_F(NvrtcWorkers, AWorkerMakesPchsOfAtMostFourPrefixes) {
-  REQUIRE_NVRTC();
-  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
   if (std::getenv("ALLOY_NVRTC_PCH")) GTEST_SKIP() << "ALLOY_NVRTC_PCH is set";
-  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
-  require_workers();
+  START_ONE_PCH_WORKER();
   std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
-  nvrtc::testing::hold_in_process_slot(true);
   std::string dir;
   for (int i = 0; i < 6; ++i) {
     std::string src =
@@ -378,12 +378,8 @@ TEST_F(NvrtcWorkers, AWorkerMakesPchsOfAtMostFourPrefixes) {
 // does to this process's): its compile with the PCH's options still answers the same image (the
 // worker compiles again without them, no fallback to this process), and so do later ones.
 TEST_F(NvrtcWorkers, AWorkersPchFolderRemovedUnderItGivesTheSameImage) {
-  REQUIRE_NVRTC();
-  if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
-  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
-  require_workers();
+  START_ONE_PCH_WORKER();
   std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
-  nvrtc::testing::hold_in_process_slot(true);
   nvrtc::compile(pch_program(40), "r.cu", headers, with_pch(kOptions), true);  // makes the PCH
   auto s = nvrtc::worker_stats();
   ASSERT_EQ(s.live_pids.size(), 1u);
