@@ -97,6 +97,9 @@ struct Owner {
   }
 };
 thread_local Owner t_owner;
+// Made when the library loads, before any thread of the process: a fork() while another thread
+// ran registry()'s first call would leave the child waiting on its initialisation forever.
+[[maybe_unused]] Registry& g_registry_at_load = registry();
 }  // namespace
 
 constinit thread_local Slot* t_slot = nullptr;
