@@ -432,20 +432,28 @@ PchPrefixes& pch_prefixes() {
 std::vector<std::string> pch_options() {
   return {std::string(kAutoPch), std::string(kPchMessagesOff), std::string(kPchDiagSuppress)};
 }
+
+// The PCH options for `source`'s directive prefix, under the limit; `at_first` asks for the PCH
+// at the prefix's first compile here, otherwise at its second.
+std::vector<std::string> prefix_pch_options(const std::string& source,
+                                            const std::vector<std::string>& options,
+                                            bool at_first) {
+  if (!pch_usable()) return {};
+  const uint64_t h =
+      prefix_hash(std::string_view(source).substr(0, directives_end(source)), options);
+  auto& p = pch_prefixes();
+  std::lock_guard lock(p.mutex);
+  if ((!p.see(h) && !at_first) || !p.make(h)) return {};
+  return pch_options();
+}
 }  // namespace
 
 std::vector<std::string> auto_pch_options(const std::string& source,
                                           const std::vector<std::string>& options) {
-  if (!pch_usable()) return {};
-  const uint64_t h =
-      prefix_hash(std::string_view(source).substr(0, directives_end(source)), options);
   // A prefix's first compile asks for no PCH: making a PCH costs that compile more than the parse
   // it saves (+14 ms on the H200 host, docs/performance.md), so a prefix that one kernel uses
   // costs what it did without; its second compile makes the PCH, the later ones load it.
-  auto& p = pch_prefixes();
-  std::lock_guard lock(p.mutex);
-  if (!p.see(h) || !p.make(h)) return {};
-  return pch_options();
+  return prefix_pch_options(source, options, /*at_first=*/false);
 }
 
 AutoPch auto_pch(const std::string& source, const std::vector<std::string>& options) {
@@ -497,10 +505,9 @@ std::vector<std::string> worker_pch_options(const std::string& source,
   if (pch_dir.empty() || std::find(options.begin(), options.end(), kAutoPch) == options.end())
     return out;
   // The runtime's --pch says the prefix recurs (auto_pch_options' rule, counted there), so the
-  // worker makes the PCH at its first compile of the prefix: the first call of auto_pch_options
-  // here only notes the prefix (the same key; the limit and a failed PCH apply as in a process).
-  auto pch = auto_pch_options(source, out);
-  if (pch.empty()) pch = auto_pch_options(source, out);
+  // worker makes the PCH at its first compile of the prefix (the same key; the limit and a failed
+  // PCH apply as in a process).
+  auto pch = prefix_pch_options(source, out, /*at_first=*/true);
   if (pch.empty()) return out;
   for (auto& o : pch) out.push_back(std::move(o));
   out.push_back(std::string(kPchDir) + pch_dir);
