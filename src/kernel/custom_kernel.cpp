@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include "alloy/errors.h"
@@ -654,6 +655,33 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
 
 void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
   eval(inputs, outputs);
+}
+
+bool CustomKernel::runs_inline(const std::vector<Array>& in) const {
+  // Nothing here may wait or throw: anything unusual is left to eval() on the usual path (its
+  // errors included).
+  if (!hint_matches(in) || !hint_->built(msl::Target::cpu, robust_)) return false;
+  Dims grid{}, tg{};
+  if (fixed_geometry_) {
+    grid = fixed_grid_;
+    tg = fixed_threadgroup_;
+  } else {
+    try {
+      std::tie(grid, tg) = geometry(in);
+    } catch (...) {
+      return false;
+    }
+  }
+  tg = effective_threadgroup(grid, tg);
+  uint64_t threads = 1, groups = 1;
+  for (int d = 0; d < 3; ++d) {
+    if (grid[d] == 0) return true;  // nothing runs
+    if (grid[d] < 0 || tg[d] <= 0) return false;
+    auto g = static_cast<uint64_t>(grid[d]), t = static_cast<uint64_t>(tg[d]);
+    threads *= g;
+    groups *= (g + t - 1) / t;
+  }
+  return groups == 1 || threads <= kInlineThreads;
 }
 
 void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& outputs) {
