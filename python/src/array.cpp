@@ -26,6 +26,9 @@ Shape to_shape_arg(nb::handle h) {
 }
 
 void eval_released(const Array& a) {
+  // Work that runs on this thread alone (alloy::eval_inline) keeps the GIL: no lock it takes is
+  // ever held by a thread waiting for the GIL (docs/python.md, "The GIL and evaluation").
+  if (eval_inline(a)) return;
   nb::gil_scoped_release release;
   a.eval();
 }
