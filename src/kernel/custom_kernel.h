@@ -154,6 +154,7 @@ class CustomKernel : public Primitive {
   // computed from the input shapes at each evaluation.
   bool fixed_geometry_ = false;
   Dims fixed_grid_{}, fixed_threadgroup_{};
+  bool fixed_inline_ = false;  // with fixed_geometry_: the CPU launch runs on the caller
   // Not state: the compile start_compile queued, kept alive while this primitive may need it.
   std::shared_ptr<KernelVariant::ProgramJob> compile_;
 };
