@@ -142,7 +142,7 @@ void async_eval(const std::vector<Array>& arrays);
 /// a CPU stream with nothing queued, and its primitive runs inline (Primitive::runs_inline: a
 /// compiled metal_kernel of one small launch). Returns false, having done nothing, otherwise
 /// (`a.eval()` then evaluates it as usual). Errors are those of `a.eval()`. The Python binding
-/// keeps the GIL through such an evaluation (docs/python.md, "The GIL and evaluation").
+/// keeps the GIL through such an evaluation (docs/architecture.md, "The GIL and evaluation").
 bool eval_inline(const Array& a);
 /// Waits until the work on every stream of `device` has finished (the default device when
 /// omitted); rethrows the first error of queued work.
