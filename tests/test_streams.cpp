@@ -220,23 +220,24 @@ TEST(Streams, EvalInlineRunsOnlyWorkOfTheCallingThread) {
   Array x = Array::from_doubles(vx, {n}, float32, Device::cpu());
   EXPECT_TRUE(eval_inline(x));  // materialized: nothing to do
   EXPECT_FALSE(eval_inline(Array()));
+  const Stream cpu = default_stream(Device::cpu());  // (the default device may be a GPU)
 
   // A compile pending (the first call of a new kernel starts its compile: milliseconds of the
   // host compiler): not inline, nothing done; eval() compiles and runs it.
-  Array y0 = scaled(k, x, std::nullopt);
+  Array y0 = scaled(k, x, cpu);
   EXPECT_FALSE(eval_inline(y0));
   EXPECT_FALSE(y0.is_evaluated());
   y0.eval();
   expect_values(y0, scaled_ref(vx, salt));
 
   // Compiled, materialized inputs, one group on an idle stream: run here.
-  Array y1 = scaled(k, x, std::nullopt);
+  Array y1 = scaled(k, x, cpu);
   EXPECT_TRUE(eval_inline(y1));
   EXPECT_TRUE(y1.is_evaluated());
   expect_values(y1, scaled_ref(vx, salt));
 
   // An input not evaluated: neither is run by eval_inline; once it is, the reader is.
-  Array a = scaled(k, x, std::nullopt), b = scaled(k, a, std::nullopt);
+  Array a = scaled(k, x, cpu), b = scaled(k, a, cpu);
   EXPECT_FALSE(eval_inline(b));
   EXPECT_FALSE(a.is_evaluated());
   EXPECT_FALSE(b.is_evaluated());
@@ -267,24 +268,24 @@ TEST(Streams, EvalInlineRunsOnlyWorkOfTheCallingThread) {
   // Launches the pool would share: not inline; one group of 1024, or 512 threads in groups, are.
   auto v16 = random_values(1 << 16, 23);
   Array x16 = Array::from_doubles(v16, {1 << 16}, float32, Device::cpu());
-  Array wide = scaled(k, x16, std::nullopt, 256);
+  Array wide = scaled(k, x16, cpu, 256);
   EXPECT_FALSE(eval_inline(wide));
   expect_values(wide, scaled_ref(v16, salt));
   for (auto [len, tg] : {std::pair<int64_t, int>{1024, 1024}, {512, 64}}) {
     auto v = random_values(len, 24);
     Array xs = Array::from_doubles(v, {len}, float32, Device::cpu());
-    Array warm = scaled(k, xs, std::nullopt, tg);
+    Array warm = scaled(k, xs, cpu, tg);
     warm.eval();  // a new input length may be a new variant
-    Array ys = scaled(k, xs, std::nullopt, tg);
+    Array ys = scaled(k, xs, cpu, tg);
     EXPECT_TRUE(eval_inline(ys)) << len << " threads in groups of " << tg;
     expect_values(ys, scaled_ref(v, salt));
   }
 
   if (gpu_available()) {  // GPU work: never inline (a launch can wait in the driver)
     Array xg = Array::from_doubles(vx, {n}, float32, Device::gpu());
-    Array g0 = scaled(k, xg, std::nullopt);
+    Array g0 = scaled(k, xg, default_stream(Device::gpu()));
     g0.eval();
-    Array g1 = scaled(k, xg, std::nullopt);
+    Array g1 = scaled(k, xg, default_stream(Device::gpu()));
     EXPECT_FALSE(eval_inline(g1));
     expect_values(g1, scaled_ref(vx, salt));
   }
@@ -297,6 +298,7 @@ TEST(Streams, EvalInlineFailsAsEval) {
     uint i = thread_position_in_grid.x;
     y[i] = x[i + 0x40000000u];)");
   const int64_t n = 32;
+  const Stream cpu = default_stream(Device::cpu());  // (never a GPU: the kernel faults)
   Array x = Array::from_doubles(random_values(n, 25), {n}, float32, Device::cpu());
   auto message_of = [](auto&& f) {
     try {
@@ -306,10 +308,10 @@ TEST(Streams, EvalInlineFailsAsEval) {
     }
     return std::string("no error");
   };
-  Array warm = scaled(k, x, std::nullopt);
+  Array warm = scaled(k, x, cpu);
   std::string slow = message_of([&] { warm.eval(); });
   ASSERT_NE(slow, "no error");
-  Array y = scaled(k, x, std::nullopt);
+  Array y = scaled(k, x, cpu);
   EXPECT_EQ(message_of([&] { eval_inline(y); }), slow);
   EXPECT_FALSE(eval_inline(y));  // failed: eval() reports it again
   EXPECT_EQ(message_of([&] { y.eval(); }), slow);

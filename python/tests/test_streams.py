@@ -249,7 +249,7 @@ def run(name, body):
     return threading.Thread(target=go, name=name)
 
 
-def call(x, n, tg=None, stream=None):
+def call(x, n, tg=None, stream=alloy.cpu):  # (the default device may be a GPU)
     return k(inputs=[x], grid=(n, 1, 1), threadgroup=(tg or n, 1, 1), output_shapes=[(n,)],
              output_dtypes=[alloy.float32], stream=stream)[0]
 
@@ -263,7 +263,7 @@ def tiny(rng):  # NumPy memory imported without a copy, dropped right after: rel
 
 def tiny_alloy(rng):  # alloy inputs, evaluated already or lazy (then the general path first)
     x = rng.uniform(-1, 1, 64).astype(np.float32)
-    a = alloy.array(x)
+    a = alloy.array(x, device=alloy.cpu)
     y = call(a, 64)
     if rng.integers(2):
         y = call(y, 64)
@@ -272,7 +272,8 @@ def tiny_alloy(rng):  # alloy inputs, evaluated already or lazy (then the genera
     check(y, x, "tiny_alloy")
 
 
-lazy = call(alloy.array(np.ones(64, np.float32)), 64, stream=stream)  # never evaluated
+ones = alloy.array(np.ones(64, np.float32), device=alloy.cpu)
+lazy = call(ones, 64, stream=stream)  # never evaluated
 
 
 def worker_releases(rng):  # the stream's worker drops the last reference to NumPy memory
@@ -329,6 +330,7 @@ def test_inline_evaluation_matches_the_general_path(rng):
     busy = alloy.new_stream(alloy.cpu)
     other = alloy.new_stream(alloy.cpu)
     big = rng.uniform(-1, 1, 1 << 20).astype(np.float32)
+    cpu = alloy.cpu  # every call on the CPU (the default device may be a GPU)
     for i in range(60):
         n = int(rng.choice([1, 7, 32, 64, 512, 1000]))
         tg = int(rng.choice([1, 32, 1024]))
@@ -339,10 +341,11 @@ def test_inline_evaluation_matches_the_general_path(rng):
         if kind == 0:
             inp = x  # imported per call
         elif kind == 1:
-            inp = alloy.array(x)
+            inp = alloy.array(x, device=cpu)
         elif kind == 2:  # lazy: produced by the kernel itself (the general path runs it first)
-            inp = k(inputs=[alloy.array(x), 1.0], grid=(n, 1, 1), threadgroup=(tg, 1, 1),
-                    output_shapes=[(n,)], output_dtypes=[alloy.float32])[0]
+            inp = k(inputs=[alloy.array(x, device=cpu), 1.0], grid=(n, 1, 1),
+                    threadgroup=(tg, 1, 1), output_shapes=[(n,)], output_dtypes=[alloy.float32],
+                    stream=cpu)[0]
             ref = (x.astype(np.float64) + 1.0) * s + 1.0
         elif kind == 3:  # produced on another stream, still running there
             slow = k(inputs=[big, 1.0], grid=(big.size, 1, 1), threadgroup=(256, 1, 1),
@@ -354,9 +357,9 @@ def test_inline_evaluation_matches_the_general_path(rng):
             alloy.async_eval(k(inputs=[big, 1.0], grid=(big.size, 1, 1), threadgroup=(256, 1, 1),
                                output_shapes=[big.shape], output_dtypes=[alloy.float32],
                                stream=busy)[0])
-            inp = alloy.array(x)
+            inp = alloy.array(x, device=cpu)
         y = k(inputs=[inp, s], grid=(n, 1, 1), threadgroup=(tg, 1, 1), output_shapes=[(n,)],
-              output_dtypes=[alloy.float32], stream=busy if kind == 4 else None)[0]
+              output_dtypes=[alloy.float32], stream=busy if kind == 4 else cpu)[0]
         y.eval()
         np.testing.assert_allclose(np.asarray(y).astype(np.float64), ref, rtol=1e-6, atol=1e-6)
     alloy.synchronize(alloy.cpu)
@@ -366,7 +369,8 @@ def test_inline_evaluation_matches_the_general_path(rng):
                                source=src.replace("1.0f", f"{int(rng.integers(1 << 20))}.0f"))
     x = rng.uniform(-1, 1, 32).astype(np.float32)
     outs = [fresh(inputs=[x, 2.0], grid=(32, 1, 1), threadgroup=(32, 1, 1),
-                  output_shapes=[(32,)], output_dtypes=[alloy.float32])[0] for _ in range(2)]
+                  output_shapes=[(32,)], output_dtypes=[alloy.float32], stream=alloy.cpu)[0]
+            for _ in range(2)]
     for y in outs:
         y.eval()
     np.testing.assert_array_equal(np.asarray(outs[0]), np.asarray(outs[1]))
@@ -377,7 +381,7 @@ def test_inline_evaluation_fails_as_the_general_path(rng):
     (compiling, the general path) raised, and reading the output again raises it again."""
     k = alloy.metal_kernel(name="inline_fault", input_names=["x"], output_names=["y"],
                            source="uint i = thread_position_in_grid.x; y[i] = x[i + 0x40000000u];")
-    x = alloy.array(rng.uniform(-1, 1, 32).astype(np.float32))
+    x = alloy.array(rng.uniform(-1, 1, 32).astype(np.float32), device=alloy.cpu)
 
     def failure(y):
         with pytest.raises(alloy.KernelError) as e:
