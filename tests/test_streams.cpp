@@ -1,8 +1,10 @@
 // Streams and events (include/alloy/stream.h): work on several CPU streams and GPU streams with
 // cross dependencies, async_eval handing work to CPU workers, errors of queued work surfacing at
 // synchronize and leaving the stream usable.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <mutex>
@@ -178,6 +180,141 @@ TEST(Streams, WorkerReleasesInputsOutsideTheGraphMutex) {
   }
   EXPECT_EQ(gave_up, 0) << "an input was released under the graph mutex";
   EXPECT_EQ(released, 4);
+}
+
+// eval_inline evaluates only what runs on the calling thread alone, and otherwise does nothing
+// (the Python binding keeps the GIL through what it evaluates: docs/architecture.md).
+MetalKernel scaled_kernel(int salt) {
+  // `salt` makes the source new to this process and to the compile cache on disk, so that its
+  // first call finds no program built.
+  return metal_kernel("scaled", {"x"}, {"y"},
+                      fmt::format(R"(
+    uint i = thread_position_in_grid.x;
+    y[i] = x[i] * 2.0f + {}.0f;)",
+                                  salt));
+}
+
+Array scaled(const MetalKernel& k, const Array& x, std::optional<Stream> stream,
+             int threadgroup = 0) {
+  KernelCall call;
+  call.output_shapes = {x.shape()};
+  call.output_dtypes = {float32};
+  call.grid = {static_cast<int>(x.size()), 1, 1};
+  call.threadgroup = {
+      threadgroup ? threadgroup : static_cast<int>(std::min<int64_t>(x.size(), 1024)), 1, 1};
+  call.stream = stream;
+  return k({x}, call)[0];
+}
+
+std::vector<double> scaled_ref(const std::vector<double>& x, int salt) {
+  std::vector<double> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = x[i] * 2 + salt;
+  return r;
+}
+
+TEST(Streams, EvalInlineRunsOnlyWorkOfTheCallingThread) {
+  const int salt = static_cast<int>(std::random_device{}() % 100000) + 1;
+  MetalKernel k = scaled_kernel(salt);
+  const int64_t n = 32;
+  auto vx = random_values(n, 21);
+  Array x = Array::from_doubles(vx, {n}, float32, Device::cpu());
+  EXPECT_TRUE(eval_inline(x));  // materialized: nothing to do
+  EXPECT_FALSE(eval_inline(Array()));
+  const Stream cpu = default_stream(Device::cpu());  // (the default device may be a GPU)
+
+  // A compile pending (the first call of a new kernel starts its compile: milliseconds of the
+  // host compiler): not inline, nothing done; eval() compiles and runs it.
+  Array y0 = scaled(k, x, cpu);
+  EXPECT_FALSE(eval_inline(y0));
+  EXPECT_FALSE(y0.is_evaluated());
+  y0.eval();
+  expect_values(y0, scaled_ref(vx, salt));
+
+  // Compiled, materialized inputs, one group on an idle stream: run here.
+  Array y1 = scaled(k, x, cpu);
+  EXPECT_TRUE(eval_inline(y1));
+  EXPECT_TRUE(y1.is_evaluated());
+  expect_values(y1, scaled_ref(vx, salt));
+
+  // An input not evaluated: neither is run by eval_inline; once it is, the reader is.
+  Array a = scaled(k, x, cpu), b = scaled(k, a, cpu);
+  EXPECT_FALSE(eval_inline(b));
+  EXPECT_FALSE(a.is_evaluated());
+  EXPECT_FALSE(b.is_evaluated());
+  EXPECT_TRUE(eval_inline(a));
+  EXPECT_TRUE(eval_inline(b));
+  expect_values(b, scaled_ref(scaled_ref(vx, salt), salt));
+
+  // Work queued on the stream (a long op handed to its worker), or an input produced on another
+  // stream and still running there: not inline.
+  const int64_t big = 1 << 22;
+  auto vbig = random_values(big, 22);
+  Array xb = Array::from_doubles(vbig, {big}, float32, Device::cpu());
+  Stream s1 = new_stream(Device::cpu()), s2 = new_stream(Device::cpu());
+  Array long_op = axpb(xb, xb, s1);
+  for (int i = 0; i < 3; ++i) long_op = axpb(long_op, xb, s1);
+  async_eval({long_op});
+  Array queued_behind = scaled(k, x, s1);
+  EXPECT_FALSE(eval_inline(queued_behind));
+  Array reads_other_stream = scaled(k, long_op, s2);
+  EXPECT_FALSE(eval_inline(reads_other_stream));
+  EXPECT_FALSE(long_op.is_evaluated()) << "the long op ended before the checks: make it longer";
+  expect_values(queued_behind, scaled_ref(vx, salt));
+  synchronize(s1);
+  std::vector<double> rl = axpb_ref(vbig, vbig);
+  for (int i = 0; i < 3; ++i) rl = axpb_ref(rl, vbig);
+  expect_values(reads_other_stream, scaled_ref(rl, salt));
+
+  // Launches the pool would share: not inline; one group of 1024, or 512 threads in groups, are.
+  auto v16 = random_values(1 << 16, 23);
+  Array x16 = Array::from_doubles(v16, {1 << 16}, float32, Device::cpu());
+  Array wide = scaled(k, x16, cpu, 256);
+  EXPECT_FALSE(eval_inline(wide));
+  expect_values(wide, scaled_ref(v16, salt));
+  for (auto [len, tg] : {std::pair<int64_t, int>{1024, 1024}, {512, 64}}) {
+    auto v = random_values(len, 24);
+    Array xs = Array::from_doubles(v, {len}, float32, Device::cpu());
+    Array warm = scaled(k, xs, cpu, tg);
+    warm.eval();  // a new input length may be a new variant
+    Array ys = scaled(k, xs, cpu, tg);
+    EXPECT_TRUE(eval_inline(ys)) << len << " threads in groups of " << tg;
+    expect_values(ys, scaled_ref(v, salt));
+  }
+
+  if (gpu_available()) {  // GPU work: never inline (a launch can wait in the driver)
+    Array xg = Array::from_doubles(vx, {n}, float32, Device::gpu());
+    Array g0 = scaled(k, xg, default_stream(Device::gpu()));
+    g0.eval();
+    Array g1 = scaled(k, xg, default_stream(Device::gpu()));
+    EXPECT_FALSE(eval_inline(g1));
+    expect_values(g1, scaled_ref(vx, salt));
+  }
+}
+
+// A failure inline is the failure of eval(): same type and message, and a second read reports it
+// again.
+TEST(Streams, EvalInlineFailsAsEval) {
+  MetalKernel k = metal_kernel("faults", {"x"}, {"y"}, R"(
+    uint i = thread_position_in_grid.x;
+    y[i] = x[i + 0x40000000u];)");
+  const int64_t n = 32;
+  const Stream cpu = default_stream(Device::cpu());  // (never a GPU: the kernel faults)
+  Array x = Array::from_doubles(random_values(n, 25), {n}, float32, Device::cpu());
+  auto message_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Array warm = scaled(k, x, cpu);
+  std::string slow = message_of([&] { warm.eval(); });
+  ASSERT_NE(slow, "no error");
+  Array y = scaled(k, x, cpu);
+  EXPECT_EQ(message_of([&] { eval_inline(y); }), slow);
+  EXPECT_FALSE(eval_inline(y));  // failed: eval() reports it again
+  EXPECT_EQ(message_of([&] { y.eval(); }), slow);
 }
 
 TEST(Streams, AFailingKernelSurfacesAtSynchronizeAndTheStreamStaysUsable) {

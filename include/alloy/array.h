@@ -137,6 +137,13 @@ void eval(const std::vector<Array>& arrays);
 /// Hands the work below `arrays` to its streams and returns at once (CPU streams run it on their
 /// worker threads); reading the arrays, eval() or synchronize() waits for it.
 void async_eval(const std::vector<Array>& arrays);
+/// Evaluates `a` when that happens entirely on the calling thread, without waiting for any
+/// other thread: `a` is materialized already, or its op reads only materialized inputs, runs on
+/// a CPU stream with nothing queued, and its primitive runs inline (Primitive::runs_inline: a
+/// compiled metal_kernel of one small launch). Returns false, having done nothing, otherwise
+/// (`a.eval()` then evaluates it as usual). Errors are those of `a.eval()`. The Python binding
+/// keeps the GIL through such an evaluation (docs/architecture.md, "The GIL and evaluation").
+bool eval_inline(const Array& a);
 /// Waits until the work on every stream of `device` has finished (the default device when
 /// omitted); rethrows the first error of queued work.
 void synchronize(std::optional<Device> device = std::nullopt);

@@ -232,6 +232,9 @@ nb::ndarray<Framework> host_view(const Array& a, nb::handle owner, dl::dtype dty
 }
 
 void eval_released(const Array& a) {
+  // Work that runs on this thread alone (alloy::eval_inline) keeps the GIL: no lock it takes is
+  // ever held by a thread waiting for the GIL (docs/architecture.md, "The GIL and evaluation").
+  if (eval_inline_on() && eval_inline(a)) return;
   nb::gil_scoped_release release;
   a.eval();
 }

@@ -207,3 +207,190 @@ def test_exit_with_queued_work_on_imported_inputs(tmp_path, rng):
         assert r.returncode == 0, r.stderr[-2000:]
         assert r.stdout.split()[-1] == "exiting"
         assert "terminate called" not in r.stderr
+
+
+# Issue 14's tiny call: `.eval()` of a cached one-group CPU kernel on evaluated inputs runs on the
+# calling thread with the GIL held (alloy.eval_inline in C++; docs/architecture.md, "The GIL and
+# evaluation"). This stress runs that path in several threads next to everything that takes the
+# GIL from other threads (a stream worker releasing NumPy inputs, pool launches, a Python
+# reference kernel's warning) or the graph mutex with the GIL held (`.shape` of lazy arrays).
+INLINE_STRESS = r"""
+import sys, threading, time, warnings
+import numpy as np
+import alloy
+
+duration, seed = float(sys.argv[1]), int(sys.argv[2])
+src = "uint i = thread_position_in_grid.x; y[i] = x[i] * 2.0f + 0.5f;"
+k = alloy.metal_kernel(name="inline_stress", input_names=["x"], output_names=["y"], source=src)
+stream = alloy.new_stream(alloy.cpu)
+stop = time.time() + duration
+errors, counts = [], {}
+
+
+def ref(x):
+    return x.astype(np.float64) * 2 + 0.5
+
+
+def check(y, x, what):
+    if not np.allclose(np.asarray(y), ref(x), rtol=1e-6):
+        errors.append(what)
+
+
+def run(name, body):
+    def go():
+        rng, n = np.random.default_rng([seed, len(name)]), 0
+        try:
+            while time.time() < stop:
+                body(rng)
+                n += 1
+        except BaseException as e:
+            errors.append(f"{name}: {e!r}")
+        counts[name] = n
+    return threading.Thread(target=go, name=name)
+
+
+def call(x, n, tg=None, stream=alloy.cpu):  # (the default device may be a GPU)
+    return k(inputs=[x], grid=(n, 1, 1), threadgroup=(tg or n, 1, 1), output_shapes=[(n,)],
+             output_dtypes=[alloy.float32], stream=stream)[0]
+
+
+def tiny(rng):  # NumPy memory imported without a copy, dropped right after: released inline
+    x = rng.uniform(-1, 1, 32).astype(np.float32)
+    y = call(x, 32)
+    y.eval()
+    check(y, x, "tiny")
+
+
+def tiny_alloy(rng):  # alloy inputs, evaluated already or lazy (then the general path first)
+    x = rng.uniform(-1, 1, 64).astype(np.float32)
+    a = alloy.array(x, device=alloy.cpu)
+    y = call(a, 64)
+    if rng.integers(2):
+        y = call(y, 64)
+        x = ref(x).astype(np.float32)
+    alloy.eval(y)
+    check(y, x, "tiny_alloy")
+
+
+ones = alloy.array(np.ones(64, np.float32), device=alloy.cpu)
+lazy = call(ones, 64, stream=stream)  # never evaluated
+
+
+def worker_releases(rng):  # the stream's worker drops the last reference to NumPy memory
+    x = rng.uniform(-1, 1, 64).astype(np.float32)
+    out = call(x, 64, stream=stream)
+    alloy.async_eval(out)
+    del x, out
+    for _ in range(10):
+        lazy.shape
+
+
+def wide(rng):  # launches shared with the pool (the GIL released)
+    x = rng.uniform(-1, 1, 1 << 16).astype(np.float32)
+    y = call(x, 1 << 16, 256)
+    check(y, x, "wide")
+
+
+threads = [run("tiny", tiny), run("tiny2", tiny), run("tiny_alloy", tiny_alloy),
+           run("worker_releases", worker_releases), run("wide", wide)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+alloy.synchronize(stream)
+assert not errors, errors[:3]
+print(" ".join(f"{n}={counts[n]}" for n in sorted(counts)))
+print("ok", min(counts.values()))
+"""
+
+
+def test_inline_evaluation_with_threads_and_imported_inputs(tmp_path, rng):
+    """Threads evaluating tiny CPU calls inline (the GIL held) on NumPy-imported inputs, while a
+    stream worker releases other imported inputs (taking the GIL), pool launches run and lazy
+    arrays' shapes are read: no deadlock, every result right. In a child process with a timeout,
+    so that a deadlock fails the test instead of hanging it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "inline_stress.py"
+    script.write_text(INLINE_STRESS)
+    r = subprocess.run([sys.executable, str(script), "4", str(int(rng.integers(1 << 30)))],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-2] == "ok" and int(r.stdout.split()[-1]) > 0, r.stdout
+
+
+def test_inline_evaluation_matches_the_general_path(rng):
+    """A cached CPU call evaluated inline computes what the general path computes when the
+    arguments change between calls (lengths, groups, inputs lazy or imported, other streams,
+    a stream with queued work, a new kernel whose compile is pending)."""
+    src = "uint i = thread_position_in_grid.x; y[i] = x[i] * s + 1.0f;"
+    k = alloy.metal_kernel(name="inline_vs_general", input_names=["x", "s"], output_names=["y"],
+                           source=src)
+    busy = alloy.new_stream(alloy.cpu)
+    other = alloy.new_stream(alloy.cpu)
+    big = rng.uniform(-1, 1, 1 << 20).astype(np.float32)
+    cpu = alloy.cpu  # every call on the CPU (the default device may be a GPU)
+    for i in range(60):
+        n = int(rng.choice([1, 7, 32, 64, 512, 1000]))
+        tg = int(rng.choice([1, 32, 1024]))
+        x = rng.uniform(-1, 1, n).astype(np.float32)
+        s = float(rng.choice([2.0, -0.5, 3.0]))
+        ref = x.astype(np.float64) * s + 1.0
+        kind = i % 5
+        if kind == 0:
+            inp = x  # imported per call
+        elif kind == 1:
+            inp = alloy.array(x, device=cpu)
+        elif kind == 2:  # lazy: produced by the kernel itself (the general path runs it first)
+            inp = k(inputs=[alloy.array(x, device=cpu), 1.0], grid=(n, 1, 1),
+                    threadgroup=(tg, 1, 1), output_shapes=[(n,)], output_dtypes=[alloy.float32],
+                    stream=cpu)[0]
+            ref = (x.astype(np.float64) + 1.0) * s + 1.0
+        elif kind == 3:  # produced on another stream, still running there
+            slow = k(inputs=[big, 1.0], grid=(big.size, 1, 1), threadgroup=(256, 1, 1),
+                     output_shapes=[big.shape], output_dtypes=[alloy.float32], stream=other)[0]
+            alloy.async_eval(slow)
+            inp = slow[:n]
+            ref = (big[:n].astype(np.float64) + 1.0) * s + 1.0
+        else:  # the call's own stream has queued work
+            alloy.async_eval(k(inputs=[big, 1.0], grid=(big.size, 1, 1), threadgroup=(256, 1, 1),
+                               output_shapes=[big.shape], output_dtypes=[alloy.float32],
+                               stream=busy)[0])
+            inp = alloy.array(x, device=cpu)
+        y = k(inputs=[inp, s], grid=(n, 1, 1), threadgroup=(tg, 1, 1), output_shapes=[(n,)],
+              output_dtypes=[alloy.float32], stream=busy if kind == 4 else cpu)[0]
+        y.eval()
+        np.testing.assert_allclose(np.asarray(y).astype(np.float64), ref, rtol=1e-6, atol=1e-6)
+    alloy.synchronize(alloy.cpu)
+    # A new kernel: its first evaluation waits for the compile (not inline), the next is inline;
+    # both give the same values.
+    fresh = alloy.metal_kernel(name="inline_fresh", input_names=["x", "s"], output_names=["y"],
+                               source=src.replace("1.0f", f"{int(rng.integers(1 << 20))}.0f"))
+    x = rng.uniform(-1, 1, 32).astype(np.float32)
+    outs = [fresh(inputs=[x, 2.0], grid=(32, 1, 1), threadgroup=(32, 1, 1),
+                  output_shapes=[(32,)], output_dtypes=[alloy.float32], stream=alloy.cpu)[0]
+            for _ in range(2)]
+    for y in outs:
+        y.eval()
+    np.testing.assert_array_equal(np.asarray(outs[0]), np.asarray(outs[1]))
+
+
+def test_inline_evaluation_fails_as_the_general_path(rng):
+    """A kernel that faults: the evaluation inline (a cached call) raises what the first one
+    (compiling, the general path) raised, and reading the output again raises it again."""
+    k = alloy.metal_kernel(name="inline_fault", input_names=["x"], output_names=["y"],
+                           source="uint i = thread_position_in_grid.x; y[i] = x[i + 0x40000000u];")
+    x = alloy.array(rng.uniform(-1, 1, 32).astype(np.float32), device=alloy.cpu)
+
+    def failure(y):
+        with pytest.raises(alloy.KernelError) as e:
+            y.eval()
+        return type(e.value), str(e.value)
+
+    kw = dict(grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(32,)],
+              output_dtypes=[alloy.float32], stream=alloy.cpu)
+    first = failure(k(inputs=[x], **kw)[0])
+    y = k(inputs=[x], **kw)[0]
+    assert failure(y) == first
+    assert failure(y) == first

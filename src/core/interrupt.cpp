@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "core/interrupt_state.h"
 
@@ -26,7 +27,7 @@ thread_local ThreadCheck t_check;
 void set_interrupt_check(InterruptCheck check) {
   auto p = check ? std::make_shared<const InterruptCheck>(std::move(check)) : nullptr;
   std::lock_guard lock(g_mu);
-  g_check = std::move(p);
+  g_check.swap(p);  // the replaced check is destroyed after the lock (see request)
   g_check_version.fetch_add(1, std::memory_order_release);
 }
 
@@ -35,8 +36,9 @@ namespace interrupt {
 std::shared_ptr<const InterruptCheck> current_check() {
   uint64_t v = g_check_version.load(std::memory_order_acquire);
   if (t_check.version != v) {
+    std::shared_ptr<const InterruptCheck> old;  // destroyed after the lock
     std::lock_guard lock(g_mu);
-    t_check.check = g_check;
+    old = std::exchange(t_check.check, g_check);
     t_check.version = g_check_version.load(std::memory_order_relaxed);
   }
   return t_check.check;
@@ -52,8 +54,11 @@ std::shared_ptr<const InterruptCheck> check_for_this_thread() {
 
 void request(std::exception_ptr cause) {
   {
+    // The previous cause is destroyed after the lock: it may be a Python exception, whose
+    // release takes the GIL, and a thread holding the GIL may wait for g_mu (current_check on a
+    // thread's first launch, e.g. a Python evaluation run inline: alloy::eval_inline).
     std::lock_guard lock(g_mu);
-    g_cause = std::move(cause);
+    g_cause.swap(cause);
   }
   g_epoch.fetch_add(1, std::memory_order_release);
 }

@@ -101,6 +101,11 @@ class Primitive {
   /// Outputs arrive unallocated; see the header comment.
   virtual void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) = 0;
   virtual void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) = 0;
+  /// Whether eval_cpu on these (materialized) inputs finishes on the calling thread: no other
+  /// thread runs any of it or is waited for (no compile to wait for, no pool thread), and
+  /// nothing in it calls into Python or takes a lock that a thread may hold while it waits for
+  /// something else (eval_inline). False by default: answer true only when all of that holds.
+  virtual bool runs_inline(const std::vector<Array>& /*inputs*/) const { return false; }
 };
 
 /// Rebuilds a primitive from its state.

@@ -621,6 +621,22 @@ void eval(const std::vector<Array>& arrays) {
   }
 }
 
+bool eval_inline(const Array& a) {
+  if (!a.valid()) return false;
+  std::shared_ptr<PendingOp> op;
+  {
+    std::lock_guard lock(graph_mu());
+    op = node_of(a)->pending;
+    if (!op) return true;
+    if (op->done || op->error || op->device.type != Device::Type::cpu) return false;
+    for (auto& in : op->inputs)
+      if (!in.valid() || node_of(in)->pending) return false;
+  }
+  if (!state_of(op->stream).idle() || !op->primitive->runs_inline(op->inputs)) return false;
+  run_pending(op);
+  return true;
+}
+
 void async_eval(const std::vector<Array>& arrays) {
   auto order = collect(arrays);
   dispatch(order, /*waiting=*/false);

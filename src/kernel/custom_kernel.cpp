@@ -315,6 +315,22 @@ std::string spec_content_key(const KernelSpec& spec) {
 }
 
 namespace {
+// A CPU launch the executor runs on the calling thread (CustomKernel::kInlineThreads).
+bool launch_runs_inline(const Dims& grid, const Dims& threadgroup) {
+  Dims tg = effective_threadgroup(grid, threadgroup);
+  uint64_t threads = 1, groups = 1;
+  for (int d = 0; d < 3; ++d) {
+    if (grid[d] == 0) return true;  // nothing runs
+    if (grid[d] < 0 || tg[d] <= 0) return false;
+    auto g = static_cast<uint64_t>(grid[d]), t = static_cast<uint64_t>(tg[d]);
+    threads *= g;
+    groups *= (g + t - 1) / t;
+  }
+  return groups == 1 || threads <= CustomKernel::kInlineThreads;
+}
+}  // namespace
+
+namespace {
 std::shared_ptr<KernelVariant> variant_for_key(const std::shared_ptr<const KernelSpec>& spec,
                                                const std::string& spec_key, const std::string& vkey,
                                                const std::vector<Array>& inputs,
@@ -377,6 +393,7 @@ CustomKernel::CustomKernel(std::shared_ptr<const KernelSpec> spec, std::vector<D
     fixed_grid_ = g;
     fixed_threadgroup_ = t;
     fixed_geometry_ = true;
+    fixed_inline_ = launch_runs_inline(g, t);
   } catch (const std::invalid_argument&) {
     // Invalid numbers: every evaluation computes them again and reports the error.
   }
@@ -654,6 +671,19 @@ void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>
 
 void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
   eval(inputs, outputs);
+}
+
+bool CustomKernel::runs_inline(const std::vector<Array>& in) const {
+  // Nothing here may wait or throw: anything unusual is left to eval() on the usual path (its
+  // errors included).
+  if (!hint_matches(in) || !hint_->built(msl::Target::cpu, robust_)) return false;
+  if (fixed_geometry_) return fixed_inline_;
+  try {
+    auto [grid, tg] = geometry(in);
+    return launch_runs_inline(grid, tg);
+  } catch (...) {
+    return false;
+  }
 }
 
 void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& outputs) {

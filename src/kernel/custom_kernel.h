@@ -39,6 +39,10 @@ struct KernelVariant {
   /// holds any more (its call's outputs dropped unevaluated) is skipped. Errors wait for
   /// program().
   std::shared_ptr<ProgramJob> start(msl::Target target, bool robust, bool shapes_spill = false);
+  /// Whether program(target, robust, shapes_spill) is built (one atomic load, no lock).
+  bool built(msl::Target target, bool robust, bool shapes_spill = false) const {
+    return ready[slot(target, robust, shapes_spill)].load(std::memory_order_acquire) != nullptr;
+  }
 
  private:
   static constexpr int kSlots = 8;  // [target][robust][CUDA: shapes_spill]
@@ -97,6 +101,13 @@ class CustomKernel : public Primitive {
   static std::shared_ptr<CustomKernel> from_state(const PrimitiveState& s);
   void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
   void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
+  /// On the CPU: the variant of these inputs is the call's (no cache look-up), its program is
+  /// built, and the launch runs on the calling thread (kInlineThreads).
+  bool runs_inline(const std::vector<Array>& inputs) const override;
+  /// A CPU launch of one threadgroup, or of at most this many threads in all, runs on the
+  /// calling thread: the executor hands a launch to the pool only beyond 8192 threads' work (a
+  /// fiber-mode thread counted 16), cpu::run's `grain`.
+  static constexpr uint64_t kInlineThreads = 512;
 
   const KernelSpec& spec() const { return *spec_; }
   /// The launch geometry (grid, threadgroup) for these inputs, validated: std::invalid_argument
@@ -143,6 +154,7 @@ class CustomKernel : public Primitive {
   // computed from the input shapes at each evaluation.
   bool fixed_geometry_ = false;
   Dims fixed_grid_{}, fixed_threadgroup_{};
+  bool fixed_inline_ = false;  // with fixed_geometry_: the CPU launch runs on the caller
   // Not state: the compile start_compile queued, kept alive while this primitive may need it.
   std::shared_ptr<KernelVariant::ProgramJob> compile_;
 };
