@@ -3,6 +3,7 @@
 // synchronize and leaving the stream usable.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -185,13 +186,14 @@ TEST(Streams, WorkerReleasesInputsOutsideTheGraphMutex) {
 // eval_inline evaluates only what runs on the calling thread alone, and otherwise does nothing
 // (the Python binding keeps the GIL through what it evaluates: docs/architecture.md).
 MetalKernel scaled_kernel(int salt) {
-  // `salt` makes the source new to this process and to the compile cache on disk, so that its
-  // first call finds no program built.
+  // The comment makes the source new to this process and to the compile cache on disk (this
+  // process's id and the time), so that its first call finds no program built.
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
   return metal_kernel("scaled", {"x"}, {"y"},
                       fmt::format(R"(
-    uint i = thread_position_in_grid.x;
+    uint i = thread_position_in_grid.x;  // {} {}
     y[i] = x[i] * 2.0f + {}.0f;)",
-                                  salt));
+                                  static_cast<long>(getpid()), static_cast<long long>(now), salt));
 }
 
 Array scaled(const MetalKernel& k, const Array& x, std::optional<Stream> stream,
