@@ -112,6 +112,9 @@ struct StreamState {
       busy = true;
       lock.unlock();
       task();  // never throws: failures are recorded by the task
+      // Its captures (inputs, possibly imported NumPy/PyTorch memory whose release takes the GIL)
+      // go before the stream's mutex is taken again: no thread may wait for the GIL under it.
+      task = nullptr;
       lock.lock();
       busy = false;
       outstanding.fetch_sub(1, std::memory_order_release);
