@@ -38,9 +38,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -293,6 +295,49 @@ long fake_driver_locks() {
   return fn ? fn() : -1;
 }
 
+// What Alloy's path does per cached call besides the launch, alone: the context check (one
+// cuCtxGetCurrent), the heap allocations and frees (7 of the sizes a call makes), the mutex
+// locks (5), atomic read-modify-writes on distinct cache lines (28, as reference counts of
+// several objects). `after_launch`: each after a raw launch, as in a call + eval loop (the
+// driver's launch runs between them and may evict their data). Returns the seconds of `batch`
+// rounds.
+double host_work_batch(int batch, bool after_launch, void** raw_params, bool ctx_check, bool allocs,
+                       bool locks, bool rmws = false) {
+  static std::mutex mu[5];
+  struct alignas(64) Count {
+    std::atomic<long> n{0};
+  };
+  static Count counts[28];
+  static constexpr size_t kSizes[7] = {24, 224, 160, 8, 8, 16, 72};
+  cuda::Context& ctx = *gpu();
+  double t0 = now_s();
+  for (int j = 0; j < batch; ++j) {
+    if (after_launch) launch_raw(kExpHand, 1, 256, raw_params);
+    if (ctx_check) {
+      cuda::CUcontext c = nullptr;
+      ctx.driver().cuCtxGetCurrent(&c);
+      benchmark::DoNotOptimize(c);
+    }
+    if (allocs) {
+      void* p[7];
+      for (int i = 0; i < 7; ++i) {
+        p[i] = ::operator new(kSizes[i]);
+        benchmark::DoNotOptimize(p[i]);
+      }
+      for (int i = 0; i < 7; ++i) ::operator delete(p[i]);
+    }
+    if (locks)
+      for (auto& m : mu) {
+        m.lock();
+        benchmark::ClobberMemory();
+        m.unlock();
+      }
+    if (rmws)
+      for (auto& c : counts) c.n.fetch_add(1, std::memory_order_acq_rel);
+  }
+  return now_s() - t0;
+}
+
 void BM_GpuLaunchOverhead(benchmark::State& state) {
   if (!gpu()) return state.SkipWithError("no CUDA GPU");
   const int n = 256, batch = 256;
@@ -315,6 +360,7 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   ctx.synchronize();
 
   double t_mk = 0, t_launch = 0, t_raw = 0, t_build = 0, t_eval = 0, t_free = 0, t_big = 0;
+  double t_ctx = 0, t_alloc = 0, t_lock = 0, t_rmw = 0, t_raw_work = 0, t_raw_again = 0;
   // Fastest batch of each loop: what a preempted batch on a loaded host does not change.
   double best_mk = INFINITY, best_raw = INFINITY, best_build = INFINITY, best_eval = INFINITY;
   int64_t launches = 0;
@@ -353,6 +399,17 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
     for (int j = 0; j < batch; ++j) launch_raw(kExpHandBigParam, 1, 256, big_params);
     t_big += now_s() - t10;
     ctx.synchronize();
+    // The parts of Alloy's per-call work measured alone, and interleaved with raw launches
+    // (minus the raw launches of the same run): what they cost on this host with a real driver.
+    t_ctx += host_work_batch(batch, false, raw_params, true, false, false);
+    t_alloc += host_work_batch(batch, false, raw_params, false, true, false);
+    t_lock += host_work_batch(batch, false, raw_params, false, false, true);
+    t_rmw += host_work_batch(batch, false, raw_params, false, false, false, true);
+    ctx.synchronize();
+    t_raw_work += host_work_batch(batch, true, raw_params, true, true, true, true);
+    ctx.synchronize();
+    t_raw_again += host_work_batch(batch, true, raw_params, false, false, false);
+    ctx.synchronize();
     t_build += t7 - t6;
     t_eval += t8 - t7;
     best_mk = std::min(best_mk, t1 - t0);
@@ -376,6 +433,14 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   // The raw launch with a parameter block the size of alloy_cuda_launch (what that size costs).
   state.counters["raw_big_param_us"] = 1e6 * t_big / launches;
   state.counters["target_us"] = 2.0;
+  // One cuCtxGetCurrent, 7 heap allocations + frees, 5 mutex lock + unlock, 28 atomic
+  // read-modify-writes: alone, and all four after each raw launch (`interleaved_work_us` = that
+  // loop minus a raw launch loop).
+  state.counters["ctx_check_us"] = 1e6 * t_ctx / launches;
+  state.counters["alloc7_us"] = 1e6 * t_alloc / launches;
+  state.counters["lock5_us"] = 1e6 * t_lock / launches;
+  state.counters["rmw28_us"] = 1e6 * t_rmw / launches;
+  state.counters["interleaved_work_us"] = 1e6 * (t_raw_work - t_raw_again) / launches;
   // The same from the fastest batch of each loop (a loaded host's preempted batches left out).
   state.counters["metal_kernel_best_us"] = 1e6 * best_mk / batch;
   state.counters["raw_launch_best_us"] = 1e6 * best_raw / batch;

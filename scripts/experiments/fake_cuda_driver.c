@@ -8,7 +8,7 @@
 // and, when preloaded too, the process's mutex locks (fake_cuda_locks): BM_GpuLaunchOverhead
 // then reports driver_calls_per_call and locks_per_call.
 //
-//   cc -O2 -shared -fPIC -o /tmp/fakecuda/libcuda.so.1 scripts/experiments/fake_cuda_driver.c -ldl
+//   cc -O2 -shared -fPIC -o /tmp/fakecuda/libcuda.so.1 scripts/experiments/fake_cuda_driver.c -ldl -lpthread
 //   LD_PRELOAD=/tmp/fakecuda/libcuda.so.1 LD_LIBRARY_PATH=/tmp/fakecuda ALLOY_CUDA_TIERED=0
 //       build/alloy_bench --benchmark_filter='GpuLaunchOverhead|CachedCallAllocations/1'
 #define _GNU_SOURCE
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -77,7 +78,27 @@ __attribute__((destructor)) static void report(void) {
     fprintf(stderr, "fake cuda: %-28s %ld\n", g_names[i], g_counts[i]);
 }
 
-CUresult cuInit(unsigned flags) { COUNT(); (void)flags; return 0; }
+// The real driver starts threads of its own at cuInit, which makes the process multi-threaded:
+// from then on libstdc++'s shared_ptr reference counts and glibc's locks use atomic
+// read-modify-writes (a single-threaded process skips them). So does this one, unless
+// FAKE_CUDA_NO_THREAD=1 (the behaviour before: a host-cost figure without those atomics).
+static void* idle_thread(void* arg) {
+  (void)arg;
+  for (;;) pause();
+  return NULL;
+}
+CUresult cuInit(unsigned flags) {
+  COUNT();
+  (void)flags;
+  static int started;
+  const char* no = getenv("FAKE_CUDA_NO_THREAD");
+  if (!started && !(no && no[0] == '1')) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, idle_thread, NULL) == 0) pthread_detach(t);
+    started = 1;
+  }
+  return 0;
+}
 CUresult cuDriverGetVersion(int* v) { COUNT(); *v = 13000; return 0; }
 CUresult cuGetErrorName(CUresult r, const char** s) { COUNT(); (void)r; *s = "CUDA_ERROR_FAKE"; return 0; }
 CUresult cuGetErrorString(CUresult r, const char** s) { COUNT();
