@@ -27,6 +27,7 @@
 #include "alloy/errors.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/nvrtc_wire.h"
+#include "core/files.h"
 #include "kernel/compile_pool.h"
 #include "kernel/custom_kernel.h"
 #include "nvrtc_pch_folders.h"
@@ -408,9 +409,8 @@ TEST_F(NvrtcWorkers, WorkersPchFolderIsRemovedAtExitAndStaleOnesAtStart) {
   if (dead == 0) ::_exit(0);
   ASSERT_GT(dead, 0);
   ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
-  const char* t = std::getenv("TMPDIR");
   std::filesystem::path stale =
-      std::filesystem::path(t && *t ? t : "/tmp") / ("alloy-nvrtc-pch-" + std::to_string(dead));
+      std::filesystem::path(temp_dir()) / ("alloy-nvrtc-pch-" + std::to_string(dead));
   std::filesystem::create_directories(stale / "123");
   { std::ofstream(stale / "123" / "kernel.pch") << "x"; }
   int fds[2];

@@ -476,8 +476,7 @@ const std::string& Jit::prelude_hash() {
 // folder cannot take them (no disk cache, a read-only or full disk).
 fs::path Jit::private_dir() {
   std::call_once(private_once_, [&] {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/alloy-XXXXXX";
+    std::string pattern = temp_dir() + "/alloy-XXXXXX";
     if (::mkdtemp(pattern.data())) private_dir_ = pattern;
   });
   if (private_dir_.empty()) {

@@ -109,11 +109,6 @@ std::string env(const char* name);
 
 constexpr const char* kPchFolderPrefix = "alloy-nvrtc-pch-";
 
-std::filesystem::path temp_dir() {
-  const char* t = std::getenv("TMPDIR");
-  return t && *t ? t : "/tmp";
-}
-
 // Removes the workers' PCH folder, if this process made it (at exit, with no worker left).
 void remove_pch_root(Pool& p) {
   if (p.pch_root.empty() || p.pch_owner != ::getpid()) return;
@@ -130,7 +125,7 @@ void make_pch_root(Pool& p) {
   p.pch_tried = true;
   if (env("ALLOY_NVRTC_WORKER_PCH") == "0") return;  // workers compile without the PCH
   std::error_code ec;
-  const auto tmp = temp_dir();
+  const std::filesystem::path tmp = temp_dir();
   for (auto it = std::filesystem::directory_iterator(tmp, ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     std::string name = it->path().filename().string();
