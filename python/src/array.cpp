@@ -26,8 +26,6 @@ Shape to_shape_arg(nb::handle h) {
   return nb::cast<Shape>(h);
 }
 
-}  // namespace
-
 bool eval_inline_on() {
   static const bool on = [] {
     const char* v = std::getenv("ALLOY_EVAL_INLINE");
@@ -36,7 +34,7 @@ bool eval_inline_on() {
   return on;
 }
 
-namespace {
+}  // namespace
 
 void eval_released(const Array& a) {
   // Work that runs on this thread alone (alloy::eval_inline) keeps the GIL: no lock it takes is
@@ -45,6 +43,8 @@ void eval_released(const Array& a) {
   nb::gil_scoped_release release;
   a.eval();
 }
+
+namespace {
 
 // One element at `p` as a Python scalar (bool, int, float, complex).
 nb::object element(const uint8_t* p, Dtype t) {

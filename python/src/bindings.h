@@ -30,9 +30,10 @@ void delete_with_gil(T* p) {
   nb::gil_scoped_acquire gil;
   delete p;
 }
-/// Whether evaluations that run inline keep the GIL (alloy::eval_inline; docs/architecture.md,
-/// "The GIL and evaluation"): on unless ALLOY_EVAL_INLINE=0 (read once; for measurements).
-bool eval_inline_on();
+/// Evaluates `a`: with the GIL held when that runs on this thread alone (alloy::eval_inline;
+/// docs/architecture.md, "The GIL and evaluation"; ALLOY_EVAL_INLINE=0, read once, turns that off
+/// for measurements), else with the GIL released.
+void eval_released(const Array& a);
 /// Sets the Python error for a C++ exception, as the bindings' translators do (for code that runs
 /// outside nanobind's dispatch, e.g. a type slot).
 void set_python_error(const std::exception_ptr& p);

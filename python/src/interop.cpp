@@ -231,14 +231,6 @@ nb::ndarray<Framework> host_view(const Array& a, nb::handle owner, dl::dtype dty
                                 device_type, device_id);
 }
 
-void eval_released(const Array& a) {
-  // Work that runs on this thread alone (alloy::eval_inline) keeps the GIL: no lock it takes is
-  // ever held by a thread waiting for the GIL (docs/architecture.md, "The GIL and evaluation").
-  if (eval_inline_on() && eval_inline(a)) return;
-  nb::gil_scoped_release release;
-  a.eval();
-}
-
 struct BufferShape {
   std::vector<Py_ssize_t> shape, strides;
 };
