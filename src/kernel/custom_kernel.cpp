@@ -328,9 +328,7 @@ bool launch_runs_inline(const Dims& grid, const Dims& threadgroup) {
   }
   return groups == 1 || threads <= CustomKernel::kInlineThreads;
 }
-}  // namespace
 
-namespace {
 std::shared_ptr<KernelVariant> variant_for_key(const std::shared_ptr<const KernelSpec>& spec,
                                                const std::string& spec_key, const std::string& vkey,
                                                const std::vector<Array>& inputs,
