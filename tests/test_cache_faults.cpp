@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/cpu/jit.h"
+#include "scoped_env.h"
 
 using namespace alloy;
 using namespace alloy::cpu;
@@ -285,9 +286,10 @@ TEST(CacheFaults, FullDiskFallsBackToAPrivateFolder) {
   // A full disk made every kernel fail ("cannot write the prelude headers").
   fs::path dir = fresh_dir("full");
   // Test-only fault injection: every file the cache creates under `dir` fails with ENOSPC.
-  ::setenv("ALLOY_TEST_FULL_DISK", dir.c_str(), 1);
-  expect_compiles(config_for(dir));
-  ::unsetenv("ALLOY_TEST_FULL_DISK");
+  {
+    alloy::testing::ScopedEnv full("ALLOY_TEST_FULL_DISK", dir.string());
+    expect_compiles(config_for(dir));
+  }
   // A real full file system, where this process may mount one.
   fs::path mnt = dir / "tmpfs";
   fs::create_directories(mnt);

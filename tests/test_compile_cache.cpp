@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "cache/compile_cache.h"
+#include "scoped_env.h"
+
+using alloy::testing::ScopedEnv;
 
 namespace alloy::cache {
 namespace {
@@ -242,33 +245,6 @@ TEST_F(CompileCacheTest, FailedBuildIsNotCached) {
   auto v = c.get_or_build("cpu", "k", [] { return std::make_shared<int>(3); });
   EXPECT_EQ(*std::static_pointer_cast<int>(v), 3);
 }
-
-// Sets an environment variable for the scope, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_, old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  bool had_;
-  std::string old_;
-};
 
 TEST_F(CompileCacheTest, DefaultDirHonoursAlloyCacheDir) {
   {

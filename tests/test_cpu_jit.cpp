@@ -18,36 +18,13 @@
 
 #include "backend/cpu/executor.h"
 #include "backend/cpu/jit.h"
+#include "scoped_env.h"
+
+using alloy::testing::ScopedEnv;
 
 namespace alloy::cpu {
 namespace {
 namespace fs = std::filesystem;
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_, old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  bool had_;
-  std::string old_;
-};
 
 // out[i] = exp(in[i]) * SCALE, as the loop-mode entry of a kernel library. SCALE is a macro so the
 // same text compiled with different -D flags gives different libraries.
@@ -248,7 +225,7 @@ TEST_F(CpuJitTest, DiskHitInAFreshJit) {
   auto s = fresh.cache().stats();
   EXPECT_EQ(s.disk_hits, 1u);
   EXPECT_EQ(s.misses, 0u);
-  EXPECT_EQ(s.stores, 0u);  // not recompiled
+  EXPECT_EQ(s.stores, 0u);                 // not recompiled
   expect_exp(in, run_exp(*lib, in), 1.0);  // its speed: BM_CpuJitWarmDisk
 }
 

@@ -17,6 +17,7 @@
 #include "backend/cpu/executor.h"
 #include "core/half_convert.h"
 #include "msl/translate.h"
+#include "scoped_env.h"
 
 namespace alloy {
 namespace {
@@ -41,18 +42,10 @@ using Names = std::vector<std::string>;
 // ALLOY_CPU_STREAM for the test's duration (msl::cpu_stream_loops reads it at every translation:
 // on the 2-core dev machine the default emits no streamed loops).
 struct ScopedStreamEnv {
-  explicit ScopedStreamEnv(const char* value) {
-    (void)cpu::stream_min_bytes();  // the executor's threshold: from the real environment
-    if (const char* v = std::getenv("ALLOY_CPU_STREAM")) saved = v;
-    setenv("ALLOY_CPU_STREAM", value, 1);
-  }
-  ~ScopedStreamEnv() {
-    if (saved.empty())
-      unsetenv("ALLOY_CPU_STREAM");
-    else
-      setenv("ALLOY_CPU_STREAM", saved.c_str(), 1);
-  }
-  std::string saved;
+  explicit ScopedStreamEnv(const char* value) : env("ALLOY_CPU_STREAM", value) {}
+  // The executor's threshold is read from the real environment, before the change.
+  int threshold_read = ((void)cpu::stream_min_bytes(), 0);
+  alloy::testing::ScopedEnv env;
 };
 
 class CpuStreamStores : public ::testing::Test {

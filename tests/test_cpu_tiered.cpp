@@ -20,31 +20,15 @@
 #include "backend/cpu/jit.h"
 #include "conformance/harness.h"
 #include "kernel/compile_pool.h"
+#include "scoped_env.h"
 
 namespace {
 
 using namespace alloy;
 
-class TieredEnv {
- public:
-  explicit TieredEnv(const char* value) {
-    if (const char* v = std::getenv("ALLOY_CPU_TIERED")) old_ = v;
-    if (value)
-      ::setenv("ALLOY_CPU_TIERED", value, 1);
-    else
-      ::unsetenv("ALLOY_CPU_TIERED");
-  }
-  ~TieredEnv() {
-    if (old_)
-      ::setenv("ALLOY_CPU_TIERED", old_->c_str(), 1);
-    else
-      ::unsetenv("ALLOY_CPU_TIERED");
-  }
-  TieredEnv(const TieredEnv&) = delete;
-  TieredEnv& operator=(const TieredEnv&) = delete;
-
- private:
-  std::optional<std::string> old_;
+// ALLOY_CPU_TIERED for a scope (null: unset, which means on).
+struct TieredEnv : alloy::testing::ScopedEnv {
+  explicit TieredEnv(const char* value) : ScopedEnv("ALLOY_CPU_TIERED", value) {}
 };
 
 // A source no cache has seen (the tiers are only used for a kernel compiled for the first time).

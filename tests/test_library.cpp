@@ -13,6 +13,7 @@
 #include "conformance/harness.h"
 #include "kernel/library.h"
 #include "msl/macros.h"
+#include "scoped_env.h"
 
 using namespace alloy;
 using conformance::expect_close;
@@ -618,13 +619,14 @@ TEST(Library, CheckModeCatchesAWrongKernel) {
     EXPECT_NO_THROW(lib("twice", {x, nan_like({n}, dev)}, c)[0].eval());
   });
   // ALLOY_CHECK=1 turns check mode on for every call.
-  ::setenv("ALLOY_CHECK", "1", 1);
   Array x = from(random_values(64, 1, 2, 12), {64}, float32, Device::cpu());
-  EXPECT_THROW(lib("twice", {x, nan_like({64}, Device::cpu())},
-                   dispatch({64, 1, 1}, {32, 1, 1}, Device::cpu()))[0]
-                   .eval(),
-               CheckError);
-  ::unsetenv("ALLOY_CHECK");
+  {
+    alloy::testing::ScopedEnv check("ALLOY_CHECK", "1");
+    EXPECT_THROW(lib("twice", {x, nan_like({64}, Device::cpu())},
+                     dispatch({64, 1, 1}, {32, 1, 1}, Device::cpu()))[0]
+                     .eval(),
+                 CheckError);
+  }
   // Check mode needs a reference.
   Library plain = compile_library(kWrongSource);
   LibraryCall c = dispatch({64, 1, 1}, {32, 1, 1}, Device::cpu());

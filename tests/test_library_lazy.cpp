@@ -101,7 +101,6 @@ uint64_t compiler_runs() {
   return c.with_pch + c.without_pch - c.background;
 }
 
-
 LibraryCall cpu_call(int n) {
   LibraryCall c;
   c.threads = Dims{n, 1, 1};

@@ -31,6 +31,7 @@
 #include "kernel/compile_pool.h"
 #include "kernel/custom_kernel.h"
 #include "nvrtc_pch_folders.h"
+#include "scoped_env.h"
 
 namespace alloy::cuda {
 namespace {
@@ -59,13 +60,7 @@ bool reaped(int pid) {
   return ::waitpid(pid, nullptr, WNOHANG) < 0 && errno == ECHILD;
 }
 
-void set_env(const char* name, const char* value) {
-  if (value) {
-    ::setenv(name, value, 1);
-  } else {
-    ::unsetenv(name);
-  }
-}
+using alloy::testing::set_env;
 
 // Each test starts with fresh workers and the environment it asks for, and ends with every worker
 // reaped.
@@ -75,7 +70,7 @@ class NvrtcWorkers : public ::testing::Test {
     for (const char* name : {"ALLOY_NVRTC_WORKERS", "ALLOY_NVRTC_WORKER"}) {
       const char* v = std::getenv(name);
       saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
-      ::unsetenv(name);
+      set_env(name, nullptr);
     }
     nvrtc::testing::reset_workers();
   }
@@ -178,7 +173,7 @@ TEST_F(NvrtcWorkers, MetalKernelErrorNamesTheUsersLineFromAWorker) {
 
 TEST_F(NvrtcWorkers, ConcurrentCompilesUseWorkers) {
   REQUIRE_NVRTC();
-  ::setenv("ALLOY_NVRTC_WORKERS", "2", 1);
+  set_env("ALLOY_NVRTC_WORKERS", "2");
   require_workers();
   EXPECT_EQ(nvrtc::worker_stats().max_workers, 2);
   // Four threads start compiles together; one runs here, the others wait for or go to workers.
@@ -279,7 +274,7 @@ bool has_auto_pch() {
   do {                                                        \
     REQUIRE_NVRTC();                                          \
     if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8"; \
-    ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);                  \
+    set_env("ALLOY_NVRTC_WORKERS", "1");                      \
     require_workers();                                        \
     if (IsSkipped()) return;                                  \
     nvrtc::testing::hold_in_process_slot(true);               \
@@ -419,7 +414,7 @@ TEST_F(NvrtcWorkers, WorkersPchFolderIsRemovedAtExitAndStaleOnesAtStart) {
   pid_t child = ::fork();
   if (child == 0) {
     ::close(fds[0]);
-    ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
+    ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);  // a forked child: no pool threads
     nvrtc::testing::reset_workers();
     nvrtc::testing::hold_in_process_slot(true);
     std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
@@ -510,7 +505,7 @@ TEST_F(NvrtcWorkers, CallersCompileDuringABackgroundOneRunsInProcess) {
 // With every worker busy, a background compile takes the free in-process slot rather than wait.
 TEST_F(NvrtcWorkers, BackgroundCompileRunsHereWhenEveryWorkerIsBusy) {
   REQUIRE_NVRTC();
-  ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);
+  set_env("ALLOY_NVRTC_WORKERS", "1");
   require_workers();
   auto before = nvrtc::worker_stats();
   nvrtc::testing::hold_in_process_slot(true);  // the slow caller's compile goes to the worker
@@ -543,7 +538,7 @@ TEST_F(NvrtcWorkers, BackgroundCompileFallsBackToThisProcess) {
   REQUIRE_NVRTC();
   std::string src = program(11);
   std::string image = nvrtc::compile_in_process(src, "bg.cu", {}, kOptions, true);
-  ::setenv("ALLOY_NVRTC_WORKERS", "0", 1);
+  set_env("ALLOY_NVRTC_WORKERS", "0");
   nvrtc::testing::reset_workers();
   {
     nvrtc::BackgroundScope scope;
@@ -555,7 +550,7 @@ TEST_F(NvrtcWorkers, BackgroundCompileFallsBackToThisProcess) {
   EXPECT_EQ(s.background, 2);
   EXPECT_EQ(s.background_in_process, 2);
   EXPECT_EQ(s.in_process, 2);
-  ::unsetenv("ALLOY_NVRTC_WORKERS");
+  set_env("ALLOY_NVRTC_WORKERS", nullptr);
   require_workers();
   auto before = nvrtc::worker_stats();
   nvrtc::testing::fault_next_worker_compile(wire::kExitBeforeReply);
@@ -636,7 +631,7 @@ TEST_F(NvrtcWorkers, KilledOrGarbledWorkerFallsBack) {
 
 TEST_F(NvrtcWorkers, WorkersOffKeepsCompilesInProcess) {
   REQUIRE_NVRTC();
-  ::setenv("ALLOY_NVRTC_WORKERS", "0", 1);
+  set_env("ALLOY_NVRTC_WORKERS", "0");
   nvrtc::testing::reset_workers();
   nvrtc::testing::hold_in_process_slot(true);  // no effect without workers
   std::vector<std::string> sources{program(0), program(1), program(2)}, images(3);
@@ -658,7 +653,7 @@ TEST_F(NvrtcWorkers, MissingOrBogusWorkerBinaryKeepsCompilesInProcess) {
   REQUIRE_NVRTC();
   std::string src = program(5);
   std::string image = nvrtc::compile_in_process(src, "m.cu", {}, kOptions, true);
-  ::setenv("ALLOY_NVRTC_WORKER", "/nonexistent/alloy-nvrtc-worker", 1);
+  set_env("ALLOY_NVRTC_WORKER", "/nonexistent/alloy-nvrtc-worker");
   nvrtc::testing::reset_workers();
   nvrtc::testing::hold_in_process_slot(true);
   EXPECT_EQ(nvrtc::compile(src, "m.cu", {}, kOptions, true), image);
@@ -667,7 +662,7 @@ TEST_F(NvrtcWorkers, MissingOrBogusWorkerBinaryKeepsCompilesInProcess) {
   EXPECT_NE(s.disabled_why.find("/nonexistent/alloy-nvrtc-worker"), std::string::npos)
       << s.disabled_why;
   // A program that is not a worker (it never greets): tried a few times, then workers are off.
-  ::setenv("ALLOY_NVRTC_WORKER", "/bin/true", 1);
+  set_env("ALLOY_NVRTC_WORKER", "/bin/true");
   nvrtc::testing::reset_workers();
   EXPECT_EQ(nvrtc::compile(src, "m.cu", {}, kOptions, true), image);
   s = nvrtc::worker_stats();

@@ -21,6 +21,9 @@
 #include "backend/cpu/jit.h"
 #include "conformance/harness.h"
 #include "core/interrupt_state.h"
+#include "scoped_env.h"
+
+using alloy::testing::ScopedEnv;
 
 using namespace alloy;
 namespace fs = std::filesystem;
@@ -72,25 +75,6 @@ Array run_body(const std::string& body, Shape out_shape, Dims grid = {1, 1, 1}) 
   eval({out});
   return out;
 }
-
-// Sets an environment variable for the scope of one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // A fresh folder under the temp directory, removed at the end of the scope.
 struct TempDir {
@@ -437,9 +421,9 @@ TEST(Reliability, RobustReportsKeepTheFirst64OfALaunch) {
   call.device = Device::cpu();
   Array x = Array::from_doubles({0.5}, {1}, float32, Device::cpu());
   take_out_of_range_reports();
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   eval({k({x}, call)[0]});
-  std::string err = testing::internal::GetCapturedStderr();
+  std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(take_out_of_range_reports().size(), 64u);
   EXPECT_NE(err.find("made 500 out-of-range accesses"), std::string::npos) << err;
   EXPECT_NE(err.find("the first 64 are kept"), std::string::npos) << err;

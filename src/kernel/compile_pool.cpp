@@ -38,6 +38,8 @@ struct Pool {
 
 void wait_at_exit();
 
+std::atomic<bool> pool_made{false};
+
 Pool& pool() {
   // Leaked: jobs may still run while static objects are destroyed. The objects a compile uses
   // are made first, so that exit destroys them only after wait_at_exit (atexit handlers and
@@ -47,6 +49,7 @@ Pool& pool() {
     cpu_backend();  // constructs the CPU compiler
     auto* p = new Pool();
     std::atexit(wait_at_exit);
+    pool_made = true;
     return p;
   }();
   return *p;
@@ -146,6 +149,7 @@ bool compile_pool_stopping() {
 }
 
 bool compile_pool_wait_idle(std::chrono::milliseconds timeout) {
+  if (!pool_made.load()) return true;  // nothing was ever queued (and nothing is constructed)
   Pool& p = pool();
   while (run_one(p)) {
   }

@@ -86,7 +86,8 @@ bool compile_pool_stopping();
 
 /// Runs what is queued on this thread, then waits up to `timeout` for the jobs running on the
 /// pool's threads (e.g. tiered compiles' background full compiles); true when none is left.
-/// For tests and benchmarks that count compiles.
+/// For tests and benchmarks that count compiles, and for tests that change the environment (the
+/// pool's threads read it). Constructs nothing when no job was ever queued.
 bool compile_pool_wait_idle(std::chrono::milliseconds timeout);
 
 }  // namespace alloy::kernel
