@@ -18,6 +18,7 @@
 
 #include "alloy/errors.h"
 #include "backend/cpu/executor.h"
+#include "kernel/compile_pool.h"
 
 namespace alloy::cpu {
 namespace {
@@ -835,6 +836,9 @@ TEST(CpuExecutor, LaunchTraceAccountsForEveryGroup) {
 std::mutex slice_mu;
 std::map<std::thread::id, uint64_t>* slice_seen = nullptr;
 TEST(CpuExecutor, WorkersTakeTheRequestedSchedulerSlice) {
+  // oneTBB's worker threads are shared by all arenas: on 2 cores the one worker can be busy with
+  // a background compile queued by an earlier test (a one-process run), and then none joins.
+  ASSERT_TRUE(kernel::compile_pool_wait_idle(std::chrono::minutes(5)));
   bool supported = false;
   uint64_t default_slice = 0;  // what a thread reports without a slice of its own
   std::thread probe([&] {
