@@ -1,14 +1,22 @@
 #include "core/trace.h"
 
-#include <cstdlib>
-#include <string_view>
+#include <cstdio>
+#include <stdexcept>
+
+#include "core/env.h"
 
 namespace alloy::trace {
 
 bool build() {
+  // Read where no error can be raised (destructors, worker threads): a malformed value is
+  // reported once and tracing stays off.
   static const bool on = [] {
-    const char* v = std::getenv("ALLOY_TRACE_BUILD");
-    return v && *v && std::string_view(v) != "0";
+    try {
+      return env::flag("ALLOY_TRACE_BUILD", false);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "alloy: %s; build tracing stays off\n", e.what());
+      return false;
+    }
   }();
   return on;
 }

@@ -2,22 +2,21 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-#include <cstdlib>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
+
+#include "core/env.h"
 
 namespace alloy::kernel {
 
 uint64_t max_grid_threads() {
-  const char* env = std::getenv("ALLOY_MAX_GRID_THREADS");
-  if (!env || !*env) return kDefaultMaxGridThreads;
-  std::string_view s(env);
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v == 0)
-    throw std::invalid_argument(fmt::format(
-        "ALLOY_MAX_GRID_THREADS must be a positive integer (threads per launch), got '{}'", s));
-  return v;
+  constexpr std::string_view kExpected = "a positive integer (threads per launch)";
+  std::optional<uint64_t> v = env::count("ALLOY_MAX_GRID_THREADS", kExpected);
+  if (!v) return kDefaultMaxGridThreads;
+  if (*v == 0)
+    throw std::invalid_argument(fmt::format("ALLOY_MAX_GRID_THREADS=0: expected {}", kExpected));
+  return *v;
 }
 
 void check_grid_threads(std::string_view api, const std::string& kernel, const Dims& grid) {

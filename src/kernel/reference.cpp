@@ -15,6 +15,7 @@
 #include "alloy/errors.h"
 #include "core/array_node.h"
 #include "core/backend.h"
+#include "core/env.h"
 
 namespace alloy {
 
@@ -54,24 +55,11 @@ Tolerance check_tolerance(Dtype dtype) {
   }
 }
 
-namespace {
-// Unset: `fallback`; "1"/"true"/"on"/"yes" true; "0"/"false"/"off"/"no" false.
-bool env_flag(const char* name, bool fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  std::string s(v);
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
-  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
-  return fallback;
-}
-}  // namespace
-
 bool check_from_env() {
-  return env_flag("ALLOY_CHECK", false);
+  return env::flag("ALLOY_CHECK", false);
 }
 bool fallback_from_env() {
-  return env_flag("ALLOY_FALLBACK", true);
+  return env::flag("ALLOY_FALLBACK", true);
 }
 
 void warn(const std::string& message) {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/env.h"
+
 namespace alloy {
 namespace {
 std::mutex g_mu;
@@ -14,10 +16,7 @@ constexpr size_t kMaxKept = 4096;
 }  // namespace
 
 bool robust_by_default() {
-  static const bool on = [] {
-    const char* v = std::getenv("ALLOY_ROBUST");
-    return v && *v && std::string(v) != "0";
-  }();
+  static const bool on = [] { return env::flag("ALLOY_ROBUST", false); }();
   return on;
 }
 

@@ -9,6 +9,7 @@
 
 #include "alloy/errors.h"
 #include "core/array_node.h"
+#include "core/env.h"
 #include "core/primitives.h"
 #include "core/scheduler.h"
 
@@ -16,10 +17,7 @@ namespace alloy::transforms {
 namespace {
 
 std::atomic<int>& enabled_flag() {
-  static std::atomic<int> on = [] {
-    const char* e = std::getenv("ALLOY_CUDA_GRAPHS");
-    return e && std::strcmp(e, "0") == 0 ? 0 : 1;
-  }();
+  static std::atomic<int> on = [] { return env::flag("ALLOY_CUDA_GRAPHS", true) ? 1 : 0; }();
   return on;
 }
 

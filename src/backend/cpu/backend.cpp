@@ -19,6 +19,7 @@
 #include "backend/cpu/executor.h"
 #include "backend/cpu/jit.h"
 #include "core/backend.h"
+#include "core/env.h"
 #include "core/host_allocator.h"
 #include "core/primitives.h"
 #include "core/trace.h"
@@ -272,8 +273,7 @@ uint64_t full_tier_switches() {
 
 bool tiered_compile() {
   // Read at every compile (a compile costs far more): tests and benchmarks switch it.
-  const char* v = std::getenv("ALLOY_CPU_TIERED");
-  return !(v && (std::string_view(v) == "0" || std::string_view(v) == "off"));
+  return env::flag("ALLOY_CPU_TIERED", true);
 }
 
 }  // namespace cpu

@@ -25,6 +25,7 @@
 #include "alloy/errors.h"
 #include "backend/cpu/fault_guard.h"
 #include "backend/cpu/fiber_scheduler.h"
+#include "core/env.h"
 #include "core/interrupt_state.h"
 #include "msl/translate.h"
 
@@ -406,26 +407,16 @@ namespace {
 // <bytes> (on: every streamable output; <bytes>: that threshold whatever the thread count).
 constexpr uint64_t kStreamNever = ~uint64_t{0};
 
-// The decimal count in environment variable `name`'s value `v` (std::invalid_argument naming
-// what `expected` when it is not one).
-uint64_t env_count(const char* name, const char* v, const char* expected) {
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  if (end == v || *end)
-    throw std::invalid_argument(fmt::format("{}={}: expected {}", name, v, expected));
-  return static_cast<uint64_t>(n);
-}
-
 std::atomic<uint64_t>& stream_threshold() {
   static std::atomic<uint64_t> v{[] {
     // The translator's rule (x86-64, at least 8 cores allowed) decides whether kernels have a
     // streamed loop at all: the same one decides whether auto streams.
     const uint64_t automatic = msl::cpu_stream_loops() ? uint64_t{16} << 20 : kStreamNever;
-    const char* e = std::getenv("ALLOY_CPU_STREAM");
-    if (!e || !*e || std::string(e) == "auto") return automatic;
-    if (std::string(e) == "off") return kStreamNever;
-    if (std::string(e) == "on") return uint64_t{0};
-    return env_count("ALLOY_CPU_STREAM", e, "off, on, auto or a size in bytes");
+    const std::optional<std::string> e = env::text("ALLOY_CPU_STREAM");
+    if (!e || *e == "auto") return automatic;
+    if (*e == "off") return kStreamNever;
+    if (*e == "on") return uint64_t{0};
+    return *env::count("ALLOY_CPU_STREAM", "off, on, auto or a size in bytes");
   }()};
   return v;
 }
@@ -451,9 +442,9 @@ namespace {
 constexpr uint64_t kDefaultSliceUs = 300;
 std::atomic<uint64_t>& slice_ns() {
   static std::atomic<uint64_t> v{[] {
-    const char* e = std::getenv("ALLOY_CPU_SLICE_US");
-    if (!e || !*e) return kDefaultSliceUs * 1000;
-    return env_count("ALLOY_CPU_SLICE_US", e, "a time in microseconds") * 1000;
+    return env::count("ALLOY_CPU_SLICE_US", "a time in microseconds", uint64_t{1} << 40)
+               .value_or(kDefaultSliceUs) *
+           1000;
   }()};
   return v;
 }
@@ -527,10 +518,7 @@ namespace {
 // ran, whether the launch's caller ran it, and when the last one finished: the serial part of a
 // launch (waking the pool's threads) and the balance, for measurements (docs/cpu-backend.md).
 std::atomic<bool>& trace_flag() {
-  static std::atomic<bool> on{[] {
-    const char* e = std::getenv("ALLOY_CPU_TRACE");
-    return e && *e && std::string(e) != "0";
-  }()};
+  static std::atomic<bool> on{[] { return env::flag("ALLOY_CPU_TRACE", false); }()};
   return on;
 }
 bool trace_launches() {
@@ -575,12 +563,9 @@ Schedule schedule(const ExecOptions& options) {
   // ALLOY_CPU_SCHEDULE=partitioned: oneTBB's parallel_for over the groups (the scheduling before
   // session 9), for comparisons; otherwise dynamic.
   static const Schedule env = [] {
-    const char* v = std::getenv("ALLOY_CPU_SCHEDULE");
-    if (v && std::string(v) == "partitioned") return Schedule::partitioned;
-    if (v && *v && std::string(v) != "dynamic")
-      throw std::invalid_argument(
-          fmt::format("ALLOY_CPU_SCHEDULE={}: expected 'dynamic' or 'partitioned'", v));
-    return Schedule::dynamic;
+    return env::choice("ALLOY_CPU_SCHEDULE", {"dynamic", "partitioned"}).value_or(0) == 1
+               ? Schedule::partitioned
+               : Schedule::dynamic;
   }();
   return env;
 }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/env.h"
 #include "core/host_allocator.h"
 
 namespace alloy::cpu {
@@ -130,10 +131,7 @@ std::string size_text(uint64_t bytes) {
 }  // namespace
 
 bool fault_guard_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("ALLOY_CPU_FAULT_GUARD");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = [] { return env::flag("ALLOY_CPU_FAULT_GUARD", true); }();
   return on;
 }
 

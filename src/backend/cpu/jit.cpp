@@ -28,6 +28,7 @@
 #include <cpuid.h>
 #endif
 
+#include "core/env.h"
 #include "core/files.h"
 #include "core/prelude_files.h"
 #include "core/trace.h"
@@ -105,17 +106,9 @@ struct ProcessLimits {
   uint64_t seconds = 0;       // wall clock; the process group is killed after it
 };
 
-// $name as a positive integer (in `unit`s), else `fallback`; throws for a malformed value.
+// $name as a non-negative integer (in `unit`s), else `fallback`; throws for a malformed value.
 uint64_t env_limit(const char* name, uint64_t fallback, uint64_t unit) {
-  const char* env = std::getenv(name);
-  if (!env || !*env) return fallback * unit;
-  std::string_view s(env);
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size())
-    throw std::invalid_argument(std::string(name) + " must be a non-negative integer, got '" + env +
-                                "'");
-  return v * unit;
+  return env::count(name, "a non-negative integer", ~uint64_t{0} / unit).value_or(fallback) * unit;
 }
 
 ProcessLimits compile_limits() {
@@ -635,8 +628,7 @@ std::string Jit::flags_string(const JitOptions& options) {
 bool Jit::pch_enabled() {
   std::lock_guard<std::mutex> lock(pch_mu_);
   if (pch_setting_ < 0) {
-    const char* env = std::getenv("ALLOY_CPU_PCH");
-    bool off = env && (std::string_view(env) == "0" || std::string_view(env) == "off");
+    bool off = !env::flag("ALLOY_CPU_PCH", true);
     // g++ only (clang's precompiled headers are another format), and only with a disk cache:
     // built for one process alone, it would cost more than it saves.
     pch_setting_ = !off && cache_.has_disk() && !toolchain().clang;

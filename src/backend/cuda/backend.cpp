@@ -25,6 +25,7 @@
 #include "backend/cuda/launch.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/tiered.h"
+#include "core/env.h"
 #include "core/scheduler.h"
 #include "core/trace.h"
 
@@ -39,10 +40,7 @@ namespace {
 /// unrolled whole-group path left out, the body compiled once) and fully on a background thread.
 /// ALLOY_CUDA_TIERED=0 compiles fully at once (benchmarks of a kernel's very first launches).
 bool tiered_compile() {
-  static const bool on = [] {
-    const char* v = std::getenv("ALLOY_CUDA_TIERED");
-    return !(v && std::string_view(v) == "0");
-  }();
+  static const bool on = [] { return env::flag("ALLOY_CUDA_TIERED", true); }();
   return on;
 }
 
@@ -53,10 +51,7 @@ bool tiered_compile() {
 /// feeds an add: a kernel's first and later calls must give the same numbers. On the H200 it gave
 /// nothing measurable (docs/performance.md, session 9). The option is for measuring the compile.
 bool quick_nvvm_unoptimised() {
-  static const bool on = [] {
-    const char* v = std::getenv("ALLOY_CUDA_QUICK_NVVM_O0");
-    return v && std::string_view(v) == "1";
-  }();
+  static const bool on = [] { return env::flag("ALLOY_CUDA_QUICK_NVVM_O0", false); }();
   return on;
 }
 }  // namespace

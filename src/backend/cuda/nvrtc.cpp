@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "alloy/errors.h"
+#include "core/env.h"
 #include "core/trace.h"
 #include "msl/prelude_select.h"
 
@@ -56,11 +57,6 @@ struct Library {
   nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*) = nullptr;
 };
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 void add_glob(const std::string& pattern, std::vector<std::string>* out) {
   glob_t g{};
   if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
@@ -89,11 +85,11 @@ std::vector<std::string> python_site_dirs() {
   }
   std::vector<std::string> prefixes;
   for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHOME"}) {
-    if (auto v = env(var); !v.empty()) prefixes.push_back(v);
+    if (auto v = env::text(var)) prefixes.push_back(*v);
   }
-  if (auto home = env("HOME"); !home.empty()) {
-    prefixes.push_back(home + "/.local");
-    add_glob(home + "/.pyenv/versions/*", &prefixes);
+  if (auto home = env::text("HOME")) {
+    prefixes.push_back(*home + "/.local");
+    add_glob(*home + "/.pyenv/versions/*", &prefixes);
   }
   prefixes.push_back("/usr/local");
   prefixes.push_back("/usr");
@@ -109,12 +105,10 @@ std::vector<std::string> python_site_dirs() {
 // The explicit and CUDA-home candidates: files, in the order they are tried.
 std::vector<std::string> file_candidates() {
   std::vector<std::string> c;
-  if (auto explicit_path = env("ALLOY_NVRTC_LIBRARY"); !explicit_path.empty()) {
-    c.push_back(explicit_path);
-  }
+  if (auto explicit_path = env::text("ALLOY_NVRTC_LIBRARY")) c.push_back(*explicit_path);
   std::vector<std::string> homes;
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (auto v = env(var); !v.empty()) homes.push_back(v);
+    if (auto v = env::text(var)) homes.push_back(*v);
   }
   homes.push_back(ALLOY_CUDA_HOME_DEFAULT);
   for (const auto& home : homes) {
@@ -134,9 +128,9 @@ std::vector<std::string> candidates() {
   for (const char* soname : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
     c.push_back(soname);
   }
-  if (auto conda = env("CONDA_PREFIX"); !conda.empty()) {
-    c.push_back(conda + "/lib/libnvrtc.so.13");
-    c.push_back(conda + "/lib/libnvrtc.so.12");
+  if (auto conda = env::text("CONDA_PREFIX")) {
+    c.push_back(*conda + "/lib/libnvrtc.so.13");
+    c.push_back(*conda + "/lib/libnvrtc.so.12");
   }
   for (const auto& site : python_site_dirs()) {
     c.push_back(site + "/nvidia/cu13/lib/libnvrtc.so.13");
@@ -357,12 +351,9 @@ constexpr size_t kRememberedPrefixes = 1 << 16;
 namespace {
 size_t pch_limit() {
   static const size_t limit = [] {
-    const char* v = std::getenv("ALLOY_NVRTC_PCH");
-    if (!v || !*v) return size_t{16};
-    char* end = nullptr;
-    unsigned long long n = std::strtoull(v, &end, 10);
-    if (*end != '\0') return size_t{16};
-    return static_cast<size_t>(std::min<unsigned long long>(n, 4096));
+    return static_cast<size_t>(
+        env::count("ALLOY_NVRTC_PCH", "a number of precompiled headers from 0 to 4096", 4096)
+            .value_or(16));
   }();
   return limit;
 }

@@ -27,6 +27,7 @@
 #include "alloy/errors.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/nvrtc_wire.h"
+#include "core/env.h"
 #include "core/files.h"
 #include "core/trace.h"
 
@@ -105,8 +106,6 @@ void after_fork_child() {
 void wait_for(pid_t pid);
 void forget(Pool& p, const Worker& w);
 
-std::string env(const char* name);
-
 constexpr const char* kPchFolderPrefix = "alloy-nvrtc-pch-";
 
 // Removes the workers' PCH folder, if this process made it (at exit, with no worker left).
@@ -123,7 +122,7 @@ void remove_pch_root(Pool& p) {
 void make_pch_root(Pool& p) {
   if (p.pch_tried) return;
   p.pch_tried = true;
-  if (env("ALLOY_NVRTC_WORKER_PCH") == "0") return;  // workers compile without the PCH
+  if (!env::flag("ALLOY_NVRTC_WORKER_PCH", true)) return;  // workers compile without the PCH
   std::error_code ec;
   const std::filesystem::path tmp = temp_dir();
   for (auto it = std::filesystem::directory_iterator(tmp, ec);
@@ -180,11 +179,6 @@ Pool& pool() {
   return *p;
 }
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 // Where the worker may be: beside the executable or shared library that holds Alloy (the build
 // folder's programs, the Python package's alloy/_core*.so), then where `cmake --install` put it.
 std::vector<std::string> worker_candidates() {
@@ -204,8 +198,9 @@ std::vector<std::string> worker_candidates() {
 Config resolve() {
   Config c;
   c.resolved = true;
-  std::string n = env("ALLOY_NVRTC_WORKERS");
-  if (n == "0") {
+  const std::optional<uint64_t> n =
+      env::count("ALLOY_NVRTC_WORKERS", "a number of workers from 0 to 1024", 1024);
+  if (n == 0u) {
     c.why = "ALLOY_NVRTC_WORKERS=0";
     return c;
   }
@@ -213,17 +208,9 @@ Config resolve() {
   // slow each other down (20 first calls on the H200 host's 16 cores: ~263 ms cold with 15
   // workers, ~113 ms with 8, ~120 ms with 4; warm 29 / 33 / 58 ms; docs/nvrtc-workers.md).
   c.max = std::max(1, tbb::info::default_concurrency() / 2);
-  if (!n.empty()) {
-    char* end = nullptr;
-    long v = std::strtol(n.c_str(), &end, 10);
-    if (end && *end == '\0' && v > 0 && v <= 1024) {
-      c.max = static_cast<int>(v);
-    } else if (trace::build()) {
-      std::fprintf(stderr, "alloy: ALLOY_NVRTC_WORKERS=%s is not a number from 0 to 1024: %d\n",
-                   n.c_str(), c.max);
-    }
-  }
-  if (auto explicit_path = env("ALLOY_NVRTC_WORKER"); !explicit_path.empty()) {
+  if (n) c.max = static_cast<int>(*n);
+  if (auto set = env::text("ALLOY_NVRTC_WORKER")) {
+    const std::string& explicit_path = *set;
     if (is_executable_file(explicit_path)) {
       c.path = explicit_path;
     } else {
