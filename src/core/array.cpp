@@ -22,6 +22,7 @@
 #include "alloy/interrupt.h"
 #include "core/array_node.h"
 #include "core/backend.h"
+#include "core/block_pool.h"
 #include "core/half_convert.h"
 #include "core/host_allocator.h"
 #include "core/primitives.h"
@@ -242,7 +243,8 @@ std::shared_ptr<ArrayNode> make() {
   } else {
     n = new ArrayNode;
   }
-  return std::shared_ptr<ArrayNode>(n, Recycle{});  // on bad_alloc the deleter takes n back
+  // The reference-count block from the thread's block pool (on bad_alloc the deleter takes n).
+  return std::shared_ptr<ArrayNode>(n, Recycle{}, block_pool::Allocator<ArrayNode>{});
 }
 
 size_t pooled() {
@@ -268,7 +270,7 @@ std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitive, std::ve
                                    Shapes shapes_in, Dtypes dtypes_in, Stream stream,
                                    bool checked = false) {
   Device device = stream.device;
-  auto op = std::make_shared<PendingOp>();
+  auto op = std::allocate_shared<PendingOp>(block_pool::Allocator<PendingOp>{});
   op->primitive = std::move(primitive);
   op->inputs = std::move(inputs);
   op->device = device;
