@@ -7,11 +7,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 
 #include "alloy/alloy.h"
 #include "core/array_node.h"
+#include "core/block_pool.h"
 #include "core/primitive.h"
 #include "core/primitives.h"
 #include "core/scheduler.h"
@@ -371,6 +373,46 @@ TEST(RuntimeCore, PendingOutputNodesAreRecycledPerThread) {
     EXPECT_EQ(node_pool::pooled(), 1u);
     out = Array();
     EXPECT_EQ(node_pool::pooled(), 2u);
+  }).join();
+}
+
+// block_pool (core/block_pool.h): a freed block serves the thread's next request of its size
+// class; a pool keeps at most kCapacity per class; a block freed on another thread goes to that
+// thread's pool; requests above kMaxBlock bypass it.
+TEST(RuntimeCore, BlockPoolRecyclesPerThread) {
+  std::mt19937 rng(59);
+  std::uniform_int_distribution<size_t> size(1, block_pool::kMaxBlock);
+  std::thread([&] {
+    const size_t bytes = size(rng);
+    const size_t base = block_pool::pooled(bytes);
+    void* p = block_pool::allocate(bytes);
+    std::memset(p, 0xAB, bytes);  // usable for `bytes`
+    block_pool::deallocate(p, bytes);
+    EXPECT_EQ(block_pool::pooled(bytes), base + 1);
+    void* q = block_pool::allocate(bytes);
+    EXPECT_EQ(q, p);
+    EXPECT_EQ(block_pool::pooled(bytes), base);
+    // More live blocks than a pool keeps: the extra ones go back to the heap when freed.
+    std::vector<void*> many{q};
+    for (size_t i = 0; i < block_pool::kCapacity + 5; ++i)
+      many.push_back(block_pool::allocate(bytes));
+    for (void* m : many) block_pool::deallocate(m, bytes);
+    EXPECT_EQ(block_pool::pooled(bytes), block_pool::kCapacity);
+    // Larger requests bypass the pool.
+    const size_t big = block_pool::kMaxBlock + 1 + size(rng);
+    void* b = block_pool::allocate(big);
+    std::memset(b, 0xCD, big);
+    block_pool::deallocate(b, big);
+    EXPECT_EQ(block_pool::pooled(big), 0u);
+  }).join();
+  // Allocated here, freed on a thread whose pool exists: it lands there.
+  const size_t bytes = size(rng);
+  void* p = block_pool::allocate(bytes);
+  std::thread([&] {
+    block_pool::deallocate(block_pool::allocate(bytes), bytes);
+    const size_t before = block_pool::pooled(bytes);
+    block_pool::deallocate(p, bytes);
+    EXPECT_EQ(block_pool::pooled(bytes), before + 1);
   }).join();
 }
 
