@@ -17,7 +17,7 @@ struct Pool {
   ~Pool() {
     t_state = gone;
     for (size_t c = 0; c < kClasses; ++c)
-      for (void* p : spare[c]) ::operator delete(p, (c + 1) * kGranule);
+      for (void* p : spare[c]) ::operator delete(p);
   }
 };
 thread_local Pool t_pool;
@@ -42,13 +42,13 @@ void* allocate(size_t bytes) {
 }
 
 void deallocate(void* p, size_t bytes) noexcept {
-  if (bytes == 0 || bytes > kMaxBlock) return ::operator delete(p, bytes);
+  if (bytes == 0 || bytes > kMaxBlock) return ::operator delete(p);
   size_t c = size_class(bytes);
   if (t_state == alive && t_pool.spare[c].size() < kCapacity) {
     t_pool.spare[c].push_back(p);
     return;
   }
-  ::operator delete(p, (c + 1) * kGranule);
+  ::operator delete(p);
 }
 
 size_t pooled(size_t bytes) {
