@@ -288,7 +288,8 @@ long fake_driver_calls() {
   return fn ? fn(nullptr) : -1;
 }
 // Mutex locks so far when the fake driver is also preloaded (LD_PRELOAD): it counts
-// pthread_mutex_lock. -1 otherwise.
+// pthread_mutex_lock, so spin locks (the call plan's, the CUDA allocator's) are not in it. -1
+// otherwise.
 long fake_driver_locks() {
   using Fn = long (*)();
   static Fn fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "fake_cuda_locks"));

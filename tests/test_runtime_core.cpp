@@ -7,11 +7,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 
 #include "alloy/alloy.h"
 #include "core/array_node.h"
+#include "core/block_pool.h"
 #include "core/primitive.h"
 #include "core/primitives.h"
 #include "core/scheduler.h"
@@ -303,6 +305,115 @@ TEST(RuntimeCore, LiveBufferCountIsExactAcrossThreads) {
   made.clear();
   more.clear();
   EXPECT_EQ(live_buffers(), base);
+}
+
+// Pending outputs' nodes are recycled per thread (node_pool in array.cpp): a dropped output's node
+// serves the thread's next pending output, of another rank too, with its own shape, row-major
+// strides, no offset, buffer or pending link left over; a node dropped on another thread goes to
+// that thread's pool; a pool keeps at most node_pool::kCapacity nodes.
+TEST(RuntimeCore, PendingOutputNodesAreRecycledPerThread) {
+  std::mt19937 rng(53);
+  auto k = scale_kernel();
+  auto call_on = [&](const Shape& shape) {
+    int64_t len = 1;
+    for (auto d : shape) len *= d;
+    auto values = random_values(static_cast<size_t>(len), static_cast<uint32_t>(rng()));
+    Array x = Array::from_doubles(values, shape, float32, Device::cpu());
+    KernelCall call;
+    call.output_shapes = {shape};
+    call.output_dtypes = {float32};
+    call.grid = {static_cast<int>(len), 1, 1};
+    call.threadgroup = {32, 1, 1};
+    call.template_args = {{"T", float32}};
+    call.device = Device::cpu();
+    return std::pair{k({x}, call)[0], values};
+  };
+  auto check = [](const Array& out, const Shape& shape, const std::vector<double>& values) {
+    ASSERT_EQ(out.shape(), shape);
+    Strides want(shape.size());
+    int64_t acc = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      want[d] = acc;
+      acc *= shape[d];
+    }
+    EXPECT_EQ(out.strides(), want);
+    EXPECT_FALSE(out.is_evaluated());
+    auto got = out.to_doubles();
+    ASSERT_EQ(got.size(), values.size());
+    for (size_t j = 0; j < got.size(); ++j)
+      ASSERT_EQ(got[j], static_cast<float>(static_cast<float>(values[j]) * 2.0 + 1.0)) << j;
+  };
+  std::uniform_int_distribution<int64_t> dim(1, 9);
+  std::thread([&] {
+    EXPECT_EQ(node_pool::pooled(), 0u);
+    // Ranks 3, 1, 4, 2: each call takes the node the previous one dropped.
+    for (size_t rank : {3, 1, 4, 2}) {
+      Shape shape(rank);
+      for (auto& d : shape) d = dim(rng);
+      size_t before = node_pool::pooled();
+      auto [out, values] = call_on(shape);
+      EXPECT_EQ(node_pool::pooled(), before ? before - 1 : 0);
+      check(out, shape, values);
+      out = Array();
+      EXPECT_EQ(node_pool::pooled(), std::max<size_t>(before, 1));
+    }
+    // More outputs alive at once than a pool keeps: the extra nodes are deleted when dropped.
+    std::vector<Array> many;
+    for (size_t i = 0; i < node_pool::kCapacity + 9; ++i) many.push_back(call_on({2}).first);
+    many.clear();
+    EXPECT_EQ(node_pool::pooled(), node_pool::kCapacity);
+  }).join();
+  // Made on this thread (its pool has a node after the first drop), dropped on another thread
+  // that has a pool: it lands there.
+  Shape shape{dim(rng), dim(rng)};
+  auto [out, values] = call_on(shape);
+  check(out, shape, values);
+  std::thread([&] {
+    call_on({3}).first = Array();  // this thread's pool now exists, with one node
+    EXPECT_EQ(node_pool::pooled(), 1u);
+    out = Array();
+    EXPECT_EQ(node_pool::pooled(), 2u);
+  }).join();
+}
+
+// block_pool (core/block_pool.h): a freed block serves the thread's next request of its size
+// class; a pool keeps at most kCapacity per class; a block freed on another thread goes to that
+// thread's pool; requests above kMaxBlock bypass it.
+TEST(RuntimeCore, BlockPoolRecyclesPerThread) {
+  std::mt19937 rng(59);
+  std::uniform_int_distribution<size_t> size(1, block_pool::kMaxBlock);
+  std::thread([&] {
+    const size_t bytes = size(rng);
+    const size_t base = block_pool::pooled(bytes);
+    void* p = block_pool::allocate(bytes);
+    std::memset(p, 0xAB, bytes);  // usable for `bytes`
+    block_pool::deallocate(p, bytes);
+    EXPECT_EQ(block_pool::pooled(bytes), base + 1);
+    void* q = block_pool::allocate(bytes);
+    EXPECT_EQ(q, p);
+    EXPECT_EQ(block_pool::pooled(bytes), base);
+    // More live blocks than a pool keeps: the extra ones go back to the heap when freed.
+    std::vector<void*> many{q};
+    for (size_t i = 0; i < block_pool::kCapacity + 5; ++i)
+      many.push_back(block_pool::allocate(bytes));
+    for (void* m : many) block_pool::deallocate(m, bytes);
+    EXPECT_EQ(block_pool::pooled(bytes), block_pool::kCapacity);
+    // Larger requests bypass the pool.
+    const size_t big = block_pool::kMaxBlock + 1 + size(rng);
+    void* b = block_pool::allocate(big);
+    std::memset(b, 0xCD, big);
+    block_pool::deallocate(b, big);
+    EXPECT_EQ(block_pool::pooled(big), 0u);
+  }).join();
+  // Allocated here, freed on a thread whose pool exists: it lands there.
+  const size_t bytes = size(rng);
+  void* p = block_pool::allocate(bytes);
+  std::thread([&] {
+    block_pool::deallocate(block_pool::allocate(bytes), bytes);
+    const size_t before = block_pool::pooled(bytes);
+    block_pool::deallocate(p, bytes);
+    EXPECT_EQ(block_pool::pooled(bytes), before + 1);
+  }).join();
 }
 
 // The live-buffer counters' registry lock is held across fork(): a child forked while another

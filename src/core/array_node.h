@@ -146,6 +146,16 @@ inline Array array_of(std::shared_ptr<ArrayNode> node) {
   return Array(std::move(node));
 }
 
+/// Per-thread recycling of pending outputs' nodes (array.cpp): make() gives a node whose buffer
+/// and pending link are null and offset 0, its other fields to be set (its shape and strides
+/// storage reused, no allocation for them when the recycled node's fits); pooled() counts the
+/// calling thread's spare nodes (tests).
+namespace node_pool {
+inline constexpr size_t kCapacity = 256;  // spare nodes a thread keeps
+std::shared_ptr<ArrayNode> make();
+size_t pooled();
+}  // namespace node_pool
+
 Strides row_major_strides(const Shape& shape);
 /// Elements of `shape`; throws std::invalid_argument for a negative dimension or a count that
 /// overflows int64.

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <tbb/spin_mutex.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -34,7 +35,10 @@ struct KernelVariants {
   std::string spec_key;
   // The variant of the last call (a model calls one kernel object with the same dtypes again and
   // again): found without building the cache key or taking the cache's lock.
-  std::mutex mu;
+  // Guards last_key, last and plan. A spin lock (its release is a plain store: one atomic update
+  // fewer per call than a mutex, issue 9 item 7): held only to compare or copy them; what they
+  // replace is released after it (a primitive or variant may free compiled modules).
+  tbb::spin_mutex mu;
   std::string last_key;  // variant_key() of the last call
   std::shared_ptr<kernel::KernelVariant> last;
   // The last call given as numbers (no shape expressions), and what it made: a call with the same
@@ -884,9 +888,10 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
   if (!variant) {
     variant = kernel::variant_for_key(spec_, variants_->spec_key, vkey, in, call.output_dtypes,
                                       call.template_args);
+    std::shared_ptr<kernel::KernelVariant> replaced;  // released after the lock
     std::lock_guard lock(variants_->mu);
     variants_->last_key = vkey;
-    variants_->last = variant;
+    replaced = std::exchange(variants_->last, variant);
   }
   auto prim = std::make_shared<kernel::CustomKernel>(spec_, call.output_dtypes, call.template_args,
                                                      grid, tg, std::move(shapes), call.init_value,
@@ -911,6 +916,7 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
   const auto& kept_dtypes = prim->output_dtypes();
   if (plain) {
     auto& plan = variants_->plan;
+    std::shared_ptr<kernel::CustomKernel> replaced;  // released after the lock
     std::lock_guard lock(variants_->mu);
     plan.device = dev;
     plan.input_dtypes.clear();
@@ -925,7 +931,7 @@ std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
     plan.threadgroup = call.threadgroup;
     plan.template_args = call.template_args;
     plan.init_value = call.init_value;
-    plan.primitive = prim;
+    replaced = std::exchange(plan.primitive, prim);
   }
   return make_pending_borrowed(std::move(prim), std::move(in), kept_shapes, kept_dtypes,
                                call.stream ? *call.stream : default_stream(dev));

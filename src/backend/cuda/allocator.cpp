@@ -56,7 +56,7 @@ size_t Allocator::round_size(size_t nbytes) {
 void* Allocator::allocate(size_t nbytes) {
   size_t block = 0;
   void* p = allocate(nbytes, &block);
-  std::lock_guard lock(mu_);
+  Lock lock(mu_);
   live_.emplace(reinterpret_cast<CUdeviceptr>(p), block);
   return p;
 }
@@ -65,7 +65,7 @@ void Allocator::free(void* p) {
   if (!p) return;
   size_t block = 0;
   {
-    std::lock_guard lock(mu_);
+    Lock lock(mu_);
     auto it = live_.find(reinterpret_cast<CUdeviceptr>(p));
     if (it == live_.end()) return;  // not ours
     block = it->second;
@@ -74,60 +74,78 @@ void Allocator::free(void* p) {
   free(p, block);
 }
 
-void* Allocator::allocate(size_t nbytes, size_t* block_out) {
-  size_t size = round_size(nbytes);
-  std::unique_lock lock(mu_);
-  CUdeviceptr ptr = 0;
-  size_t block = size;
-  std::shared_ptr<Fence> fence;
+bool Allocator::take_cached(size_t size, CUdeviceptr* ptr, size_t* block,
+                            std::shared_ptr<Fence>* fence) {
+  Lock lock(mu_);
   if (size <= kSmallLimit) {
     auto& bucket = small_[small_bucket(size)];
-    if (!bucket.empty()) {
-      ptr = bucket.back().ptr;
-      fence = std::move(bucket.back().fence);
-      bucket.pop_back();
-    }
+    if (bucket.empty()) return false;
+    *ptr = bucket.back().ptr;
+    *fence = std::move(bucket.back().fence);
+    bucket.pop_back();
   } else {
     // Best fit among cached blocks at most 1/8 larger than asked (larger ones would waste more).
     auto it = large_.lower_bound(size);
-    if (it != large_.end() && it->first <= size + size / 8) {
-      block = it->first;
-      ptr = it->second.ptr;
-      fence = std::move(it->second.fence);
-      large_.erase(it);
+    if (it == large_.end() || it->first > size + size / 8) return false;
+    *block = it->first;
+    *ptr = it->second.ptr;
+    *fence = std::move(it->second.fence);
+    large_.erase(it);
+  }
+  stats_.cached_bytes -= *block;
+  stats_.num_cache_hits++;
+  note_active_locked(*block);
+  return true;
+}
+
+void Allocator::note_active_locked(size_t block) {
+  stats_.active_bytes += block;
+  if (stats_.active_bytes > stats_.peak_active_bytes)
+    stats_.peak_active_bytes = stats_.active_bytes;
+}
+
+void* Allocator::allocate(size_t nbytes, size_t* block_out) {
+  size_t size = round_size(nbytes);
+  CUdeviceptr ptr = 0;
+  size_t block = size;
+  {
+    std::shared_ptr<Fence> fence;  // destroyed (its events too) after the lock
+    if (take_cached(size, &ptr, &block, &fence)) {
+      wait_fence(fence);
+      *block_out = block;
+      return reinterpret_cast<void*>(ptr);
     }
   }
-  if (ptr) {
-    wait_fence(fence);
-    stats_.cached_bytes -= block;
-    stats_.num_cache_hits++;
-  } else {
-    enter_();
-    CUresult r = driver_.cuMemAlloc(&ptr, size);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && stats_.cached_bytes > 0) {
-      lock.unlock();
+  // A miss: the driver is called without the lock (it is a spin lock: nobody may wait on it
+  // through a driver call).
+  enter_();
+  CUresult r = driver_.cuMemAlloc(&ptr, size);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    // Cached blocks go back to the driver first; none cached: another thread's empty_cache may
+    // be giving them back right now (its lock is held until it has), so wait for it.
+    if (stats().cached_bytes > 0) {
       empty_cache();
-      lock.lock();
-      r = driver_.cuMemAlloc(&ptr, size);
+    } else {
+      std::lock_guard wait(release_mu_);
     }
+    enter_();
+    r = driver_.cuMemAlloc(&ptr, size);
+  }
+  if (r != CUDA_SUCCESS) {
+    MemoryStats s = stats();
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
       throw OutOfMemory(fmt::format(
           "cannot allocate {} bytes ({:.1f} GiB) for an array on the GPU ({} bytes in use by "
           "Alloy, {} cached)",
-          nbytes, static_cast<double>(nbytes) / (1ull << 30), stats_.active_bytes,
-          stats_.cached_bytes));
-    if (r != CUDA_SUCCESS) {
-      throw Error("", fmt::format("cannot allocate {} bytes of GPU memory ({} bytes in use by "
-                                  "Alloy, {} cached): {}",
-                                  nbytes, stats_.active_bytes, stats_.cached_bytes,
-                                  error_string(driver_, r)));
-    }
-    stats_.num_allocs++;
+          nbytes, static_cast<double>(nbytes) / (1ull << 30), s.active_bytes, s.cached_bytes));
+    throw Error("", fmt::format("cannot allocate {} bytes of GPU memory ({} bytes in use by "
+                                "Alloy, {} cached): {}",
+                                nbytes, s.active_bytes, s.cached_bytes, error_string(driver_, r)));
   }
+  Lock lock(mu_);
+  stats_.num_allocs++;
+  note_active_locked(block);
   *block_out = block;
-  stats_.active_bytes += block;
-  if (stats_.active_bytes > stats_.peak_active_bytes)
-    stats_.peak_active_bytes = stats_.active_bytes;
   return reinterpret_cast<void*>(ptr);
 }
 
@@ -135,7 +153,7 @@ void Allocator::free(void* p, size_t block) {
   if (!p) return;
   auto ptr = reinterpret_cast<CUdeviceptr>(p);
   std::shared_ptr<Fence> fence = make_fence();
-  std::lock_guard lock(mu_);
+  Lock lock(mu_);
   if (block <= kSmallLimit) {
     small_[small_bucket(block)].push_back({ptr, std::move(fence)});
   } else {
@@ -146,32 +164,31 @@ void Allocator::free(void* p, size_t block) {
 }
 
 MemoryStats Allocator::stats() const {
-  std::lock_guard lock(mu_);
+  Lock lock(mu_);
   return stats_;
 }
 
 void Allocator::empty_cache() {
   // Cached blocks may still be read by enqueued work (their frees were stream-ordered).
   synchronize_();
-  std::lock_guard lock(mu_);
-  release_cached_locked();
-}
-
-void Allocator::release_cached_locked() {
-  enter_();
-  for (auto& blocks : small_) {
-    for (Cached& c : blocks) {
-      driver_.cuMemFree(c.ptr);
-      stats_.num_frees++;
+  // Taken out under the lock, given back to the driver (and their fences' events destroyed)
+  // without it.
+  std::lock_guard releasing(release_mu_);
+  std::vector<Cached> blocks;
+  {
+    Lock lock(mu_);
+    for (auto& bucket : small_) {
+      for (Cached& c : bucket) blocks.push_back(std::move(c));
+      bucket.clear();
     }
-    blocks.clear();
+    for (auto& [size, c] : large_) blocks.push_back(std::move(c));
+    large_.clear();
+    stats_.cached_bytes = 0;
+    stats_.num_frees += blocks.size();
   }
-  for (auto& [size, c] : large_) {
-    driver_.cuMemFree(c.ptr);
-    stats_.num_frees++;
-  }
-  large_.clear();
-  stats_.cached_bytes = 0;
+  if (blocks.empty()) return;
+  enter_();
+  for (Cached& c : blocks) driver_.cuMemFree(c.ptr);
 }
 
 }  // namespace alloy::cuda

@@ -25,6 +25,7 @@
 #include "backend/cuda/launch.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/tiered.h"
+#include "core/block_pool.h"
 #include "core/env.h"
 #include "core/scheduler.h"
 #include "core/trace.h"
@@ -152,8 +153,10 @@ class CudaBackend final : public Backend {
     Allocator* a = &ctx_.allocator();
     size_t block = 0;
     void* p = a->allocate(nbytes, &block);
-    auto b = std::make_shared<Buffer>(p, nbytes, Device::gpu(ctx_.ordinal()),
-                                      [a, block](void* ptr, size_t) { a->free(ptr, block); });
+    // The Buffer from the thread's block pool (core/block_pool.h): no malloc per output.
+    auto b = std::allocate_shared<Buffer>(block_pool::Allocator<Buffer>{}, p, nbytes,
+                                          Device::gpu(ctx_.ordinal()),
+                                          [a, block](void* ptr, size_t) { a->free(ptr, block); });
     if (graph_recording::active()) record_allocation(b);
     return b;
   }
