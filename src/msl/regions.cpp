@@ -157,6 +157,11 @@ class Splitter {
   std::set<std::string, std::less<>> array_names_;      // local arrays declared so far
   std::set<std::string, std::less<>> macros_;           // macro names of the source
   bool macros_all_ = false;                             // an #include that may define more
+  bool macro_used_ = false;                             // a macro of the source in the body
+  // The first token of each group-level loop whose body runs as regions (a loop around
+  // barriers or simd functions, an interchanged loop), outermost first: a value a region inside
+  // one writes may be read in the next iteration by code before the region (read_later).
+  std::vector<size_t> loop_starts_;
   int loop_id_ = 0;
   std::vector<std::vector<Hoisted>> scopes_;
   std::string out_;
@@ -338,6 +343,8 @@ class Splitter {
         decl_pos_.insert(i);
       }
     }
+    for (const Token& t : toks_)
+      if (t.kind == TokKind::ident && macros_.count(t.text)) macro_used_ = true;
     for (auto& prm : params_) {
       if (assign_count(prm.name) == 0) continue;
       if (prm.kind == ParamKind::attribute) cannot("an attribute parameter is assigned");
@@ -769,6 +776,17 @@ class Splitter {
     for (size_t i = from; i < toks_.size(); ++i)
       if (toks_[i].kind == TokKind::ident && toks_[i].text == name) return true;
     return false;
+  }
+  // Whether code that runs after a region whose last token is `last` may read the value the
+  // region leaves in per-thread value `name` (close_region stores it back only then). Code after
+  // `last` reads it only by naming it (matched by name: a shadowing declaration counts as a
+  // read); inside a group-level loop whose body holds regions, the next iteration runs the
+  // code from the outermost such loop's start again. A macro of the source may read any name
+  // without naming it, and an unknown #include may define such macros: with either, every
+  // value is read later.
+  bool read_later(const std::string& name, size_t last) const {
+    if (macros_all_ || macro_used_) return true;
+    return used_after(name, loop_starts_.empty() ? last : loop_starts_.front());
   }
   void idents(size_t b, size_t e, std::set<std::string>& out) const {
     for (size_t i = b; i < e; ++i)
@@ -1208,12 +1226,14 @@ class Splitter {
       }
       in += fmt::format("alloy_T{0} {1}; ::alloy_split::copy({1}, alloy_h{0}[alloy_t.li]);", h.slot,
                         h.name);
-      if (r.written.count(h.name) || r.written.count("*") || r.written.count("+") ||
-          array_names_.count(h.name))
+      if ((r.written.count(h.name) || r.written.count("*") || r.written.count("+") ||
+           array_names_.count(h.name)) &&
+          read_later(h.name, r.last))
         out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.slot, h.name);
     }
     for (auto& h : hoist)
-      out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.second, h.first);
+      if (read_later(h.first, r.last))
+        out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.second, h.first);
     // The statements keep their newlines; everything generated stays on their lines.
     std::string tail = fmt::format("{}{} }}", r.tail, out);
     if (r.has_return) tail += fmt::format(" return; alloy_dead{}:; ", id);
@@ -1489,8 +1509,10 @@ class Splitter {
       bool was = uniform_.count(v) > 0;
       uniform_.insert(v);
       scopes_.push_back({});
+      loop_starts_.push_back(it.b);
       emit_seq(it.then_, mask, pred);
       close_region();
+      loop_starts_.pop_back();
       scopes_.pop_back();
       if (!was) uniform_.erase(v);
       out_ += "}";
@@ -1565,6 +1587,7 @@ class Splitter {
         n, mask, mslot, step);
     std::string kmask = fmt::format("alloy_kmask{}", n);
     scopes_.push_back({});
+    loop_starts_.push_back(it.b);
     open_region(kmask);
     std::string decl = fmt::format("{0} {1} = ::alloy_split::advance<{0}>({2}, {3}, alloy_k{4});",
                                    type, v, flat(eq + 1, semis[0]), step, n);
@@ -1582,6 +1605,7 @@ class Splitter {
     rg_.last = it.body_b;
     emit_seq(it.then_, kmask, pred);
     close_region();
+    loop_starts_.pop_back();
     scopes_.pop_back();
     out_ += "}} else {";
     flat_text_ = true;  // the loop's lines are counted by the interchanged form already
@@ -1715,8 +1739,10 @@ class Splitter {
           close_region();
           out_ += text(it.b, it.body_b) + "{";
           scopes_.push_back({});
+          loop_starts_.push_back(it.b);
           emit_seq(it.then_, mask, pred);
           close_region();
+          loop_starts_.pop_back();
           scopes_.pop_back();
           out_ += "}";
           break;
