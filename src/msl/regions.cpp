@@ -112,6 +112,9 @@ class Splitter {
     try {
       prepare();
       auto items = parse_seq(0, toks_.size());
+      for (const Item& it : items)
+        if ((it.kind == Item::plain && !it.sync) || it.kind == Item::simd)
+          top_stmts_[it.s] = {it.e, it.kind == Item::simd};
       out_ += "::alloy_split::state alloy_S(alloy_L, alloy_g);";
       scopes_.push_back({});
       for (auto& p : params_) {
@@ -162,6 +165,9 @@ class Splitter {
   // barriers or simd functions, an interchanged loop), outermost first: a value a region inside
   // one writes may be read in the next iteration by code before the region (read_later).
   std::vector<size_t> loop_starts_;
+  // The plain and simd statements directly in the kernel body's braces (first token -> end, and
+  // whether it calls simd functions): each runs once per thread that reaches it (overwritten).
+  std::map<size_t, std::pair<size_t, bool>> top_stmts_;
   int loop_id_ = 0;
   std::vector<std::vector<Hoisted>> scopes_;
   std::string out_;
@@ -179,8 +185,12 @@ class Splitter {
     std::vector<std::string> decls;  // declaration statements (probe)
     std::vector<std::string> declared;
     std::map<std::string, std::pair<std::string, std::set<std::string>>>
-        remat;        // name -> (decl, idents)
-    size_t last = 0;  // last token index covered
+        remat;         // name -> (decl, idents)
+    size_t last = 0;   // last token index covered
+    size_t lo = npos;  // first token index of the code it runs (region_idents)
+    // The statement whose simd folds this region publishes (their operands are read here) or
+    // consumes (the statement's assignment runs here), by its first token.
+    size_t publishes = npos, consumes = npos;
     bool has_return = false;
     std::set<std::string> idents;
     std::set<std::string> written;  // names the region may change (writes())
@@ -784,9 +794,58 @@ class Splitter {
   // code from the outermost such loop's start again. A macro of the source may read any name
   // without naming it, and an unknown #include may define such macros: with either, every
   // value is read later.
-  bool read_later(const std::string& name, size_t last) const {
+  bool read_later(const std::string& name, const Region& r) const {
     if (macros_all_ || macro_used_) return true;
-    return used_after(name, loop_starts_.empty() ? last : loop_starts_.front());
+    if (!loop_starts_.empty()) return used_after(name, loop_starts_.front());
+    return !overwritten(name, r.last, r.publishes);
+  }
+  // Outside loops of regions: whether the value `name` holds at token `from` is never read, i.e.
+  // the next token naming it is the start of a statement directly in the kernel body (run by
+  // every thread that gets there, once) that assigns it with `=` and whose right-hand side does
+  // not name it, or no later token names it. Names inside the operands of simd folds
+  // (`x = simd_sum(x);`) do not count where `folded` is that statement's first token: those
+  // operands were read by the region that published them (simd_exchange), the statement's
+  // assignment runs in the next.
+  bool overwritten(const std::string& name, size_t from, size_t folded) const {
+    for (size_t i = from; i < toks_.size(); ++i) {
+      if (toks_[i].kind != TokKind::ident || toks_[i].text != name) continue;
+      auto st = top_stmts_.find(i);
+      if (st == top_stmts_.end()) return false;
+      const size_t e = st->second.first;
+      const size_t a = next(i + 1, e);
+      if (a >= e || !toks_[a].is("=")) return false;
+      // The simd calls of the right-hand side, and whether each is a one-operand fold (then
+      // simd_exchange reads the operands before the statement's region; any other simd call is
+      // evaluated again where the statement runs).
+      std::vector<std::pair<size_t, size_t>> calls;
+      bool folds = st->second.second && folded == i;
+      for (size_t j = a + 1; j < e; ++j) {
+        if (toks_[j].kind != TokKind::ident || !is_sync_name(toks_[j].text) ||
+            is_simd_type(toks_[j].text))
+          continue;
+        const size_t po = next(j + 1, e);
+        if (po >= e || !toks_[po].is("(")) return false;
+        const size_t pc = match(po, e);
+        if (!fold_op(toks_[j].text)) folds = false;
+        for (size_t k = po + 1; k < pc; ++k) {
+          if (toks_[k].is("(") || toks_[k].is("[") || toks_[k].is("{")) {
+            k = match(k, pc);
+            continue;
+          }
+          if (toks_[k].is(",")) folds = false;
+        }
+        calls.push_back({po, pc});
+        j = pc;
+      }
+      for (size_t j = a + 1; j < e; ++j) {
+        if (toks_[j].kind != TokKind::ident || toks_[j].text != name) continue;
+        bool operand = false;
+        for (auto& c : calls) operand = operand || (j > c.first && j < c.second);
+        if (!(operand && folds)) return false;
+      }
+      return true;
+    }
+    return true;
   }
   void idents(size_t b, size_t e, std::set<std::string>& out) const {
     for (size_t i = b; i < e; ++i)
@@ -825,6 +884,7 @@ class Splitter {
   }
   // idents() of a range of the open region's code, and the names it may change.
   void region_idents(size_t b, size_t e) {
+    rg_.lo = std::min(rg_.lo, b);
     idents(b, e, rg_.idents);
     writes(b, e, rg_.written);
   }
@@ -1224,15 +1284,21 @@ class Splitter {
         in += h.remat;
         continue;
       }
-      in += fmt::format("alloy_T{0} {1}; ::alloy_split::copy({1}, alloy_h{0}[alloy_t.li]);", h.slot,
-                        h.name);
+      // Not loaded where the region overwrites it before reading it (`acc = simd_sum(acc);`
+      // consumed); earlier regions then did not store it either (read_later).
+      if (!macros_all_ && !macro_used_ && loop_starts_.empty() && r.lo != npos &&
+          overwritten(h.name, r.lo, r.consumes))
+        in += fmt::format("alloy_T{0} {1};", h.slot, h.name);
+      else
+        in += fmt::format("alloy_T{0} {1}; ::alloy_split::copy({1}, alloy_h{0}[alloy_t.li]);",
+                          h.slot, h.name);
       if ((r.written.count(h.name) || r.written.count("*") || r.written.count("+") ||
            array_names_.count(h.name)) &&
-          read_later(h.name, r.last))
+          read_later(h.name, r))
         out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.slot, h.name);
     }
     for (auto& h : hoist)
-      if (read_later(h.first, r.last))
+      if (read_later(h.first, r))
         out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.second, h.first);
     // The statements keep their newlines; everything generated stays on their lines.
     std::string tail = fmt::format("{}{} }}", r.tail, out);
@@ -1325,15 +1391,16 @@ class Splitter {
     int id = simd_id_++;
     bool folds = true;
     for (auto& c : calls) {
-      size_t ab, ae;
+      size_t ab = 0, ae = 0;
       if (!fold_call(c, ab, ae)) folds = false;
     }
     if (folds) {
       open_region(mask);
+      rg_.publishes = s;
       std::vector<int> lanes, results;
       std::vector<const char*> ops;
       for (auto& c : calls) {
-        size_t ab, ae;
+        size_t ab = 0, ae = 0;
         ops.push_back(fold_call(c, ab, ae));
         int sl = slot_++;
         lanes.push_back(sl);
@@ -1351,6 +1418,7 @@ class Splitter {
             "alloy_S.fold(alloy_h{0}, alloy_h{1}, ::metal::alloy_detail::{2}{{}}, {3});",
             lanes[k], results[k], ops[k], mask);
       open_region(mask);
+      rg_.consumes = s;
       std::string head, probe;
       for (size_t k = 0; k < calls.size(); ++k) {
         head += fmt::format("auto alloy_r{}_{} = alloy_h{}[alloy_t.li]; ", id, k, results[k]);
@@ -1559,6 +1627,7 @@ class Splitter {
     } else {
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {};", n, trip);
     }
+    rg_.last = std::max(rg_.last, it.b);  // it reads the header: later code (read_later)
     rg_.stmts += newlines(text(it.b, it.body_b));
     rg_.versionable = false;
     region_idents(it.cb, it.ce);
@@ -1570,6 +1639,7 @@ class Splitter {
           n, end_text, step, le, mask);
       open_region(mask);
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {}();", n, count);
+      rg_.last = std::max(rg_.last, it.b);
       rg_.versionable = false;
       region_idents(it.cb, it.ce);
       close_region();
