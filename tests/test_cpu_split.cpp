@@ -796,6 +796,52 @@ kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)
              });
 }
 
+// simd folds of whole groups (every lane active: state::fold's chains, eight, four, two and one
+// simdgroups at a time) for group sizes that take each combination: the sum within float32's
+// rounding of the float64 sum, and on the CPU exactly the float32 sum in lane order (the order
+// the fiber path folds in); the maximum exactly.
+TEST(CpuSplit, SimdFoldsOfWholeGroupsInLaneOrder) {
+  auto k = metal_kernel("split_folds", {"x"}, {"sum", "mx"}, R"MSL(
+    uint gid = thread_position_in_grid.x;
+    float v = x[gid];
+    float s = simd_sum(v);
+    float m = simd_max(v);
+    sum[gid] = s;
+    mx[gid] = m;
+  )MSL");
+  for (int tg : {32, 64, 96, 128, 224, 256, 480, 1024}) {
+    SCOPED_TRACE(tg);
+    const int n = 2 * tg;
+    auto x = random_array({n}, float32, -1, 1, 9120 + tg, Device::cpu());
+    auto xv = x.to_doubles();
+    std::vector<double> sum64(n), sum32(n), mx(n);
+    for (int64_t sg = 0; sg < n; sg += 32) {
+      double s = 0, m = xv[sg];
+      float f = static_cast<float>(xv[sg]);
+      for (int64_t l = 0; l < 32; ++l) {
+        s += xv[sg + l];
+        m = std::max(m, xv[sg + l]);
+        if (l) f += static_cast<float>(xv[sg + l]);
+      }
+      for (int64_t l = 0; l < 32; ++l) {
+        sum64[sg + l] = s;
+        sum32[sg + l] = f;
+        mx[sg + l] = m;
+      }
+    }
+    KernelCall call = make_call({{n}, {n}}, {float32, float32}, {n, 1, 1}, {tg, 1, 1});
+    run_kernel(k, {x}, call, [&](auto& o) {
+      expect_close(o[0], sum64, 1e-5, 1e-5);
+      expect_equal(o[1], mx);
+    });
+    poison(call);
+    call.device = Device::cpu();
+    auto o = k({x}, call);
+    eval(o);
+    expect_equal(o[0], sum32);
+  }
+}
+
 // A macro of the header that reads a per-thread value without the body naming it (`e`): with
 // macros in the body every value a region changes is stored back.
 TEST(CpuSplit, ValuesReadByMacrosAreStored) {
