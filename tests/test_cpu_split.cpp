@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -840,6 +841,75 @@ TEST(CpuSplit, SimdFoldsOfWholeGroupsInLaneOrder) {
     eval(o);
     expect_equal(o[0], sum32);
   }
+}
+
+// A region that can only have an effect at x = 0 of its group (`if (lane == 0) out[...] = s;`
+// after a simd_sum, with statements before it that only compute values) runs those threads
+// alone (cpu_region_x0); one with a store for every thread before its `if` (`out2[gid] = ...`)
+// runs all of them. Partial groups (50 threads in x, groups of 32), and an x = 0 thread that
+// returned (its row's value stays unwritten: poisoned).
+TEST(CpuSplit, RegionsOnlyTheFirstThreadOfARowAffects) {
+  const std::string body = R"MSL(
+    uint lane = thread_position_in_threadgroup.x;
+    uint row = thread_position_in_grid.y;
+    uint gx = thread_position_in_grid.x;
+    uint gid = row * 50 + gx;
+    float v = x[gid];
+    if (row == 5 && lane == 0) return;
+    float s = simd_sum(v);
+    float t2 = s * 2.0f + x[gid];
+    if (lane == 0) out[row * 2 + gx / 32] = t2;
+    threadgroup_barrier(mem_flags::mem_none);
+    float m = simd_max(v);
+    out2[gid] = m + v;
+    if (lane == 0) out3[row * 2 + gx / 32] = m;
+  )MSL";
+  alloy::msl::Translation tr;
+  const std::string lib_src = std::string(R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              device float* out2 [[buffer(2)]], device float* out3 [[buffer(3)]],
+              uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+              uint3 thread_position_in_grid [[thread_position_in_grid]]) {)MSL") +
+                              body + "}";
+  auto& e = translated(lib_src, alloy::msl::CpuSyncMode::split, tr);
+  ASSERT_TRUE(e.split) << e.sync_path;
+  size_t x0 = 0;
+  for (size_t at = tr.code.find("cpu_region_x0"); at != std::string::npos;
+       at = tr.code.find("cpu_region_x0", at + 1))
+    ++x0;
+  EXPECT_EQ(x0, 1u) << tr.code;
+
+  auto k = metal_kernel("split_first_x", {"x"}, {"out", "out2", "out3"}, body);
+  constexpr int w = 50, rows = 6;
+  auto x = random_array({w * rows}, float32, -1, 1, 9127, Device::cpu());
+  auto xv = x.to_doubles();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> ref(rows * 2, nan), ref2(w * rows, nan), ref3(rows * 2, nan);
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < 2; ++g) {
+      const int b = g * 32, end = std::min(w, b + 32);
+      double s = 0, m = -1e30;
+      for (int c = b; c < end; ++c) {
+        if (r == 5 && c == b) continue;  // returned
+        s += xv[r * w + c];
+        m = std::max(m, xv[r * w + c]);
+      }
+      for (int c = b; c < end; ++c)
+        if (!(r == 5 && c == b)) ref2[r * w + c] = m + xv[r * w + c];
+      if (r == 5) continue;
+      ref[r * 2 + g] = s * 2 + xv[r * w + b];
+      ref3[r * 2 + g] = m;
+    }
+  run_kernel(k, {x},
+             make_call({{rows * 2}, {w * rows}, {rows * 2}}, {float32, float32, float32},
+                       {w, rows, 1}, {32, 1, 1}),
+             [&](auto& o) {
+               expect_close(o[0], ref, 1e-5, 1e-5);
+               expect_close(o[1], ref2, 1e-6, 1e-6);
+               expect_close(o[2], ref3, 1e-6, 1e-6);
+             });
 }
 
 // A macro of the header that reads a per-thread value without the body naming it (`e`): with

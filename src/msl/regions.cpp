@@ -191,6 +191,10 @@ class Splitter {
     // The statement whose simd folds this region publishes (their operands are read here) or
     // consumes (the statement's assignment runs here), by its first token.
     size_t publishes = npos, consumes = npos;
+    // The statements it runs ([s, e) of each add_stmt / add_simd), and whether it runs other
+    // generated code (trip counts, predicates, interchanged loops' variables, directives).
+    std::vector<std::pair<size_t, size_t>> items;
+    bool other = false;
     bool has_return = false;
     std::set<std::string> idents;
     std::set<std::string> written;  // names the region may change (writes())
@@ -1113,6 +1117,7 @@ class Splitter {
     }
     if (rg_.first == npos) rg_.first = it.b;
     if (rg_.versionable) version_stmt(it);
+    rg_.items.push_back({it.s, it.e});
     rg_.stmts += region_text(it.b, it.e, region_id_);
     region_idents(it.b, it.e);
     rg_.last = it.e;
@@ -1200,6 +1205,93 @@ class Splitter {
       }
       i = close;
     }
+  }
+
+  // Whether [b, e) is `P.x` or `P` for an attribute parameter P that is the thread's position in
+  // its threadgroup (a scalar parameter is the x component).
+  bool local_x(size_t b, size_t e) const {
+    b = next(b, e);
+    if (b >= e || toks_[b].kind != TokKind::ident) return false;
+    const KernelParam* p = nullptr;
+    for (auto& prm : params_)
+      if (prm.kind == ParamKind::attribute && prm.name == toks_[b].text &&
+          prm.attribute == "thread_position_in_threadgroup")
+        p = &prm;
+    if (!p) return false;
+    size_t d = next(b + 1, e);
+    if (d >= e) return p->type.find_first_of("234") == npos;
+    if (!toks_[d].is(".")) return false;
+    size_t m = next(d + 1, e);
+    return m < e && toks_[m].is("x") && next(m + 1, e) >= e;
+  }
+  // A region whose statements only compute values for a last `if (X == 0) ...` (X: the thread's
+  // x position in its group, or a name declared once as it), that stores nothing back and runs
+  // no other generated code: only the first thread of each x row can have an effect (the
+  // `if (lane == 0) out[row] = sum;` after a simd_sum). Every other statement is `N = E;` or
+  // `T N = E;` with E free of side effects (pure), or the consumed assignment of simd folds
+  // (`N = simd_sum(...);`). close_region runs it for those threads alone (cpu_region_x0).
+  bool first_x_region(const Region& r, const std::string& out) const {
+    if (r.other || r.items.empty() || !out.empty() || !r.tail.empty() || !r.extra.empty() ||
+        r.has_return || r.head.find("alloy_S.") != npos)
+      return false;
+    for (size_t k = 0; k + 1 < r.items.size(); ++k) {
+      auto [b, e] = r.items[k];
+      if (e <= b || !toks_[e - 1].is(";")) return false;
+      size_t eq = b;
+      while (eq < e && !toks_[eq].is("=")) ++eq;
+      if (eq >= e) return false;
+      Decl d = read_decl(b, e);
+      if (!d.names.empty()) {
+        if (d.names.size() != 1 || d.reference || d.array) return false;
+      } else {
+        size_t n = next(b, e);
+        if (toks_[n].kind != TokKind::ident || next(n + 1, e) != eq) return false;
+      }
+      if (b == r.consumes) {
+        size_t f = next(eq + 1, e);
+        if (f < e && toks_[f].is("metal")) f = next(next(f + 1, e) + 1, e);
+        if (f >= e || !fold_op(toks_[f].text)) return false;
+        size_t po = next(f + 1, e);
+        if (po >= e || !toks_[po].is("(") || next(match(po, e) + 1, e) != e - 1) return false;
+        continue;
+      }
+      if (!pure(
+              eq + 1, e - 1, [](const std::string&) { return true; }, false, nullptr))
+        return false;
+    }
+    auto [b, e] = r.items.back();
+    if (!toks_[b].is("if")) return false;
+    size_t po = next(b + 1, e);
+    if (po >= e || !toks_[po].is("(")) return false;
+    size_t pc = match(po, e);
+    for (size_t j = pc + 1; j < e; ++j)
+      if (toks_[j].is("else")) return false;
+    size_t op = po + 1;
+    while (op < pc && !toks_[op].is("==")) ++op;
+    size_t z = next(op + 1, pc);
+    if (op >= pc || z >= pc || next(z + 1, pc) < pc || toks_[z].kind != TokKind::number ||
+        std::strtoull(toks_[z].text.c_str(), nullptr, 0) != 0 ||
+        toks_[z].text.find_first_of(".eEpP") != npos)
+      return false;
+    if (local_x(po + 1, op)) return true;
+    // A name declared once, as `T X = P.x;`, and never changed.
+    size_t x = next(po + 1, op);
+    if (x >= op || toks_[x].kind != TokKind::ident || next(x + 1, op) != op ||
+        !remat_names_.count(toks_[x].text))
+      return false;
+    const std::string& name = toks_[x].text;
+    size_t decl = npos;
+    for (size_t p : decl_pos_)
+      if (toks_[p].text == name) {
+        if (decl != npos) return false;
+        decl = p;
+      }
+    if (decl == npos) return false;
+    size_t deq = next(decl + 1, toks_.size());
+    if (deq >= toks_.size() || !toks_[deq].is("=")) return false;
+    size_t end = deq + 1;
+    while (end < toks_.size() && !toks_[end].is(";")) ++end;
+    return end < toks_.size() && local_x(deq + 1, end);
   }
 
   void close_region() {
@@ -1304,7 +1396,12 @@ class Splitter {
     std::string tail = fmt::format("{}{} }}", r.tail, out);
     if (r.has_return) tail += fmt::format(" return; alloy_dead{}:; ", id);
     tail += "});";
-    if (r.versionable && !r.far.empty() && r.head.empty() && r.tail.empty()) {
+    if (first_x_region(r, out)) {
+      code += fmt::format(
+          "::alloy_entry::cpu_region_x0(alloy_S, {}, [&](const ::alloy_entry::thread_ids& "
+          "alloy_t) ALLOY_CPU_INLINE_LAMBDA {{ {}{} {{ {}",
+          r.mask, attrs, in, r.head);
+    } else if (r.versionable && !r.far.empty() && r.head.empty() && r.tail.empty()) {
       // Versioned (version_stmt, alloy_entry::cpu_region_v): the check, the copy run where it
       // holds (on one line), then the region as it was.
       std::string far = "false";
@@ -1484,6 +1581,7 @@ class Splitter {
       rg_.decls.push_back(replaced_flat(it.s, it.e, calls, id));
       for (auto& n : d.names) rg_.declared.push_back(n);
     }
+    rg_.items.push_back({it.s, it.e});
     rg_.stmts += s;
     rg_.versionable = false;
     region_idents(it.b, it.e);
@@ -1622,9 +1720,11 @@ class Splitter {
     rg_.pre += fmt::format("uint32_t* alloy_trip{0} = alloy_S.storage<uint32_t>({1});", n, tslot);
     if (group_trip) {
       rg_.pre += fmt::format("{0}* alloy_x{1} = alloy_S.storage<{0}>({2});", type, n, xslot);
+      rg_.other = true;
       rg_.stmts += fmt::format("alloy_x{}[alloy_t.li] = static_cast<{}>({});", n, type,
                                flat(eq + 1, semis[0]));
     } else {
+      rg_.other = true;
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {};", n, trip);
     }
     rg_.last = std::max(rg_.last, it.b);  // it reads the header: later code (read_later)
@@ -1638,6 +1738,7 @@ class Splitter {
           "alloy_S.alive, {4})) {{",
           n, end_text, step, le, mask);
       open_region(mask);
+      rg_.other = true;
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {}();", n, count);
       rg_.last = std::max(rg_.last, it.b);
       rg_.versionable = false;
@@ -1661,6 +1762,7 @@ class Splitter {
     open_region(kmask);
     std::string decl = fmt::format("{0} {1} = ::alloy_split::advance<{0}>({2}, {3}, alloy_k{4});",
                                    type, v, flat(eq + 1, semis[0]), step, n);
+    rg_.other = true;
     rg_.stmts += decl;
     rg_.versionable = false;
     rg_.decls.push_back(decl);
@@ -1692,6 +1794,7 @@ class Splitter {
         case Item::empty:
         case Item::preproc:
           if (rg_.open) {
+            if (it.kind == Item::preproc) rg_.other = true;
             rg_.stmts += text(it.b, it.e);
             // The fast copy of a versioned region leaves out `#line` and `#pragma` lines (it is
             // on one line); any other directive (`#if`) would change what it runs.
@@ -1861,6 +1964,7 @@ class Splitter {
               "{{ const bool alloy_c = ({1}); alloy_p{0}[alloy_t.li] = alloy_c; "
               "alloy_q{0}[alloy_t.li] = !alloy_c; }}",
               p, cond);
+          rg_.other = true;
           rg_.stmts += newlines(text(it.b, it.body_b));
           region_idents(it.cb, it.ce);
           rg_.last = std::max(rg_.last, it.ce);
