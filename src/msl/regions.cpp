@@ -1234,6 +1234,12 @@ class Splitter {
     if (r.other || r.items.empty() || !out.empty() || !r.tail.empty() || !r.extra.empty() ||
         r.has_return || r.head.find("alloy_S.") != npos)
       return false;
+    // Assigned names must be the thread's own: declared in the region, or a per-thread value (a
+    // kernel parameter, a threadgroup variable or anything else may be memory other threads
+    // see).
+    std::set<std::string> own(r.declared.begin(), r.declared.end());
+    for (auto& h : in_scope())
+      if (h.slot >= 0 && !assigned_params_.count(h.name)) own.insert(h.name);
     for (size_t k = 0; k + 1 < r.items.size(); ++k) {
       auto [b, e] = r.items[k];
       if (e <= b || !toks_[e - 1].is(";")) return false;
@@ -1242,10 +1248,15 @@ class Splitter {
       if (eq >= e) return false;
       Decl d = read_decl(b, e);
       if (!d.names.empty()) {
-        if (d.names.size() != 1 || d.reference || d.array) return false;
+        if (d.names.size() != 1 || d.reference || d.array || d.group) return false;
+        for (size_t j = b; j < eq; ++j)
+          if (toks_[j].is("static") || toks_[j].is("threadgroup") ||
+              toks_[j].text.starts_with("alloy_tg"))
+            return false;
       } else {
         size_t n = next(b, e);
-        if (toks_[n].kind != TokKind::ident || next(n + 1, e) != eq) return false;
+        if (toks_[n].kind != TokKind::ident || next(n + 1, e) != eq || !own.count(toks_[n].text))
+          return false;
       }
       if (b == r.consumes) {
         size_t f = next(eq + 1, e);
