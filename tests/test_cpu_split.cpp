@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -621,6 +622,319 @@ kernel void k(device const float* x [[buffer(0)]], device const uint* off [[buff
     run_kernel(k, {x, offa}, make_call({{w * h}}, {float32}, {w, h, 1}, {32, 4, 1}),
                [&](auto& o) { expect_close(o[0], ref, 1e-6, 1e-6); });
   }
+}
+
+// Liveness of per-thread values (regions.cpp read_later / overwritten): a region stores a value
+// back only where code after it may read it, and a region does not load a value it overwrites
+// before reading it. Stored: a value read after the region (`live`), one changed under a
+// condition before its last read (`cond`: a conditional assignment does not overwrite it), one
+// read only at the top of the next iteration of a loop around barriers (`carry`), an operand
+// read again outside its simd fold (`both`), the operands of simd functions evaluated where they
+// are consumed (a shuffle: `shv`, `simd_broadcast_first`: `bf`), a fold's operand changed by an
+// earlier region than the one that publishes it (`pre`). Not stored: a value nothing names after
+// the region (`dead`), a simd fold's operand that the statement overwrites (`acc = simd_sum(acc);`,
+// not loaded there either).
+TEST(CpuSplit, ValuesStoredOnlyWhereReadLater) {
+  const std::string body = R"MSL(
+    uint lid = thread_position_in_threadgroup.x;
+    uint gid = thread_position_in_grid.x;
+    threadgroup float sh[64];
+    threadgroup float sh2[64];
+    float live = x[gid];
+    float dead = x[gid] * 3.0f;
+    float carry = x[gid] - 0.5f;
+    float cond = x[gid] + 2.0f;
+    float shv = x[gid] * 0.25f;
+    float pre = x[gid] * 1.5f;
+    float bf = x[gid] * 0.125f;
+    sh[lid] = dead;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    live += sh[(lid + 1) % 64];
+    dead = dead * 2.0f + live;
+    sh2[lid] = dead;
+    if (lid % 3 == 0) cond = 1.0f;
+    pre += sh[(lid + 2) % 64];
+    bf -= 1.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint t = 0; t < 3; ++t) {
+      sh[lid] = carry;
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      carry = carry * 0.5f + sh[(lid + 3) % 64];
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    pre = simd_sum(pre);
+    bf = simd_broadcast_first(bf);
+    float acc = sh2[(lid + 5) % 64] * live;
+    acc = simd_sum(acc);
+    float both = live - cond;
+    both = simd_sum(both) + both;
+    shv = simd_shuffle_xor(shv, 1u);
+    out[gid] = acc + both + shv + cond + sh[lid] + sh2[lid] + pre + bf;
+  )MSL";
+  alloy::msl::Translation tr;
+  const std::string lib_src = std::string(R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+              uint3 thread_position_in_grid [[thread_position_in_grid]]) {)MSL") +
+                              body + "}";
+  auto& e = translated(lib_src, alloy::msl::CpuSyncMode::split, tr);
+  ASSERT_TRUE(e.split) << e.sync_path;
+  auto count = [&](const std::string& what) {
+    size_t c = 0;
+    for (size_t at = tr.code.find(what); at != std::string::npos; at = tr.code.find(what, at + 1))
+      ++c;
+    return c;
+  };
+  auto stores = [&](const std::string& n) { return count("[alloy_t.li], " + n + ");"); };
+  auto loads = [&](const std::string& n) { return count("::alloy_split::copy(" + n + ", "); };
+  EXPECT_EQ(stores("dead"), 1u) << tr.code;  // where declared, not where last changed
+  EXPECT_EQ(loads("dead"), 1u);
+  EXPECT_EQ(stores("live"), 2u);
+  EXPECT_EQ(stores("cond"), 2u);
+  EXPECT_EQ(stores("carry"), 2u);  // declared, and changed at the loop's end
+  EXPECT_EQ(stores("acc"), 1u);    // consumed (read by the last region), not published
+  EXPECT_EQ(loads("acc"), 1u);     // by the last region only
+  EXPECT_EQ(stores("both"), 2u);   // declared, and changed where consumed
+  EXPECT_EQ(loads("both"), 2u);    // where consumed (`+ both`), and by the last region
+  EXPECT_GE(loads("shv"), 2u);     // the shuffle's publishing region and the consuming one
+
+  auto k = metal_kernel("split_liveness", {"x"}, {"out"}, body);
+  constexpr int64_t n = 192, tg = 64;
+  auto x = random_array({n}, float32, -1, 1, 9113, Device::cpu());
+  auto xv = x.to_doubles();
+  std::vector<double> ref(n);
+  for (int64_t base = 0; base < n; base += tg) {
+    std::vector<double> live(tg), sh(tg), sh2(tg), carry(tg), cond(tg), shv(tg), pre(tg);
+    for (int64_t l = 0; l < tg; ++l) {
+      live[l] = xv[base + l] + 3 * xv[base + (l + 1) % 64];
+      sh2[l] = 3 * xv[base + l] * 2 + live[l];
+      cond[l] = l % 3 == 0 ? 1.0 : xv[base + l] + 2;
+      carry[l] = xv[base + l] - 0.5;
+      shv[l] = 0.25 * xv[base + (l ^ 1)];
+      pre[l] = 1.5 * xv[base + l] + 3 * xv[base + (l + 2) % 64];
+    }
+    for (int t = 0; t < 3; ++t) {
+      sh = carry;
+      for (int64_t l = 0; l < tg; ++l) carry[l] = carry[l] * 0.5 + sh[(l + 3) % 64];
+    }
+    for (int64_t l = 0; l < tg; ++l) {
+      double acc = 0, both = 0, pres = 0;
+      const int64_t first = l / 32 * 32;
+      for (int64_t m = first; m < first + 32; ++m) {
+        acc += sh2[(m + 5) % 64] * live[m];
+        both += live[m] - cond[m];
+        pres += pre[m];
+      }
+      const double bf = 0.125 * xv[base + first] - 1;
+      ref[base + l] =
+          acc + both + (live[l] - cond[l]) + shv[l] + cond[l] + sh[l] + sh2[l] + pres + bf;
+    }
+  }
+  run_kernel(k, {x}, make_call({{n}}, {float32}, {n, 1, 1}, {tg, 1, 1}),
+             [&](auto& o) { expect_close(o[0], ref, 1e-4, 1e-4); });
+}
+
+// A value that a region inside an interchanged loop (a thread-dependent start: `acc`) or inside
+// a group-level loop with a uniform header (`acc2`) changes and that only the loop's next
+// iteration reads (nothing names it after the loop): stored at the region's end.
+TEST(CpuSplit, ValuesReadInTheNextIterationOfInterchangedLoops) {
+  const std::string body = R"MSL(
+    uint lid = thread_position_in_threadgroup.x;
+    uint gid = thread_position_in_grid.x;
+    uint base = gid - lid;
+    uint reps = threads_per_threadgroup.x / 16;
+    threadgroup float sh[64];
+    sh[lid] = x[gid];
+    float acc = x[gid] * 0.5f;
+    float acc2 = x[gid] + 1.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint i = lid; i < 192; i += 64) {
+      out[base * 3 + i] = acc + sh[(i + 1) % 64];
+      acc = acc * 0.75f + x[(i + 7) % 192];
+    }
+    for (uint j = 0; j < reps; ++j) {
+      out2[gid * 4 + j] = acc2;
+      acc2 = acc2 * 0.5f + x[(gid + j) % 192];
+    }
+  )MSL";
+  alloy::msl::Translation tr;
+  const std::string lib_src = std::string(R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              device float* out2 [[buffer(2)]],
+              uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+              uint3 thread_position_in_grid [[thread_position_in_grid]],
+              uint3 threads_per_threadgroup [[threads_per_threadgroup]]) {)MSL") +
+                              body + "}";
+  auto& e = translated(lib_src, alloy::msl::CpuSyncMode::split, tr);
+  ASSERT_TRUE(e.split) << e.sync_path;
+  EXPECT_NE(tr.code.find("::alloy_split::advance"), std::string::npos) << tr.code;
+
+  auto k = metal_kernel("split_loop_carried", {"x"}, {"out", "out2"}, body);
+  constexpr int64_t n = 192, tg = 64;
+  auto x = random_array({n}, float32, -1, 1, 9117, Device::cpu());
+  auto xv = x.to_doubles();
+  std::vector<double> ref(n * 3), ref2(n * 4);
+  for (int64_t g = 0; g < n; ++g) {
+    const int64_t l = g % tg, base = g - l;
+    double acc = 0.5 * xv[g], acc2 = xv[g] + 1;
+    for (int64_t i = l; i < 192; i += 64) {
+      ref[base * 3 + i] = acc + xv[base + (i + 1) % 64];
+      acc = acc * 0.75 + xv[(i + 7) % 192];
+    }
+    for (int64_t j = 0; j < 4; ++j) {
+      ref2[g * 4 + j] = acc2;
+      acc2 = acc2 * 0.5 + xv[(g + j) % 192];
+    }
+  }
+  run_kernel(k, {x}, make_call({{n * 3}, {n * 4}}, {float32, float32}, {n, 1, 1}, {tg, 1, 1}),
+             [&](auto& o) {
+               expect_close(o[0], ref, 1e-5, 1e-5);
+               expect_close(o[1], ref2, 1e-5, 1e-5);
+             });
+}
+
+// simd folds of whole groups (every lane active: state::fold's chains, eight, four, two and one
+// simdgroups at a time) for group sizes that take each combination: the sum within float32's
+// rounding of the float64 sum, and on the CPU exactly the float32 sum in lane order (the order
+// the fiber path folds in); the maximum exactly.
+TEST(CpuSplit, SimdFoldsOfWholeGroupsInLaneOrder) {
+  auto k = metal_kernel("split_folds", {"x"}, {"sum", "mx"}, R"MSL(
+    uint gid = thread_position_in_grid.x;
+    float v = x[gid];
+    float s = simd_sum(v);
+    float m = simd_max(v);
+    sum[gid] = s;
+    mx[gid] = m;
+  )MSL");
+  for (int tg : {32, 64, 96, 128, 224, 256, 480, 1024}) {
+    SCOPED_TRACE(tg);
+    const int n = 2 * tg;
+    auto x = random_array({n}, float32, -1, 1, 9120 + tg, Device::cpu());
+    auto xv = x.to_doubles();
+    std::vector<double> sum64(n), sum32(n), mx(n);
+    for (int64_t sg = 0; sg < n; sg += 32) {
+      double s = 0, m = xv[sg];
+      float f = static_cast<float>(xv[sg]);
+      for (int64_t l = 0; l < 32; ++l) {
+        s += xv[sg + l];
+        m = std::max(m, xv[sg + l]);
+        if (l) f += static_cast<float>(xv[sg + l]);
+      }
+      for (int64_t l = 0; l < 32; ++l) {
+        sum64[sg + l] = s;
+        sum32[sg + l] = f;
+        mx[sg + l] = m;
+      }
+    }
+    KernelCall call = make_call({{n}, {n}}, {float32, float32}, {n, 1, 1}, {tg, 1, 1});
+    run_kernel(k, {x}, call, [&](auto& o) {
+      expect_close(o[0], sum64, 1e-5, 1e-5);
+      expect_equal(o[1], mx);
+    });
+    poison(call);
+    call.device = Device::cpu();
+    auto o = k({x}, call);
+    eval(o);
+    expect_equal(o[0], sum32);
+  }
+}
+
+// A region that can only have an effect at x = 0 of its group (`if (lane == 0) out[...] = s;`
+// after a simd_sum, with statements before it that only compute values) runs those threads
+// alone (cpu_region_x0); one with a store for every thread before its `if` (`out2[gid] = ...`)
+// runs all of them. Partial groups (50 threads in x, groups of 32), and an x = 0 thread that
+// returned (its row's value stays unwritten: poisoned).
+TEST(CpuSplit, RegionsOnlyTheFirstThreadOfARowAffects) {
+  const std::string body = R"MSL(
+    uint lane = thread_position_in_threadgroup.x;
+    uint row = thread_position_in_grid.y;
+    uint gx = thread_position_in_grid.x;
+    uint gid = row * 50 + gx;
+    float v = x[gid];
+    if (row == 5 && lane == 0) return;
+    float s = simd_sum(v);
+    float t2 = s * 2.0f + x[gid];
+    if (lane == 0) out[row * 2 + gx / 32] = t2;
+    threadgroup_barrier(mem_flags::mem_none);
+    float m = simd_max(v);
+    out2[gid] = m + v;
+    if (lane == 0) out3[row * 2 + gx / 32] = m;
+  )MSL";
+  alloy::msl::Translation tr;
+  const std::string lib_src = std::string(R"MSL(
+#include <metal_stdlib>
+using namespace metal;
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              device float* out2 [[buffer(2)]], device float* out3 [[buffer(3)]],
+              uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+              uint3 thread_position_in_grid [[thread_position_in_grid]]) {)MSL") +
+                              body + "}";
+  auto& e = translated(lib_src, alloy::msl::CpuSyncMode::split, tr);
+  ASSERT_TRUE(e.split) << e.sync_path;
+  size_t x0 = 0;
+  for (size_t at = tr.code.find("cpu_region_x0"); at != std::string::npos;
+       at = tr.code.find("cpu_region_x0", at + 1))
+    ++x0;
+  EXPECT_EQ(x0, 1u) << tr.code;
+
+  auto k = metal_kernel("split_first_x", {"x"}, {"out", "out2", "out3"}, body);
+  constexpr int w = 50, rows = 6;
+  auto x = random_array({w * rows}, float32, -1, 1, 9127, Device::cpu());
+  auto xv = x.to_doubles();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> ref(rows * 2, nan), ref2(w * rows, nan), ref3(rows * 2, nan);
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < 2; ++g) {
+      const int b = g * 32, end = std::min(w, b + 32);
+      double s = 0, m = -1e30;
+      for (int c = b; c < end; ++c) {
+        if (r == 5 && c == b) continue;  // returned
+        s += xv[r * w + c];
+        m = std::max(m, xv[r * w + c]);
+      }
+      for (int c = b; c < end; ++c)
+        if (!(r == 5 && c == b)) ref2[r * w + c] = m + xv[r * w + c];
+      if (r == 5) continue;
+      ref[r * 2 + g] = s * 2 + xv[r * w + b];
+      ref3[r * 2 + g] = m;
+    }
+  run_kernel(k, {x},
+             make_call({{rows * 2}, {w * rows}, {rows * 2}}, {float32, float32, float32},
+                       {w, rows, 1}, {32, 1, 1}),
+             [&](auto& o) {
+               expect_close(o[0], ref, 1e-5, 1e-5);
+               expect_close(o[1], ref2, 1e-6, 1e-6);
+               expect_close(o[2], ref3, 1e-6, 1e-6);
+             });
+}
+
+// A macro of the header that reads a per-thread value without the body naming it (`e`): with
+// macros in the body every value a region changes is stored back.
+TEST(CpuSplit, ValuesReadByMacrosAreStored) {
+  const std::string header = "#define STORE_E(i) out[i] = e\n";
+  const std::string body = R"MSL(
+    uint lid = thread_position_in_threadgroup.x;
+    uint gid = thread_position_in_grid.x;
+    threadgroup float sh[64];
+    float e = x[gid];
+    sh[lid] = e;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    e += sh[(lid + 1) % 64];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    STORE_E(gid);
+  )MSL";
+  auto k = metal_kernel("split_macro_reads", {"x"}, {"out"}, body, header);
+  constexpr int64_t n = 192, tg = 64;
+  auto x = random_array({n}, float32, -1, 1, 9119, Device::cpu());
+  auto xv = x.to_doubles();
+  std::vector<double> ref(n);
+  for (int64_t g = 0; g < n; ++g) ref[g] = xv[g] + xv[g - g % tg + (g % tg + 1) % tg];
+  run_kernel(k, {x}, make_call({{n}}, {float32}, {n, 1, 1}, {tg, 1, 1}),
+             [&](auto& o) { expect_close(o[0], ref, 1e-6, 1e-6); });
 }
 
 }  // namespace

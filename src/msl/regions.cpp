@@ -112,6 +112,9 @@ class Splitter {
     try {
       prepare();
       auto items = parse_seq(0, toks_.size());
+      for (const Item& it : items)
+        if ((it.kind == Item::plain && !it.sync) || it.kind == Item::simd)
+          top_stmts_[it.s] = {it.e, it.kind == Item::simd};
       out_ += "::alloy_split::state alloy_S(alloy_L, alloy_g);";
       scopes_.push_back({});
       for (auto& p : params_) {
@@ -157,6 +160,14 @@ class Splitter {
   std::set<std::string, std::less<>> array_names_;      // local arrays declared so far
   std::set<std::string, std::less<>> macros_;           // macro names of the source
   bool macros_all_ = false;                             // an #include that may define more
+  bool macro_used_ = false;                             // a macro of the source in the body
+  // The first token of each group-level loop whose body runs as regions (a loop around
+  // barriers or simd functions, an interchanged loop), outermost first: a value a region inside
+  // one writes may be read in the next iteration by code before the region (read_later).
+  std::vector<size_t> loop_starts_;
+  // The plain and simd statements directly in the kernel body's braces (first token -> end, and
+  // whether it calls simd functions): each runs once per thread that reaches it (overwritten).
+  std::map<size_t, std::pair<size_t, bool>> top_stmts_;
   int loop_id_ = 0;
   std::vector<std::vector<Hoisted>> scopes_;
   std::string out_;
@@ -174,8 +185,16 @@ class Splitter {
     std::vector<std::string> decls;  // declaration statements (probe)
     std::vector<std::string> declared;
     std::map<std::string, std::pair<std::string, std::set<std::string>>>
-        remat;        // name -> (decl, idents)
-    size_t last = 0;  // last token index covered
+        remat;         // name -> (decl, idents)
+    size_t last = 0;   // last token index covered
+    size_t lo = npos;  // first token index of the code it runs (region_idents)
+    // The statement whose simd folds this region publishes (their operands are read here) or
+    // consumes (the statement's assignment runs here), by its first token.
+    size_t publishes = npos, consumes = npos;
+    // The statements it runs ([s, e) of each add_stmt / add_simd), and whether it runs other
+    // generated code (trip counts, predicates, interchanged loops' variables, directives).
+    std::vector<std::pair<size_t, size_t>> items;
+    bool other = false;
     bool has_return = false;
     std::set<std::string> idents;
     std::set<std::string> written;  // names the region may change (writes())
@@ -338,6 +357,8 @@ class Splitter {
         decl_pos_.insert(i);
       }
     }
+    for (const Token& t : toks_)
+      if (t.kind == TokKind::ident && macros_.count(t.text)) macro_used_ = true;
     for (auto& prm : params_) {
       if (assign_count(prm.name) == 0) continue;
       if (prm.kind == ParamKind::attribute) cannot("an attribute parameter is assigned");
@@ -770,6 +791,66 @@ class Splitter {
       if (toks_[i].kind == TokKind::ident && toks_[i].text == name) return true;
     return false;
   }
+  // Whether code that runs after a region whose last token is `last` may read the value the
+  // region leaves in per-thread value `name` (close_region stores it back only then). Code after
+  // `last` reads it only by naming it (matched by name: a shadowing declaration counts as a
+  // read); inside a group-level loop whose body holds regions, the next iteration runs the
+  // code from the outermost such loop's start again. A macro of the source may read any name
+  // without naming it, and an unknown #include may define such macros: with either, every
+  // value is read later.
+  bool read_later(const std::string& name, const Region& r) const {
+    if (macros_all_ || macro_used_) return true;
+    if (!loop_starts_.empty()) return used_after(name, loop_starts_.front());
+    return !overwritten(name, r.last, r.publishes);
+  }
+  // Outside loops of regions: whether the value `name` holds at token `from` is never read, i.e.
+  // the next token naming it is the start of a statement directly in the kernel body (run by
+  // every thread that gets there, once) that assigns it with `=` and whose right-hand side does
+  // not name it, or no later token names it. Names inside the operands of simd folds
+  // (`x = simd_sum(x);`) do not count where `folded` is that statement's first token: those
+  // operands were read by the region that published them (simd_exchange), the statement's
+  // assignment runs in the next.
+  bool overwritten(const std::string& name, size_t from, size_t folded) const {
+    for (size_t i = from; i < toks_.size(); ++i) {
+      if (toks_[i].kind != TokKind::ident || toks_[i].text != name) continue;
+      auto st = top_stmts_.find(i);
+      if (st == top_stmts_.end()) return false;
+      const size_t e = st->second.first;
+      const size_t a = next(i + 1, e);
+      if (a >= e || !toks_[a].is("=")) return false;
+      // The simd calls of the right-hand side, and whether each is a one-operand fold (then
+      // simd_exchange reads the operands before the statement's region; any other simd call is
+      // evaluated again where the statement runs).
+      std::vector<std::pair<size_t, size_t>> calls;
+      bool folds = st->second.second && folded == i;
+      for (size_t j = a + 1; j < e; ++j) {
+        if (toks_[j].kind != TokKind::ident || !is_sync_name(toks_[j].text) ||
+            is_simd_type(toks_[j].text))
+          continue;
+        const size_t po = next(j + 1, e);
+        if (po >= e || !toks_[po].is("(")) return false;
+        const size_t pc = match(po, e);
+        if (!fold_op(toks_[j].text)) folds = false;
+        for (size_t k = po + 1; k < pc; ++k) {
+          if (toks_[k].is("(") || toks_[k].is("[") || toks_[k].is("{")) {
+            k = match(k, pc);
+            continue;
+          }
+          if (toks_[k].is(",")) folds = false;
+        }
+        calls.push_back({po, pc});
+        j = pc;
+      }
+      for (size_t j = a + 1; j < e; ++j) {
+        if (toks_[j].kind != TokKind::ident || toks_[j].text != name) continue;
+        bool operand = false;
+        for (auto& c : calls) operand = operand || (j > c.first && j < c.second);
+        if (!(operand && folds)) return false;
+      }
+      return true;
+    }
+    return true;
+  }
   void idents(size_t b, size_t e, std::set<std::string>& out) const {
     for (size_t i = b; i < e; ++i)
       if (toks_[i].kind == TokKind::ident) out.insert(toks_[i].text);
@@ -807,6 +888,7 @@ class Splitter {
   }
   // idents() of a range of the open region's code, and the names it may change.
   void region_idents(size_t b, size_t e) {
+    rg_.lo = std::min(rg_.lo, b);
     idents(b, e, rg_.idents);
     writes(b, e, rg_.written);
   }
@@ -1035,6 +1117,7 @@ class Splitter {
     }
     if (rg_.first == npos) rg_.first = it.b;
     if (rg_.versionable) version_stmt(it);
+    rg_.items.push_back({it.s, it.e});
     rg_.stmts += region_text(it.b, it.e, region_id_);
     region_idents(it.b, it.e);
     rg_.last = it.e;
@@ -1124,6 +1207,104 @@ class Splitter {
     }
   }
 
+  // Whether [b, e) is `P.x` or `P` for an attribute parameter P that is the thread's position in
+  // its threadgroup (a scalar parameter is the x component).
+  bool local_x(size_t b, size_t e) const {
+    b = next(b, e);
+    if (b >= e || toks_[b].kind != TokKind::ident) return false;
+    const KernelParam* p = nullptr;
+    for (auto& prm : params_)
+      if (prm.kind == ParamKind::attribute && prm.name == toks_[b].text &&
+          prm.attribute == "thread_position_in_threadgroup")
+        p = &prm;
+    if (!p) return false;
+    size_t d = next(b + 1, e);
+    if (d >= e) return p->type.find_first_of("234") == npos;
+    if (!toks_[d].is(".")) return false;
+    size_t m = next(d + 1, e);
+    return m < e && toks_[m].is("x") && next(m + 1, e) >= e;
+  }
+  // A region whose statements only compute values for a last `if (X == 0) ...` (X: the thread's
+  // x position in its group, or a name declared once as it), that stores nothing back and runs
+  // no other generated code: only the first thread of each x row can have an effect (the
+  // `if (lane == 0) out[row] = sum;` after a simd_sum). Every other statement is `N = E;` or
+  // `T N = E;` with E free of side effects (pure), or the consumed assignment of simd folds
+  // (`N = simd_sum(...);`). close_region runs it for those threads alone (cpu_region_x0).
+  bool first_x_region(const Region& r, const std::string& out) const {
+    if (r.other || r.items.empty() || !out.empty() || !r.tail.empty() || !r.extra.empty() ||
+        r.has_return || r.head.find("alloy_S.") != npos)
+      return false;
+    // Assigned names must be the thread's own: declared in the region, or a per-thread value (a
+    // kernel parameter, a threadgroup variable or anything else may be memory other threads
+    // see).
+    std::set<std::string> own(r.declared.begin(), r.declared.end());
+    for (auto& h : in_scope())
+      if (h.slot >= 0 && !assigned_params_.count(h.name)) own.insert(h.name);
+    for (size_t k = 0; k + 1 < r.items.size(); ++k) {
+      auto [b, e] = r.items[k];
+      if (e <= b || !toks_[e - 1].is(";")) return false;
+      size_t eq = b;
+      while (eq < e && !toks_[eq].is("=")) ++eq;
+      if (eq >= e) return false;
+      Decl d = read_decl(b, e);
+      if (!d.names.empty()) {
+        if (d.names.size() != 1 || d.reference || d.array || d.group) return false;
+        for (size_t j = b; j < eq; ++j)
+          if (toks_[j].is("static") || toks_[j].is("threadgroup") ||
+              toks_[j].text.starts_with("alloy_tg"))
+            return false;
+      } else {
+        size_t n = next(b, e);
+        if (toks_[n].kind != TokKind::ident || next(n + 1, e) != eq || !own.count(toks_[n].text))
+          return false;
+      }
+      if (b == r.consumes) {
+        size_t f = next(eq + 1, e);
+        if (f < e && toks_[f].is("metal")) f = next(next(f + 1, e) + 1, e);
+        if (f >= e || !fold_op(toks_[f].text)) return false;
+        size_t po = next(f + 1, e);
+        if (po >= e || !toks_[po].is("(") || next(match(po, e) + 1, e) != e - 1) return false;
+        continue;
+      }
+      if (!pure(
+              eq + 1, e - 1, [](const std::string&) { return true; }, false, nullptr))
+        return false;
+    }
+    auto [b, e] = r.items.back();
+    if (!toks_[b].is("if")) return false;
+    size_t po = next(b + 1, e);
+    if (po >= e || !toks_[po].is("(")) return false;
+    size_t pc = match(po, e);
+    for (size_t j = pc + 1; j < e; ++j)
+      if (toks_[j].is("else")) return false;
+    size_t op = po + 1;
+    while (op < pc && !toks_[op].is("==")) ++op;
+    size_t z = next(op + 1, pc);
+    if (op >= pc || z >= pc || next(z + 1, pc) < pc || toks_[z].kind != TokKind::number ||
+        std::strtoull(toks_[z].text.c_str(), nullptr, 0) != 0 ||
+        toks_[z].text.find_first_of(".eEpP") != npos)
+      return false;
+    if (local_x(po + 1, op)) return true;
+    // A name declared once, as `T X = P.x;`, and never changed.
+    size_t x = next(po + 1, op);
+    if (x >= op || toks_[x].kind != TokKind::ident || next(x + 1, op) != op ||
+        !remat_names_.count(toks_[x].text))
+      return false;
+    const std::string& name = toks_[x].text;
+    size_t decl = npos;
+    for (size_t p : decl_pos_)
+      if (toks_[p].text == name) {
+        if (decl != npos) return false;
+        decl = p;
+      }
+    if (decl == npos) return false;
+    size_t deq = next(decl + 1, toks_.size());
+    if (deq >= toks_.size() || !toks_[deq].is("=")) return false;
+    size_t end = deq + 1;
+    while (end < toks_.size() && !toks_[end].is(";")) ++end;
+    return end < toks_.size() && local_x(deq + 1, end);
+  }
+
   void close_region() {
     if (!rg_.open) return;
     Region r = std::move(rg_);
@@ -1206,19 +1387,32 @@ class Splitter {
         in += h.remat;
         continue;
       }
-      in += fmt::format("alloy_T{0} {1}; ::alloy_split::copy({1}, alloy_h{0}[alloy_t.li]);", h.slot,
-                        h.name);
-      if (r.written.count(h.name) || r.written.count("*") || r.written.count("+") ||
-          array_names_.count(h.name))
+      // Not loaded where the region overwrites it before reading it (`acc = simd_sum(acc);`
+      // consumed); earlier regions then did not store it either (read_later).
+      if (!macros_all_ && !macro_used_ && loop_starts_.empty() && r.lo != npos &&
+          overwritten(h.name, r.lo, r.consumes))
+        in += fmt::format("alloy_T{0} {1};", h.slot, h.name);
+      else
+        in += fmt::format("alloy_T{0} {1}; ::alloy_split::copy({1}, alloy_h{0}[alloy_t.li]);",
+                          h.slot, h.name);
+      if ((r.written.count(h.name) || r.written.count("*") || r.written.count("+") ||
+           array_names_.count(h.name)) &&
+          read_later(h.name, r))
         out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.slot, h.name);
     }
     for (auto& h : hoist)
-      out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.second, h.first);
+      if (read_later(h.first, r))
+        out += fmt::format("::alloy_split::copy(alloy_h{0}[alloy_t.li], {1});", h.second, h.first);
     // The statements keep their newlines; everything generated stays on their lines.
     std::string tail = fmt::format("{}{} }}", r.tail, out);
     if (r.has_return) tail += fmt::format(" return; alloy_dead{}:; ", id);
     tail += "});";
-    if (r.versionable && !r.far.empty() && r.head.empty() && r.tail.empty()) {
+    if (first_x_region(r, out)) {
+      code += fmt::format(
+          "::alloy_entry::cpu_region_x0(alloy_S, {}, [&](const ::alloy_entry::thread_ids& "
+          "alloy_t) ALLOY_CPU_INLINE_LAMBDA {{ {}{} {{ {}",
+          r.mask, attrs, in, r.head);
+    } else if (r.versionable && !r.far.empty() && r.head.empty() && r.tail.empty()) {
       // Versioned (version_stmt, alloy_entry::cpu_region_v): the check, the copy run where it
       // holds (on one line), then the region as it was.
       std::string far = "false";
@@ -1305,15 +1499,16 @@ class Splitter {
     int id = simd_id_++;
     bool folds = true;
     for (auto& c : calls) {
-      size_t ab, ae;
+      size_t ab = 0, ae = 0;
       if (!fold_call(c, ab, ae)) folds = false;
     }
     if (folds) {
       open_region(mask);
+      rg_.publishes = s;
       std::vector<int> lanes, results;
       std::vector<const char*> ops;
       for (auto& c : calls) {
-        size_t ab, ae;
+        size_t ab = 0, ae = 0;
         ops.push_back(fold_call(c, ab, ae));
         int sl = slot_++;
         lanes.push_back(sl);
@@ -1331,6 +1526,7 @@ class Splitter {
             "alloy_S.fold(alloy_h{0}, alloy_h{1}, ::metal::alloy_detail::{2}{{}}, {3});",
             lanes[k], results[k], ops[k], mask);
       open_region(mask);
+      rg_.consumes = s;
       std::string head, probe;
       for (size_t k = 0; k < calls.size(); ++k) {
         head += fmt::format("auto alloy_r{}_{} = alloy_h{}[alloy_t.li]; ", id, k, results[k]);
@@ -1396,6 +1592,7 @@ class Splitter {
       rg_.decls.push_back(replaced_flat(it.s, it.e, calls, id));
       for (auto& n : d.names) rg_.declared.push_back(n);
     }
+    rg_.items.push_back({it.s, it.e});
     rg_.stmts += s;
     rg_.versionable = false;
     region_idents(it.b, it.e);
@@ -1489,8 +1686,10 @@ class Splitter {
       bool was = uniform_.count(v) > 0;
       uniform_.insert(v);
       scopes_.push_back({});
+      loop_starts_.push_back(it.b);
       emit_seq(it.then_, mask, pred);
       close_region();
+      loop_starts_.pop_back();
       scopes_.pop_back();
       if (!was) uniform_.erase(v);
       out_ += "}";
@@ -1532,11 +1731,14 @@ class Splitter {
     rg_.pre += fmt::format("uint32_t* alloy_trip{0} = alloy_S.storage<uint32_t>({1});", n, tslot);
     if (group_trip) {
       rg_.pre += fmt::format("{0}* alloy_x{1} = alloy_S.storage<{0}>({2});", type, n, xslot);
+      rg_.other = true;
       rg_.stmts += fmt::format("alloy_x{}[alloy_t.li] = static_cast<{}>({});", n, type,
                                flat(eq + 1, semis[0]));
     } else {
+      rg_.other = true;
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {};", n, trip);
     }
+    rg_.last = std::max(rg_.last, it.b);  // it reads the header: later code (read_later)
     rg_.stmts += newlines(text(it.b, it.body_b));
     rg_.versionable = false;
     region_idents(it.cb, it.ce);
@@ -1547,7 +1749,9 @@ class Splitter {
           "alloy_S.alive, {4})) {{",
           n, end_text, step, le, mask);
       open_region(mask);
+      rg_.other = true;
       rg_.stmts += fmt::format("alloy_trip{}[alloy_t.li] = {}();", n, count);
+      rg_.last = std::max(rg_.last, it.b);
       rg_.versionable = false;
       region_idents(it.cb, it.ce);
       close_region();
@@ -1565,9 +1769,11 @@ class Splitter {
         n, mask, mslot, step);
     std::string kmask = fmt::format("alloy_kmask{}", n);
     scopes_.push_back({});
+    loop_starts_.push_back(it.b);
     open_region(kmask);
     std::string decl = fmt::format("{0} {1} = ::alloy_split::advance<{0}>({2}, {3}, alloy_k{4});",
                                    type, v, flat(eq + 1, semis[0]), step, n);
+    rg_.other = true;
     rg_.stmts += decl;
     rg_.versionable = false;
     rg_.decls.push_back(decl);
@@ -1582,6 +1788,7 @@ class Splitter {
     rg_.last = it.body_b;
     emit_seq(it.then_, kmask, pred);
     close_region();
+    loop_starts_.pop_back();
     scopes_.pop_back();
     out_ += "}} else {";
     flat_text_ = true;  // the loop's lines are counted by the interchanged form already
@@ -1598,6 +1805,7 @@ class Splitter {
         case Item::empty:
         case Item::preproc:
           if (rg_.open) {
+            if (it.kind == Item::preproc) rg_.other = true;
             rg_.stmts += text(it.b, it.e);
             // The fast copy of a versioned region leaves out `#line` and `#pragma` lines (it is
             // on one line); any other directive (`#if`) would change what it runs.
@@ -1715,8 +1923,10 @@ class Splitter {
           close_region();
           out_ += text(it.b, it.body_b) + "{";
           scopes_.push_back({});
+          loop_starts_.push_back(it.b);
           emit_seq(it.then_, mask, pred);
           close_region();
+          loop_starts_.pop_back();
           scopes_.pop_back();
           out_ += "}";
           break;
@@ -1765,6 +1975,7 @@ class Splitter {
               "{{ const bool alloy_c = ({1}); alloy_p{0}[alloy_t.li] = alloy_c; "
               "alloy_q{0}[alloy_t.li] = !alloy_c; }}",
               p, cond);
+          rg_.other = true;
           rg_.stmts += newlines(text(it.b, it.body_b));
           region_idents(it.cb, it.ce);
           rg_.last = std::max(rg_.last, it.ce);

@@ -527,6 +527,27 @@ ALLOY_FN void cpu_region(alloy_split::state& s, const unsigned char* m, F&& f) {
   }
 }
 
+/// Split mode: a region in which only threads at x = 0 of their group can have an effect
+/// (msl/regions.cpp first_x_region: `if (lane == 0) ...` after a simd_sum): f(ids) for the
+/// first thread of each x row that is alive and in mask m, the others skipped.
+template <class F>
+ALLOY_FN void cpu_region_x0(alloy_split::state& s, const unsigned char* m, F&& f) {
+  thread_ids t = cpu_ids(s.L, s.g, 0, 0, 0);
+  const u32 nx = t.gsize[0], ny = t.gsize[1], nz = t.gsize[2];
+  for (u32 z = 0; z < nz; ++z) {
+    for (u32 y = 0; y < ny; ++y) {
+      const unsigned long long row = (unsigned long long)nx * (y + (unsigned long long)ny * z);
+      if (!s.alive[row] || (m && !m[row])) continue;
+      thread_ids u = t;
+      u.local[1] = y;
+      u.local[2] = z;
+      u.li = row;
+      u.lid = static_cast<u32>(row);
+      f(u);
+    }
+  }
+}
+
 /// Split mode: a versioned region (msl/regions.cpp). `far(t)` evaluates, for the first thread
 /// of a row of the group (x = 0), the subscripts of the region's buffer accesses that depend on
 /// the thread, and says whether one of them is a 32-bit unsigned value above 2^31 - 1
