@@ -366,8 +366,9 @@ TEST(RuntimeCore, PendingOutputNodesAreRecycledPerThread) {
   // Made on this thread (its pool has a node after the first drop), dropped on another thread
   // that has a pool: it lands there.
   Shape shape{dim(rng), dim(rng)};
-  auto [out, values] = call_on(shape);
-  check(out, shape, values);
+  auto made = call_on(shape);  // no structured binding: clang 14 cannot capture one
+  Array& out = made.first;
+  check(out, shape, made.second);
   std::thread([&] {
     call_on({3}).first = Array();  // this thread's pool now exists, with one node
     EXPECT_EQ(node_pool::pooled(), 1u);
