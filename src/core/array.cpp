@@ -50,13 +50,21 @@ std::shared_ptr<Buffer> allocate(Device device, size_t nbytes) {
 
 // ---- nodes -----------------------------------------------------------------------------------
 
-Strides row_major_strides(const Shape& shape) {
-  Strides s(shape.size());
+namespace {
+// Row-major strides of `shape` into `out` (its storage reused: a recycled node's).
+void set_row_major_strides(const Shape& shape, Strides& out) {
+  out.resize(shape.size());
   int64_t acc = 1;
   for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
-    s[i] = acc;
+    out[i] = acc;
     acc *= shape[i];
   }
+}
+}  // namespace
+
+Strides row_major_strides(const Shape& shape) {
+  Strides s;
+  set_row_major_strides(shape, s);
   return s;
 }
 
@@ -254,16 +262,6 @@ size_t pooled() {
 }  // namespace node_pool
 
 namespace {
-// Row-major strides of `shape` into `out` (its storage reused: a recycled node's).
-void set_row_major_strides(const Shape& shape, Strides& out) {
-  out.resize(shape.size());
-  int64_t acc = 1;
-  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
-    out[i] = acc;
-    acc *= shape[i];
-  }
-}
-
 // `checked`: the output sizes were checked already (check_output_sizes; a cached kernel call's).
 template <class Shapes, class Dtypes>
 std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
