@@ -5,6 +5,9 @@
 #include <string>
 
 #include "core/env.h"
+#include "core/host_allocator.h"
+#include "msl/regions.h"
+#include "msl/translate.h"
 #include "scoped_env.h"
 
 namespace alloy {
@@ -81,8 +84,51 @@ TEST(Env, ChoicesAreExactAndTheErrorListsThem) {
     EXPECT_EQ(env::choice(kName, {"auto", "fibers", "split"}), 2u);
   }
   ScopedEnv e(kName, "Split");
-  EXPECT_EQ(invalid_argument_of([] { env::choice(kName, {"auto", "fibers", "split"}); }),
+  EXPECT_EQ(invalid_argument_of([] {
+              env::choice(kName, {"auto", "fibers", "split"});
+            }),
             std::string(kName) + "=Split: expected auto, fibers or split");
+}
+
+// The variables that kept their own parsers until session 15 now use the grammar: a misspelt
+// value is an error naming the variable, not silently the default (or "on").
+TEST(Env, CpuAndHostAllocatorVariablesUseTheGrammar) {
+  {
+    ScopedEnv e("ALLOY_CPU_SYNC", "split");
+    EXPECT_EQ(msl::cpu_sync_mode(), msl::CpuSyncMode::split);
+  }
+  {
+    ScopedEnv e("ALLOY_CPU_SYNC", "fibers");
+    EXPECT_EQ(msl::cpu_sync_mode(), msl::CpuSyncMode::fibers);
+  }
+  {
+    ScopedEnv e("ALLOY_CPU_SYNC", "Fibers");
+    EXPECT_EQ(invalid_argument_of([] { msl::cpu_sync_mode(); }),
+              "ALLOY_CPU_SYNC=Fibers: expected auto, fibers or split");
+  }
+  for (const char* v : {"on", "4096"}) {
+    ScopedEnv e("ALLOY_CPU_STREAM", v);
+    EXPECT_TRUE(msl::cpu_stream_loops()) << v;
+  }
+  {
+    ScopedEnv e("ALLOY_CPU_STREAM", "off");
+    EXPECT_FALSE(msl::cpu_stream_loops());
+  }
+  {
+    ScopedEnv e("ALLOY_CPU_STREAM", "yes");
+    EXPECT_EQ(invalid_argument_of([] { msl::cpu_stream_loops(); }),
+              "ALLOY_CPU_STREAM=yes: expected off, on, auto or a size in bytes");
+  }
+  const std::pair<const char*, GuardMode> modes[] = {
+      {"all", GuardMode::all}, {"large", GuardMode::large}, {"none", GuardMode::none},
+      {"0", GuardMode::none},  {"off", GuardMode::none},    {"", GuardMode::all}};
+  for (const auto& [v, mode] : modes) {
+    ScopedEnv e("ALLOY_HOST_GUARD_PAGES", v);
+    EXPECT_EQ(host_guard_mode_from_env(), mode) << v;
+  }
+  ScopedEnv e("ALLOY_HOST_GUARD_PAGES", "small");
+  EXPECT_EQ(invalid_argument_of([] { host_guard_mode_from_env(); }),
+            "ALLOY_HOST_GUARD_PAGES=small: expected all, large, none, 0 or off");
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/env.h"
+
 namespace alloy {
 namespace {
 
@@ -63,18 +65,8 @@ size_t tail_bytes(size_t n) {
 // vm.max_map_count (65,530 by default, shared with fiber stacks' guard pages and malloc). Live
 // guarded blocks are capped at a fifth of that count: past it, cached guarded blocks are unmapped,
 // then blocks come from the C heap (unguarded) until guarded ones are freed.
-// ALLOY_HOST_GUARD_PAGES: "all" (default), "large" (only blocks of a page or more, the behaviour
-// before sub-page blocks were guarded), "0"/"none" (no guard pages: the C heap for everything).
-enum class GuardMode { all, large, none };
-
 GuardMode guard_mode() {
-  static const GuardMode m = [] {
-    const char* v = std::getenv("ALLOY_HOST_GUARD_PAGES");
-    std::string s = v ? v : "";
-    if (s == "0" || s == "none" || s == "off") return GuardMode::none;
-    if (s == "large") return GuardMode::large;
-    return GuardMode::all;
-  }();
+  static const GuardMode m = host_guard_mode_from_env();
   return m;
 }
 
@@ -357,6 +349,19 @@ void host_empty_cache() {
         std::free(b);
     }
   });
+}
+
+GuardMode host_guard_mode_from_env() {
+  switch (env::choice("ALLOY_HOST_GUARD_PAGES", {"all", "large", "none", "0", "off"}).value_or(0)) {
+    case 1:
+      return GuardMode::large;
+    case 2:
+    case 3:
+    case 4:
+      return GuardMode::none;
+    default:
+      return GuardMode::all;
+  }
 }
 
 }  // namespace alloy

@@ -29,4 +29,11 @@ bool host_guarded_mapping(uintptr_t address, uintptr_t* lo, uintptr_t* hi);
 /// Frees every cached block.
 void host_empty_cache();
 
+/// Which blocks get guard pages: ALLOY_HOST_GUARD_PAGES = "all" (default), "large" (only blocks
+/// of a page or more, the behaviour before sub-page blocks were guarded), "none" / "0" / "off"
+/// (the C heap for everything). Read once, at the first allocation; a malformed value throws
+/// std::invalid_argument (core/env.h).
+enum class GuardMode { all, large, none };
+GuardMode host_guard_mode_from_env();
+
 }  // namespace alloy

@@ -11,17 +11,20 @@
 #include <set>
 #include <stdexcept>
 
+#include "core/env.h"
 #include "msl/lexer.h"
 
 namespace alloy::msl {
 
 CpuSyncMode cpu_sync_mode() {
-  const char* v = std::getenv("ALLOY_CPU_SYNC");
-  if (!v || !*v || std::strcmp(v, "auto") == 0) return CpuSyncMode::automatic;
-  if (std::strcmp(v, "fibers") == 0) return CpuSyncMode::fibers;
-  if (std::strcmp(v, "split") == 0) return CpuSyncMode::split;
-  throw std::invalid_argument(std::string("ALLOY_CPU_SYNC must be auto, fibers or split, not '") +
-                              v + "'");
+  switch (env::choice("ALLOY_CPU_SYNC", {"auto", "fibers", "split"}).value_or(0)) {
+    case 1:
+      return CpuSyncMode::fibers;
+    case 2:
+      return CpuSyncMode::split;
+    default:
+      return CpuSyncMode::automatic;
+  }
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #endif
 
 #include "alloy/errors.h"
+#include "core/env.h"
 #include "msl/lexer.h"
 #include "msl/macros.h"
 #include "msl/prelude_select.h"
@@ -1925,10 +1926,13 @@ class Translator {
 }  // namespace
 
 bool cpu_stream_loops() {
-  const char* e = std::getenv("ALLOY_CPU_STREAM");
-  const std::string v = e ? e : "";
-  if (v == "off") return false;
-  if (!v.empty() && v != "auto") return true;
+  // The CPU backend's grammar (executor.cpp): off | on | auto | a size in bytes.
+  const std::optional<std::string> v = env::text("ALLOY_CPU_STREAM");
+  if (v && *v == "off") return false;
+  if (v && *v != "auto") {
+    if (*v != "on") env::count("ALLOY_CPU_STREAM", "off, on, auto or a size in bytes");
+    return true;
+  }
 #if defined(__x86_64__)
   static const bool enough_cores = [] {
 #if defined(__linux__)
