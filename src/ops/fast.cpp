@@ -137,13 +137,6 @@ void RMSNorm::eval(const std::vector<Array>& given, std::vector<Array>& outputs,
   run_kernel_grid(k, in, outputs, {N, 1, 1}, 64, gpu);
 }
 
-void RMSNorm::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void RMSNorm::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
-}
-
 namespace {
 // Every axis but the last: the weight / bias gradients sum over them.
 std::vector<int> leading_axes(const Array& g) {
@@ -242,13 +235,6 @@ void LayerNorm::eval(const std::vector<Array>& given, std::vector<Array>& output
       true);
   std::vector<Array> in{x, at_least_1d_alias(w), at_least_1d_alias(b), float_params({eps_}, C)};
   run_kernel_grid(k, in, outputs, {N, 1, 1}, 64, gpu);
-}
-
-void LayerNorm::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void LayerNorm::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
 }
 
 std::vector<Array> LayerNorm::vjp(const std::vector<Array>& primals,
@@ -400,13 +386,6 @@ void RoPE::eval(const std::vector<Array>& given, std::vector<Array>& outputs, bo
   in.push_back(Array::from_doubles({logb, scale_, static_cast<double>(dims_)}, {3}, Dtype::float32,
                                    Device::cpu()));
   run_kernel_grid(k, in, outputs, {N, 1, 1}, 64, gpu);
-}
-
-void RoPE::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void RoPE::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
 }
 
 std::vector<Array> RoPE::vjp(const std::vector<Array>& primals,
@@ -570,15 +549,6 @@ void ScaledDotProductAttention::eval(const std::vector<Array>& given, std::vecto
   if (has_sinks_) in.push_back(inputs.back());
   in.push_back(float_params({scale_}, C));
   run_kernel_grid(kern, in, outputs, {B * H * Lq, 1, 1}, 64, gpu);
-}
-
-void ScaledDotProductAttention::eval_cpu(const std::vector<Array>& inputs,
-                                         std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void ScaledDotProductAttention::eval_gpu(const std::vector<Array>& inputs,
-                                         std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
 }
 
 std::vector<Array> ScaledDotProductAttention::vjp(const std::vector<Array>& primals,

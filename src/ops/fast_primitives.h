@@ -12,11 +12,11 @@
 #pragma once
 #include <vector>
 
-#include "core/primitive.h"
+#include "ops/op_primitive.h"
 
 namespace alloy::ops {
 
-class RMSNorm : public Primitive {
+class RMSNorm : public OpPrimitive {
  public:
   explicit RMSNorm(float eps) : eps_(eps) {}
   const char* name() const override { return "RMSNorm"; }
@@ -25,15 +25,13 @@ class RMSNorm : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<Array>& outputs) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   float eps_;
 };
 
-class LayerNorm : public Primitive {
+class LayerNorm : public OpPrimitive {
  public:
   explicit LayerNorm(float eps) : eps_(eps) {}
   const char* name() const override { return "LayerNorm"; }
@@ -42,15 +40,13 @@ class LayerNorm : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<Array>& outputs) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   float eps_;
 };
 
-class RoPE : public Primitive {
+class RoPE : public OpPrimitive {
  public:
   RoPE(int dims, bool traditional, float base, float scale, bool forward);
   const char* name() const override { return "RoPE"; }
@@ -59,18 +55,16 @@ class RoPE : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<Array>& outputs) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   int dims_;
   bool traditional_;
   float base_, scale_;
   bool forward_;
 };
 
-class ScaledDotProductAttention : public Primitive {
+class ScaledDotProductAttention : public OpPrimitive {
  public:
   ScaledDotProductAttention(float scale, bool do_causal, bool has_sinks, bool output_logsumexp);
   const char* name() const override { return "ScaledDotProductAttention"; }
@@ -79,11 +73,9 @@ class ScaledDotProductAttention : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<Array>& outputs) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   float scale_;
   bool do_causal_, has_sinks_;
 };

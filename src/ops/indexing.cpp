@@ -300,13 +300,6 @@ void Gather::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs,
   run_kernel(gather_kernel(a.dtype(), idt, a.ndim(), axes_), in, outputs, outputs[0].size(), gpu);
 }
 
-void Gather::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void Gather::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
-}
-
 std::vector<Array> Gather::vjp(const std::vector<Array>& primals,
                                const std::vector<Array>& cotangents,
                                const std::vector<int>& argnums, const std::vector<Array>&) {
@@ -359,13 +352,6 @@ void GatherAxis::eval(const std::vector<Array>& inputs, std::vector<Array>& outp
     throw std::invalid_argument("[take_along_axis] cannot index an empty axis");
   run_kernel(gather_axis_kernel(a.dtype(), i.dtype(), a.ndim(), axis_), inputs, outputs,
              outputs[0].size(), gpu);
-}
-
-void GatherAxis::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void GatherAxis::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
 }
 
 // d a: the cotangent added at the gathered positions: a scatter_add over every axis, with the
@@ -424,13 +410,6 @@ void ScatterAxis::eval(const std::vector<Array>& inputs, std::vector<Array>& out
   }
   run_kernel(scatter_axis_kernel(a.dtype(), i.dtype(), a.ndim(), axis_), inputs, outputs,
              a.size() / L, gpu);
-}
-
-void ScatterAxis::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void ScatterAxis::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
 }
 
 // put_along_axis (a copy of a with values written): d a is the cotangent with zeros where values
@@ -526,13 +505,6 @@ void Scatter::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs
   run_kernel(scatter_kernel(op_, a.dtype(), idt, a.ndim(), axes_), in, outputs, rest, gpu, chunks);
 }
 
-void Scatter::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void Scatter::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
-}
-
 // scatter / scatter_add: d updates is the cotangent gathered at the indices (the updates' own
 // shape); d a is the cotangent (add) or the cotangent with zeros where updates went (scatter:
 // those elements were overwritten). Repeated indices: as MLX, every update gets its gathered
@@ -623,13 +595,6 @@ void SliceUpdate::eval(const std::vector<Array>& inputs, std::vector<Array>& out
     for (int d = 0; d < src.ndim(); ++d) p[src.ndim() + d] = 1, p[d] = src.shape()[d];
   run_kernel(slice_update_kernel(src.dtype(), src.ndim()), {src, u, param_array(p)}, outputs,
              outputs[0].size(), gpu);
-}
-
-void SliceUpdate::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void SliceUpdate::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
 }
 
 std::vector<Array> SliceUpdate::vjp(const std::vector<Array>& primals,

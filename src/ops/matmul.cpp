@@ -144,6 +144,10 @@ Array row_contiguous_now(const Array& x, bool gpu) {
   return c;
 }
 
+void Matmul::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) {
+  matmul_eval(inputs, outputs, gpu);
+}
+
 std::vector<Shape> Matmul::output_shapes(const std::vector<Array>& inputs) const {
   const Shape &a = inputs.at(0).shape(), &b = inputs.at(1).shape();
   if (a.size() < 2 || a.size() != b.size() || a[a.size() - 1] != b[b.size() - 2] ||
@@ -186,14 +190,6 @@ std::vector<Array> Matmul::jvp(const std::vector<Array>& primals,
     t = t.valid() ? add(t, term) : term;
   }
   return {t};
-}
-
-void Matmul::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  matmul_eval(inputs, outputs, false);
-}
-
-void Matmul::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  matmul_eval(inputs, outputs, true);
 }
 
 ALLOY_REGISTER_PRIMITIVE(Matmul, [](const PrimitiveState& s) {

@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "core/primitive.h"
 #include "ops/kernels.h"
+#include "ops/op_primitive.h"
 
 namespace alloy::ops {
 
 /// MLX's Matmul: inputs [batch..., M, K] and [batch..., K, N] of one floating dtype, batch dims
 /// already broadcast (the op adds Broadcast views); output [batch..., M, N].
-class Matmul : public Primitive {
+class Matmul : public OpPrimitive {
  public:
   const char* name() const override { return "Matmul"; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
@@ -23,8 +23,9 @@ class Matmul : public Primitive {
                          const std::vector<Array>& outputs) override;
   std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                          const std::vector<int>& argnums) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
+
+ private:
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
 };
 
 /// `x` itself when row-contiguous, else a row-major copy made now (for kernels that index their

@@ -17,14 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "core/primitive.h"
+#include "ops/op_primitive.h"
 
 namespace alloy::ops {
 
 /// The output dtype of a scan of `in` (MLX's: cumsum of bool is int32, the rest keep the dtype).
 Dtype scan_dtype(const std::string& op, Dtype in);
 
-class Scan : public Primitive {
+class Scan : public OpPrimitive {
  public:
   Scan(std::string op, int axis, bool reverse, bool inclusive);
   const char* name() const override { return "Scan"; }
@@ -36,17 +36,15 @@ class Scan : public Primitive {
                          const std::vector<Array>& outputs) override;
   std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                          const std::vector<int>& argnums) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   std::string op_;
   int axis_;
   bool reverse_, inclusive_;
 };
 
-class Gather : public Primitive {
+class Gather : public OpPrimitive {
  public:
   Gather(std::vector<int> axes, Shape slice_sizes);
   const char* name() const override { return "Gather"; }
@@ -58,16 +56,14 @@ class Gather : public Primitive {
                          const std::vector<Array>& outputs) override;
   std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                          const std::vector<int>& argnums) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   std::vector<int> axes_;
   Shape slice_sizes_;
 };
 
-class GatherAxis : public Primitive {
+class GatherAxis : public OpPrimitive {
  public:
   explicit GatherAxis(int axis) : axis_(axis) {}
   const char* name() const override { return "GatherAxis"; }
@@ -76,15 +72,13 @@ class GatherAxis : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<Array>& outputs) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   int axis_;
 };
 
-class ScatterAxis : public Primitive {
+class ScatterAxis : public OpPrimitive {
  public:
   explicit ScatterAxis(int axis) : axis_(axis) {}
   const char* name() const override { return "ScatterAxis"; }
@@ -95,15 +89,13 @@ class ScatterAxis : public Primitive {
                          const std::vector<Array>& outputs) override;
   std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                          const std::vector<int>& argnums) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   int axis_;
 };
 
-class Scatter : public Primitive {
+class Scatter : public OpPrimitive {
  public:
   Scatter(std::string op, std::vector<int> axes);
   const char* name() const override { return "Scatter"; }
@@ -115,16 +107,14 @@ class Scatter : public Primitive {
                          const std::vector<Array>& outputs) override;
   std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                          const std::vector<int>& argnums) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   std::string op_;
   std::vector<int> axes_;
 };
 
-class SliceUpdate : public Primitive {
+class SliceUpdate : public OpPrimitive {
  public:
   SliceUpdate(Shape start, Shape stop, Shape strides);
   const char* name() const override { return "SliceUpdate"; }
@@ -134,28 +124,24 @@ class SliceUpdate : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<Array>& outputs) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
   /// Elements along each axis (the update's shape).
   Shape counts() const;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   Shape start_, stop_, strides_;
 };
 
-class RandomBits : public Primitive {
+class RandomBits : public OpPrimitive {
  public:
   RandomBits(Shape shape, int width);
   const char* name() const override { return "RandomBits"; }
   bool shapes_from_state() const override { return true; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
   PrimitiveState state() const override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   Shape shape_;
   int width_;
 };

@@ -137,14 +137,6 @@ void Elementwise::eval(const std::vector<Array>& inputs, std::vector<Array>& out
   run_kernel(k, inputs, outputs, out.size(), gpu);
 }
 
-void Elementwise::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-
-void Elementwise::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
-}
-
 // Derivatives, written once in terms of the ops: d out / d input k at the primals (`y` = out).
 Array Elementwise::partial(const std::vector<Array>& x, const Array& y, int k) const {
   const std::string& o = op_;
@@ -357,14 +349,6 @@ void Reduce::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs,
   run_kernel(k, inputs, outputs, outputs[0].size(), gpu);
 }
 
-void Reduce::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-
-void Reduce::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
-}
-
 std::vector<Array> Reduce::vjp(const std::vector<Array>& primals,
                                const std::vector<Array>& cotangents, const std::vector<int>&,
                                const std::vector<Array>& outputs) {
@@ -436,14 +420,6 @@ void ArgReduce::eval(const std::vector<Array>& inputs, std::vector<Array>& outpu
   run_kernel(k, inputs, outputs, outputs[0].size(), gpu);
 }
 
-void ArgReduce::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-
-void ArgReduce::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
-}
-
 // ---- Concatenate -------------------------------------------------------------------------------
 
 std::vector<Shape> Concatenate::output_shapes(const std::vector<Array>& inputs) const {
@@ -495,14 +471,6 @@ void Concatenate::eval(const std::vector<Array>& inputs, std::vector<Array>& out
       throw std::invalid_argument("[concatenate] inputs must have the output's dtype");
   run_kernel(concatenate_kernel(static_cast<int>(inputs.size()), t, axis_, inputs[0].ndim()),
              inputs, outputs, outputs[0].size(), gpu);
-}
-
-void Concatenate::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-
-void Concatenate::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
 }
 
 // ---- registry ----------------------------------------------------------------------------------

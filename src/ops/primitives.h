@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/primitive.h"
 #include "ops/functors.h"
+#include "ops/op_primitive.h"
 
 namespace alloy::ops {
 
@@ -27,7 +27,7 @@ struct ElementwisePlan {
 };
 ElementwisePlan plan_elementwise(const OpInfo& op, const std::vector<Dtype>& inputs);
 
-class Elementwise : public Primitive {
+class Elementwise : public OpPrimitive {
  public:
   explicit Elementwise(const std::string& op);
   const char* name() const override { return info_->primitive; }
@@ -40,11 +40,9 @@ class Elementwise : public Primitive {
                          const std::vector<Array>& outputs) override;
   std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                          const std::vector<int>& argnums) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   /// d out / d input[k] as an array (for vjp and jvp).
   Array partial(const std::vector<Array>& primals, const Array& out, int k) const;
   std::string op_;
@@ -55,7 +53,7 @@ class Elementwise : public Primitive {
 /// (u)int32, of floats in their own dtype, computed in float for half/bfloat).
 std::pair<Dtype, Dtype> reduce_dtypes(const std::string& op, Dtype in);
 
-class Reduce : public Primitive {
+class Reduce : public OpPrimitive {
  public:
   Reduce(std::string op, std::vector<int> axes);
   const char* name() const override { return "Reduce"; }
@@ -67,33 +65,29 @@ class Reduce : public Primitive {
                          const std::vector<Array>& outputs) override;
   std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                          const std::vector<int>& argnums) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   std::string op_;
   std::vector<int> axes_;
 };
 
-class ArgReduce : public Primitive {
+class ArgReduce : public OpPrimitive {
  public:
   ArgReduce(std::string op, int axis);
   const char* name() const override { return "ArgReduce"; }
   std::string label() const override { return "ArgReduce(" + op_ + ")"; }
   std::vector<Shape> output_shapes(const std::vector<Array>& inputs) const override;
   PrimitiveState state() const override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   std::string op_;
   int axis_;
 };
 
 /// MLX's Concatenate: inputs of one dtype and rank, equal but along `axis`.
-class Concatenate : public Primitive {
+class Concatenate : public OpPrimitive {
  public:
   explicit Concatenate(int axis) : axis_(axis) {}
   const char* name() const override { return "Concatenate"; }
@@ -102,11 +96,9 @@ class Concatenate : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>& primals, const std::vector<Array>& cotangents,
                          const std::vector<int>& argnums,
                          const std::vector<Array>& outputs) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   int axis_;
 };
 

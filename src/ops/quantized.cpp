@@ -189,7 +189,7 @@ namespace {
 // Primitives ------------------------------------------------------------------------------------
 
 // MLX's fast::AffineQuantize: quantize (one input, three outputs) or dequantize (three inputs).
-class AffineQuantize : public Primitive {
+class AffineQuantize : public OpPrimitive {
  public:
   AffineQuantize(int group_size, int bits, bool dequantize)
       : gs_(group_size), bits_(bits), dequantize_(dequantize) {}
@@ -212,15 +212,9 @@ class AffineQuantize : public Primitive {
         .set("dequantize", dequantize_);
     return s;
   }
-  void eval_cpu(const std::vector<Array>& in, std::vector<Array>& out) override {
-    eval(in, out, false);
-  }
-  void eval_gpu(const std::vector<Array>& in, std::vector<Array>& out) override {
-    eval(in, out, true);
-  }
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& out, bool gpu) {
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& out, bool gpu) override {
     std::vector<Array> in;
     for (auto& a : inputs) in.push_back(row_contiguous_now(a, gpu));
     if (dequantize_) {
@@ -244,7 +238,7 @@ class AffineQuantize : public Primitive {
 
 // MLX's QuantizedMatmul (x [R, K] rows against one quantized matrix) and GatherQMM (x
 // [Bx..., M, K], w [E..., rows, cols], index arrays of B elements: out [B, M, N]).
-class QuantizedProduct : public Primitive {
+class QuantizedProduct : public OpPrimitive {
  public:
   QuantizedProduct(bool gather, int group_size, int bits, bool transpose)
       : gather_(gather), gs_(group_size), bits_(bits), transpose_(transpose) {}
@@ -277,15 +271,9 @@ class QuantizedProduct : public Primitive {
     }
     return out;
   }
-  void eval_cpu(const std::vector<Array>& in, std::vector<Array>& out) override {
-    eval(in, out, false);
-  }
-  void eval_gpu(const std::vector<Array>& in, std::vector<Array>& out) override {
-    eval(in, out, true);
-  }
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& out, bool gpu) {
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& out, bool gpu) override {
     std::vector<Array> in;
     for (auto& a : inputs) in.push_back(row_contiguous_now(a, gpu));
     Array& o = out.at(0);

@@ -107,13 +107,6 @@ void RandomBits::eval(const std::vector<Array>& inputs, std::vector<Array>& outp
   run_kernel(bits_kernel(), {inputs.at(0), param_array({n})}, outputs, n, gpu);
 }
 
-void RandomBits::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-void RandomBits::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
-}
-
 ALLOY_REGISTER_PRIMITIVE(RandomBits, [](const PrimitiveState& s) {
   if (s.version() != 1) throw std::invalid_argument("RandomBits state version must be 1");
   return std::make_shared<RandomBits>(s.get_as<std::vector<int64_t>>("shape"),

@@ -368,14 +368,6 @@ void RowSoftmax::eval(const std::vector<Array>& in, std::vector<Array>& outputs,
   }
 }
 
-void RowSoftmax::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-
-void RowSoftmax::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
-}
-
 Array row_softmax(const Array& x, bool log, bool precise, StreamOrDevice s) {
   auto prim = std::make_shared<RowSoftmax>(log, precise);
   Device d = x.device();

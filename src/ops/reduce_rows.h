@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/primitive.h"
 #include "ops/kernels.h"
+#include "ops/op_primitive.h"
 
 namespace alloy::ops {
 
@@ -47,7 +47,7 @@ OpKernel row_softmax_kernel(bool log, Dtype in, Dtype compute, Dtype out, bool c
                             RowLayout layout = {});
 
 /// MLX's Softmax / LogSumExp over the last axis (LogSumExp keeps it as size 1).
-class RowSoftmax : public Primitive {
+class RowSoftmax : public OpPrimitive {
  public:
   RowSoftmax(bool log, bool precise) : log_(log), precise_(precise) {}
   const char* name() const override { return log_ ? "LogSumExp" : "Softmax"; }
@@ -58,11 +58,9 @@ class RowSoftmax : public Primitive {
                          const std::vector<Array>& outputs) override;
   std::vector<Array> jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents,
                          const std::vector<int>& argnums) override;
-  void eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
-  void eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) override;
 
  private:
-  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu);
+  void eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, bool gpu) override;
   bool log_, precise_;
 };
 

@@ -103,14 +103,6 @@ void Scan::eval(const std::vector<Array>& inputs, std::vector<Array>& outputs, b
   run_kernel(k, inputs, outputs, rows, gpu);
 }
 
-void Scan::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, false);
-}
-
-void Scan::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
-  eval(inputs, outputs, true);
-}
-
 namespace {
 Array scan_op(const std::string& op, const Array& a, int axis, bool reverse, bool inclusive,
               StreamOrDevice s);
