@@ -533,6 +533,52 @@ TEST_F(NvrtcWorkers, BackgroundCompileRunsHereWhenEveryWorkerIsBusy) {
   EXPECT_EQ(s.fallbacks, 0);
 }
 
+// A background compile takes nothing while a caller waits. One worker, the slot held: a slow
+// caller's compile takes the worker; a background compile, then a second caller, wait. When the
+// slot is freed, the caller takes it and finishes first (the background compile waited longer,
+// and takes the slot when every worker is busy: before, it could take it from the caller).
+TEST_F(NvrtcWorkers, BackgroundCompileWaitsWhileACallerWaits) {
+  REQUIRE_NVRTC();
+  set_env("ALLOY_NVRTC_WORKERS", "1");
+  require_workers();
+  nvrtc::testing::hold_in_process_slot(true);
+  std::string slow = slow_program(60);
+  auto busy = std::async(std::launch::async,
+                         [&] { return nvrtc::compile(slow, "busy.cu", {}, kOptions, true); });
+  ASSERT_TRUE(a_worker_got_busy());
+  auto wait_until = [](auto done) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (!done(nvrtc::worker_stats())) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  };
+  std::atomic<int> finished{0};
+  int bg_done = 0, caller_done = 0;
+  std::string bg_src = program(12), caller_src = program(13);
+  auto bg = std::async(std::launch::async, [&] {
+    nvrtc::BackgroundScope scope;
+    std::string image = nvrtc::compile(bg_src, "bg.cu", {}, kOptions, true);
+    bg_done = ++finished;
+    return image;
+  });
+  ASSERT_TRUE(wait_until([](const auto& s) { return s.waiting_background == 1; }));
+  auto caller = std::async(std::launch::async, [&] {
+    std::string image = nvrtc::compile(caller_src, "caller.cu", {}, kOptions, true);
+    caller_done = ++finished;
+    return image;
+  });
+  ASSERT_TRUE(wait_until([](const auto& s) { return s.waiting_callers == 1; }));
+  nvrtc::testing::hold_in_process_slot(false);
+  EXPECT_EQ(caller.get(), nvrtc::compile_in_process(caller_src, "caller.cu", {}, kOptions, true));
+  EXPECT_EQ(bg.get(), nvrtc::compile_in_process(bg_src, "bg.cu", {}, kOptions, true));
+  EXPECT_FALSE(busy.get().empty());
+  EXPECT_EQ(caller_done, 1) << "the background compile took the slot freed for the caller";
+  EXPECT_EQ(bg_done, 2);
+  EXPECT_EQ(nvrtc::worker_stats().fallbacks, 0);
+}
+
 // Without workers a background compile runs here; a worker that fails makes it run here too.
 TEST_F(NvrtcWorkers, BackgroundCompileFallsBackToThisProcess) {
   REQUIRE_NVRTC();

@@ -168,6 +168,8 @@ struct WorkerStats {
   long background = 0;       // compiles in a BackgroundScope (wherever they ran)
   long background_in_process = 0;  // of them, those that ran here (fallbacks included)
   int peak_busy_workers = 0;       // most workers compiling at the same time
+  int waiting_callers = 0;         // callers waiting for the slot or a worker now
+  int waiting_background = 0;      // background compiles waiting now
   std::vector<int> live_pids;      // workers alive now
   std::string pch_dir;  // the workers' PCH folder, made at the first worker start ("": none yet)
 };

@@ -64,6 +64,8 @@ struct Pool {
   std::vector<int> fds;  // every live worker's socket, idle or busy (closed in a forked child)
   int live = 0;          // workers started or starting and not yet ended
   int busy = 0;
+  int waiting_callers = 0;     // callers (not background compiles) waiting in acquire
+  int waiting_background = 0;  // background compiles waiting in acquire
   uint64_t generation = 0;
   int spawn_failures = 0;
   bool exiting = false;  // the process is exiting: no new workers, busy ones end when done
@@ -339,7 +341,9 @@ struct Slot {
 
 // A caller takes the in-process slot when it is free, else an idle or a new worker, else waits.
 // A background compile (BackgroundScope) tries the workers first and takes the slot only when
-// every worker is busy, so that the slot stays free for a caller.
+// every worker is busy, so that the slot stays free for a caller; and it takes nothing while a
+// caller waits: in a burst of first calls, the tiered compiles' refines queued by the first
+// ones to finish would otherwise take the slot or a worker freed for a caller still waiting.
 Slot acquire(Pool& p, bool background) {
   std::unique_lock lock(p.mu);
   if (!p.config.resolved) {
@@ -349,6 +353,12 @@ Slot acquire(Pool& p, bool background) {
   for (;;) {
     // Without workers, compiles run here as they always did (NVRTC's own lock orders them).
     if (p.config.max == 0 || p.exiting) return {Slot::kHereUngated, {}};
+    if (background && p.waiting_callers > 0) {
+      ++p.waiting_background;
+      p.cv.wait(lock);
+      --p.waiting_background;
+      continue;
+    }
     const bool slot_free = !p.in_process_busy && !p.held;
     if (slot_free && !background) {
       p.in_process_busy = true;
@@ -396,7 +406,10 @@ Slot acquire(Pool& p, bool background) {
       p.in_process_busy = true;
       return {Slot::kHere, {}};
     }
+    int& waiting = background ? p.waiting_background : p.waiting_callers;
+    ++waiting;
     p.cv.wait(lock);
+    --waiting;
   }
 }
 
@@ -549,6 +562,8 @@ WorkerStats worker_stats() {
   s.worker_path = p.config.max > 0 ? p.config.path : "";
   s.disabled_why = p.config.why;
   s.pch_dir = p.pch_root;
+  s.waiting_callers = p.waiting_callers;
+  s.waiting_background = p.waiting_background;
   return s;
 }
 
