@@ -134,8 +134,9 @@ extern "C" __global__ void grid_sample_hand(const float* x, const float* grid, f
   out[elem] = (1 - fy) * ((1 - fx) * v00 + fx * v01) + fy * ((1 - fx) * v10 + fx * v11);
 }
 
-// exp_hand with its arguments in one parameter struct the size of Alloy's launch block
-// (alloy_cuda_launch): what the parameter block's size alone costs a launch.
+// exp_hand with its arguments in one parameter struct the size of Alloy's largest launch block
+// (a robust entry with every table, prelude/cuda/abi.h; before h-launch7 every entry declared
+// it): what the parameter block's size alone costs a launch.
 #ifndef BIG_PARAM_PAD  // compiled without it elsewhere (BM_GpuWarmDisk's own compile)
 #define BIG_PARAM_PAD 1
 #endif
@@ -160,15 +161,15 @@ extern "C" __global__ void fill_hash(float* out, unsigned long long n, float lo,
 
 enum HandFn { kExpHand, kRowSumHand, kGridSampleHand, kFillHash, kExpHandCoarse, kExpHandBigParam };
 
-// Pad of exp_hand_big_param's struct: its size is then that of alloy_cuda_launch.
-constexpr size_t kBigParamPad = sizeof(alloy_cuda_launch) - 24;
+// Pad of exp_hand_big_param's struct: its size is then that of the largest parameter block.
+constexpr size_t kBigParamPad = cuda::ParamBlock::kMaxBytes - 24;
 struct BigParam {
   const void* in;
   void* out;
   unsigned n;
   unsigned char pad[kBigParamPad];
 };
-static_assert(sizeof(BigParam) == sizeof(alloy_cuda_launch));
+static_assert(sizeof(BigParam) == cuda::ParamBlock::kMaxBytes);
 
 cuda::Context* gpu() {
   return gpu_available() ? cuda::Context::get() : nullptr;
@@ -431,7 +432,7 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   state.counters["build_us"] = 1e6 * t_build / launches;
   state.counters["eval_us"] = 1e6 * t_eval / launches;
   state.counters["release_us"] = 1e6 * t_free / launches;
-  // The raw launch with a parameter block the size of alloy_cuda_launch (what that size costs).
+  // The raw launch with a parameter block the size of the largest one (what that size costs).
   state.counters["raw_big_param_us"] = 1e6 * t_big / launches;
   state.counters["target_us"] = 2.0;
   // One cuCtxGetCurrent, 7 heap allocations + frees, 5 mutex lock + unlock, 28 atomic
