@@ -61,6 +61,31 @@ extern "C" __global__ void alloy_entry_0(const __grid_constant__ alloy_cuda_para
 }
 )";
 
+// The other hand-written kernels over the same parameter block.
+const char* kBoundedSource = R"(#include "cuda/abi.h"
+extern "C" __global__ void __launch_bounds__(128) alloy_entry_0(
+    const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
+  if (threadIdx.x == 0) ((int*)L.buffer(0))[blockIdx.x] = 1;
+}
+)";
+// Each group stages 16K floats (64 KiB) in shared memory and writes them reversed.
+const char* kSharedReverseSource = R"(#include "cuda/abi.h"
+extern "C" __global__ void alloy_entry_0(const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
+  extern __shared__ float tile[];
+  const unsigned n = 16384;
+  const float* x = (const float*)L.buffer(0) + blockIdx.x * n;
+  float* y = (float*)L.buffer(1) + blockIdx.x * n;
+  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) tile[i] = x[i];
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) y[i] = tile[n - 1 - i];
+}
+)";
+const char* kFaultingSource = R"(#include "cuda/abi.h"
+extern "C" __global__ void alloy_entry_0(const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
+  ((volatile int*)0x10)[threadIdx.x] = 1;
+}
+)";
+
 KernelSource scale_kernel(std::string salt = "") {
   KernelSource k;
   k.name = "scale_test";
@@ -430,6 +455,22 @@ ParamBlock make_launch(unsigned gx, unsigned gy, unsigned tx, unsigned ty) {
   return L;
 }
 
+// The hand-written kernels compile (NVRTC for sm_90: no GPU needed) and declare the parameter
+// block make_launch packs, the one the GPU tests launch them with.
+TEST(CudaRuntime, HandWrittenKernelsDeclareTheBlockTheyAreLaunchedWith) {
+  if (!nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  const std::string decl = ".param .align 16 .b8 alloy_entry_0_param_0[" +
+                           std::to_string(make_launch(1, 1, 1, 1).layout.size) + "]";
+  for (const char* src : {kScaleSource, kBoundedSource, kSharedReverseSource, kFaultingSource}) {
+    KernelSource k;
+    k.name = "hand_written";
+    k.source = src;
+    k.entries = {"alloy_entry_0"};
+    auto img = compile(k, {"sm_90", false});
+    EXPECT_NE(std::string(img.bytes.data()).find(decl), std::string::npos) << src;
+  }
+}
+
 TEST(CudaRuntime, LaunchesHandWrittenKernelOverAbiStruct) {
   REQUIRE_GPU(ctx);
   Backend* be = gpu_backend();
@@ -472,17 +513,7 @@ TEST(CudaRuntime, DynamicSharedMemoryPast48KiB) {
   KernelSource k;
   k.name = "shared_reverse";
   // Each group stages 16K floats (64 KiB) in shared memory and writes them reversed.
-  k.source = R"(#include "cuda/abi.h"
-extern "C" __global__ void alloy_entry_0(const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
-  extern __shared__ float tile[];
-  const unsigned n = 16384;
-  const float* x = (const float*)L.buffer(0) + blockIdx.x * n;
-  float* y = (float*)L.buffer(1) + blockIdx.x * n;
-  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) tile[i] = x[i];
-  __syncthreads();
-  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) y[i] = tile[n - 1 - i];
-}
-)";
+  k.source = kSharedReverseSource;
   k.entries = {"alloy_entry_0"};
   auto module = load(*ctx, k);
   const size_t n = 16384 * 3;
@@ -511,12 +542,7 @@ TEST(CudaRuntime, ThreadgroupAboveFunctionMaximumThrowsInvalidArgument) {
   REQUIRE_GPU(ctx);
   KernelSource k;
   k.name = "bounded_kernel";
-  k.source = R"(#include "cuda/abi.h"
-extern "C" __global__ void __launch_bounds__(128) alloy_entry_0(
-    const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
-  if (threadIdx.x == 0) ((int*)L.buffer(0))[blockIdx.x] = 1;
-}
-)";
+  k.source = kBoundedSource;
   k.entries = {"alloy_entry_0"};
   auto module = load(*ctx, k);
   const Function& fn = module->function(0);
@@ -616,11 +642,7 @@ TEST(CudaRuntime, AsynchronousFaultNamesTheKernel) {
         Context* c = Context::get();
         KernelSource k;
         k.name = "faulting_kernel";
-        k.source = R"(#include "cuda/abi.h"
-extern "C" __global__ void alloy_entry_0(const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
-  ((volatile int*)0x10)[threadIdx.x] = 1;
-}
-)";
+        k.source = kFaultingSource;
         k.entries = {"alloy_entry_0"};
         auto m = load(*c, k);
         ParamBlock L = make_launch(32, 1, 32, 1);
