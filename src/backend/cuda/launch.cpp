@@ -77,14 +77,6 @@ alloy_cuda_param_layout param_layout(const CompileEntry& e) {
                            e.block_inline_bytes);
 }
 
-void set_groups(alloy_cuda_head& h) {
-  for (int d = 0; d < 3; ++d) {
-    uint32_t tg = h.threadgroup[d] ? h.threadgroup[d] : 1;
-    h.groups[d] = h.grid[d] / tg + (h.grid[d] % tg != 0);
-    h.full_groups[d] = h.grid[d] / tg;
-  }
-}
-
 Packed pack(const LaunchDesc& d, ParamBlock& P) {
   if (d.num_args > ALLOY_CUDA_MAX_BUFFERS)
     throw std::invalid_argument(
@@ -100,11 +92,20 @@ Packed pack(const LaunchDesc& d, ParamBlock& P) {
   }
   set_groups(h);
   Packed out;
-  // Host bytes travel in the parameter block's inline data (cuda_block_buffer /
-  // cuda_small_buffer in prelude/entry.h), `block` ones first; `bytes` ones that do not fit are
-  // left to the caller (device memory).
+  // Memory pointers and (robust blocks) sizes, then host bytes into the inline data
+  // (cuda_block_buffer / cuda_small_buffer in prelude/entry.h): `block` ones first, then `bytes`
+  // ones; those that do not fit are left to the caller (device memory).
+  bool host_bytes = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    const LaunchArg& a = d.args[i];
+    if (l.robust) P.set_buffer_bytes(i, a.nbytes);
+    if (a.kind == LaunchArg::Kind::memory)
+      P.set_buffer(i, a.data);
+    else
+      host_bytes = true;
+  }
   size_t inline_used = 0;
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; host_bytes && pass < 2; ++pass) {
     auto kind = pass == 0 ? LaunchArg::Kind::block : LaunchArg::Kind::bytes;
     for (uint32_t i = 0; i < n; ++i) {
       const LaunchArg& a = d.args[i];
@@ -124,10 +125,6 @@ Packed pack(const LaunchDesc& d, ParamBlock& P) {
         out.spill_bytes = block_align(out.spill_bytes) + a.nbytes;
       }
     }
-  }
-  for (uint32_t i = 0; i < n; ++i) {
-    if (l.robust) P.set_buffer_bytes(i, d.args[i].nbytes);
-    if (d.args[i].kind == LaunchArg::Kind::memory) P.set_buffer(i, d.args[i].data);
   }
   // Threadgroup parameters in dynamic shared memory, in index order; one the entry does not
   // declare still takes its room (the caller asked for it).

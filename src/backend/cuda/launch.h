@@ -38,9 +38,8 @@ struct alignas(16) ParamBlock {
 
   /// Zeroes the head and the tables of `l` (the inline data is written as far as it is used).
   explicit ParamBlock(const alloy_cuda_param_layout& l) : layout(l) {
-    std::memset(&head, 0, sizeof head);
-    uint32_t tables = (l.inline_bytes ? l.inline_data : l.size) - sizeof(alloy_cuda_head);
-    std::memset(rest, 0, tables);
+    // head and rest are contiguous (static_assert below): one memset of both.
+    std::memset(static_cast<void*>(this), 0, l.inline_bytes ? l.inline_data : l.size);
   }
 
   const void* bytes() const { return &head; }
@@ -62,6 +61,10 @@ struct alignas(16) ParamBlock {
   unsigned char* at(uint32_t off) { return rest + (off - sizeof(alloy_cuda_head)); }
   const unsigned char* at(uint32_t off) const { return rest + (off - sizeof(alloy_cuda_head)); }
 };
+
+static_assert(offsetof(ParamBlock, head) == 0 &&
+                  offsetof(ParamBlock, rest) == sizeof(alloy_cuda_head),
+              "the block's bytes are head then rest");
 
 /// What pack() left to the caller: `bytes` arguments that do not fit in the inline data (their
 /// bits; the caller puts them in device memory and sets their buffer entries) and their packed
@@ -108,6 +111,12 @@ void launch(Context& ctx, const Function& fn, const ParamBlock& P,
 
 /// Sets h.groups (ceil(grid / threadgroup)) and h.full_groups (floor) from h.grid and
 /// h.threadgroup.
-void set_groups(alloy_cuda_head& h);
+inline void set_groups(alloy_cuda_head& h) {
+  for (int d = 0; d < 3; ++d) {
+    uint32_t tg = h.threadgroup[d] ? h.threadgroup[d] : 1;
+    h.full_groups[d] = h.grid[d] / tg;
+    h.groups[d] = h.full_groups[d] + (h.grid[d] % tg != 0);
+  }
+}
 
 }  // namespace alloy::cuda
