@@ -87,8 +87,8 @@ inline size_t block_align(size_t n) {
 /// ALLOY_CUDA_MAX_BUFFERS buffers. No allocation.
 Packed pack(const LaunchDesc& d, ParamBlock& P);
 
-/// What an entry takes beyond L (abi.h): device buffers as parameters (indices into L.buffers, in
-/// parameter order) and how many threadgroups along x one block may run.
+/// What an entry takes beyond its block (abi.h): device buffers as parameters (indices into the
+/// block's buffer table, in parameter order) and how many threadgroups along x one block may run.
 struct EntryLayout {
   const int* param_buffers = nullptr;
   uint32_t num_param_buffers = 0;
@@ -96,8 +96,7 @@ struct EntryLayout {
 };
 
 /// Enqueues `fn` over the parameter block `P` with `dynamic_shared_bytes` of dynamic shared memory
-/// (the
-/// [[threadgroup(n)]] parameters) on the context's stream. A grid with no threads launches
+/// (the [[threadgroup(n)]] parameters) on the context's stream. A grid with no threads launches
 /// nothing. Throws std::invalid_argument when the threadgroup has more threads than the compiled
 /// function allows (MLX raises ValueError there, and callers catch it to pick another kernel) or
 /// the threadgroup memory exceeds the device's; alloy::NotSupported for shapes CUDA cannot launch

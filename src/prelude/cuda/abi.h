@@ -8,7 +8,7 @@
 //
 // The parameter block L is sized to the kernel (the driver copies the declared parameter size on
 // every launch): a fixed head, then tables whose lengths the translator chose for this entry
-// (msl::KernelEntry::block, compile-time constants of the entry's declaration and, through
+// (msl::KernelEntry::cuda_block, compile-time constants of the entry's declaration and, through
 // CompileEntry, of the host's LaunchFunction). alloy_cuda_layout() below is the one definition of
 // where each part sits; the device reads through it (alloy_cuda_params' accessors) and the host
 // packs through it (alloy::cuda::ParamBlock, src/backend/cuda/launch.h):
