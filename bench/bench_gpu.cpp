@@ -9,6 +9,8 @@
 //                               kernel (the peer; cost_vs_raw_launch = metal_kernel / raw).
 //                               With scripts/experiments/fake_cuda_driver.c as the driver (and
 //                               preloaded), also driver_calls_per_call and locks_per_call.
+//                               param_block_bytes: the kernel's parameter block (what each
+//                               of its launches copies).
 //   BM_GpuExpVsCopy             exp over 2^28 float32 as a fraction of a device-to-device copy
 //                               of the same bytes (vs_copy = copy time / exp time; bytes read +
 //                               written counted for both). CUDA events on Alloy's stream.
@@ -134,8 +136,9 @@ extern "C" __global__ void grid_sample_hand(const float* x, const float* grid, f
   out[elem] = (1 - fy) * ((1 - fx) * v00 + fx * v01) + fy * ((1 - fx) * v10 + fx * v11);
 }
 
-// exp_hand with its arguments in one parameter struct the size of Alloy's launch block
-// (alloy_cuda_launch): what the parameter block's size alone costs a launch.
+// exp_hand with its arguments in one parameter struct the size of the parameter block every
+// entry declared before h-launch7 (1504 bytes; now each entry's is sized to it,
+// prelude/cuda/abi.h): what the parameter block's size alone costs a launch.
 #ifndef BIG_PARAM_PAD  // compiled without it elsewhere (BM_GpuWarmDisk's own compile)
 #define BIG_PARAM_PAD 1
 #endif
@@ -160,15 +163,17 @@ extern "C" __global__ void fill_hash(float* out, unsigned long long n, float lo,
 
 enum HandFn { kExpHand, kRowSumHand, kGridSampleHand, kFillHash, kExpHandCoarse, kExpHandBigParam };
 
-// Pad of exp_hand_big_param's struct: its size is then that of alloy_cuda_launch.
-constexpr size_t kBigParamPad = sizeof(alloy_cuda_launch) - 24;
+// Pad of exp_hand_big_param's struct: its size is then that of the former fixed block (kept for
+// comparisons with earlier runs' raw_big_param_us).
+constexpr size_t kBigParamBytes = 1504;
+constexpr size_t kBigParamPad = kBigParamBytes - 24;
 struct BigParam {
   const void* in;
   void* out;
   unsigned n;
   unsigned char pad[kBigParamPad];
 };
-static_assert(sizeof(BigParam) == sizeof(alloy_cuda_launch));
+static_assert(sizeof(BigParam) == kBigParamBytes);
 
 cuda::Context* gpu() {
   return gpu_available() ? cuda::Context::get() : nullptr;
@@ -349,6 +354,9 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   Array direct_out = make_empty({n}, float32, Device::gpu());
   GpuDispatch direct(k, {x}, call, {direct_out});
   k({x}, call)[0].eval();  // compiled once, outside the timings
+  const auto& blk = direct.dk.program->kernels().front().entry.cuda_block;
+  const double param_block_bytes =
+      alloy_cuda_layout(blk.buffers, blk.tg_params, blk.robust, blk.inline_bytes).size;
   void* in_p = dptr(x);
   void* out_p = dptr(direct_out);
   unsigned nn = n;
@@ -431,8 +439,10 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   state.counters["build_us"] = 1e6 * t_build / launches;
   state.counters["eval_us"] = 1e6 * t_eval / launches;
   state.counters["release_us"] = 1e6 * t_free / launches;
-  // The raw launch with a parameter block the size of alloy_cuda_launch (what that size costs).
+  // The raw launch with a parameter block the size of the former fixed one (what that size
+  // costs), and the size of the benchmark kernel's own block (what its launches copy).
   state.counters["raw_big_param_us"] = 1e6 * t_big / launches;
+  state.counters["param_block_bytes"] = param_block_bytes;
   state.counters["target_us"] = 2.0;
   // One cuCtxGetCurrent, 7 heap allocations + frees, 5 mutex lock + unlock, 28 atomic
   // read-modify-writes: alone, and all four after each raw launch (`interleaved_work_us` = that

@@ -48,20 +48,24 @@ void* addr(uintptr_t a) {
 }
 
 TEST(CompileGraph, PatchSitesFindPointersIntoExternalRanges) {
-  auto L0 = std::make_unique<alloy_cuda_launch>();
-  auto L1 = std::make_unique<alloy_cuda_launch>();
+  // Parameter blocks of two layouts (prelude/cuda/abi.h): a plain one and a robust one with
+  // threadgroup parameters and inline data.
+  auto L0 = std::make_unique<cuda::ParamBlock>(alloy_cuda_layout(2, 0, false, 0));
+  auto L1 = std::make_unique<cuda::ParamBlock>(alloy_cuda_layout(5, 2, true, 512));
   // Launch 0 reads input 0 (at +0) and writes an intermediate; launch 1 reads the intermediate
   // and input 1 at an offset, writes the output; buffer 3 of launch 1 sits inline (an offset,
-  // numerically inside input 0's range, which must not count).
-  L0->num_buffers = 2;
-  L0->buffers[0] = addr(0x100000);  // input 0: [0x100000, +0x400)
-  L0->buffers[1] = addr(0x900000);  // intermediate (not external)
-  L1->num_buffers = 4;
-  L1->buffers[0] = addr(0x900000);
-  L1->buffers[1] = addr(0x200010);  // input 1 + 16
-  L1->buffers[2] = addr(0x300000);  // output
-  L1->buffers[3] = addr(0x100000);
-  L1->inline_mask = 1ull << 3;
+  // numerically inside input 0's range, which must not count); its table's entry 4 is past the
+  // buffers the launch bound (head.num_buffers) and is not read.
+  L0->head.num_buffers = 2;
+  L0->set_buffer(0, addr(0x100000));  // input 0: [0x100000, +0x400)
+  L0->set_buffer(1, addr(0x900000));  // intermediate (not external)
+  L1->head.num_buffers = 4;
+  L1->set_buffer(0, addr(0x900000));
+  L1->set_buffer(1, addr(0x200010));  // input 1 + 16
+  L1->set_buffer(2, addr(0x300000));  // output
+  L1->set_buffer(3, addr(0x100000));
+  L1->set_buffer(4, addr(0x100010));
+  L1->head.inline_mask = 1ull << 3;
   std::vector<ExternalRange> ext = {
       {addr(0x100000), 0x400}, {addr(0x200000), 0x400}, {addr(0x300000), 0x400}};
   auto sites = cuda::find_patch_sites({L0.get(), L1.get()}, ext);
@@ -79,11 +83,11 @@ TEST(CompileGraph, PatchSitesFindPointersIntoExternalRanges) {
 }
 
 TEST(CompileGraph, PatchSitesStopAtRangeEndsAndRejectOverlaps) {
-  auto L = std::make_unique<alloy_cuda_launch>();
-  L->num_buffers = 3;
-  L->buffers[0] = addr(0x100400);  // one past input 0's end: another buffer
-  L->buffers[1] = addr(0x1003fc);  // last element of input 0
-  L->buffers[2] = addr(0x0ffffc);  // just before it
+  auto L = std::make_unique<cuda::ParamBlock>(alloy_cuda_layout(3, 0, false, 0));
+  L->head.num_buffers = 3;
+  L->set_buffer(0, addr(0x100400));  // one past input 0's end: another buffer
+  L->set_buffer(1, addr(0x1003fc));  // last element of input 0
+  L->set_buffer(2, addr(0x0ffffc));  // just before it
   std::vector<ExternalRange> ext = {{addr(0x100000), 0x400}};
   auto sites = cuda::find_patch_sites({L.get()}, ext);
   ASSERT_EQ(sites.size(), 1u);

@@ -46,16 +46,43 @@ std::string fresh_salt() {
   return "// salt " + std::to_string(rng()) + "\n";
 }
 
-// y[i] = 2 * x[i] + i over the Metal grid; threads past L.grid leave (dispatchThreads).
+// y[i] = 2 * x[i] + i over the Metal grid; threads past the grid leave (dispatchThreads). Its
+// parameter block has two buffers (the layout make_launch packs).
 const char* kScaleSource = R"(#include "cuda/abi.h"
-extern "C" __global__ void alloy_entry_0(const alloy_cuda_launch L) {
+extern "C" __global__ void alloy_entry_0(const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
+  const alloy_cuda_head& h = L.head();
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   unsigned j = blockIdx.y * blockDim.y + threadIdx.y;
-  if (i >= L.grid[0] || j >= L.grid[1]) return;
-  unsigned idx = j * L.grid[0] + i;
-  const float* x = (const float*)L.buffers[0];
-  float* y = (float*)L.buffers[1];
+  if (i >= h.grid[0] || j >= h.grid[1]) return;
+  unsigned idx = j * h.grid[0] + i;
+  const float* x = (const float*)L.buffer(0);
+  float* y = (float*)L.buffer(1);
   y[idx] = 2.0f * x[idx] + (float)idx;
+}
+)";
+
+// The other hand-written kernels over the same parameter block.
+const char* kBoundedSource = R"(#include "cuda/abi.h"
+extern "C" __global__ void __launch_bounds__(128) alloy_entry_0(
+    const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
+  if (threadIdx.x == 0) ((int*)L.buffer(0))[blockIdx.x] = 1;
+}
+)";
+// Each group stages 16K floats (64 KiB) in shared memory and writes them reversed.
+const char* kSharedReverseSource = R"(#include "cuda/abi.h"
+extern "C" __global__ void alloy_entry_0(const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
+  extern __shared__ float tile[];
+  const unsigned n = 16384;
+  const float* x = (const float*)L.buffer(0) + blockIdx.x * n;
+  float* y = (float*)L.buffer(1) + blockIdx.x * n;
+  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) tile[i] = x[i];
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) y[i] = tile[n - 1 - i];
+}
+)";
+const char* kFaultingSource = R"(#include "cuda/abi.h"
+extern "C" __global__ void alloy_entry_0(const __grid_constant__ alloy_cuda_params<2, 0, false, 0> L) {
+  ((volatile int*)0x10)[threadIdx.x] = 1;
 }
 )";
 
@@ -413,18 +440,35 @@ TEST(CudaRuntime, CopiesRoundTripAndFillsPatterns) {
 }
 
 // Launch configuration as the kernel layer computes it (Metal dispatchThreads).
-alloy_cuda_launch make_launch(unsigned gx, unsigned gy, unsigned tx, unsigned ty) {
-  alloy_cuda_launch L{};
-  L.grid[0] = gx;
-  L.grid[1] = gy;
-  L.grid[2] = 1;
-  L.threadgroup[0] = tx;
-  L.threadgroup[1] = ty;
-  L.threadgroup[2] = 1;
-  L.groups[0] = (gx + tx - 1) / tx;
-  L.groups[1] = (gy + ty - 1) / ty;
-  L.groups[2] = 1;
+// The hand-written kernels' parameter block: two buffers.
+ParamBlock make_launch(unsigned gx, unsigned gy, unsigned tx, unsigned ty) {
+  ParamBlock L(alloy_cuda_layout(2, 0, false, 0));
+  L.head.grid[0] = gx;
+  L.head.grid[1] = gy;
+  L.head.grid[2] = 1;
+  L.head.threadgroup[0] = tx;
+  L.head.threadgroup[1] = ty;
+  L.head.threadgroup[2] = 1;
+  L.head.groups[0] = (gx + tx - 1) / tx;
+  L.head.groups[1] = (gy + ty - 1) / ty;
+  L.head.groups[2] = 1;
   return L;
+}
+
+// The hand-written kernels compile (NVRTC for sm_90: no GPU needed) and declare the parameter
+// block make_launch packs, the one the GPU tests launch them with.
+TEST(CudaRuntime, HandWrittenKernelsDeclareTheBlockTheyAreLaunchedWith) {
+  if (!nvrtc::available()) GTEST_SKIP() << "NVRTC not found";
+  const std::string decl = ".param .align 16 .b8 alloy_entry_0_param_0[" +
+                           std::to_string(make_launch(1, 1, 1, 1).layout.size) + "]";
+  for (const char* src : {kScaleSource, kBoundedSource, kSharedReverseSource, kFaultingSource}) {
+    KernelSource k;
+    k.name = "hand_written";
+    k.source = src;
+    k.entries = {"alloy_entry_0"};
+    auto img = compile(k, {"sm_90", false});
+    EXPECT_NE(std::string(img.bytes.data()).find(decl), std::string::npos) << src;
+  }
 }
 
 TEST(CudaRuntime, LaunchesHandWrittenKernelOverAbiStruct) {
@@ -442,10 +486,10 @@ TEST(CudaRuntime, LaunchesHandWrittenKernelOverAbiStruct) {
   auto by = be->allocate((n + 64) * 4);  // room past the end to catch threads outside the grid
   be->copy_to_device(bx->ptr, x.data(), n * 4);
   be->fill(by->ptr, (n + 64) * 4, 0x7FC00000u, 4);  // NaN poison
-  alloy_cuda_launch L = make_launch(gx, gy, 64, 4);
-  L.buffers[0] = bx->ptr;
-  L.buffers[1] = by->ptr;
-  L.num_buffers = 2;
+  ParamBlock L = make_launch(gx, gy, 64, 4);
+  L.set_buffer(0, bx->ptr);
+  L.set_buffer(1, by->ptr);
+  L.head.num_buffers = 2;
   launch(*ctx, fn, L);
   std::vector<float> y(n + 64);
   be->copy_to_host(y.data(), by->ptr, (n + 64) * 4);
@@ -457,7 +501,7 @@ TEST(CudaRuntime, LaunchesHandWrittenKernelOverAbiStruct) {
   // The memory level of the cache hands back the same module.
   EXPECT_EQ(load(*ctx, scale_kernel()).get(), module.get());
   // A grid with no threads runs nothing and is no error.
-  alloy_cuda_launch empty = make_launch(0, 1, 64, 1);
+  ParamBlock empty = make_launch(0, 1, 64, 1);
   EXPECT_NO_THROW(launch(*ctx, fn, empty));
   EXPECT_NO_THROW(ctx->synchronize());
 }
@@ -469,17 +513,7 @@ TEST(CudaRuntime, DynamicSharedMemoryPast48KiB) {
   KernelSource k;
   k.name = "shared_reverse";
   // Each group stages 16K floats (64 KiB) in shared memory and writes them reversed.
-  k.source = R"(#include "cuda/abi.h"
-extern "C" __global__ void alloy_entry_0(const alloy_cuda_launch L) {
-  extern __shared__ float tile[];
-  const unsigned n = 16384;
-  const float* x = (const float*)L.buffers[0] + blockIdx.x * n;
-  float* y = (float*)L.buffers[1] + blockIdx.x * n;
-  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) tile[i] = x[i];
-  __syncthreads();
-  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) y[i] = tile[n - 1 - i];
-}
-)";
+  k.source = kSharedReverseSource;
   k.entries = {"alloy_entry_0"};
   auto module = load(*ctx, k);
   const size_t n = 16384 * 3;
@@ -488,9 +522,9 @@ extern "C" __global__ void alloy_entry_0(const alloy_cuda_launch L) {
   auto by = be->allocate(n * 4);
   be->copy_to_device(bx->ptr, x.data(), n * 4);
   be->fill(by->ptr, n * 4, 0x7FC00000u, 4);
-  alloy_cuda_launch L = make_launch(3 * 256, 1, 256, 1);
-  L.buffers[0] = bx->ptr;
-  L.buffers[1] = by->ptr;
+  ParamBlock L = make_launch(3 * 256, 1, 256, 1);
+  L.set_buffer(0, bx->ptr);
+  L.set_buffer(1, by->ptr);
   launch(*ctx, module->function(0), L, 16384 * 4);
   std::vector<float> y(n);
   be->copy_to_host(y.data(), by->ptr, n * 4);
@@ -508,18 +542,14 @@ TEST(CudaRuntime, ThreadgroupAboveFunctionMaximumThrowsInvalidArgument) {
   REQUIRE_GPU(ctx);
   KernelSource k;
   k.name = "bounded_kernel";
-  k.source = R"(#include "cuda/abi.h"
-extern "C" __global__ void __launch_bounds__(128) alloy_entry_0(const alloy_cuda_launch L) {
-  if (threadIdx.x == 0) ((int*)L.buffers[0])[blockIdx.x] = 1;
-}
-)";
+  k.source = kBoundedSource;
   k.entries = {"alloy_entry_0"};
   auto module = load(*ctx, k);
   const Function& fn = module->function(0);
   EXPECT_EQ(fn.max_threads, 128);
   auto buf = gpu_backend()->allocate(64);
-  alloy_cuda_launch L = make_launch(256, 1, 256, 1);
-  L.buffers[0] = buf->ptr;
+  ParamBlock L = make_launch(256, 1, 256, 1);
+  L.set_buffer(0, buf->ptr);
   try {
     launch(*ctx, fn, L);
     FAIL() << "expected std::invalid_argument";
@@ -529,15 +559,12 @@ extern "C" __global__ void __launch_bounds__(128) alloy_entry_0(const alloy_cuda
                  "bounded_kernel");
   }
   L = make_launch(256, 1, 128, 1);
-  L.buffers[0] = buf->ptr;
+  L.set_buffer(0, buf->ptr);
   EXPECT_NO_THROW(launch(*ctx, fn, L));
   // CUDA cannot launch a threadgroup deeper than 64.
-  alloy_cuda_launch deep{};
-  deep.grid[0] = deep.grid[1] = 1;
-  deep.grid[2] = 128;
-  deep.threadgroup[0] = deep.threadgroup[1] = 1;
-  deep.threadgroup[2] = 128;
-  deep.groups[0] = deep.groups[1] = deep.groups[2] = 1;
+  ParamBlock deep = make_launch(1, 1, 1, 1);
+  deep.head.grid[2] = 128;
+  deep.head.threadgroup[2] = 128;
   EXPECT_THROW(launch(*ctx, fn, deep), NotSupported);
   EXPECT_NO_THROW(ctx->synchronize());
 }
@@ -549,9 +576,9 @@ TEST(CudaRuntime, CachedLaunchOverheadAndWarmLoad) {
   Backend* be = gpu_backend();
   auto bx = be->allocate(4096);
   auto by = be->allocate(4096);
-  alloy_cuda_launch L = make_launch(1024, 1, 256, 1);
-  L.buffers[0] = bx->ptr;
-  L.buffers[1] = by->ptr;
+  ParamBlock L = make_launch(1024, 1, 256, 1);
+  L.set_buffer(0, bx->ptr);
+  L.set_buffer(1, by->ptr);
   // Host time per launch: batches shorter than the launch queue (so the GPU never throttles the
   // host), synchronized between batches; the median batch.
   auto per_launch_us = [&](const std::function<void()>& one) {
@@ -570,12 +597,12 @@ TEST(CudaRuntime, CachedLaunchOverheadAndWarmLoad) {
   };
   double us = per_launch_us([&] { launch(*ctx, fn, L); });
   // The driver's own cost, for comparison: what launch() adds on top is Alloy's overhead.
-  void* params[] = {&L};
+  void* params[] = {const_cast<void*>(L.bytes())};
   double raw_us = per_launch_us([&] {
-    ctx->driver().cuLaunchKernel(fn.handle, L.groups[0], 1, 1, L.threadgroup[0], 1, 1, 0,
+    ctx->driver().cuLaunchKernel(fn.handle, L.head.groups[0], 1, 1, L.head.threadgroup[0], 1, 1, 0,
                                  ctx->stream(), params, nullptr);
   });
-  // And with an 8-byte parameter instead of the ~1 KB alloy_cuda_launch.
+  // And with one 8-byte parameter instead of the 80-byte parameter block.
   KernelSource small;
   small.name = "small_params";
   small.source = "extern \"C\" __global__ void alloy_entry_0(float* y) { y[threadIdx.x] = 1.0f; }";
@@ -615,14 +642,10 @@ TEST(CudaRuntime, AsynchronousFaultNamesTheKernel) {
         Context* c = Context::get();
         KernelSource k;
         k.name = "faulting_kernel";
-        k.source = R"(#include "cuda/abi.h"
-extern "C" __global__ void alloy_entry_0(const alloy_cuda_launch L) {
-  ((volatile int*)0x10)[threadIdx.x] = 1;
-}
-)";
+        k.source = kFaultingSource;
         k.entries = {"alloy_entry_0"};
         auto m = load(*c, k);
-        alloy_cuda_launch L = make_launch(32, 1, 32, 1);
+        ParamBlock L = make_launch(32, 1, 32, 1);
         launch(*c, m->function(0), L);
         try {
           c->synchronize();

@@ -122,9 +122,10 @@ TEST(CudaTiered, QuickSourceOnlyForCoarsenedEntries) {
     const bool grid_ids = std::string(c.name) != "group_size";
     EXPECT_NE(
         full.source.find(
-            grid_ids ? "#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::cuda_grid_ids t{L};\n"
-                     : "#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::thread_ids t = "
-                       "::alloy_entry::cuda_ids_at(L, blockIdx.x, false);\n"),
+            grid_ids
+                ? "#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::cuda_grid_ids t{L.head()};\n"
+                : "#ifdef ALLOY_QUICK_ENTRY\n  const ::alloy_entry::thread_ids t = "
+                  "::alloy_entry::cuda_ids_at(L, blockIdx.x, false);\n"),
         std::string::npos)
         << full.source;
     EXPECT_EQ(full.source.find("#define ALLOY_ENTRY_GRID_IDS 1\n") != std::string::npos, grid_ids)

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "prelude/cuda/abi.h"
+
 namespace alloy::msl {
 namespace {
 
@@ -338,7 +340,7 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
       return fmt::format("::alloy_entry::cuda_block_buffer(L, {})", n);
     if (contains(opt.small_buffers, n))
       return fmt::format("::alloy_entry::cuda_small_buffer(L, {})", n);
-    return fmt::format("L.buffers[{}]", n);
+    return fmt::format("L.buffer({})", n);
   };
   std::string args;
   for (size_t j = 0; j < k.params.size(); ++j) {
@@ -350,10 +352,11 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
     }
     std::string mem = p.kind == ParamKind::buffer
                           ? buffer(p.index)
-                          : fmt::format("(alloy_dyn_smem + L.tg_param_offset[{}])", p.index);
+                          : fmt::format("(alloy_dyn_smem + L.tg_offset({}))", p.index);
     if (p.kind == ParamKind::buffer && opt.robust)
-      args += fmt::format("::alloy_entry::arg<{0}>(&{1}, {2}, L.buffer_bytes[{3}], {3}, (void*)&L)",
-                          j, k.function, mem, p.index);
+      args += fmt::format(
+          "::alloy_entry::arg<{0}>(&{1}, {2}, L.buffer_bytes({3}), {3}, (void*)L.oob())", j,
+          k.function, mem, p.index);
     else
       args += fmt::format("::alloy_entry::{}_arg{{{}}}", p.is_pointer ? "ptr" : "ref", mem);
   }
@@ -371,7 +374,7 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
     // (alloy_entry::cuda_grid_ids): NVVM compiles it faster than a filled thread_ids.
     std::string quick_ids =
         cuda_quick_grid_ids(k)
-            ? "const ::alloy_entry::cuda_grid_ids t{L};"
+            ? "const ::alloy_entry::cuda_grid_ids t{L.head()};"
             : "const ::alloy_entry::thread_ids t = ::alloy_entry::cuda_ids_at(L, blockIdx.x, "
               "false);";
     body = fmt::format(
@@ -393,7 +396,7 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
         "#pragma unroll 1\n"
         "  for (unsigned alloy_k = 0; alloy_k < {0}; ++alloy_k) {{\n"
         "    const unsigned alloy_gx = blockIdx.x + alloy_k * alloy_nb;\n"
-        "    if (alloy_gx >= L.groups[0]) break;\n"
+        "    if (alloy_gx >= L.head().groups[0]) break;\n"
         "    const ::alloy_entry::thread_ids t = ::alloy_entry::cuda_ids_at(L, alloy_gx, false);\n"
         "    if (t.outside_grid()) continue;\n"
         "    {1}({2});\n"
@@ -407,14 +410,18 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
         "  {}({});\n",
         k.function, args);
   }
+  // The parameter block sized to this entry (prelude/cuda/abi.h); k.cuda_block is what the host
+  // packs for it.
+  const KernelEntry::CudaBlock& blk = k.cuda_block;
   return fmt::format(
-      "extern \"C\" __global__ void {0}alloy_entry_{1}(const __grid_constant__ alloy_cuda_launch "
-      "L{2}) {{\n"
+      "extern \"C\" __global__ void {0}alloy_entry_{1}(const __grid_constant__ "
+      "alloy_cuda_params<{4}u, {5}u, {6}, {7}u> L{2}) {{\n"
       "  extern __shared__ __align__(16) unsigned char alloy_dyn_smem[];\n"
       "  (void)alloy_dyn_smem;\n"
       "{3}"
       "}}\n",
-      bounds, i, params, body);
+      bounds, i, params, body, blk.buffers, blk.tg_params, blk.robust ? "true" : "false",
+      blk.inline_bytes);
 }
 
 // The prelude's 512-bit vector preference (cpu/target.h) is set again after its headers: a
@@ -442,6 +449,21 @@ bool cuda_quick_grid_ids(const KernelEntry& k) {
         p.attribute != "threadgroup_position_in_grid")
       return false;
   return true;
+}
+
+KernelEntry::CudaBlock cuda_block_of(const KernelEntry& k, const TranslateOptions& opt) {
+  KernelEntry::CudaBlock b;
+  b.robust = opt.robust;
+  for (const auto& p : k.params) {
+    if (p.kind == ParamKind::buffer) {
+      b.buffers = std::max<uint32_t>(b.buffers, static_cast<uint32_t>(p.index) + 1);
+      if (contains(opt.small_buffers, p.index) || contains(opt.block_buffers, p.index))
+        b.inline_bytes = ALLOY_CUDA_INLINE_BYTES;
+    } else if (p.kind == ParamKind::threadgroup) {
+      b.tg_params = std::max<uint32_t>(b.tg_params, static_cast<uint32_t>(p.index) + 1);
+    }
+  }
+  return b;
 }
 
 const TargetTraits& target_traits(Target t) {

@@ -30,4 +30,7 @@ const TargetTraits& target_traits(Target t);
 /// ALLOY_ENTRY_GRID_IDS, and its quick compile leaves out alloy_entry::thread_ids.
 bool cuda_quick_grid_ids(const KernelEntry& k);
 
+/// The parameter block of CUDA entry `k` translated with `opt` (KernelEntry::cuda_block).
+KernelEntry::CudaBlock cuda_block_of(const KernelEntry& k, const TranslateOptions& opt);
+
 }  // namespace alloy::msl

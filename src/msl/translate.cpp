@@ -1588,7 +1588,9 @@ class Translator {
   // CUDA entries of kernels whose buffers never alias (TranslateOptions::distinct_buffers) take
   // them as restrict parameters; those whose threads share nothing run 4 groups per block.
   void plan_cuda_entry(KernelEntry& k) const {
-    if (opt_.target != Target::cuda || !opt_.distinct_buffers || opt_.robust) return;
+    if (opt_.target != Target::cuda) return;
+    k.cuda_block = cuda_block_of(k, opt_);
+    if (!opt_.distinct_buffers || opt_.robust) return;
     bool shares = out_.uses_sync || tg_slot_ > 0;
     for (auto& p : k.params) {
       if (p.kind == ParamKind::threadgroup) shares = true;

@@ -3,6 +3,7 @@
 // directive ties the output back to the Metal source for compiler diagnostics). Target
 // differences come from one table per target (msl/target.cpp).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,17 @@ struct KernelEntry {
   // parameters, in order, and threadgroups run per block along x (1: one).
   std::vector<int> param_buffers = {};
   int coarsen = 1;
+  // CUDA entries: the shape of the entry's parameter block, the arguments of
+  // alloy_cuda_layout (prelude/cuda/abi.h): buffer-table entries (highest [[buffer(n)]] + 1),
+  // [[threadgroup(n)]] offsets (highest n + 1), robust fields, inline bytes
+  // (ALLOY_CUDA_INLINE_BYTES when the entry reads a small or block buffer, else 0). The entry
+  // declares it and the host packs it (CompileEntry).
+  struct CudaBlock {
+    uint32_t buffers = 0;
+    uint32_t tg_params = 0;
+    bool robust = false;
+    uint32_t inline_bytes = 0;
+  } cuda_block = {};
   // CPU: the translation uses barriers or simd functions, so its groups run as fibers
   // (alloy_thread_<i>) and alloy_group_<i> is a stub that is never called.
   bool fibers = false;

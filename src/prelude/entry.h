@@ -601,20 +601,22 @@ ALLOY_FN void cpu_region_v(alloy_split::state& s, const unsigned char* m, C&& fa
 #endif
 
 #if defined(ALLOY_TARGET_CUDA) && defined(ALLOY_ENTRY_THREAD_IDS)
-__device__ __forceinline__ thread_ids cuda_ids(const alloy_cuda_launch& L) {
+template <class P>
+__device__ __forceinline__ thread_ids cuda_ids(const P& L) {
+  const alloy_cuda_head& h = L.head();
   thread_ids t;
   const u32 b[3] = {blockIdx.x, blockIdx.y, blockIdx.z};
   const u32 l[3] = {threadIdx.x, threadIdx.y, threadIdx.z};
-  // The launch makes blockDim = L.threadgroup and gridDim = L.groups; the special registers are
+  // The launch makes blockDim = h.threadgroup and gridDim = h.groups; the special registers are
   // cheaper than parameter loads.
   const u32 bd[3] = {blockDim.x, blockDim.y, blockDim.z};
   const u32 gd[3] = {gridDim.x, gridDim.y, gridDim.z};
   for (int d = 0; d < 3; ++d) {
-    t.grid[d] = L.grid[d];
+    t.grid[d] = h.grid[d];
     t.tg[d] = bd[d];
     t.groups[d] = gd[d];
     t.gpos[d] = b[d];
-    u32 left = L.grid[d] - b[d] * bd[d];
+    u32 left = h.grid[d] - b[d] * bd[d];
     t.gsize[d] = left < bd[d] ? left : bd[d];
     t.local[d] = l[d];
   }
@@ -644,20 +646,22 @@ __device__ __forceinline__ thread_ids cuda_ids(const alloy_cuda_launch& L) {
 
 // Coarsened entries (abi.h): the ids of this thread in threadgroup (gx, blockIdx.y, blockIdx.z).
 // `full`: the caller knows the group is whole (no partial sizes to compute).
-__device__ __forceinline__ thread_ids cuda_ids_at(const alloy_cuda_launch& L, u32 gx, bool full) {
+template <class P>
+__device__ __forceinline__ thread_ids cuda_ids_at(const P& L, u32 gx, bool full) {
+  const alloy_cuda_head& h = L.head();
   thread_ids t;
   const u32 b[3] = {gx, blockIdx.y, blockIdx.z};
   const u32 l[3] = {threadIdx.x, threadIdx.y, threadIdx.z};
   const u32 bd[3] = {blockDim.x, blockDim.y, blockDim.z};
   for (int d = 0; d < 3; ++d) {
-    t.grid[d] = L.grid[d];
+    t.grid[d] = h.grid[d];
     t.tg[d] = bd[d];
-    t.groups[d] = L.groups[d];
+    t.groups[d] = h.groups[d];
     t.gpos[d] = b[d];
     if (full) {
       t.gsize[d] = bd[d];
     } else {
-      u32 left = L.grid[d] - b[d] * bd[d];
+      u32 left = h.grid[d] - b[d] * bd[d];
       t.gsize[d] = left < bd[d] ? left : bd[d];
     }
     t.local[d] = l[d];
@@ -673,7 +677,7 @@ __device__ __forceinline__ thread_ids cuda_ids_at(const alloy_cuda_launch& L, u3
 // attributes that need no group-size arithmetic (msl/target.cpp): what cuda_ids_at(L,
 // blockIdx.x, false) gives for them, with no thread_ids to fill (NVVM's time on a small kernel).
 struct cuda_grid_ids {
-  const alloy_cuda_launch& L;
+  const alloy_cuda_head& L;
   __device__ __forceinline__ attr thread_position_in_grid() const {
     return {blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y,
             blockIdx.z * blockDim.z + threadIdx.z};
@@ -698,26 +702,28 @@ struct cuda_grid_ids {
 #if defined(ALLOY_TARGET_CUDA) && defined(ALLOY_ENTRY_THREAD_IDS)
 // True when all `k` groups this block runs (blockIdx.x + j * gridDim.x, j < k) are whole: then
 // no thread is past the grid and the entry needs no per-thread checks.
-__device__ __forceinline__ bool cuda_groups_whole(const alloy_cuda_launch& L, u32 k) {
-  return blockIdx.x + (k - 1) * gridDim.x < L.full_groups[0] && blockIdx.y < L.full_groups[1] &&
-         blockIdx.z < L.full_groups[2];
+template <class P>
+__device__ __forceinline__ bool cuda_groups_whole(const P& L, u32 k) {
+  const alloy_cuda_head& h = L.head();
+  return blockIdx.x + (k - 1) * gridDim.x < h.full_groups[0] && blockIdx.y < h.full_groups[1] &&
+         blockIdx.z < h.full_groups[2];
 }
 #endif  // ALLOY_ENTRY_THREAD_IDS
 
 #if defined(ALLOY_TARGET_CUDA)
 // [[buffer(n)]] always in the parameter block: the compiler sees a parameter-space address and
 // reads it with parameter (constant-bank) loads.
-__device__ __forceinline__ void* cuda_block_buffer(const alloy_cuda_launch& L, u32 n) {
-  return const_cast<unsigned char*>(L.inline_data) +
-         reinterpret_cast<unsigned long long>(L.buffers[n]);
+template <class P>
+__device__ __forceinline__ void* cuda_block_buffer(const P& L, u32 n) {
+  return L.inline_data() + reinterpret_cast<unsigned long long>(L.buffer(n));
 }
 
 // [[buffer(n)]] of a small parameter buffer: in the parameter block or in device memory.
-__device__ __forceinline__ void* cuda_small_buffer(const alloy_cuda_launch& L, u32 n) {
-  if ((L.inline_mask >> n) & 1ull)
-    return const_cast<unsigned char*>(L.inline_data) +
-           reinterpret_cast<unsigned long long>(L.buffers[n]);
-  return L.buffers[n];
+template <class P>
+__device__ __forceinline__ void* cuda_small_buffer(const P& L, u32 n) {
+  if ((L.head().inline_mask >> n) & 1ull)
+    return L.inline_data() + reinterpret_cast<unsigned long long>(L.buffer(n));
+  return L.buffer(n);
 }
 #endif
 

@@ -10,10 +10,10 @@ namespace alloy_robust {
 /// Reports one out-of-range access; `ctx` is the launch context the entry gave the pointer.
 ALLOY_FN void report(void* ctx, unsigned buffer, long long index) {
 #if defined(ALLOY_TARGET_CUDA)
-  auto* L = static_cast<const alloy_cuda_launch*>(ctx);
-  if (!L || !L->oob_count) return;
-  unsigned i = atomicAdd(L->oob_count, 1u);
-  if (i < L->oob_capacity) {
+  auto* L = static_cast<const alloy_cuda_oob_log*>(ctx);
+  if (!L || !L->count) return;
+  unsigned i = atomicAdd(L->count, 1u);
+  if (i < L->capacity) {
     alloy_cuda_oob_record r;
     r.buffer = buffer;
     r.is_write = 2;  // unknown: a reference does not tell reads from writes
@@ -22,7 +22,7 @@ ALLOY_FN void report(void* ctx, unsigned buffer, long long index) {
     r.thread[1] = blockIdx.y * blockDim.y + threadIdx.y;
     r.thread[2] = blockIdx.z * blockDim.z + threadIdx.z;
     r.pad_ = 0;
-    L->oob_records[i] = r;
+    L->records[i] = r;
   }
 #else
   auto* g = static_cast<alloy_cpu_group*>(ctx);

@@ -115,6 +115,7 @@ struct LaunchFunction {
   LoadedModule* owner = nullptr;
   std::vector<int> param_buffers;
   uint32_t coarsen = 1;
+  alloy_cuda_param_layout block{};  // the entry's parameter block (prelude/cuda/abi.h)
 };
 
 /// A compiled translation: loaded on the GPU that compiled it, and on another GPU the first time
@@ -135,11 +136,6 @@ struct LoadedModule {
     return m->function(f.entry);
   }
 };
-
-// Parameters in the launch block start on 16-byte boundaries (the widest element is 8 bytes).
-size_t block_align(size_t n) {
-  return (n + 15) / 16 * 16;
-}
 
 class CudaBackend final : public Backend {
  public:
@@ -286,6 +282,7 @@ class CudaBackend final : public Backend {
       f.owner = m.get();
       f.param_buffers = r.entries[i].param_buffers;
       f.coarsen = static_cast<uint32_t>(std::max(1, r.entries[i].coarsen));
+      f.block = param_layout(r.entries[i]);
       out.functions.push_back(&f);
     }
     if (quick) {
@@ -318,91 +315,43 @@ class CudaBackend final : public Backend {
 
   void launch(const LaunchDesc& d) override {
     const auto& f = *static_cast<const LaunchFunction*>(d.function);
-    if (d.num_args > ALLOY_CUDA_MAX_BUFFERS)
-      throw std::invalid_argument(
-          fmt::format("kernel '{}' has {} buffers; at most {} are supported on the GPU", d.label,
-                      d.num_args, ALLOY_CUDA_MAX_BUFFERS));
-    alloy_cuda_launch L;
-    // Everything after the buffer tables, and the tables' entries this launch binds; the
-    // parameter block's payload is written below as far as it is used. (Entries past
-    // num_buffers are never read.)
-    std::memset(&L.grid, 0,
-                offsetof(alloy_cuda_launch, inline_data) - offsetof(alloy_cuda_launch, grid));
-    std::memset(L.buffers, 0, d.num_args * sizeof L.buffers[0]);
-    L.num_buffers = d.num_args;
-    // Host bytes travel in the launch's parameter block (cuda_block_buffer / cuda_small_buffer in
-    // prelude/entry.h), `block` ones first; `bytes` ones that do not fit, in one device buffer.
-    size_t inline_used = 0, spill_bytes = 0;
-    uint64_t spilled = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      auto kind = pass == 0 ? LaunchArg::Kind::block : LaunchArg::Kind::bytes;
-      for (uint32_t i = 0; i < d.num_args; ++i) {
-        const LaunchArg& a = d.args[i];
-        if (a.kind != kind) continue;
-        size_t off = block_align(inline_used);
-        if (off + a.nbytes <= ALLOY_CUDA_INLINE_BYTES) {
-          if (a.nbytes) std::memcpy(L.inline_data + off, a.data, a.nbytes);
-          inline_used = off + a.nbytes;
-          L.inline_mask |= 1ull << i;
-          L.buffers[i] = reinterpret_cast<void*>(off);
-        } else if (kind == LaunchArg::Kind::block) {
-          throw Error(d.label, fmt::format("[launch] kernel '{}': parameter block overflow ({} "
-                                           "bytes at buffer({}), {} available)",
-                                           d.label, a.nbytes, i, ALLOY_CUDA_INLINE_BYTES));
-        } else {
-          spilled |= 1ull << i;
-          spill_bytes = block_align(spill_bytes) + a.nbytes;
-        }
-      }
-    }
-    for (uint32_t i = 0; i < d.num_args; ++i) {
-      L.buffer_bytes[i] = d.args[i].nbytes;
-      if (d.args[i].kind == LaunchArg::Kind::memory)
-        L.buffers[i] = const_cast<void*>(d.args[i].data);
-    }
+    // The parameter block as the entry declares it; pack() is the one binder (launch.h).
+    ParamBlock P(f.block);
+    const Packed packed = pack(d, P);
     // The spill buffer may be released once the launch is enqueued: the allocator frees
     // stream-ordered, so its memory is reused only by work enqueued later.
     std::shared_ptr<Buffer> spill;
-    if (spilled) {
+    if (packed.spilled) {
       graph_recording::reject("a launch whose arguments spill to device memory");
-      std::vector<unsigned char> packed(spill_bytes);
-      std::vector<size_t> offsets(d.num_args, 0);
+      std::vector<unsigned char> bytes(packed.spill_bytes);
+      std::vector<size_t> offsets(P.head.num_buffers, 0);
       size_t off = 0;
-      for (uint32_t i = 0; i < d.num_args; ++i) {
-        if (!((spilled >> i) & 1)) continue;
+      for (uint32_t i = 0; i < P.head.num_buffers; ++i) {
+        if (!((packed.spilled >> i) & 1)) continue;
         off = block_align(off);
         offsets[i] = off;
-        std::memcpy(packed.data() + off, d.args[i].data, d.args[i].nbytes);
+        std::memcpy(bytes.data() + off, d.args[i].data, d.args[i].nbytes);
         off += d.args[i].nbytes;
       }
-      spill = allocate(packed.size());
-      copy_to_device(spill->ptr, packed.data(), packed.size());
-      for (uint32_t i = 0; i < d.num_args; ++i)
-        if ((spilled >> i) & 1) L.buffers[i] = static_cast<char*>(spill->ptr) + offsets[i];
+      spill = allocate(bytes.size());
+      copy_to_device(spill->ptr, bytes.data(), bytes.size());
+      for (uint32_t i = 0; i < P.head.num_buffers; ++i)
+        if ((packed.spilled >> i) & 1) P.set_buffer(i, static_cast<char*>(spill->ptr) + offsets[i]);
     }
-    uint64_t smem = 0;
-    for (int n = 0; n < 8; ++n) {
-      if (!d.tg_param_bytes[n]) continue;
-      L.tg_param_offset[n] = smem;
-      L.tg_param_bytes[n] = d.tg_param_bytes[n];
-      smem += block_align(d.tg_param_bytes[n]);
-    }
-    for (int k = 0; k < 3; ++k) {
-      L.grid[k] = d.grid[k];
-      L.threadgroup[k] = d.threadgroup[k];
-    }
-    // Robust mode: the kernel appends out-of-range records to a small device log.
+    // Robust mode: the kernel appends out-of-range records to a small device log (an entry
+    // compiled without robust mode has no room for it in its block, and reports nothing).
     constexpr unsigned kOobCapacity = 64;
     std::shared_ptr<Buffer> log;
-    if (d.oob) {
-      graph_recording::reject("a robust-mode launch");
+    alloy_cuda_oob_log oob{};
+    if (d.oob) graph_recording::reject("a robust-mode launch");
+    if (d.oob && f.block.robust) {
       log = allocate(16 + kOobCapacity * sizeof(alloy_cuda_oob_record));
       fill(log->ptr, 16, 0, 4);
-      L.oob_count = static_cast<unsigned*>(log->ptr);
-      L.oob_records = reinterpret_cast<alloy_cuda_oob_record*>(static_cast<char*>(log->ptr) + 16);
-      L.oob_capacity = kOobCapacity;
+      oob.count = static_cast<unsigned*>(log->ptr);
+      oob.records = reinterpret_cast<alloy_cuda_oob_record*>(static_cast<char*>(log->ptr) + 16);
+      oob.capacity = kOobCapacity;
     }
-    set_groups(L);
+    if (f.block.robust) P.set_oob(oob);
     EntryLayout layout;
     layout.param_buffers = f.param_buffers.data();
     layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
@@ -412,13 +361,14 @@ class CudaBackend final : public Backend {
     // The quick first compile's entries run one group per block (tiered.h); the full code,
     // loaded meanwhile or not, its coarsened layout: the layout follows the function launched.
     layout.coarsen = fn.one_group_per_block ? 1u : f.coarsen;
-    cuda::launch(ctx_, fn, L, static_cast<uint32_t>(smem), d.label, layout);
-    if (d.oob) {
+    cuda::launch(ctx_, fn, P, packed.shared_bytes, d.label, layout);
+    if (d.oob && d.oob_total) *d.oob_total = 0;
+    if (log) {
       unsigned count = 0;
       copy_to_host(&count, log->ptr, 4);
       if (d.oob_total) *d.oob_total = count;
       std::vector<alloy_cuda_oob_record> recs(std::min(count, kOobCapacity));
-      if (!recs.empty()) copy_to_host(recs.data(), L.oob_records, recs.size() * sizeof(recs[0]));
+      if (!recs.empty()) copy_to_host(recs.data(), oob.records, recs.size() * sizeof(recs[0]));
       for (auto& r : recs)
         d.oob->push_back({r.buffer, r.index, {r.thread[0], r.thread[1], r.thread[2]}});
     }

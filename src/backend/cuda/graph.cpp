@@ -19,7 +19,7 @@ struct Recorded {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned shared_bytes = 0;
-  std::unique_ptr<alloy_cuda_launch> L;  // large (the parameter block): on the heap
+  std::unique_ptr<ParamBlock> L;  // large (the parameter block's capacity): on the heap
   std::vector<int> param_buffers;
   std::string label;
 };
@@ -36,15 +36,16 @@ thread_local Recording* t_recording = nullptr;
 
 // The kernel parameters of one node: L, then the entry's buffer parameters (pointers into L).
 struct NodeParams {
-  std::unique_ptr<alloy_cuda_launch> L;
+  std::unique_ptr<ParamBlock> L;
   std::vector<int> param_buffers;
   std::vector<void*> params;
   KernelNodeParams node;
 
   void point_params() {
     params.assign(1 + param_buffers.size(), nullptr);
-    params[0] = L.get();
-    for (size_t i = 0; i < param_buffers.size(); ++i) params[1 + i] = &L->buffers[param_buffers[i]];
+    params[0] = const_cast<void*>(L->bytes());
+    for (size_t i = 0; i < param_buffers.size(); ++i)
+      params[1 + i] = const_cast<void*>(L->buffer_slot(static_cast<uint32_t>(param_buffers[i])));
     node.kernel_params = params.data();
   }
 };
@@ -116,8 +117,8 @@ class CudaLaunchGraph final : public LaunchGraph {
         for (; i < sites_.size() && sites_[i].launch == n; ++i) {
           const PatchSite& s = sites_[i];
           void* p = static_cast<char*>(const_cast<void*>(ptrs[s.external])) + s.offset;
-          if (nodes_[n].L->buffers[s.buffer] != p) {
-            nodes_[n].L->buffers[s.buffer] = p;
+          if (nodes_[n].L->buffer(s.buffer) != p) {
+            nodes_[n].L->set_buffer(s.buffer, p);
             changed = true;
           }
         }
@@ -161,7 +162,7 @@ class CudaLaunchGraph final : public LaunchGraph {
 
 }  // namespace
 
-std::vector<PatchSite> find_patch_sites(const std::vector<const alloy_cuda_launch*>& launches,
+std::vector<PatchSite> find_patch_sites(const std::vector<const ParamBlock*>& launches,
                                         const std::vector<ExternalRange>& external) {
   // Sorted by start, to find a pointer's range by binary search and check for overlaps.
   std::vector<uint32_t> order(external.size());
@@ -177,10 +178,11 @@ std::vector<PatchSite> find_patch_sites(const std::vector<const alloy_cuda_launc
   }
   std::vector<PatchSite> sites;
   for (uint32_t n = 0; n < launches.size(); ++n) {
-    const alloy_cuda_launch& L = *launches[n];
-    for (uint32_t b = 0; b < L.num_buffers && b < ALLOY_CUDA_MAX_BUFFERS; ++b) {
-      if ((L.inline_mask >> b) & 1) continue;
-      auto p = reinterpret_cast<uintptr_t>(L.buffers[b]);
+    const ParamBlock& L = *launches[n];
+    const uint32_t nb = std::min(L.head.num_buffers, L.layout.num_buffers);
+    for (uint32_t b = 0; b < nb; ++b) {
+      if ((L.head.inline_mask >> b) & 1) continue;
+      auto p = reinterpret_cast<uintptr_t>(L.buffer(b));
       if (!p) continue;
       // The last range starting at or before p.
       auto it = std::upper_bound(order.begin(), order.end(), p,
@@ -205,7 +207,7 @@ void reject(const char* why) {
 }  // namespace graph_recording
 
 void record_launch(const Function& fn, const unsigned grid_dims[3], const unsigned block_dims[3],
-                   unsigned shared_bytes, CUstream stream, const alloy_cuda_launch& L,
+                   unsigned shared_bytes, CUstream stream, const ParamBlock& P,
                    const int* param_buffers, uint32_t num_param_buffers, const char* label) {
   Recording* r = t_recording;
   if (!r || !r->rejected.empty()) return;
@@ -220,7 +222,7 @@ void record_launch(const Function& fn, const unsigned grid_dims[3], const unsign
   std::copy(grid_dims, grid_dims + 3, rec.grid);
   std::copy(block_dims, block_dims + 3, rec.block);
   rec.shared_bytes = shared_bytes;
-  rec.L = std::make_unique<alloy_cuda_launch>(L);
+  rec.L = std::make_unique<ParamBlock>(P);
   rec.param_buffers.assign(param_buffers, param_buffers + num_param_buffers);
   rec.label = label ? label : fn.kernel;
   r->launches.push_back(std::move(rec));
@@ -249,7 +251,7 @@ std::unique_ptr<LaunchGraph> end_graph_recording(Context& ctx,
   if (!r) return fail("no recording was active");
   if (!r->rejected.empty()) return fail(r->rejected);
   if (r->launches.empty()) return fail("nothing was launched");
-  std::vector<const alloy_cuda_launch*> ls;
+  std::vector<const ParamBlock*> ls;
   for (auto& l : r->launches) ls.push_back(l.L.get());
   std::vector<PatchSite> sites;
   try {

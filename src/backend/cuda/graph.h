@@ -2,7 +2,8 @@
 //
 // Recording, not stream capture: while a thread records, every kernel it launches through
 // cuda::launch still runs as usual and is also remembered (function, dimensions, its parameter
-// block L and which of L's buffers it also takes as entry parameters); every buffer the backend
+// block (a ParamBlock, sized to the entry) and which of its buffers it also takes as entry
+// parameters); every buffer the backend
 // allocates meanwhile is kept alive by the recording. Any other work enqueued meanwhile (copies,
 // fills, cuBLAS, the strided-copy kernel, host synchronizations, events, robust-mode launches,
 // launches with spilled arguments, launches on another stream) marks the recording unusable with
@@ -10,7 +11,7 @@
 // cuGraphAddKernelNode: the driver copies the parameters into the graph), whose intermediate
 // buffers are the kept allocations (their addresses never change while the graph lives).
 // Buffers that change from call to call (the compiled function's inputs and outputs: the
-// "external" ranges) are found in each node's L.buffers; a later launch rewrites those
+// "external" ranges) are found in each node's buffer table; a later launch rewrites those
 // parameters with cuGraphExecKernelNodeSetParams, only for nodes whose pointers differ from the
 // previous launch's, then enqueues the graph with cuGraphLaunch.
 #pragma once
@@ -21,8 +22,8 @@
 #include <vector>
 
 #include "backend/cuda/driver.h"
+#include "backend/cuda/launch.h"
 #include "core/backend.h"
-#include "prelude/cuda/abi.h"
 
 namespace alloy::cuda {
 
@@ -33,16 +34,16 @@ struct Function;
 /// new_base[external] + offset at replay.
 struct PatchSite {
   uint32_t launch = 0;  // index of the recorded launch
-  uint32_t buffer = 0;  // L.buffers index
+  uint32_t buffer = 0;  // buffer-table index
   uint32_t external = 0;
   uint64_t offset = 0;  // bytes from the range's start
 };
 
-/// The pointers of the recorded launches' L.buffers (index = launch, then buffer; inline
-/// buffers (L.inline_mask) hold no pointer and are skipped) that fall in one of `external`
+/// The pointers of the recorded launches' buffer tables (index = launch, then buffer; inline
+/// buffers (head.inline_mask) hold no pointer and are skipped) that fall in one of `external`
 /// (start, bytes) ranges. Throws std::invalid_argument when two external ranges overlap (the
 /// recording could not tell which one a pointer belongs to).
-std::vector<PatchSite> find_patch_sites(const std::vector<const alloy_cuda_launch*>& launches,
+std::vector<PatchSite> find_patch_sites(const std::vector<const ParamBlock*>& launches,
                                         const std::vector<ExternalRange>& external);
 
 /// Graph recording of the calling thread (see the header comment).
@@ -55,7 +56,7 @@ void reject(const char* why);
 
 /// Called by cuda::launch after a successful cuLaunchKernel.
 void record_launch(const Function& fn, const unsigned grid_dims[3], const unsigned block_dims[3],
-                   unsigned shared_bytes, CUstream stream, const alloy_cuda_launch& L,
+                   unsigned shared_bytes, CUstream stream, const ParamBlock& P,
                    const int* param_buffers, uint32_t num_param_buffers, const char* label);
 
 /// Called by the backend's allocate(): the recording keeps `buffer` alive.

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 
 #include "alloy/errors.h"
 #include "backend/cuda/graph.h"
+#include "core/backend.h"
 
 namespace alloy::cuda {
 namespace {
@@ -21,7 +23,7 @@ constexpr int kDefaultSharedLimit = 48 * 1024;
       fn.max_threads, name));
 }
 
-[[noreturn]] void bad_shape(const Function& fn, const alloy_cuda_launch& L, const Context& ctx,
+[[noreturn]] void bad_shape(const Function& fn, const alloy_cuda_head& L, const Context& ctx,
                             const std::string& name) {
   const DeviceInfo& info = ctx.info();
   for (int i = 0; i < 3; ++i) {
@@ -70,16 +72,75 @@ void configure_shared(Context& ctx, const Function& fn, uint32_t bytes, const ch
 
 }  // namespace
 
-void set_groups(alloy_cuda_launch& L) {
-  for (int d = 0; d < 3; ++d) {
-    uint32_t tg = L.threadgroup[d] ? L.threadgroup[d] : 1;
-    L.groups[d] = L.grid[d] / tg + (L.grid[d] % tg != 0);
-    L.full_groups[d] = L.grid[d] / tg;
-  }
+alloy_cuda_param_layout param_layout(const CompileEntry& e) {
+  return alloy_cuda_layout(e.block_buffers, e.block_tg_params, e.block_robust,
+                           e.block_inline_bytes);
 }
 
-void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
-            uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout) {
+Packed pack(const LaunchDesc& d, ParamBlock& P) {
+  if (d.num_args > ALLOY_CUDA_MAX_BUFFERS)
+    throw std::invalid_argument(
+        fmt::format("kernel '{}' has {} buffers; at most {} are supported on the GPU", d.label,
+                    d.num_args, ALLOY_CUDA_MAX_BUFFERS));
+  const alloy_cuda_param_layout& l = P.layout;
+  alloy_cuda_head& h = P.head;
+  const uint32_t n = std::min(d.num_args, l.num_buffers);
+  h.num_buffers = n;
+  for (int k = 0; k < 3; ++k) {
+    h.grid[k] = d.grid[k];
+    h.threadgroup[k] = d.threadgroup[k];
+  }
+  set_groups(h);
+  Packed out;
+  // Memory pointers and (robust blocks) sizes, then host bytes into the inline data
+  // (cuda_block_buffer / cuda_small_buffer in prelude/entry.h): `block` ones first, then `bytes`
+  // ones; those that do not fit are left to the caller (device memory).
+  bool host_bytes = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    const LaunchArg& a = d.args[i];
+    if (l.robust) P.set_buffer_bytes(i, a.nbytes);
+    if (a.kind == LaunchArg::Kind::memory)
+      P.set_buffer(i, a.data);
+    else
+      host_bytes = true;
+  }
+  size_t inline_used = 0;
+  for (int pass = 0; host_bytes && pass < 2; ++pass) {
+    auto kind = pass == 0 ? LaunchArg::Kind::block : LaunchArg::Kind::bytes;
+    for (uint32_t i = 0; i < n; ++i) {
+      const LaunchArg& a = d.args[i];
+      if (a.kind != kind) continue;
+      size_t off = block_align(inline_used);
+      if (off + a.nbytes <= l.inline_bytes) {
+        if (a.nbytes) std::memcpy(P.inline_data() + off, a.data, a.nbytes);
+        inline_used = off + a.nbytes;
+        h.inline_mask |= 1ull << i;
+        P.set_buffer(i, reinterpret_cast<const void*>(off));
+      } else if (kind == LaunchArg::Kind::block) {
+        throw Error(d.label, fmt::format("[launch] kernel '{}': parameter block overflow ({} "
+                                         "bytes at buffer({}), {} available)",
+                                         d.label, a.nbytes, i, l.inline_bytes));
+      } else {
+        out.spilled |= 1ull << i;
+        out.spill_bytes = block_align(out.spill_bytes) + a.nbytes;
+      }
+    }
+  }
+  // Threadgroup parameters in dynamic shared memory, in index order; one the entry does not
+  // declare still takes its room (the caller asked for it).
+  uint64_t smem = 0;
+  for (uint32_t k = 0; k < ALLOY_CUDA_MAX_TG_PARAMS; ++k) {
+    if (!d.tg_param_bytes[k]) continue;
+    if (k < l.num_tg) P.set_tg_offset(k, smem);
+    smem += block_align(d.tg_param_bytes[k]);
+  }
+  out.shared_bytes = static_cast<uint32_t>(smem);
+  return out;
+}
+
+void launch(Context& ctx, const Function& fn, const ParamBlock& P, uint32_t dynamic_shared_bytes,
+            const char* label, const EntryLayout& layout) {
+  const alloy_cuda_head& L = P.head;
   const char* name = label ? label : fn.kernel.c_str();
   // Metal: a dispatch with no threads runs nothing and is no error.
   if (L.groups[0] == 0 || L.groups[1] == 0 || L.groups[2] == 0) return;
@@ -105,10 +166,11 @@ void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
     configure_shared(ctx, fn, dynamic_shared_bytes, name);
   }
   void* params[1 + ALLOY_CUDA_MAX_BUFFERS];
-  params[0] = const_cast<alloy_cuda_launch*>(&L);
+  params[0] = const_cast<void*>(P.bytes());
   uint32_t np = std::min<uint32_t>(layout.num_param_buffers, ALLOY_CUDA_MAX_BUFFERS);
   for (uint32_t i = 0; i < np; ++i)
-    params[1 + i] = const_cast<void**>(&L.buffers[layout.param_buffers[i]]);
+    params[1 + i] =
+        const_cast<void*>(P.buffer_slot(static_cast<uint32_t>(layout.param_buffers[i])));
   // Several groups per block only when the grid stays a few waves deep: coarsening a small grid
   // would leave multiprocessors idle.
   uint32_t blocks_x = L.groups[0];
@@ -126,7 +188,7 @@ void launch(Context& ctx, const Function& fn, const alloy_cuda_launch& L,
   if (graph_recording::active()) {
     const unsigned grid_dims[3] = {blocks_x, L.groups[1], L.groups[2]};
     const unsigned block_dims[3] = {L.threadgroup[0], L.threadgroup[1], L.threadgroup[2]};
-    record_launch(fn, grid_dims, block_dims, dynamic_shared_bytes, ctx.stream(), L,
+    record_launch(fn, grid_dims, block_dims, dynamic_shared_bytes, ctx.stream(), P,
                   layout.param_buffers, np, name);
   }
 }
