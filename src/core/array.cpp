@@ -27,6 +27,7 @@
 #include "core/host_allocator.h"
 #include "core/primitives.h"
 #include "core/scheduler.h"
+#include "core/thread_cache.h"
 
 namespace alloy {
 
@@ -199,43 +200,23 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
 
 namespace node_pool {
 namespace {
-// Output nodes of pending ops, recycled per thread: a node dropped on a thread goes to that
-// thread's pool with its shape and strides storage, and the thread's next pending output takes
-// it (2 heap allocations fewer per kernel call: the node and its two vectors were 3; the control
-// block of its reference count is the 1 left). No lock and no atomic: each pool is its thread's
-// alone (a fork() copies the calling thread's, which only that thread used). The pool frees its
-// nodes at the thread's exit; a node dropped after that (static destruction) is deleted.
-enum State : unsigned char { unused, alive, gone };
-thread_local constinit State t_state = unused;
-struct Pool {
-  std::vector<ArrayNode*> nodes;
-  Pool() {
-    nodes.reserve(kCapacity);  // recycle() never allocates (it runs in a deleter)
-    t_state = alive;
-  }
-  ~Pool() {
-    t_state = gone;
-    for (ArrayNode* n : nodes) delete n;
-  }
-};
-thread_local Pool t_pool;
-
-Pool* pool() {
-  if (t_state == gone) return nullptr;
-  return &t_pool;  // constructs it on the thread's first use
+// Output nodes of pending ops, recycled per thread (core/thread_cache.h): a node dropped on a
+// thread goes to that thread's cache with its shape and strides storage, and the thread's next
+// pending output takes it (2 heap allocations fewer per kernel call: the node and its two vectors
+// were 3; the control block of its reference count is the 1 left). The cache deletes its nodes
+// at the thread's exit; a node dropped after that (static destruction) is deleted.
+void release(ArrayNode* n) noexcept {
+  delete n;
 }
+using Spare = ThreadCache<ArrayNode, 1, kCapacity, release>;
 
 // The deleter of pooled nodes: what the node holds is released first (that may drop other
-// nodes, recycled in turn), then the node goes to the pool, or is deleted when it is full.
+// nodes, recycled in turn), then the node goes to the cache, or is deleted when it is full.
 struct Recycle {
   void operator()(ArrayNode* n) const noexcept {
     n->buffer.reset();
     n->pending.reset();
-    Pool* p = t_state == alive ? &t_pool : nullptr;
-    if (p && p->nodes.size() < kCapacity)
-      p->nodes.push_back(n);
-    else
-      delete n;
+    if (!Spare::give(0, n)) delete n;
   }
 };
 }  // namespace
@@ -243,21 +224,17 @@ struct Recycle {
 // A node for a pending output (buffer and pending null, offset 0); the caller sets every other
 // field. Its storage is a recycled node's when the thread has one.
 std::shared_ptr<ArrayNode> make() {
-  ArrayNode* n = nullptr;
-  if (Pool* p = pool(); p && !p->nodes.empty()) {
-    n = p->nodes.back();
-    p->nodes.pop_back();
+  ArrayNode* n = Spare::take(0);
+  if (n)
     n->offset = 0;
-  } else {
+  else
     n = new ArrayNode;
-  }
   // The reference-count block from the thread's block pool (on bad_alloc the deleter takes n).
   return std::shared_ptr<ArrayNode>(n, Recycle{}, block_pool::Allocator<ArrayNode>{});
 }
 
 size_t pooled() {
-  Pool* p = pool();
-  return p ? p->nodes.size() : 0;
+  return Spare::size(0);
 }
 }  // namespace node_pool
 
