@@ -23,12 +23,26 @@ stamp() { echo "ci-sanitizers: $1 ($((SECONDS - t0)) s)"; }
 # is skipped with a message instead of running CI past its limit.
 ci_start=${ALLOY_CI_START:-$(date +%s)}
 ci_limit=${ALLOY_CI_LIMIT_S:-5100}  # 85 of CI's 90 minutes
+seconds_left() { echo $((ci_limit - ($(date +%s) - ci_start))); }
 fits() {  # fits NAME SECONDS_NEEDED
-  local left=$((ci_limit - ($(date +%s) - ci_start)))
+  local left
+  left=$(seconds_left)
   if [ "$left" -lt "$2" ]; then
     echo "ci-sanitizers: SKIPPED $1: it needs about $2 s, $left s of CI's time are left"
     return 1
   fi
+}
+# bounded NAME COMMAND...: runs COMMAND, stopped when CI's time runs out: a hang fails the stage
+# with its name instead of running CI past its limit.
+bounded() {
+  local name=$1 left rc=0
+  shift
+  left=$(seconds_left)
+  timeout -k 10 "$left" "$@" || rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "ci-sanitizers: FAILED $name: still running after $left s, when CI's time ran out"
+  fi
+  return "$rc"
 }
 
 # ---- 1. ASan + UBSan: the C++ tests
@@ -45,7 +59,8 @@ stamp "ASan+UBSan build"
 # tracer crashes at exit in this process (fiber stacks, forked compilers); leaks are not checked.
 export ASAN_OPTIONS=detect_stack_use_after_return=0:detect_leaks=0:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ALLOY_CACHE_DIR="$PWD/build-asan/test-cache" build-asan/alloy_tests --gtest_brief=1
+ALLOY_CACHE_DIR="$PWD/build-asan/test-cache" bounded "the C++ tests under ASan+UBSan" \
+  build-asan/alloy_tests --gtest_brief=1
 stamp "C++ tests under ASan+UBSan"
 
 # ---- 2. fuzzing, seeded from the conformance kernels
@@ -73,5 +88,5 @@ cmake -S . -B build-tsan "${common[@]}" -DALLOY_BUILD_TESTS=OFF -DALLOY_BUILD_ST
 cmake --build build-tsan -j "$JOBS" --target alloy_stress
 stamp "TSan build"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions="$PWD/scripts/tsan.supp" ALLOY_STRESS_LAUNCHES=1000 \
-  ALLOY_CACHE_DIR="$PWD/build-tsan/test-cache" build-tsan/alloy_stress
+  ALLOY_CACHE_DIR="$PWD/build-tsan/test-cache" bounded "the load test under TSan" build-tsan/alloy_stress
 stamp "load test under TSan"

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -378,6 +380,24 @@ TEST(Reliability, CompileTimeLimit) {
   EXPECT_LT(s, 10.0);
   ::sleep(4);
   EXPECT_FALSE(fs::exists(marker)) << "the compiler's own child outlived the time limit";
+}
+
+TEST(Reliability, CompilerThatCannotStartIsNamedWithTheReason) {
+  // execve fails (the script's interpreter does not exist): the child reports its errno through
+  // the error pipe, and the parent says why instead of a compiler log.
+  TempDir dir;
+  fs::path cxx = dir.path / "broken-cxx";
+  {
+    std::ofstream f(cxx);
+    f << "#!/no/such/interpreter\n";
+  }
+  fs::permissions(cxx, fs::perms::owner_all);
+  cpu::JitConfig config;
+  config.cache_dir = dir.path / "cache";
+  config.compiler = cxx.string();
+  cpu::Jit jit(config);
+  expect_error<std::runtime_error>([&] { jit.compile("int f() { return 1; }"); },
+                                   {"cannot run", cxx.string(), std::strerror(ENOENT)});
 }
 
 // ---- 6. robust mode --------------------------------------------------------------------------

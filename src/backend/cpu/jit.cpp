@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,11 +117,76 @@ ProcessLimits compile_limits() {
           env_limit("ALLOY_COMPILE_TIMEOUT", kDefaultCompileSeconds, 1)};
 }
 
+// A function with no sanitizer hooks at all (no memory-access or function entry/exit calls).
+#if defined(__clang__)
+#define ALLOY_NOT_INSTRUMENTED __attribute__((disable_sanitizer_instrumentation, noinline))
+#else
+#define ALLOY_NOT_INSTRUMENTED \
+  __attribute__((no_sanitize("address", "thread", "undefined"), noinline))
+#endif
+
+// What the child of run_process needs, all prepared before the fork.
+struct ChildPlan {
+  char* const* argv;
+  char* const* envp;
+  int stdin_fd;                   // /dev/null, or -1
+  int output_fd;                  // the pipe's write end: stdout and stderr
+  int error_fd;                   // where an execve failure's errno goes
+  const struct rlimit* as_limit;  // or nullptr
+};
+
+// `from` as descriptor `to` across execve (both opened O_CLOEXEC).
+ALLOY_NOT_INSTRUMENTED void child_move_fd(int from, int to) {
+  if (from == to)
+    ::syscall(SYS_fcntl, to, F_SETFD, 0);
+  else
+    ::syscall(SYS_dup3, from, to, 0);
+}
+
+// The child's side, from fork() to execve(): direct system calls and nothing else, and no
+// sanitizer hooks (ALLOY_NOT_INSTRUMENTED). The other threads of the parent are gone in the child
+// while any lock they held stays held; a libc wrapper that a sanitizer intercepts, or an
+// instrumented memory access, can wait on such a lock forever (ThreadSanitizer does: CI's load
+// test hung once in this window).
+[[noreturn]] ALLOY_NOT_INSTRUMENTED void exec_child(const ChildPlan& plan) {
+  ::syscall(SYS_setpgid, 0, 0);
+  if (plan.as_limit) ::syscall(SYS_setrlimit, RLIMIT_AS, plan.as_limit);
+  if (plan.stdin_fd >= 0) child_move_fd(plan.stdin_fd, 0);
+  child_move_fd(plan.output_fd, 1);
+  child_move_fd(plan.output_fd, 2);
+  ::syscall(SYS_execve, plan.argv[0], plan.argv, plan.envp);
+  int e = errno;  // reached only when execve failed
+  ::syscall(SYS_write, plan.error_fd, &e, sizeof e);
+  ::syscall(SYS_exit_group, 127);
+  __builtin_unreachable();
+}
+
+// Waits for `fd` to be readable until `deadline` (none when `limited` is false); false when the
+// deadline passed first.
+bool wait_readable(int fd, bool limited, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    int wait_ms = -1;
+    if (limited) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      wait_ms = left > 0 ? static_cast<int>(std::min<long long>(left, 1 << 30)) : 0;
+    }
+    struct pollfd pfd {
+      fd, POLLIN, 0
+    };
+    int pr = ::poll(&pfd, 1, wait_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    return pr != 0;
+  }
+}
+
 // Runs argv[0] (a path) with stdout+stderr captured; returns the exit status (-1 if it could not
 // start, 128+signal if killed). fork + execve, not system(): no shell, no quoting issues; not
 // posix_spawn, which cannot set the child's resource limits. The child leads its own process
 // group so that a timeout kills the compiler's own children too. Between fork and execve the
-// child makes only system calls (everything it needs is prepared before the fork).
+// child makes only system calls (exec_child). The time limit counts from the fork: a child that
+// never reaches execve is killed by it too.
 // LC_ALL=C keeps diagnostics in plain ASCII for the caller that parses them.
 // `started` (optional) runs with the child's pid (the id of its process group) once it runs;
 // when it returns false the group is killed at once.
@@ -155,19 +221,12 @@ int run_process(const std::vector<std::string>& args, std::string* output,
     if (devnull >= 0) ::close(devnull);
     return -1;
   }
+  const ChildPlan plan{argv.data(), envp.data(), devnull,
+                       fds[1],      err_fds[1],  limits.memory_bytes ? &as_limit : nullptr};
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now() + std::chrono::seconds(limits.seconds);
   pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    if (limits.memory_bytes) ::setrlimit(RLIMIT_AS, &as_limit);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::execve(argv[0], argv.data(), envp.data());
-    int e = errno;
-    ssize_t w = ::write(err_fds[1], &e, sizeof e);
-    (void)w;
-    ::_exit(127);
-  }
+  if (pid == 0) exec_child(plan);
   ::close(fds[1]);
   ::close(err_fds[1]);
   if (devnull >= 0) ::close(devnull);
@@ -180,36 +239,30 @@ int run_process(const std::vector<std::string>& args, std::string* output,
   }
   ::setpgid(pid, pid);  // also from the parent: no window where a kill(-pid) misses
   if (started && !started(pid)) ::kill(-pid, SIGKILL);
+  bool killed = false;
+  auto kill_group = [&] {  // the time limit: stop the compiler and everything it started
+    ::kill(-pid, SIGKILL);
+    killed = true;
+    if (timed_out) *timed_out = true;
+  };
+  // The execve's outcome: end of file once it ran, an errno when it failed.
+  if (!wait_readable(err_fds[0], limits.seconds != 0, deadline)) kill_group();
   int exec_errno = 0;
   ssize_t got = ::read(err_fds[0], &exec_errno, sizeof exec_errno);
   ::close(err_fds[0]);
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+  if (got == static_cast<ssize_t>(sizeof exec_errno) || killed) {
     ::close(fds[0]);
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
-    *output = std::string("cannot run ") + args[0] + ": " + std::strerror(exec_errno);
+    *output = std::string("cannot run ") + args[0] + ": " +
+              (killed ? "it did not start within " + std::to_string(limits.seconds) + " s"
+                      : std::string(std::strerror(exec_errno)));
     return -1;
   }
-  using clock = std::chrono::steady_clock;
-  auto deadline = clock::now() + std::chrono::seconds(limits.seconds);
-  bool killed = false;
   char buf[4096];
   for (;;) {
-    int wait_ms = -1;
-    if (limits.seconds && !killed) {
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
-      wait_ms = left > 0 ? static_cast<int>(std::min<long long>(left, 1 << 30)) : 0;
-    }
-    struct pollfd pfd {
-      fds[0], POLLIN, 0
-    };
-    int pr = ::poll(&pfd, 1, wait_ms);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) {  // the time limit: stop the compiler and everything it started
-      ::kill(-pid, SIGKILL);
-      killed = true;
-      if (timed_out) *timed_out = true;
+    if (!wait_readable(fds[0], limits.seconds && !killed, deadline)) {
+      kill_group();
       continue;
     }
     ssize_t n = ::read(fds[0], buf, sizeof buf);
