@@ -354,9 +354,7 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   Array direct_out = make_empty({n}, float32, Device::gpu());
   GpuDispatch direct(k, {x}, call, {direct_out});
   k({x}, call)[0].eval();  // compiled once, outside the timings
-  const auto& blk = direct.dk.program->kernels().front().entry.cuda_block;
-  const double param_block_bytes =
-      alloy_cuda_layout(blk.buffers, blk.tg_params, blk.robust, blk.inline_bytes).size;
+  const double param_block_bytes = direct.dk.program->kernels().front().entry.cuda_block.size;
   void* in_p = dptr(x);
   void* out_p = dptr(direct_out);
   unsigned nn = n;

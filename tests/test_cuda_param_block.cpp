@@ -155,7 +155,7 @@ TEST(CudaParamBlock, EntriesDeclareTheBlockTheHostPacks) {
     SCOPED_TRACE(c.name);
     CompileRequest r = kernel::compile_request(c.tr, c.map, "safe");
     ASSERT_FALSE(r.entries.empty());
-    const alloy_cuda_param_layout l0 = cuda::param_layout(r.entries[0]);
+    const alloy_cuda_param_layout l0 = r.entries[0].cuda_block;
     EXPECT_EQ(l0.num_buffers, c.buffers);
     EXPECT_EQ(l0.robust, c.robust ? 1u : 0u);
     EXPECT_EQ(l0.inline_bytes != 0, c.inline_data);
@@ -165,7 +165,7 @@ TEST(CudaParamBlock, EntriesDeclareTheBlockTheHostPacks) {
     }
     std::string ptx = ptx_of(cuda::kernel_source(r));
     for (size_t i = 0; i < r.entries.size(); ++i) {
-      const alloy_cuda_param_layout l = cuda::param_layout(r.entries[i]);
+      const alloy_cuda_param_layout l = r.entries[i].cuda_block;
       EXPECT_EQ(declared_block_size(ptx, "alloy_entry_" + std::to_string(i)),
                 static_cast<long>(l.size))
           << "entry " << i;
@@ -175,7 +175,7 @@ TEST(CudaParamBlock, EntriesDeclareTheBlockTheHostPacks) {
       std::string qptx = ptx_of(*quick);
       for (size_t i = 0; i < r.entries.size(); ++i)
         EXPECT_EQ(declared_block_size(qptx, "alloy_entry_" + std::to_string(i)),
-                  static_cast<long>(cuda::param_layout(r.entries[i]).size))
+                  static_cast<long>(r.entries[i].cuda_block.size))
             << "quick entry " << i;
     }
   }
@@ -183,9 +183,9 @@ TEST(CudaParamBlock, EntriesDeclareTheBlockTheHostPacks) {
   Case lib = library_case(false);
   CompileRequest r = kernel::compile_request(lib.tr, lib.map, "safe");
   ASSERT_EQ(r.entries.size(), 2u);
-  EXPECT_EQ(r.entries[1].block_buffers, 5u);
-  EXPECT_EQ(r.entries[1].block_tg_params, 3u);
-  EXPECT_EQ(r.entries[0].block_tg_params, 0u);
+  EXPECT_EQ(r.entries[1].cuda_block.num_buffers, 5u);
+  EXPECT_EQ(r.entries[1].cuda_block.num_tg, 3u);
+  EXPECT_EQ(r.entries[0].cuda_block.num_tg, 0u);
 }
 
 // One layout's probe: reads one field of each part of the block into `out`.

@@ -204,15 +204,15 @@ TEST(Translate, CudaEntryLayout) {
   // Its parameter block (prelude/cuda/abi.h): a table of 3 buffers and inline data (buffer 2 is
   // small), no threadgroup parameters; sum's has 2 buffers, one threadgroup parameter, no inline
   // data.
-  EXPECT_EQ(t.kernels[0].cuda_block.buffers, 3u);
+  EXPECT_EQ(t.kernels[0].cuda_block.num_buffers, 3u);
   EXPECT_EQ(t.kernels[0].cuda_block.inline_bytes, static_cast<uint32_t>(ALLOY_CUDA_INLINE_BYTES));
-  EXPECT_EQ(t.kernels[0].cuda_block.tg_params, 0u);
+  EXPECT_EQ(t.kernels[0].cuda_block.num_tg, 0u);
   EXPECT_FALSE(t.kernels[0].cuda_block.robust);
   EXPECT_NE(t.code.find("alloy_entry_0(const __grid_constant__ alloy_cuda_params<3u, 0u, false, "
                         "512u> L, const void* __restrict__ alloy_b0"),
             std::string::npos);
-  EXPECT_EQ(t.kernels[1].cuda_block.buffers, 2u);
-  EXPECT_EQ(t.kernels[1].cuda_block.tg_params, 1u);
+  EXPECT_EQ(t.kernels[1].cuda_block.num_buffers, 2u);
+  EXPECT_EQ(t.kernels[1].cuda_block.num_tg, 1u);
   EXPECT_EQ(t.kernels[1].cuda_block.inline_bytes, 0u);
   EXPECT_NE(t.code.find("alloy_cuda_params<2u, 1u, false, 0u> L"), std::string::npos);
   // Always in the launch block (metal_kernel's shape parameters when they fit).
@@ -243,8 +243,8 @@ TEST(Translate, CudaEntryLayout) {
     EXPECT_TRUE(k.param_buffers.empty()) << variant;
     // Robust entries' blocks carry the buffers' sizes and the out-of-range log; CPU entries
     // have none.
-    EXPECT_EQ(k.cuda_block.robust, variant == 1) << variant;
-    EXPECT_EQ(k.cuda_block.buffers, variant == 2 ? 0u : 2u) << variant;
+    EXPECT_EQ(k.cuda_block.robust != 0, variant == 1) << variant;
+    EXPECT_EQ(k.cuda_block.num_buffers, variant == 2 ? 0u : 2u) << variant;
   }
   const char* with_simd = R"(
 [[kernel]] void f(const device float* a [[buffer(0)]], device float* b [[buffer(1)]],

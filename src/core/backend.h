@@ -18,6 +18,7 @@
 #include "alloy/array.h"
 #include "core/blas.h"
 #include "core/buffer.h"
+#include "prelude/cuda/abi.h"
 
 namespace alloy {
 
@@ -65,12 +66,9 @@ struct CompileEntry {
   std::vector<int> param_buffers;  // CUDA: [[buffer(n)]] passed as entry parameters, in order
   int coarsen = 1;                 // CUDA: threadgroups one block runs along x
   bool fibers = false;             // CPU: groups run as one fiber per thread
-  // CUDA: the entry's parameter block, alloy_cuda_layout's arguments (prelude/cuda/abi.h,
-  // msl::KernelEntry::cuda_block): what the entry declares and the backend packs.
-  uint32_t block_buffers = 0;
-  uint32_t block_tg_params = 0;
-  bool block_robust = false;
-  uint32_t block_inline_bytes = 0;
+  // CUDA: the layout of the entry's parameter block (prelude/cuda/abi.h), the translator's
+  // msl::KernelEntry::cuda_block: what the entry declares and the backend packs.
+  alloy_cuda_param_layout cuda_block = alloy_cuda_layout(0, 0, false, 0);
 };
 
 /// A translation to compile. Entry i is the function `alloy_entry_<i>` (CUDA) or

@@ -190,8 +190,7 @@ CompileRequest compile_request(const msl::Translation& tr, const SourceMap& sour
   r.filename = kFilename;
   r.math_mode = math_mode;
   for (const auto& k : tr.kernels)
-    r.entries.push_back({k.param_buffers, k.coarsen, k.fibers, k.cuda_block.buffers,
-                         k.cuda_block.tg_params, k.cuda_block.robust, k.cuda_block.inline_bytes});
+    r.entries.push_back({k.param_buffers, k.coarsen, k.fibers, k.cuda_block});
   return r;
 }
 

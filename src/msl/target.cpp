@@ -412,7 +412,7 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
   }
   // The parameter block sized to this entry (prelude/cuda/abi.h); k.cuda_block is what the host
   // packs for it.
-  const KernelEntry::CudaBlock& blk = k.cuda_block;
+  const alloy_cuda_param_layout& blk = k.cuda_block;
   return fmt::format(
       "extern \"C\" __global__ void {0}alloy_entry_{1}(const __grid_constant__ "
       "alloy_cuda_params<{4}u, {5}u, {6}, {7}u> L{2}) {{\n"
@@ -420,7 +420,7 @@ std::string cuda_entry(const KernelEntry& k, size_t i, const TranslateOptions& o
       "  (void)alloy_dyn_smem;\n"
       "{3}"
       "}}\n",
-      bounds, i, params, body, blk.buffers, blk.tg_params, blk.robust ? "true" : "false",
+      bounds, i, params, body, blk.num_buffers, blk.num_tg, blk.robust ? "true" : "false",
       blk.inline_bytes);
 }
 
@@ -451,19 +451,18 @@ bool cuda_quick_grid_ids(const KernelEntry& k) {
   return true;
 }
 
-KernelEntry::CudaBlock cuda_block_of(const KernelEntry& k, const TranslateOptions& opt) {
-  KernelEntry::CudaBlock b;
-  b.robust = opt.robust;
+alloy_cuda_param_layout cuda_block_of(const KernelEntry& k, const TranslateOptions& opt) {
+  uint32_t buffers = 0, tg_params = 0, inline_bytes = 0;
   for (const auto& p : k.params) {
     if (p.kind == ParamKind::buffer) {
-      b.buffers = std::max<uint32_t>(b.buffers, static_cast<uint32_t>(p.index) + 1);
+      buffers = std::max<uint32_t>(buffers, static_cast<uint32_t>(p.index) + 1);
       if (contains(opt.small_buffers, p.index) || contains(opt.block_buffers, p.index))
-        b.inline_bytes = ALLOY_CUDA_INLINE_BYTES;
+        inline_bytes = ALLOY_CUDA_INLINE_BYTES;
     } else if (p.kind == ParamKind::threadgroup) {
-      b.tg_params = std::max<uint32_t>(b.tg_params, static_cast<uint32_t>(p.index) + 1);
+      tg_params = std::max<uint32_t>(tg_params, static_cast<uint32_t>(p.index) + 1);
     }
   }
-  return b;
+  return alloy_cuda_layout(buffers, tg_params, opt.robust, inline_bytes);
 }
 
 const TargetTraits& target_traits(Target t) {

@@ -31,6 +31,6 @@ const TargetTraits& target_traits(Target t);
 bool cuda_quick_grid_ids(const KernelEntry& k);
 
 /// The parameter block of CUDA entry `k` translated with `opt` (KernelEntry::cuda_block).
-KernelEntry::CudaBlock cuda_block_of(const KernelEntry& k, const TranslateOptions& opt);
+alloy_cuda_param_layout cuda_block_of(const KernelEntry& k, const TranslateOptions& opt);
 
 }  // namespace alloy::msl

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "prelude/cuda/abi.h"
+
 namespace alloy::msl {
 
 enum class Target { cpu, cuda };
@@ -36,17 +38,12 @@ struct KernelEntry {
   // parameters, in order, and threadgroups run per block along x (1: one).
   std::vector<int> param_buffers = {};
   int coarsen = 1;
-  // CUDA entries: the shape of the entry's parameter block, the arguments of
-  // alloy_cuda_layout (prelude/cuda/abi.h): buffer-table entries (highest [[buffer(n)]] + 1),
-  // [[threadgroup(n)]] offsets (highest n + 1), robust fields, inline bytes
-  // (ALLOY_CUDA_INLINE_BYTES when the entry reads a small or block buffer, else 0). The entry
-  // declares it and the host packs it (CompileEntry).
-  struct CudaBlock {
-    uint32_t buffers = 0;
-    uint32_t tg_params = 0;
-    bool robust = false;
-    uint32_t inline_bytes = 0;
-  } cuda_block = {};
+  // CUDA entries: the layout of the entry's parameter block (prelude/cuda/abi.h), made by
+  // alloy_cuda_layout from buffer-table entries (highest [[buffer(n)]] + 1), [[threadgroup(n)]]
+  // offsets (highest n + 1), robust fields and inline bytes (ALLOY_CUDA_INLINE_BYTES when the
+  // entry reads a small or block buffer, else 0). The entry declares it and the host packs it
+  // (CompileEntry::cuda_block).
+  alloy_cuda_param_layout cuda_block = alloy_cuda_layout(0, 0, false, 0);
   // CPU: the translation uses barriers or simd functions, so its groups run as fibers
   // (alloy_thread_<i>) and alloy_group_<i> is a stub that is never called.
   bool fibers = false;

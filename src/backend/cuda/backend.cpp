@@ -282,7 +282,7 @@ class CudaBackend final : public Backend {
       f.owner = m.get();
       f.param_buffers = r.entries[i].param_buffers;
       f.coarsen = static_cast<uint32_t>(std::max(1, r.entries[i].coarsen));
-      f.block = param_layout(r.entries[i]);
+      f.block = r.entries[i].cuda_block;
       out.functions.push_back(&f);
     }
     if (quick) {

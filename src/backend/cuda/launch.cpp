@@ -72,11 +72,6 @@ void configure_shared(Context& ctx, const Function& fn, uint32_t bytes, const ch
 
 }  // namespace
 
-alloy_cuda_param_layout param_layout(const CompileEntry& e) {
-  return alloy_cuda_layout(e.block_buffers, e.block_tg_params, e.block_robust,
-                           e.block_inline_bytes);
-}
-
 Packed pack(const LaunchDesc& d, ParamBlock& P) {
   if (d.num_args > ALLOY_CUDA_MAX_BUFFERS)
     throw std::invalid_argument(

@@ -13,15 +13,10 @@
 #include "prelude/cuda/abi.h"
 
 namespace alloy {
-struct CompileEntry;
 struct LaunchDesc;
 }  // namespace alloy
 
 namespace alloy::cuda {
-
-/// The layout of the parameter block that CUDA entry `e` declares (alloy_cuda_layout over the
-/// translator's CompileEntry::block_* fields).
-alloy_cuda_param_layout param_layout(const CompileEntry& e);
 
 /// A parameter block on the host, packed to one entry's layout (prelude/cuda/abi.h): `head` at
 /// offset 0, the rest at layout's offsets. Only layout.size bytes from bytes() are the block (what
