@@ -389,6 +389,25 @@ TEST(CudaParamBlock, PackWritesWhatTheLayoutSaysAndNothingPastIt) {
       smem += cuda::block_align(d.tg_param_bytes[k]);
     }
     EXPECT_EQ(packed.shared_bytes, smem);
+    // Spilled arguments: spill_into copies each to its 16-byte aligned part of the spill buffer
+    // (inside spill_bytes, no overlap) and points its entry at the device address of that part.
+    std::vector<unsigned char> spill_host(packed.spill_bytes, 0xA5);
+    char* device = reinterpret_cast<char*>(uintptr_t{0x500000000000});
+    cuda::spill_into(d, packed, *P, spill_host.data(), device);
+    std::vector<std::pair<uint64_t, uint64_t>> spill_ranges;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!((packed.spilled >> i) & 1)) continue;
+      const uint64_t off = u64_at(l.buffers + 8 * i) - reinterpret_cast<uint64_t>(device);
+      EXPECT_EQ(off % 16, 0u) << i;
+      ASSERT_LE(off + args[i].nbytes, packed.spill_bytes) << i;
+      if (args[i].nbytes) {
+        EXPECT_EQ(std::memcmp(spill_host.data() + off, args[i].data, args[i].nbytes), 0) << i;
+      }
+      spill_ranges.push_back({off, off + args[i].nbytes});
+    }
+    std::sort(spill_ranges.begin(), spill_ranges.end());
+    for (size_t k = 1; k < spill_ranges.size(); ++k)
+      EXPECT_LE(spill_ranges[k - 1].second, spill_ranges[k].first);
     for (size_t b = l.size; b < sizeof(alloy_cuda_head) + sizeof(P->rest); ++b)
       ASSERT_EQ(base[b], 0xA5) << "written past the block at " << b;
   }

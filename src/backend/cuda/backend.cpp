@@ -324,19 +324,9 @@ class CudaBackend final : public Backend {
     if (packed.spilled) {
       graph_recording::reject("a launch whose arguments spill to device memory");
       std::vector<unsigned char> bytes(packed.spill_bytes);
-      std::vector<size_t> offsets(P.head.num_buffers, 0);
-      size_t off = 0;
-      for (uint32_t i = 0; i < P.head.num_buffers; ++i) {
-        if (!((packed.spilled >> i) & 1)) continue;
-        off = block_align(off);
-        offsets[i] = off;
-        std::memcpy(bytes.data() + off, d.args[i].data, d.args[i].nbytes);
-        off += d.args[i].nbytes;
-      }
       spill = allocate(bytes.size());
+      spill_into(d, packed, P, bytes.data(), static_cast<char*>(spill->ptr));
       copy_to_device(spill->ptr, bytes.data(), bytes.size());
-      for (uint32_t i = 0; i < P.head.num_buffers; ++i)
-        if ((packed.spilled >> i) & 1) P.set_buffer(i, static_cast<char*>(spill->ptr) + offsets[i]);
     }
     // Robust mode: the kernel appends out-of-range records to a small device log (an entry
     // compiled without robust mode has no room for it in its block, and reports nothing).

@@ -115,9 +115,11 @@ Packed pack(const LaunchDesc& d, ParamBlock& P) {
         throw Error(d.label, fmt::format("[launch] kernel '{}': parameter block overflow ({} "
                                          "bytes at buffer({}), {} available)",
                                          d.label, a.nbytes, i, l.inline_bytes));
-      } else {
+      } else {  // spilled: its entry holds its offset in the spill buffer (Packed)
+        size_t at = block_align(out.spill_bytes);
         out.spilled |= 1ull << i;
-        out.spill_bytes = block_align(out.spill_bytes) + a.nbytes;
+        out.spill_bytes = at + a.nbytes;
+        P.set_buffer(i, reinterpret_cast<const void*>(at));
       }
     }
   }
@@ -131,6 +133,16 @@ Packed pack(const LaunchDesc& d, ParamBlock& P) {
   }
   out.shared_bytes = static_cast<uint32_t>(smem);
   return out;
+}
+
+void spill_into(const LaunchDesc& d, const Packed& packed, ParamBlock& P, unsigned char* host,
+                char* device) {
+  for (uint32_t i = 0; i < P.head.num_buffers; ++i) {
+    if (!((packed.spilled >> i) & 1)) continue;
+    size_t off = reinterpret_cast<size_t>(P.buffer(i));
+    std::memcpy(host + off, d.args[i].data, d.args[i].nbytes);
+    P.set_buffer(i, device + off);
+  }
 }
 
 void launch(Context& ctx, const Function& fn, const ParamBlock& P, uint32_t dynamic_shared_bytes,

@@ -62,8 +62,10 @@ static_assert(offsetof(ParamBlock, head) == 0 &&
               "the block's bytes are head then rest");
 
 /// What pack() left to the caller: `bytes` arguments that do not fit in the inline data (their
-/// bits; the caller puts them in device memory and sets their buffer entries) and their packed
-/// size, and the [[threadgroup(n)]] parameters' dynamic shared memory.
+/// bits) and the size of the spill buffer that holds them (16-byte aligned parts, in index
+/// order), and the [[threadgroup(n)]] parameters' dynamic shared memory. A spilled argument's
+/// buffer entry holds its byte offset in the spill buffer: the caller copies it there and adds
+/// the buffer's device address (spill_into).
 struct Packed {
   uint64_t spilled = 0;
   size_t spill_bytes = 0;
@@ -81,6 +83,12 @@ inline size_t block_align(size_t n) {
 /// argument does not fit in the inline data, std::invalid_argument when `d` binds more than
 /// ALLOY_CUDA_MAX_BUFFERS buffers. No allocation.
 Packed pack(const LaunchDesc& d, ParamBlock& P);
+
+/// The spilled arguments of `packed`: copies each into `host` (packed.spill_bytes, the spill
+/// buffer's bytes) at the offset pack() chose, and points its buffer entry at `device` + that
+/// offset (the spill buffer's device address).
+void spill_into(const LaunchDesc& d, const Packed& packed, ParamBlock& P, unsigned char* host,
+                char* device);
 
 /// What an entry takes beyond its block (abi.h): device buffers as parameters (indices into the
 /// block's buffer table, in parameter order) and how many threadgroups along x one block may run.
