@@ -1927,14 +1927,16 @@ class Translator {
 
 }  // namespace
 
-bool cpu_stream_loops() {
-  // The CPU backend's grammar (executor.cpp): off | on | auto | a size in bytes.
+std::optional<uint64_t> cpu_stream_setting() {
   const std::optional<std::string> v = env::text("ALLOY_CPU_STREAM");
-  if (v && *v == "off") return false;
-  if (v && *v != "auto") {
-    if (*v != "on") env::count("ALLOY_CPU_STREAM", "off, on, auto or a size in bytes");
-    return true;
-  }
+  if (!v || *v == "auto") return std::nullopt;
+  if (*v == "off") return ~uint64_t{0};
+  if (*v == "on") return uint64_t{0};
+  return *env::count("ALLOY_CPU_STREAM", "off, on, auto or a size in bytes");
+}
+
+bool cpu_stream_loops() {
+  if (const std::optional<uint64_t> s = cpu_stream_setting()) return *s != ~uint64_t{0};
 #if defined(__x86_64__)
   static const bool enough_cores = [] {
 #if defined(__linux__)

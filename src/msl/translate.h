@@ -4,6 +4,7 @@
 // differences come from one table per target (msl/target.cpp).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,6 +97,11 @@ struct Translation {
   bool uses_sync = false;            // barriers / simd functions: the CPU runs the groups as fibers
   bool uses_simd = false;            // simd/quad functions (lanes are exchanged within simdgroups)
 };
+
+/// ALLOY_CPU_STREAM (off | on | auto | a size in bytes), the one reader of it: nullopt for auto
+/// (also when unset), else the smallest output in bytes to stream (0: on; ~0: off). Throws
+/// std::invalid_argument for any other value.
+std::optional<uint64_t> cpu_stream_setting();
 
 /// CPU: whether translations give outputs that may be streamed a streamed loop
 /// (KernelEntry::stream_params; its code costs the host compiler a second vector loop, ~50% of

@@ -411,12 +411,9 @@ std::atomic<uint64_t>& stream_threshold() {
   static std::atomic<uint64_t> v{[] {
     // The translator's rule (x86-64, at least 8 cores allowed) decides whether kernels have a
     // streamed loop at all: the same one decides whether auto streams.
-    const uint64_t automatic = msl::cpu_stream_loops() ? uint64_t{16} << 20 : kStreamNever;
-    const std::optional<std::string> e = env::text("ALLOY_CPU_STREAM");
-    if (!e || *e == "auto") return automatic;
-    if (*e == "off") return kStreamNever;
-    if (*e == "on") return uint64_t{0};
-    return *env::count("ALLOY_CPU_STREAM", "off, on, auto or a size in bytes");
+    // ALLOY_CPU_STREAM's off is kStreamNever too.
+    if (const std::optional<uint64_t> s = msl::cpu_stream_setting()) return *s;
+    return msl::cpu_stream_loops() ? uint64_t{16} << 20 : kStreamNever;
   }()};
   return v;
 }
