@@ -143,6 +143,8 @@ void async_eval(const std::vector<Array>& arrays);
 /// compiled metal_kernel of one small launch). Returns false, having done nothing, otherwise
 /// (`a.eval()` then evaluates it as usual). Errors are those of `a.eval()`. The Python binding
 /// keeps the GIL through such an evaluation (docs/architecture.md, "The GIL and evaluation").
+/// ALLOY_EVAL_INLINE=0 (read once) makes it always return false: every evaluation then takes the
+/// usual path (for measurements); a value that is not a flag raises std::invalid_argument.
 bool eval_inline(const Array& a);
 /// Waits until the work on every stream of `device` has finished (the default device when
 /// omitted); rethrows the first error of queued work.

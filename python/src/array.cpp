@@ -26,20 +26,12 @@ Shape to_shape_arg(nb::handle h) {
   return nb::cast<Shape>(h);
 }
 
-bool eval_inline_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("ALLOY_EVAL_INLINE");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-
 }  // namespace
 
 void eval_released(const Array& a) {
   // Work that runs on this thread alone (alloy::eval_inline) keeps the GIL: no lock it takes is
   // ever held by a thread waiting for the GIL (docs/architecture.md, "The GIL and evaluation").
-  if (eval_inline_on() && eval_inline(a)) return;
+  if (eval_inline(a)) return;
   nb::gil_scoped_release release;
   a.eval();
 }

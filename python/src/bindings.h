@@ -31,8 +31,8 @@ void delete_with_gil(T* p) {
   delete p;
 }
 /// Evaluates `a`: with the GIL held when that runs on this thread alone (alloy::eval_inline;
-/// docs/architecture.md, "The GIL and evaluation"; ALLOY_EVAL_INLINE=0, read once, turns that off
-/// for measurements), else with the GIL released.
+/// docs/architecture.md, "The GIL and evaluation"; ALLOY_EVAL_INLINE=0 turns that off for
+/// measurements), else with the GIL released.
 void eval_released(const Array& a);
 /// Sets the Python error for a C++ exception, as the bindings' translators do (for code that runs
 /// outside nanobind's dispatch, e.g. a type slot).

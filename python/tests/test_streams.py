@@ -394,3 +394,37 @@ def test_inline_evaluation_fails_as_the_general_path(rng):
     y = k(inputs=[x], **kw)[0]
     assert failure(y) == first
     assert failure(y) == first
+
+
+EVAL_INLINE_SWITCH = """
+import numpy as np
+import alloy
+k = alloy.metal_kernel(name="inline_switch", input_names=["x"], output_names=["y"],
+                       source="uint i = thread_position_in_grid.x; y[i] = x[i] * 2.0f + 1.0f;")
+x = np.random.default_rng(5).uniform(-1, 1, 16).astype(np.float32)
+y = k(inputs=[x], grid=(16, 1, 1), threadgroup=(16, 1, 1), output_shapes=[(16,)],
+      output_dtypes=[alloy.float32])[0]
+np.testing.assert_allclose(np.asarray(y), x.astype(np.float64) * 2 + 1, rtol=1e-6)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("value", ["0", "1", "off", "bogus"])
+def test_eval_inline_switch_uses_the_flag_grammar(tmp_path, value):
+    """ALLOY_EVAL_INLINE is read by alloy::eval_inline with the library's flag grammar: 0 / 1 /
+    off evaluate as usual (the switch only picks the path), a value that is not a flag fails the
+    evaluation naming the variable (the binding took any text but `0` as on)."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "inline_switch.py"
+    script.write_text(EVAL_INLINE_SWITCH)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "ALLOY_EVAL_INLINE": value})
+    if value == "bogus":
+        assert r.returncode != 0
+        assert "ALLOY_EVAL_INLINE" in r.stderr, r.stderr[-2000:]
+    else:
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stdout.split()[-1] == "ok"

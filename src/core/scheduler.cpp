@@ -15,6 +15,7 @@
 #include "alloy/interrupt.h"
 #include "core/array_node.h"
 #include "core/backend.h"
+#include "core/env.h"
 #include "core/interrupt_state.h"
 
 namespace alloy {
@@ -625,7 +626,9 @@ void eval(const std::vector<Array>& arrays) {
 }
 
 bool eval_inline(const Array& a) {
-  if (!a.valid()) return false;
+  // ALLOY_EVAL_INLINE=0: never (for measurements); read once, with core/env.h's grammar.
+  static const bool enabled = env::flag("ALLOY_EVAL_INLINE", true);
+  if (!enabled || !a.valid()) return false;
   std::shared_ptr<PendingOp> op;
   {
     std::lock_guard lock(graph_mu());
