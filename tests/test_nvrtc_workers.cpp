@@ -395,6 +395,37 @@ TEST_F(NvrtcWorkers, AWorkersPchFolderRemovedUnderItGivesTheSameImage) {
 
 // A process that used the workers' PCH removes their folder at exit, and the folder of a process
 // that died without removing its own (killed) is removed by the next process that starts workers.
+TEST(NvrtcPchFolders, ThoseOfGoneProcessesAreRemovedOthersKept) {
+  // NVRTC's own folders (__nvrtc_auto_pch_<pid>_<n>) and the workers' roots
+  // (alloy-nvrtc-pch-<pid>) of a process that is gone go; this process's, a live one's (pid 1)
+  // and names that only look alike stay. No NVRTC needed: the sweep reads names only.
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string d = std::to_string(dead), me = std::to_string(::getpid());
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("alloy-pch-sweep-" + me);
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> gone = {"__nvrtc_auto_pch_" + d + "_0",
+                                         "__nvrtc_auto_pch_" + d + "_12", "alloy-nvrtc-pch-" + d};
+  const std::vector<std::string> kept = {
+      "__nvrtc_auto_pch_" + me + "_0", "__nvrtc_auto_pch_1_0",
+      "alloy-nvrtc-pch-" + me,         "alloy-nvrtc-pch-1",
+      "__nvrtc_auto_pch_" + d,         "__nvrtc_auto_pch_" + d + "_",
+      "__nvrtc_auto_pch_" + d + "_0x", "alloy-nvrtc-pch-" + d + "_0",
+      "alloy-nvrtc-pch-" + d + "-old", "other-" + d};
+  for (const auto& n : gone) {
+    std::filesystem::create_directories(dir / n / "sub");
+    std::ofstream(dir / n / "sub" / "kernel.pch") << "x";
+  }
+  for (const auto& n : kept) std::filesystem::create_directories(dir / n);
+  nvrtc::remove_dead_processes_pch_folders(dir.string());
+  for (const auto& n : gone) EXPECT_FALSE(std::filesystem::exists(dir / n)) << n;
+  for (const auto& n : kept) EXPECT_TRUE(std::filesystem::exists(dir / n)) << n;
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(NvrtcWorkers, WorkersPchFolderIsRemovedAtExitAndStaleOnesAtStart) {
   REQUIRE_NVRTC();
   if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";

@@ -3,10 +3,13 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <glob.h>
+#include <signal.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +18,7 @@
 
 #include "alloy/errors.h"
 #include "core/env.h"
+#include "core/files.h"
 #include "core/trace.h"
 #include "msl/prelude_select.h"
 
@@ -447,7 +451,41 @@ std::vector<std::string> auto_pch_options(const std::string& source,
   return prefix_pch_options(source, options, /*at_first=*/false);
 }
 
+void remove_dead_processes_pch_folders(const std::string& dir) {
+  // <prefix><pid> for the workers' roots, <prefix><pid>_<n> for NVRTC's folders.
+  auto pid_of = [](std::string_view name, std::string_view prefix, bool numbered) -> long {
+    if (!name.starts_with(prefix)) return 0;
+    name.remove_prefix(prefix.size());
+    const size_t digits = std::min(name.find_first_not_of("0123456789"), name.size());
+    if (digits == 0 || digits > 9) return 0;
+    std::string_view rest = name.substr(digits);
+    if (numbered ? (rest.size() < 2 || rest[0] != '_' ||
+                    rest.find_first_not_of("0123456789", 1) != std::string_view::npos)
+                 : !rest.empty())
+      return 0;
+    return std::strtol(std::string(name.substr(0, digits)).c_str(), nullptr, 10);
+  };
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    long pid = pid_of(name, "__nvrtc_auto_pch_", true);
+    if (!pid) pid = pid_of(name, "alloy-nvrtc-pch-", false);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove_all(it->path(), ignored);
+    }
+  }
+}
+
+void remove_dead_processes_pch_folders_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { remove_dead_processes_pch_folders(temp_dir()); });
+}
+
 AutoPch auto_pch(const std::string& source, const std::vector<std::string>& options) {
+  remove_dead_processes_pch_folders_once();
   const size_t core_end = directives_end(source);
   const std::string_view marker = msl::kPreludeCoreEnd;
   if (source.compare(core_end, marker.size(), marker) != 0)

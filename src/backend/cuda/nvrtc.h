@@ -112,6 +112,16 @@ std::vector<std::string> without_pch_options(const std::vector<std::string>& opt
 std::vector<std::string> worker_pch_options(const std::string& source,
                                             const std::vector<std::string>& options,
                                             const std::string& pch_dir);
+/// Removes from `dir` the PCH folders of processes that are gone (`kill(pid, 0)` fails with
+/// ESRCH): NVRTC's own (`__nvrtc_auto_pch_<pid>_<n>`, made for a process's automatic PCH and
+/// removed only at its normal exit) and the workers' roots (`alloy-nvrtc-pch-<pid>`,
+/// docs/nvrtc-workers.md). A process killed before its exit handlers leaves them: 8-14 MB a
+/// prefix. Never this process's. Folders of live processes in another PID namespace that shares
+/// `dir` look gone too: a compile that loses its PCH folder so compiles again without it.
+void remove_dead_processes_pch_folders(const std::string& dir);
+/// The same in temp_dir() (core/files.h), once per process: at the first auto_pch(). (The
+/// workers' pool sweeps again before it makes its PCH root, also in a forked child.)
+void remove_dead_processes_pch_folders_once();
 /// The option prefix that names NVRTC's PCH folder ("--pch-dir=").
 inline constexpr std::string_view kPchDir = "--pch-dir=";
 

@@ -125,20 +125,9 @@ void make_pch_root(Pool& p) {
   if (p.pch_tried) return;
   p.pch_tried = true;
   if (!env::flag("ALLOY_NVRTC_WORKER_PCH", true)) return;  // workers compile without the PCH
+  nvrtc::remove_dead_processes_pch_folders(temp_dir());
   std::error_code ec;
   const std::filesystem::path tmp = temp_dir();
-  for (auto it = std::filesystem::directory_iterator(tmp, ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (!name.starts_with(kPchFolderPrefix)) continue;
-    char* end = nullptr;
-    long pid = std::strtol(name.c_str() + std::strlen(kPchFolderPrefix), &end, 10);
-    if (!end || *end != '\0' || pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      std::error_code ignored;
-      std::filesystem::remove_all(it->path(), ignored);
-    }
-  }
   auto root = tmp / (kPchFolderPrefix + std::to_string(::getpid()));
   std::filesystem::remove_all(root, ec);  // an earlier process's with this pid
   if (::mkdir(root.c_str(), 0700) != 0) {
