@@ -383,8 +383,8 @@ TEST(Reliability, CompileTimeLimit) {
 }
 
 TEST(Reliability, CompilerThatCannotStartIsNamedWithTheReason) {
-  // execve fails (the script's interpreter does not exist): the child reports its errno through
-  // the error pipe, and the parent says why instead of a compiler log.
+  // execve fails (the script's interpreter does not exist): posix_spawn returns its errno, and
+  // the error says why instead of showing a compiler log.
   TempDir dir;
   fs::path cxx = dir.path / "broken-cxx";
   {

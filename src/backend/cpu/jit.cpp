@@ -4,10 +4,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,50 +116,6 @@ ProcessLimits compile_limits() {
           env_limit("ALLOY_COMPILE_TIMEOUT", kDefaultCompileSeconds, 1)};
 }
 
-// A function with no sanitizer hooks at all (no memory-access or function entry/exit calls).
-#if defined(__clang__)
-#define ALLOY_NOT_INSTRUMENTED __attribute__((disable_sanitizer_instrumentation, noinline))
-#else
-#define ALLOY_NOT_INSTRUMENTED \
-  __attribute__((no_sanitize("address", "thread", "undefined"), noinline))
-#endif
-
-// What the child of run_process needs, all prepared before the fork.
-struct ChildPlan {
-  char* const* argv;
-  char* const* envp;
-  int stdin_fd;                   // /dev/null, or -1
-  int output_fd;                  // the pipe's write end: stdout and stderr
-  int error_fd;                   // where an execve failure's errno goes
-  const struct rlimit* as_limit;  // or nullptr
-};
-
-// `from` as descriptor `to` across execve (both opened O_CLOEXEC).
-ALLOY_NOT_INSTRUMENTED void child_move_fd(int from, int to) {
-  if (from == to)
-    ::syscall(SYS_fcntl, to, F_SETFD, 0);
-  else
-    ::syscall(SYS_dup3, from, to, 0);
-}
-
-// The child's side, from fork() to execve(): direct system calls and nothing else, and no
-// sanitizer hooks (ALLOY_NOT_INSTRUMENTED). The other threads of the parent are gone in the child
-// while any lock they held stays held; a libc wrapper that a sanitizer intercepts, or an
-// instrumented memory access, can wait on such a lock forever (ThreadSanitizer does: CI's load
-// test hung once in this window).
-[[noreturn]] ALLOY_NOT_INSTRUMENTED void exec_child(const ChildPlan& plan) {
-  ::syscall(SYS_setpgid, 0, 0);
-  if (plan.as_limit) ::syscall(SYS_setrlimit, RLIMIT_AS, plan.as_limit);
-  if (plan.stdin_fd >= 0) child_move_fd(plan.stdin_fd, 0);
-  child_move_fd(plan.output_fd, 1);
-  child_move_fd(plan.output_fd, 2);
-  ::syscall(SYS_execve, plan.argv[0], plan.argv, plan.envp);
-  int e = errno;  // reached only when execve failed
-  ::syscall(SYS_write, plan.error_fd, &e, sizeof e);
-  ::syscall(SYS_exit_group, 127);
-  __builtin_unreachable();
-}
-
 // Waits for `fd` to be readable until `deadline` (none when `limited` is false); false when the
 // deadline passed first.
 bool wait_readable(int fd, bool limited, std::chrono::steady_clock::time_point deadline) {
@@ -182,11 +137,14 @@ bool wait_readable(int fd, bool limited, std::chrono::steady_clock::time_point d
 }
 
 // Runs argv[0] (a path) with stdout+stderr captured; returns the exit status (-1 if it could not
-// start, 128+signal if killed). fork + execve, not system(): no shell, no quoting issues; not
-// posix_spawn, which cannot set the child's resource limits. The child leads its own process
-// group so that a timeout kills the compiler's own children too. Between fork and execve the
-// child makes only system calls (exec_child). The time limit counts from the fork: a child that
-// never reaches execve is killed by it too.
+// start, 128+signal if killed). posix_spawn, not fork: fork copies the page tables of this
+// process, whose memory is the caller's (a process holding 6 GB took ~350 ms a fork on EPYC-2,
+// posix_spawn 0.5 ms: docs/performance.md), and a fork of a threaded process can hang under a
+// sanitizer (CI's TSan load test did once). Not system(): no shell between the caller and its
+// arguments. The child leads its own process group so that a timeout kills the compiler's own
+// children too. posix_spawn cannot set resource limits: with a memory limit the compiler starts
+// through `/bin/sh -c 'ulimit -v KB && exec "$0" "$@"'`, which sets RLIMIT_AS before it runs
+// the compiler (the arguments pass through "$@", unquoted by no one).
 // LC_ALL=C keeps diagnostics in plain ASCII for the caller that parses them.
 // `started` (optional) runs with the child's pid (the id of its process group) once it runs;
 // when it returns false the group is killed at once.
@@ -195,7 +153,13 @@ int run_process(const std::vector<std::string>& args, std::string* output,
                 const std::function<bool(pid_t)>& started = nullptr) {
   output->clear();
   if (timed_out) *timed_out = false;
+  std::vector<std::string> prefix;
+  if (limits.memory_bytes)
+    prefix = {"/bin/sh", "-c",
+              "ulimit -v " + std::to_string(std::max<uint64_t>(1, limits.memory_bytes >> 10)) +
+                  " && exec \"$0\" \"$@\""};
   std::vector<char*> argv;
+  for (const std::string& a : prefix) argv.push_back(const_cast<char*>(a.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
@@ -210,59 +174,40 @@ int run_process(const std::vector<std::string>& args, std::string* output,
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return -1;  // CLOEXEC: concurrent spawns must not inherit it
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  struct rlimit as_limit {};
-  as_limit.rlim_cur = as_limit.rlim_max = static_cast<rlim_t>(limits.memory_bytes);
-  // Errors from the child, reported through a second pipe (closed by a successful execve).
-  int err_fds[2];
-  if (::pipe2(err_fds, O_CLOEXEC) != 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    if (devnull >= 0) ::close(devnull);
-    return -1;
-  }
-  const ChildPlan plan{argv.data(), envp.data(), devnull,
-                       fds[1],      err_fds[1],  limits.memory_bytes ? &as_limit : nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   using clock = std::chrono::steady_clock;
   auto deadline = clock::now() + std::chrono::seconds(limits.seconds);
-  pid_t pid = ::fork();
-  if (pid == 0) exec_child(plan);
+  pid_t pid = 0;
+  // glibc's posix_spawn returns once the child has run execve, with its errno if that failed.
+  int r = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   ::close(fds[1]);
-  ::close(err_fds[1]);
-  if (devnull >= 0) ::close(devnull);
-  if (pid < 0) {
-    int e = errno;
+  if (r != 0) {
     ::close(fds[0]);
-    ::close(err_fds[0]);
-    *output = std::string("cannot run ") + args[0] + ": " + std::strerror(e);
+    *output = std::string("cannot run ") + argv[0] + ": " + std::strerror(r);
     return -1;
   }
-  ::setpgid(pid, pid);  // also from the parent: no window where a kill(-pid) misses
   if (started && !started(pid)) ::kill(-pid, SIGKILL);
   bool killed = false;
-  auto kill_group = [&] {  // the time limit: stop the compiler and everything it started
-    ::kill(-pid, SIGKILL);
-    killed = true;
-    if (timed_out) *timed_out = true;
-  };
-  // The execve's outcome: end of file once it ran, an errno when it failed.
-  if (!wait_readable(err_fds[0], limits.seconds != 0, deadline)) kill_group();
-  int exec_errno = 0;
-  ssize_t got = ::read(err_fds[0], &exec_errno, sizeof exec_errno);
-  ::close(err_fds[0]);
-  if (got == static_cast<ssize_t>(sizeof exec_errno) || killed) {
-    ::close(fds[0]);
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    *output = std::string("cannot run ") + args[0] + ": " +
-              (killed ? "it did not start within " + std::to_string(limits.seconds) + " s"
-                      : std::string(std::strerror(exec_errno)));
-    return -1;
-  }
   char buf[4096];
   for (;;) {
     if (!wait_readable(fds[0], limits.seconds && !killed, deadline)) {
-      kill_group();
+      // The time limit: stop the compiler and everything it started.
+      ::kill(-pid, SIGKILL);
+      killed = true;
+      if (timed_out) *timed_out = true;
       continue;
     }
     ssize_t n = ::read(fds[0], buf, sizeof buf);

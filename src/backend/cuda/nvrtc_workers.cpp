@@ -82,7 +82,7 @@ Pool* the_pool = nullptr;
 
 // A child forked by the application (Python's multiprocessing, say) must not talk to its parent's
 // workers, nor keep their sockets open (they would outlive the parent): it closes its copies and
-// starts its own workers when it needs some. The CPU JIT's fork+exec children need nothing: the
+// starts its own workers when it needs some. The CPU JIT's compiler processes need nothing: the
 // sockets are close-on-exec. The pool's lock is held across fork, so the child's copy is usable.
 void before_fork() {
   the_pool->mu.lock();
