@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,6 +30,7 @@
 #include "core/env.h"
 #include "core/files.h"
 #include "core/prelude_files.h"
+#include "core/spawn.h"
 #include "core/trace.h"
 
 extern char** environ;
@@ -174,25 +174,10 @@ int run_process(const std::vector<std::string>& args, std::string* output,
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return -1;  // CLOEXEC: concurrent spawns must not inherit it
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   using clock = std::chrono::steady_clock;
   auto deadline = clock::now() + std::chrono::seconds(limits.seconds);
   pid_t pid = 0;
-  // glibc's posix_spawn returns once the child has run execve, with its errno if that failed.
-  int r = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  int r = spawn_process(argv.data(), envp.data(), {{fds[1], 1}, {fds[1], 2}}, true, &pid);
   ::close(fds[1]);
   if (r != 0) {
     ::close(fds[0]);

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,6 +28,7 @@
 #include "backend/cuda/nvrtc_wire.h"
 #include "core/env.h"
 #include "core/files.h"
+#include "core/spawn.h"
 #include "core/trace.h"
 
 extern char** environ;
@@ -273,18 +273,6 @@ std::optional<Worker> spawn(const std::string& path, const std::string& pch_root
       return std::nullopt;
     }
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, child, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  // A process group of its own: a terminal's Ctrl-C interrupts the runtime (Python turns it into
-  // KeyboardInterrupt), not its workers; they end when the runtime's socket closes.
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   std::string library = library_path();
   std::vector<char*> argv{const_cast<char*>(path.c_str()), const_cast<char*>("--nvrtc"),
                           library.data()};
@@ -294,9 +282,9 @@ std::optional<Worker> spawn(const std::string& path, const std::string& pch_root
   }
   argv.push_back(nullptr);
   pid_t pid = -1;
-  int r = ::posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  // A process group of its own: a terminal's Ctrl-C interrupts the runtime (Python turns it into
+  // KeyboardInterrupt), not its workers; they end when the runtime's socket closes.
+  int r = spawn_process(argv.data(), environ, {{child, 0}}, false, &pid);
   ::close(child);
   if (r != 0) {
     *why = "cannot start " + path + ": " + std::strerror(r);
