@@ -1930,13 +1930,13 @@ class Translator {
 std::optional<uint64_t> cpu_stream_setting() {
   const std::optional<std::string> v = env::text("ALLOY_CPU_STREAM");
   if (!v || *v == "auto") return std::nullopt;
-  if (*v == "off") return ~uint64_t{0};
+  if (*v == "off") return kCpuStreamNever;
   if (*v == "on") return uint64_t{0};
   return *env::count("ALLOY_CPU_STREAM", "off, on, auto or a size in bytes");
 }
 
 bool cpu_stream_loops() {
-  if (const std::optional<uint64_t> s = cpu_stream_setting()) return *s != ~uint64_t{0};
+  if (const std::optional<uint64_t> s = cpu_stream_setting()) return *s != kCpuStreamNever;
 #if defined(__x86_64__)
   static const bool enough_cores = [] {
 #if defined(__linux__)

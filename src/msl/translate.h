@@ -98,9 +98,11 @@ struct Translation {
   bool uses_simd = false;            // simd/quad functions (lanes are exchanged within simdgroups)
 };
 
+/// An output size no output reaches: streaming off.
+inline constexpr uint64_t kCpuStreamNever = ~uint64_t{0};
 /// ALLOY_CPU_STREAM (off | on | auto | a size in bytes), the one reader of it: nullopt for auto
-/// (also when unset), else the smallest output in bytes to stream (0: on; ~0: off). Throws
-/// std::invalid_argument for any other value.
+/// (also when unset), else the smallest output in bytes to stream (0: on; kCpuStreamNever: off).
+/// Throws std::invalid_argument for any other value.
 std::optional<uint64_t> cpu_stream_setting();
 
 /// CPU: whether translations give outputs that may be streamed a streamed loop

@@ -405,15 +405,13 @@ namespace {
 // (below that an output may still be in the cache when the next kernel reads it) when the pool
 // may use at least 8 cores, on x86-64 (msl::cpu_stream_loops). ALLOY_CPU_STREAM=off | on | auto |
 // <bytes> (on: every streamable output; <bytes>: that threshold whatever the thread count).
-constexpr uint64_t kStreamNever = ~uint64_t{0};
 
 std::atomic<uint64_t>& stream_threshold() {
   static std::atomic<uint64_t> v{[] {
     // The translator's rule (x86-64, at least 8 cores allowed) decides whether kernels have a
     // streamed loop at all: the same one decides whether auto streams.
-    // ALLOY_CPU_STREAM's off is kStreamNever too.
     if (const std::optional<uint64_t> s = msl::cpu_stream_setting()) return *s;
-    return msl::cpu_stream_loops() ? uint64_t{16} << 20 : kStreamNever;
+    return msl::cpu_stream_loops() ? uint64_t{16} << 20 : msl::kCpuStreamNever;
   }()};
   return v;
 }

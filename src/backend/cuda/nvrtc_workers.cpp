@@ -125,9 +125,9 @@ void make_pch_root(Pool& p) {
   if (p.pch_tried) return;
   p.pch_tried = true;
   if (!env::flag("ALLOY_NVRTC_WORKER_PCH", true)) return;  // workers compile without the PCH
-  nvrtc::remove_dead_processes_pch_folders(temp_dir());
   std::error_code ec;
   const std::filesystem::path tmp = temp_dir();
+  nvrtc::remove_dead_processes_pch_folders(tmp.string());
   auto root = tmp / (kPchFolderPrefix + std::to_string(::getpid()));
   std::filesystem::remove_all(root, ec);  // an earlier process's with this pid
   if (::mkdir(root.c_str(), 0700) != 0) {
