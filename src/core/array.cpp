@@ -25,6 +25,7 @@
 #include "core/block_pool.h"
 #include "core/half_convert.h"
 #include "core/host_allocator.h"
+#include "core/hot.h"
 #include "core/primitives.h"
 #include "core/scheduler.h"
 #include "core/thread_cache.h"
@@ -33,7 +34,7 @@ namespace alloy {
 
 // ---- buffers ---------------------------------------------------------------------------------
 
-std::shared_ptr<Buffer> allocate(Device device, size_t nbytes) {
+ALLOY_HOT std::shared_ptr<Buffer> allocate(Device device, size_t nbytes) {
   try {
     return backend(device).allocate(nbytes);
   } catch (const OutOfMemory&) {
@@ -53,7 +54,7 @@ std::shared_ptr<Buffer> allocate(Device device, size_t nbytes) {
 
 namespace {
 // Row-major strides of `shape` into `out` (its storage reused: a recycled node's).
-void set_row_major_strides(const Shape& shape, Strides& out) {
+ALLOY_HOT void set_row_major_strides(const Shape& shape, Strides& out) {
   out.resize(shape.size());
   int64_t acc = 1;
   for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
@@ -171,7 +172,7 @@ int64_t checked_numel(const Shape& shape) {
 
 namespace {
 // Bytes of a row-major array, checked against int64 (what byte offsets are computed in).
-size_t checked_nbytes(const Shape& shape, Dtype dtype) {
+ALLOY_HOT size_t checked_nbytes(const Shape& shape, Dtype dtype) {
   int64_t bytes = 0;
   if (__builtin_mul_overflow(checked_numel(shape), static_cast<int64_t>(size_of(dtype)), &bytes))
     throw std::invalid_argument("the size in bytes of shape " + shape_text(shape) + " of " +
@@ -213,7 +214,7 @@ using Spare = ThreadCache<ArrayNode, 1, kCapacity, release>;
 // The deleter of pooled nodes: what the node holds is released first (that may drop other
 // nodes, recycled in turn), then the node goes to the cache, or is deleted when it is full.
 struct Recycle {
-  void operator()(ArrayNode* n) const noexcept {
+  ALLOY_HOT void operator()(ArrayNode* n) const noexcept {
     n->buffer.reset();
     n->pending.reset();
     if (!Spare::give(0, n)) delete n;
@@ -223,7 +224,7 @@ struct Recycle {
 
 // A node for a pending output (buffer and pending null, offset 0); the caller sets every other
 // field. Its storage is a recycled node's when the thread has one.
-std::shared_ptr<ArrayNode> make() {
+ALLOY_HOT std::shared_ptr<ArrayNode> make() {
   ArrayNode* n = Spare::take(0);
   if (n)
     n->offset = 0;
@@ -241,9 +242,10 @@ size_t pooled() {
 namespace {
 // `checked`: the output sizes were checked already (check_output_sizes; a cached kernel call's).
 template <class Shapes, class Dtypes>
-std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitive, std::vector<Array> inputs,
-                                   Shapes shapes_in, Dtypes dtypes_in, Stream stream,
-                                   bool checked = false) {
+ALLOY_HOT std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitive,
+                                             std::vector<Array> inputs, Shapes shapes_in,
+                                             Dtypes dtypes_in, Stream stream,
+                                             bool checked = false) {
   Device device = stream.device;
   auto op = std::allocate_shared<PendingOp>(block_pool::Allocator<PendingOp>{});
   op->primitive = std::move(primitive);
@@ -284,10 +286,11 @@ std::vector<Array> make_pending(std::shared_ptr<Primitive> primitive, std::vecto
                          std::move(dtypes), stream);
 }
 
-std::vector<Array> make_pending_borrowed(std::shared_ptr<Primitive> primitive,
-                                         std::vector<Array> inputs,
-                                         const std::vector<Shape>& shapes,
-                                         const std::vector<Dtype>& dtypes, Stream stream) {
+ALLOY_HOT std::vector<Array> make_pending_borrowed(std::shared_ptr<Primitive> primitive,
+                                                   std::vector<Array> inputs,
+                                                   const std::vector<Shape>& shapes,
+                                                   const std::vector<Dtype>& dtypes,
+                                                   Stream stream) {
   return make_pending_op(std::move(primitive), std::move(inputs),
                          OutputList<Shape>::borrowed(shapes), OutputList<Dtype>::borrowed(dtypes),
                          stream, /*checked=*/true);
@@ -324,7 +327,7 @@ Array make_pending_view(std::shared_ptr<Primitive> primitive, const Array& input
   return array_of(n);
 }
 
-void allocate_output(Array& out) {
+ALLOY_HOT void allocate_output(Array& out) {
   ArrayNode& n = *node_of(out);
   n.buffer = allocate(n.device, checked_nbytes(n.shape, n.dtype));
 }
@@ -496,10 +499,10 @@ Array Array::from_doubles(const std::vector<double>& values, Shape shape, Dtype 
   return from_bytes(bytes.data(), std::move(shape), dtype, device);
 }
 
-Dtype Array::dtype() const {
+ALLOY_HOT Dtype Array::dtype() const {
   return node_->dtype;
 }
-const Shape& Array::shape() const {
+ALLOY_HOT const Shape& Array::shape() const {
   return node_->shape;
 }
 int64_t Array::shape(int axis) const {
@@ -514,7 +517,7 @@ const Strides& Array::strides() const {
 int64_t Array::offset() const {
   return node_->offset;
 }
-Device Array::device() const {
+ALLOY_HOT Device Array::device() const {
   return node_->device;
 }
 int Array::ndim() const {
@@ -529,11 +532,11 @@ size_t Array::nbytes() const {
 bool Array::is_evaluated() const {
   return scheduler::is_ready(*node_);
 }
-void Array::eval() const {
+ALLOY_HOT void Array::eval() const {
   scheduler::eval_one(*this);
 }
 
-bool Array::is_row_contiguous() const {
+ALLOY_HOT bool Array::is_row_contiguous() const {
   if (node_->offset != 0) return false;
   int64_t expect = 1;
   for (int i = ndim() - 1; i >= 0; --i) {

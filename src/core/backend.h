@@ -115,6 +115,14 @@ class LaunchGraph {
   virtual bool uses(size_t external) const = 0;
 };
 
+/// A launch packed once (Backend::prepare) for launches that differ from it only in the
+/// addresses of their memory arguments: a repeated kernel call's (docs/architecture.md, "The
+/// prepared launch"). Owned by the caller; valid while the launched function's module lives.
+class PreparedLaunch {
+ public:
+  virtual ~PreparedLaunch() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -165,6 +173,24 @@ class Backend {
   /// (threadgroup above its limit: MLX raises ValueError there), alloy::NotSupported for shapes
   /// the device cannot launch, alloy::Error for failures. A grid with no threads runs nothing.
   virtual void launch(const LaunchDesc& launch) = 0;
+  /// `launch` packed once: its function, dims, threadgroup parameters and bytes/block
+  /// arguments (constants of every later launch of it). nullptr when the backend does not
+  /// prepare launches or not this one (robust mode, arguments that spill to device memory): the
+  /// caller launches with launch(). Launches nothing; what launch() would reject is rejected at
+  /// each launch_prepared().
+  virtual std::unique_ptr<PreparedLaunch> prepare(const LaunchDesc& launch) {
+    (void)launch;
+    return nullptr;
+  }
+  /// Enqueues `prepared` with memory argument n at `data[n]` (entries of other arguments are not
+  /// read), as launch() would the description it was prepared from with those addresses.
+  /// False, enqueuing nothing, when it cannot now (a launch graph being recorded: the caller
+  /// launches with launch()). Throws what launch() throws.
+  virtual bool launch_prepared(const PreparedLaunch& prepared, const void* const* data) {
+    (void)prepared;
+    (void)data;
+    return false;
+  }
   /// Bytes of `bytes`/`block` arguments one launch carries without extra memory (CUDA: its
   /// parameter block); the translator's spill variant is used beyond it.
   virtual size_t by_value_capacity() const = 0;

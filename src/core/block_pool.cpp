@@ -1,5 +1,6 @@
 #include "core/block_pool.h"
 
+#include "core/hot.h"
 #include "core/thread_cache.h"
 
 namespace alloy::block_pool {
@@ -16,14 +17,14 @@ size_t size_class(size_t bytes) {
 }
 }  // namespace
 
-void* allocate(size_t bytes) {
+ALLOY_HOT void* allocate(size_t bytes) {
   if (bytes == 0 || bytes > kMaxBlock) return ::operator new(bytes);
   size_t c = size_class(bytes);
   if (void* p = Spare::take(c)) return p;
   return ::operator new((c + 1) * kGranule);
 }
 
-void deallocate(void* p, size_t bytes) noexcept {
+ALLOY_HOT void deallocate(void* p, size_t bytes) noexcept {
   if (bytes == 0 || bytes > kMaxBlock) return ::operator delete(p);
   if (!Spare::give(size_class(bytes), p)) ::operator delete(p);
 }

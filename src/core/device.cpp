@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/backend.h"
+#include "core/hot.h"
 #include "core/scheduler.h"
 
 namespace alloy {
@@ -14,11 +15,11 @@ std::string Device::str() const {
   return type == Type::cpu ? "cpu" : "gpu:" + std::to_string(index);
 }
 
-bool gpu_available() {
+ALLOY_HOT bool gpu_available() {
   return gpu_backend() != nullptr;
 }
 
-Backend& backend(Device device) {
+ALLOY_HOT Backend& backend(Device device) {
   if (device.type == Device::Type::cpu) return cpu_backend();
   if (Backend* gpu = gpu_backend(device.index)) return *gpu;
   if (device.index == 0 && gpu_count() == 0)
@@ -32,7 +33,7 @@ namespace {
 std::atomic<int> g_default{-1};
 }  // namespace
 
-Device default_device() {
+ALLOY_HOT Device default_device() {
   if (auto s = scheduler::context_stream()) return s->device;
   int d = g_default.load();
   if (d < 0) return gpu_available() ? Device::gpu() : Device::cpu();

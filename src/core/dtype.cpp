@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/half_convert.h"
+#include "core/hot.h"
 
 namespace alloy {
 namespace {
@@ -37,7 +38,7 @@ const DtypeInfo& info(Dtype t) {
 }
 }  // namespace
 
-size_t size_of(Dtype t) {
+ALLOY_HOT size_t size_of(Dtype t) {
   return info(t).size;
 }
 std::string_view dtype_name(Dtype t) {

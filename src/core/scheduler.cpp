@@ -16,6 +16,7 @@
 #include "core/array_node.h"
 #include "core/backend.h"
 #include "core/env.h"
+#include "core/hot.h"
 #include "core/interrupt_state.h"
 
 namespace alloy {
@@ -197,7 +198,7 @@ Stream add_stream(Device d, void* gpu) {
   return r.streams.back()->stream;
 }
 
-StreamState& state_of(const Stream& s) {
+ALLOY_HOT StreamState& state_of(const Stream& s) {
   Registry& r = registry();
   if (s.index >= 0 && s.index < Registry::kFast)
     if (StreamState* st = r.fast[s.index].load(std::memory_order_acquire);
@@ -237,7 +238,7 @@ struct RunLists {
 thread_local RunLists t_run_lists;
 
 // Runs one op on the calling thread: its inputs are ready.
-void run_pending(const std::shared_ptr<PendingOp>& op) {
+ALLOY_HOT void run_pending(const std::shared_ptr<PendingOp>& op) {
   // A failed evaluation fails once: reading its outputs again reports the same error.
   if (op->error) std::rethrow_exception(op->error);
   RunLists nested;
@@ -299,7 +300,7 @@ void run_pending(const std::shared_ptr<PendingOp>& op) {
 }
 
 // Runs a GPU op with the backend's current stream set to the op's stream.
-void run_on_gpu_stream(const std::shared_ptr<PendingOp>& op, void* stream) {
+ALLOY_HOT void run_on_gpu_stream(const std::shared_ptr<PendingOp>& op, void* stream) {
   if (!stream) return run_pending(op);
   Backend* gpu = &gpu_of(op->device.index);
   gpu->set_current_stream(stream);
@@ -489,7 +490,7 @@ Stream wrap_gpu_stream(void* handle, int gpu_index) {
 
 }  // namespace scheduler
 
-Stream default_stream(Device device) {
+ALLOY_HOT Stream default_stream(Device device) {
   Registry& r = registry();
   if (device.index >= 0 && device.index < (device.type == Device::Type::cpu ? 1 : kMaxGpus)) {
     int i = r.default_index[slot(device)].load(std::memory_order_acquire);
@@ -576,7 +577,7 @@ namespace {
 // The common case of one array whose op reads only materialized inputs on a stream with nothing
 // queued (a kernel call on arrays that exist): runs it without building an order. False when
 // the array needs the general path.
-bool eval_leaf(const Array& a) {
+ALLOY_HOT bool eval_leaf(const Array& a) {
   if (!a.valid()) return false;
   std::shared_ptr<PendingOp> op;
   bool leaf = true;
@@ -599,7 +600,7 @@ bool eval_leaf(const Array& a) {
 }
 }  // namespace
 
-void scheduler::eval_one(const Array& a) {
+ALLOY_HOT void scheduler::eval_one(const Array& a) {
   if (!eval_leaf(a)) eval(std::vector<Array>{a});
 }
 

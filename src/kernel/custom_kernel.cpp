@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
@@ -21,6 +22,7 @@
 #include "alloy/kernel.h"
 #include "core/array_node.h"
 #include "core/backend.h"
+#include "core/hot.h"
 #include "kernel/launch.h"
 #include "kernel/limits.h"
 #include "kernel/program.h"
@@ -667,11 +669,13 @@ void bind_call(LaunchBuilder& launch, const KernelSpec& spec,
   }
 }
 
-void CustomKernel::eval_cpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
+ALLOY_HOT void CustomKernel::eval_cpu(const std::vector<Array>& inputs,
+                                      std::vector<Array>& outputs) {
   eval(inputs, outputs);
 }
 
-void CustomKernel::eval_gpu(const std::vector<Array>& inputs, std::vector<Array>& outputs) {
+ALLOY_HOT void CustomKernel::eval_gpu(const std::vector<Array>& inputs,
+                                      std::vector<Array>& outputs) {
   eval(inputs, outputs);
 }
 
@@ -688,13 +692,92 @@ bool CustomKernel::runs_inline(const std::vector<Array>& in) const {
   }
 }
 
-void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& outputs) {
+/// A primitive's launch prepared once (Backend::prepare) and what it was prepared for: the
+/// device, the inputs' dtypes, devices and layouts (the shape parameters and the variant are
+/// constants of the prepared launch), and the array each memory argument takes.
+struct LaunchRecord {
+  static constexpr int kNotMemory = std::numeric_limits<int>::min();
+  struct Input {
+    Dtype dtype;
+    Device device;
+    Shape shape;
+    Strides strides;
+  };
+  Device device;
+  std::vector<Input> inputs;
+  std::vector<int> sources;  // per [[buffer(n)]]: input k as k, output k as -1 - k, or kNotMemory
+  std::unique_ptr<PreparedLaunch> prepared;
+
+  ALLOY_HOT bool matches(Device d, const std::vector<Array>& in) const {
+    if (d != device || in.size() != inputs.size()) return false;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const ArrayNode& n = *node_of(in[i]);
+      const Input& r = inputs[i];
+      if (n.dtype != r.dtype || n.device != r.device || n.shape != r.shape ||
+          n.strides != r.strides)
+        return false;
+    }
+    return true;
+  }
+  ALLOY_HOT bool launch(Backend& be, const std::vector<Array>& in,
+                        const std::vector<Array>& outputs, const std::string& label) const {
+    const void* data[LaunchBuilder::kMaxArgs];
+    for (size_t n = 0; n < sources.size(); ++n) {
+      int s = sources[n];
+      if (s >= 0)
+        data[n] = node_of(in[static_cast<size_t>(s)])->data();
+      else if (s != kNotMemory)
+        data[n] = node_of(outputs[static_cast<size_t>(-1 - s)])->data();
+    }
+    return launch_prepared(be, *prepared, data, "metal_kernel", label);
+  }
+};
+
+CustomKernel::RecordSlot::~RecordSlot() {
+  delete record.load();
+}
+
+void CustomKernel::keep_launch(LaunchBuilder& launch, const CompiledKernel& k,
+                               const std::vector<Array>& in,
+                               const std::vector<msl::Binding>& bindings, Device device) {
+  // A host array given to a GPU kernel travels by value: its bytes are no constant.
+  for (auto& a : in)
+    if (a.device() != device) return;
+  auto prepared = launch.prepare(k, device);
+  if (!prepared) return;  // (the CPU's backend prepares none)
+  auto r = std::make_unique<LaunchRecord>();
+  r->device = device;
+  r->prepared = std::move(prepared);
+  for (auto& a : in) {
+    const ArrayNode& n = *node_of(a);
+    r->inputs.push_back({n.dtype, n.device, n.shape, n.strides});
+  }
+  r->sources.assign(bindings.size(), LaunchRecord::kNotMemory);
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    const auto& b = bindings[i];
+    if (b.kind == msl::BindingKind::input)
+      r->sources[i] = static_cast<int>(b.index);
+    else if (b.kind == msl::BindingKind::output)
+      r->sources[i] = -1 - static_cast<int>(b.index);
+  }
+  const LaunchRecord* none = nullptr;
+  if (launch_.record.compare_exchange_strong(none, r.get(), std::memory_order_acq_rel)) r.release();
+}
+
+ALLOY_HOT void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& outputs) {
   Device device = outputs.front().device();
   Backend& be = backend(device);
+  for (auto& o : outputs) allocate_output(o);
+  if (init_value_)
+    for (auto& o : outputs) fill_value(o, *init_value_);
+  // A repeated evaluation on inputs laid out as when its launch was prepared: the addresses
+  // change, nothing else (docs/architecture.md, "The prepared launch").
+  if (const LaunchRecord* r = launch_.record.load(std::memory_order_acquire);
+      r && r->matches(device, in) && r->launch(be, in, outputs, spec_->name))
+    return;
   std::shared_ptr<KernelVariant> holder;
   KernelVariant& variant_ = variant_ref(in, holder);
   const auto& bindings = variant_.generated.bindings;
-  for (auto& o : outputs) allocate_output(o);
   auto [grid_, threadgroup_] =
       fixed_geometry_ ? std::pair{fixed_grid_, fixed_threadgroup_} : geometry(in);
   // Shape parameters too large for the launch's parameter block (many inputs of many
@@ -704,13 +787,16 @@ void CustomKernel::eval(const std::vector<Array>& in, std::vector<Array>& output
   const Program& program =
       variant_.program(block ? msl::Target::cuda : msl::Target::cpu, robust_, spill);
   const CompiledKernel& k = program.kernels().front();
-  if (init_value_)
-    for (auto& o : outputs) fill_value(o, *init_value_);
   LaunchBuilder launch("metal_kernel", spec_->name);
   bind_call(launch, *spec_, bindings, in, outputs, device, block && !spill);
   if (grid_[0] == 0 || grid_[1] == 0 || grid_[2] == 0) return;  // nothing runs
   launch.dims(grid_, effective_threadgroup(grid_, threadgroup_));
   launch.launch(k, device, robust_, [&](uint32_t b) { return buffer_name(*spec_, bindings, b); });
+  // The second evaluation (a repeated call's) prepares the launch for the next ones. Only with
+  // the hint's variant, which this primitive keeps alive with its programs.
+  if (!robust_ && !holder && launch_.evaluations.load(std::memory_order_relaxed) < 2 &&
+      launch_.evaluations.fetch_add(1, std::memory_order_relaxed) == 1)
+    keep_launch(launch, k, in, bindings, device);
 }
 
 }  // namespace kernel
@@ -806,8 +892,8 @@ std::vector<Array> MetalKernel::operator()(const std::vector<Array>& inputs,
   return (*this)(std::vector<Array>(inputs), call);
 }
 
-std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
-                                           const KernelCall& call) const {
+ALLOY_HOT std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs,
+                                                     const KernelCall& call) const {
   const KernelSpec& spec = *spec_;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].valid())

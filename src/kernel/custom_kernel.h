@@ -83,6 +83,8 @@ msl::GeneratedSource call_generated_source(const MetalKernel& kernel,
                                            const std::vector<Array>& inputs,
                                            const KernelCall& call);
 
+struct LaunchRecord;  // custom_kernel.cpp
+
 /// One metal_kernel call in the graph: the kernel's specification, the call's dtypes and template
 /// arguments, and its geometry as expressions of the input shapes. Pure: the compiled variants
 /// live in a process-wide cache keyed by content (variant_for), looked up at evaluation on the
@@ -123,6 +125,9 @@ class CustomKernel : public Primitive {
   void keep_call_shapes(std::vector<Shape> shapes) { call_shapes_ = std::move(shapes); }
   const std::vector<Shape>& call_shapes() const { return call_shapes_; }
   const std::vector<Dtype>& output_dtypes() const { return output_dtypes_; }
+  /// Whether a later evaluation on inputs laid out as the last ones launches the prepared
+  /// launch (made at the second evaluation where the backend prepares launches; tests).
+  bool launch_is_prepared() const { return launch_.record.load() != nullptr; }
 
  private:
   std::shared_ptr<KernelVariant> variant(const std::vector<Array>& inputs) const;
@@ -157,6 +162,20 @@ class CustomKernel : public Primitive {
   bool fixed_inline_ = false;  // with fixed_geometry_: the CPU launch runs on the caller
   // Not state: the compile start_compile queued, kept alive while this primitive may need it.
   std::shared_ptr<KernelVariant::ProgramJob> compile_;
+  // Not state: the launch prepared at this primitive's second evaluation (a repeated call
+  // shares the primitive: MetalKernel's call plan), for later evaluations on inputs laid out
+  // alike (LaunchRecord). Set once, never replaced.
+  struct RecordSlot {
+    std::atomic<const LaunchRecord*> record{nullptr};
+    std::atomic<uint32_t> evaluations{0};
+    RecordSlot() = default;
+    RecordSlot(const RecordSlot&) = delete;
+    RecordSlot& operator=(const RecordSlot&) = delete;
+    ~RecordSlot();
+  };
+  RecordSlot launch_;
+  void keep_launch(LaunchBuilder& launch, const CompiledKernel& k, const std::vector<Array>& in,
+                   const std::vector<msl::Binding>& bindings, Device device);
 };
 
 /// Content hash of everything in a spec that changes the generated text or its compilation.

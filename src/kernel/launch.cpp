@@ -9,6 +9,7 @@
 
 #include "alloy/errors.h"
 #include "core/array_node.h"
+#include "core/hot.h"
 #include "kernel/robust_reports.h"
 
 namespace alloy::kernel {
@@ -69,6 +70,23 @@ void LaunchBuilder::dims(const Dims& grid, const Dims& threadgroup) {
   }
 }
 
+namespace {
+// Runs `enqueue`, rethrowing std::invalid_argument and alloy errors as they are and other
+// failures as alloy::Error naming the kernel.
+template <class F>
+auto launch_reported(const char* kind, const std::string& label, F&& enqueue) {
+  try {
+    return enqueue();
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(label, fmt::format("[{}] kernel '{}' failed: {}", kind, label, e.what()));
+  }
+}
+}  // namespace
+
 void LaunchBuilder::launch(const CompiledKernel& k, Device device, bool robust,
                            const BufferNamer& namer) {
   desc_.function = k.function;
@@ -79,21 +97,30 @@ void LaunchBuilder::launch(const CompiledKernel& k, Device device, bool robust,
     desc_.oob = &oob;
     desc_.oob_total = &oob_total;
   }
-  try {
-    backend(device).launch(desc_);
-  } catch (const std::invalid_argument&) {
-    throw;
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(label_, fmt::format("[{}] kernel '{}' failed: {}", kind_, label_, e.what()));
-  }
+  launch_reported(kind_, label_, [&] { backend(device).launch(desc_); });
   if (robust && oob_total > 0) {
     std::vector<OutOfRangeAccess> kept;
     for (auto& r : oob)
       kept.push_back({label_, namer(r.buffer), r.index, {r.thread[0], r.thread[1], r.thread[2]}});
     add_out_of_range(label_, oob_total, std::move(kept));
   }
+}
+
+std::unique_ptr<PreparedLaunch> LaunchBuilder::prepare(const CompiledKernel& k, Device device) {
+  desc_.function = k.function;
+  desc_.buffer_names = nullptr;
+  desc_.oob = nullptr;
+  desc_.oob_total = nullptr;
+  try {
+    return backend(device).prepare(desc_);
+  } catch (const std::exception&) {
+    return nullptr;  // launched with launch() as before
+  }
+}
+
+ALLOY_HOT bool launch_prepared(Backend& be, const PreparedLaunch& prepared, const void* const* data,
+                               const char* kind, const std::string& label) {
+  return launch_reported(kind, label, [&] { return be.launch_prepared(prepared, data); });
 }
 
 Dims effective_threadgroup(const Dims& grid, const Dims& tg) {

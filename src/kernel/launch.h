@@ -42,6 +42,9 @@ class LaunchBuilder {
   /// naming buffers with `namer`. Rethrows std::invalid_argument and alloy errors as they are;
   /// other failures become alloy::Error naming the kernel.
   void launch(const CompiledKernel& k, Device device, bool robust, const BufferNamer& namer);
+  /// The same launch packed once for repeated launches (Backend::prepare), or nullptr. Not
+  /// robust. Launches nothing and never throws: a launch that cannot be prepared is nullptr.
+  std::unique_ptr<PreparedLaunch> prepare(const CompiledKernel& k, Device device);
 
  private:
   LaunchArg& arg(uint32_t n);
@@ -57,6 +60,12 @@ class LaunchBuilder {
   size_t local_used_ = 0;
   std::vector<std::unique_ptr<unsigned char[]>> heap_;
 };
+
+/// Launches `prepared` (LaunchBuilder::prepare, for a device of `be`) with memory argument n at
+/// `data[n]`; false when it cannot now (Backend::launch_prepared). Failures as
+/// LaunchBuilder::launch reports them (`kind`, `label` as there).
+bool launch_prepared(Backend& be, const PreparedLaunch& prepared, const void* const* data,
+                     const char* kind, const std::string& label);
 
 /// The threadgroup MLX dispatches: min(threadgroup, grid) per dimension.
 Dims effective_threadgroup(const Dims& grid, const Dims& tg);

@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "alloy/errors.h"
+#include "core/hot.h"
 
 namespace alloy::cuda {
 
@@ -40,14 +41,14 @@ std::shared_ptr<Allocator::Fence> Allocator::make_fence() {
   return fence;
 }
 
-void Allocator::wait_fence(const std::shared_ptr<Fence>& fence) {
+ALLOY_HOT void Allocator::wait_fence(const std::shared_ptr<Fence>& fence) {
   if (!fence) return;
   enter_();
   CUstream s = current_();
   for (CUevent e : fence->events) driver_.cuStreamWaitEvent(s, e, 0);
 }
 
-size_t Allocator::round_size(size_t nbytes) {
+ALLOY_HOT size_t Allocator::round_size(size_t nbytes) {
   if (nbytes <= kMinBlock) return kMinBlock;
   if (nbytes <= kSmallLimit) return std::bit_ceil(nbytes);
   return (nbytes + kLargeGranule - 1) / kLargeGranule * kLargeGranule;
@@ -74,8 +75,8 @@ void Allocator::free(void* p) {
   free(p, block);
 }
 
-bool Allocator::take_cached(size_t size, CUdeviceptr* ptr, size_t* block,
-                            std::shared_ptr<Fence>* fence) {
+ALLOY_HOT bool Allocator::take_cached(size_t size, CUdeviceptr* ptr, size_t* block,
+                                      std::shared_ptr<Fence>* fence) {
   Lock lock(mu_);
   if (size <= kSmallLimit) {
     auto& bucket = small_[small_bucket(size)];
@@ -98,13 +99,13 @@ bool Allocator::take_cached(size_t size, CUdeviceptr* ptr, size_t* block,
   return true;
 }
 
-void Allocator::note_active_locked(size_t block) {
+ALLOY_HOT void Allocator::note_active_locked(size_t block) {
   stats_.active_bytes += block;
   if (stats_.active_bytes > stats_.peak_active_bytes)
     stats_.peak_active_bytes = stats_.active_bytes;
 }
 
-void* Allocator::allocate(size_t nbytes, size_t* block_out) {
+ALLOY_HOT void* Allocator::allocate(size_t nbytes, size_t* block_out) {
   size_t size = round_size(nbytes);
   CUdeviceptr ptr = 0;
   size_t block = size;
@@ -149,7 +150,7 @@ void* Allocator::allocate(size_t nbytes, size_t* block_out) {
   return reinterpret_cast<void*>(ptr);
 }
 
-void Allocator::free(void* p, size_t block) {
+ALLOY_HOT void Allocator::free(void* p, size_t block) {
   if (!p) return;
   auto ptr = reinterpret_cast<CUdeviceptr>(p);
   std::shared_ptr<Fence> fence = make_fence();

@@ -27,6 +27,7 @@
 #include "backend/cuda/tiered.h"
 #include "core/block_pool.h"
 #include "core/env.h"
+#include "core/hot.h"
 #include "core/scheduler.h"
 #include "core/trace.h"
 
@@ -144,7 +145,7 @@ class CudaBackend final : public Backend {
   Device::Type type() const override { return Device::Type::gpu; }
   std::string device_name() const override { return ctx_.info().name; }
 
-  std::shared_ptr<Buffer> allocate(size_t nbytes) override {
+  ALLOY_HOT std::shared_ptr<Buffer> allocate(size_t nbytes) override {
     ctx_.check_usable();  // the allocator makes the context current when it calls the driver
     Allocator* a = &ctx_.allocator();
     size_t block = 0;
@@ -226,7 +227,7 @@ class CudaBackend final : public Backend {
 
   void* create_stream() override { return ctx_.create_stream(); }
   void register_stream(void* stream) override { ctx_.register_stream(cu(stream)); }
-  void set_current_stream(void* stream) override { ctx_.set_current_stream(cu(stream)); }
+  ALLOY_HOT void set_current_stream(void* stream) override { ctx_.set_current_stream(cu(stream)); }
   void synchronize_stream(void* stream) override {
     graph_recording::reject("a stream synchronization");
     ctx_.synchronize_stream(cu(stream));
@@ -364,6 +365,45 @@ class CudaBackend final : public Backend {
     }
   }
 
+  std::unique_ptr<PreparedLaunch> prepare(const LaunchDesc& d) override {
+    const auto& f = *static_cast<const LaunchFunction*>(d.function);
+    // Robust launches read their buffers' sizes and log back; launches on another GPU than the
+    // module's load it there first; spilled arguments need device memory per launch.
+    if (d.oob || f.block.robust || f.ordinal != ctx_.ordinal()) return nullptr;
+    auto p = std::make_unique<Prepared>();
+    ParamBlock P(f.block);
+    const Packed packed = pack(d, P);
+    if (packed.spilled) return nullptr;
+    p->function = &f;
+    p->shared_bytes = packed.shared_bytes;
+    p->label = d.label;
+    for (uint32_t i = 0; i < P.head.num_buffers; ++i)
+      if (d.args[i].kind == LaunchArg::Kind::memory)
+        p->memory[p->num_memory++] = static_cast<uint8_t>(i);
+    std::memcpy(p->block, P.bytes(), f.block.size);
+    return p;
+  }
+
+  ALLOY_HOT bool launch_prepared(const PreparedLaunch& prepared, const void* const* data) override {
+    if (graph_recording::active()) return false;  // launch() records it
+    const auto& p = static_cast<const Prepared&>(prepared);
+    const LaunchFunction& f = *p.function;
+    // The prepared block with this launch's addresses (cuLaunchKernel copies it).
+    alignas(16) unsigned char block[ParamBlock::kMaxBytes];
+    std::memcpy(block, p.block, f.block.size);
+    for (uint32_t k = 0; k < p.num_memory; ++k)
+      std::memcpy(block + f.block.buffers + 8 * p.memory[k], &data[p.memory[k]], 8);
+    EntryLayout layout;
+    layout.param_buffers = f.param_buffers.data();
+    layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
+    enter();
+    // The function as launch() takes it: the full compile's once loaded (tiered.h).
+    const Function& fn = *f.fn.load(std::memory_order_acquire);
+    layout.coarsen = fn.one_group_per_block ? 1u : f.coarsen;
+    launch_block(ctx_, fn, block, f.block.buffers, p.shared_bytes, p.label.c_str(), layout);
+    return true;
+  }
+
   size_t by_value_capacity() const override { return ALLOY_CUDA_INLINE_BYTES; }
 
   bool begin_recording() override { return begin_graph_recording(ctx_); }
@@ -394,6 +434,16 @@ class CudaBackend final : public Backend {
                CUDA_SUCCESS &&
            type == CU_MEMORYTYPE_HOST;
   }
+
+  // A launch packed once (prepare): the block with its memory entries to fill per launch.
+  struct Prepared final : PreparedLaunch {
+    const LaunchFunction* function = nullptr;
+    uint32_t shared_bytes = 0;
+    uint32_t num_memory = 0;
+    uint8_t memory[ALLOY_CUDA_MAX_BUFFERS] = {};  // buffer-table entries bound to memory
+    std::string label;
+    alignas(16) unsigned char block[ParamBlock::kMaxBytes];
+  };
 
   Context& ctx_;
   const Driver& drv_;

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "alloy/errors.h"
+#include "core/hot.h"
 
 namespace alloy::cuda {
 
@@ -173,7 +174,7 @@ void Context::bind_current() {
   if (r != CUDA_SUCCESS) throw_error(drv_, r, "cuCtxSetCurrent");
 }
 
-void Context::note_launch(const char* kernel) {
+ALLOY_HOT void Context::note_launch(const char* kernel) {
   static_assert(kNameBytes % 8 == 0);
   uint64_t i = launches_since_sync_.fetch_add(1, std::memory_order_relaxed);
   auto& slot = history_[i % kHistory];

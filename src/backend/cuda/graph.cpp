@@ -10,6 +10,7 @@
 #include "alloy/errors.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/jit.h"
+#include "core/hot.h"
 
 namespace alloy::cuda {
 namespace {
@@ -198,7 +199,7 @@ std::vector<PatchSite> find_patch_sites(const std::vector<const ParamBlock*>& la
 }
 
 namespace graph_recording {
-bool active() {
+ALLOY_HOT bool active() {
   return t_recording != nullptr;
 }
 void reject(const char* why) {

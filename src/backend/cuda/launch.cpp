@@ -10,6 +10,7 @@
 #include "alloy/errors.h"
 #include "backend/cuda/graph.h"
 #include "core/backend.h"
+#include "core/hot.h"
 
 namespace alloy::cuda {
 namespace {
@@ -148,9 +149,25 @@ void spill_into(const LaunchDesc& d, const Packed& packed, ParamBlock& P, unsign
 void launch(Context& ctx, const Function& fn, const ParamBlock& P, uint32_t dynamic_shared_bytes,
             const char* label, const EntryLayout& layout) {
   const alloy_cuda_head& L = P.head;
+  const Enqueued e =
+      launch_block(ctx, fn, P.bytes(), P.layout.buffers, dynamic_shared_bytes, label, layout);
+  if (e.blocks_x && graph_recording::active()) {
+    const unsigned grid_dims[3] = {e.blocks_x, L.groups[1], L.groups[2]};
+    const unsigned block_dims[3] = {L.threadgroup[0], L.threadgroup[1], L.threadgroup[2]};
+    record_launch(fn, grid_dims, block_dims, e.shared_bytes, ctx.stream(), P, layout.param_buffers,
+                  std::min<uint32_t>(layout.num_param_buffers, ALLOY_CUDA_MAX_BUFFERS),
+                  label ? label : fn.kernel.c_str());
+  }
+}
+
+ALLOY_HOT Enqueued launch_block(Context& ctx, const Function& fn, const void* block,
+                                uint32_t buffers, uint32_t dynamic_shared_bytes, const char* label,
+                                const EntryLayout& layout) {
+  alloy_cuda_head L;
+  std::memcpy(&L, block, sizeof L);
   const char* name = label ? label : fn.kernel.c_str();
   // Metal: a dispatch with no threads runs nothing and is no error.
-  if (L.groups[0] == 0 || L.groups[1] == 0 || L.groups[2] == 0) return;
+  if (L.groups[0] == 0 || L.groups[1] == 0 || L.groups[2] == 0) return {};
   uint64_t threads = uint64_t(L.threadgroup[0]) * L.threadgroup[1] * L.threadgroup[2];
   if (threads > static_cast<uint64_t>(fn.max_threads)) too_many_threads(fn, threads, name);
   const DeviceInfo& info = ctx.info();
@@ -173,11 +190,10 @@ void launch(Context& ctx, const Function& fn, const ParamBlock& P, uint32_t dyna
     configure_shared(ctx, fn, dynamic_shared_bytes, name);
   }
   void* params[1 + ALLOY_CUDA_MAX_BUFFERS];
-  params[0] = const_cast<void*>(P.bytes());
+  auto* bytes = static_cast<unsigned char*>(const_cast<void*>(block));
+  params[0] = bytes;
   uint32_t np = std::min<uint32_t>(layout.num_param_buffers, ALLOY_CUDA_MAX_BUFFERS);
-  for (uint32_t i = 0; i < np; ++i)
-    params[1 + i] =
-        const_cast<void*>(P.buffer_slot(static_cast<uint32_t>(layout.param_buffers[i])));
+  for (uint32_t i = 0; i < np; ++i) params[1 + i] = bytes + buffers + 8 * layout.param_buffers[i];
   // Several groups per block only when the grid stays a few waves deep: coarsening a small grid
   // would leave multiprocessors idle.
   uint32_t blocks_x = L.groups[0];
@@ -192,12 +208,7 @@ void launch(Context& ctx, const Function& fn, const ParamBlock& P, uint32_t dyna
                                            dynamic_shared_bytes, ctx.stream(), params, nullptr);
   if (r != CUDA_SUCCESS) ctx.fail(r, "cuLaunchKernel", name);
   ctx.note_launch(name);
-  if (graph_recording::active()) {
-    const unsigned grid_dims[3] = {blocks_x, L.groups[1], L.groups[2]};
-    const unsigned block_dims[3] = {L.threadgroup[0], L.threadgroup[1], L.threadgroup[2]};
-    record_launch(fn, grid_dims, block_dims, dynamic_shared_bytes, ctx.stream(), P,
-                  layout.param_buffers, np, name);
-  }
+  return {blocks_x, dynamic_shared_bytes};
 }
 
 }  // namespace alloy::cuda

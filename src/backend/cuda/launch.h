@@ -111,6 +111,19 @@ void launch(Context& ctx, const Function& fn, const ParamBlock& P,
             uint32_t dynamic_shared_bytes = 0, const char* label = nullptr,
             const EntryLayout& layout = {});
 
+/// What launch_block enqueued: blocks along x (0: nothing, a grid with no threads) and the
+/// dynamic shared memory it launched with.
+struct Enqueued {
+  uint32_t blocks_x = 0;
+  uint32_t shared_bytes = 0;
+};
+
+/// launch() over a parameter block's bytes (`block`: the head at offset 0, the buffer table at
+/// byte `buffers`, at least the entry's layout size; cuLaunchKernel copies them), without the
+/// launch-graph recording (the caller records, or checked that nothing records).
+Enqueued launch_block(Context& ctx, const Function& fn, const void* block, uint32_t buffers,
+                      uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout);
+
 /// Sets h.groups (ceil(grid / threadgroup)) and h.full_groups (floor) from h.grid and
 /// h.threadgroup.
 inline void set_groups(alloy_cuda_head& h) {
