@@ -9,6 +9,7 @@
 //   init        an empty kernel without the prelude (NVRTC's first use), K, K2
 //   match       W (another kernel with K's prefix, its PCH made: the warm-up), K, K2
 //   core        W with the prelude's core only as its prefix (PCH made), K, K2
+//   syntax      W with K's prefix, front end only (-fdevice-syntax-only; PCH made), K, K2
 //   otheropts   W with K's prefix under the quick compile's options (PCH made), K, K2
 //   nopch       an empty kernel, then K without the PCH options (the prelude parsed, no PCH),
 //               K2 without them
@@ -165,6 +166,10 @@ int main(int argc, char** argv) {
     step("W", prefixed(w, false), h, with_pch(full));
   } else if (mode == "core") {
     step("W(core)", prefixed(w, true), h, with_pch(full));
+  } else if (mode == "syntax") {
+    std::vector<std::string> o = full;
+    o.push_back("-fdevice-syntax-only");
+    step("W(syntax)", prefixed(w, false), h, with_pch(o));
   } else if (mode == "otheropts") {
     step("W(quick)", prefixed(w, false), h, with_pch(quick));
   } else if (mode == "nopch") {
