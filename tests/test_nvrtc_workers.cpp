@@ -1008,7 +1008,10 @@ TEST_F(NvrtcWorkers, PrestartedWorkersAreReapedAtExitAndLeaveNothing) {
       ::close(fds[0]);
       ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);  // a forked child: no pool threads
       nvrtc::testing::reset_workers();
-      nvrtc::prestart_workers(pch_warm_up(90));
+      // A warm-up long enough (100 kernels in one program) that the exit comes during it.
+      nvrtc::WarmUp w = pch_warm_up(90);
+      for (int k = 0; k < 100; ++k) w.source += program(1000 + k);
+      nvrtc::prestart_workers(std::move(w));
       auto end = std::chrono::steady_clock::now() + std::chrono::minutes(1);
       while (nvrtc::worker_stats().live_pids.empty() && std::chrono::steady_clock::now() < end)
         std::this_thread::sleep_for(std::chrono::microseconds(200));
