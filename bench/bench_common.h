@@ -226,8 +226,9 @@ struct CpuDispatch {
 
 /// Child modes, run by main() when ALLOY_BENCH_CHILD names one; each prints
 /// "alloy_seconds peer_seconds disk_hits" and exits 0.
-int cpu_warm_child();  // bench_cpu_jit.cpp
-int gpu_warm_child();  // bench_gpu.cpp
+int cpu_warm_child();         // bench_cpu_jit.cpp
+int gpu_warm_child();         // bench_gpu.cpp
+int gpu_first_burst_child();  // bench_library.cpp
 
 struct ChildResult {
   bool ok = false;

@@ -19,6 +19,12 @@
 //                              start at the calls too): CPU JIT, or NVRTC on a GPU. Each phase
 //                              starts with the compile pool idle (no refines of the phase
 //                              before); first_burst_ms: the process's first burst alone.
+//   BM_ParallelCompileMetalKernel20AfterLoad/Gpu  a process's first burst as a model's load meets
+//                              it, in fresh child processes: GPU context created, a pause for the
+//                              weights' load (300 ms; ALLOY_BENCH_PAUSE_MS), then the 20 new
+//                              kernels called and evaluated; NVRTC workers started ahead
+//                              (ALLOY_NVRTC_PRESTART, the default) against started during the
+//                              burst (=0), alternately: first_burst_prestart_ms, _lazy_ms.
 //   BM_ParallelCompileNvrtc20  20 metal_kernel cubins (sm_90, no GPU needed) compiled as jobs on
 //                              the compile pool vs one after another: NVRTC's parallel scaling.
 //                              These two also time one new kernel alone (single_ms) and give
@@ -28,6 +34,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "alloy/library.h"
 #include "backend/cuda/nvrtc.h"
@@ -320,6 +327,55 @@ BENCHMARK_CAPTURE(BM_ParallelCompileMetalKernel20, Gpu, Device::gpu())
     ->Iterations(2)
     ->Unit(benchmark::kMillisecond);
 
+// How long the weights' load of a model takes before its first kernels are built, at least: the
+// pause between the GPU context's creation and the first burst (ALLOY_BENCH_PAUSE_MS sets it).
+int after_load_pause_ms() {
+  const char* v = std::getenv("ALLOY_BENCH_PAUSE_MS");
+  return v && *v ? std::atoi(v) : 300;
+}
+
+// A process's first burst as a model's load meets it, each in a fresh process (run_child): the
+// GPU context is created (a GPU array made: NVRTC workers start warming, unless
+// ALLOY_NVRTC_PRESTART=0), a pause stands for the weights' load (300 ms by default), then the 20
+// new metal_kernels of BM_ParallelCompileMetalKernel20 are called and evaluated (timed). Each
+// iteration runs one child with workers started ahead (ALLOY_NVRTC_PRESTART=1) and one without
+// (=0, workers started during the burst, as before), in alternating order. Alloy against itself.
+void BM_ParallelCompileMetalKernel20AfterLoad(benchmark::State& state) {
+  if (!gpu_available()) return state.SkipWithError("no CUDA GPU");
+  // Read once: run_child sets the children's variables in this process and removes them after.
+  const std::string pause = std::to_string(after_load_pause_ms());
+  PairTimes t;
+  int i = 0;
+  for (auto _ : state) {
+    double ms[2] = {0, 0};  // [prestart on, off]
+    for (int j = 0; j < 2; ++j) {
+      const bool on = (i + j) % 2 == 0;
+      ChildResult r =
+          run_child("gpu-first-burst", {{"ALLOY_NVRTC_PRESTART", on ? "1" : "0"},
+                                        {"ALLOY_BENCH_TAG", std::to_string(unique_tag())},
+                                        {"ALLOY_BENCH_PAUSE_MS", pause}});
+      if (!r.ok) return state.SkipWithError(("child process failed: " + r.error).c_str());
+      ms[on ? 0 : 1] = r.alloy_s;
+    }
+    ++i;
+    t.alloy += ms[0];
+    t.peer += ms[1];
+    ++t.n;
+    state.SetIterationTime(ms[0]);
+  }
+  if (t.n == 0) return;
+  state.counters["first_burst_prestart_ms"] = 1e3 * t.alloy / t.n;
+  state.counters["first_burst_lazy_ms"] = 1e3 * t.peer / t.n;
+  state.counters["lazy_vs_prestart"] = t.peer / t.alloy;
+  state.counters["pause_ms"] = std::stoi(pause);
+  state.counters["compile_threads"] = kernel::compile_concurrency();
+}
+BENCHMARK(BM_ParallelCompileMetalKernel20AfterLoad)
+    ->Name("BM_ParallelCompileMetalKernel20AfterLoad/Gpu")
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
 // NVRTC without a GPU: the 20 kernels' cubins for sm_90, each compile a job queued on the
 // compile pool as a metal_kernel call queues it (CompileJob + compile_soon, then waited for as an
 // evaluation does), vs compiled one after another. What bounds the GPU's parallel compiles.
@@ -370,3 +426,29 @@ void BM_ParallelCompileNvrtc20(benchmark::State& state) {
 BENCHMARK(BM_ParallelCompileNvrtc20)->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+namespace alloy::bench {
+
+// Child side of BM_ParallelCompileMetalKernel20AfterLoad: GPU context, pause, then the 20 new
+// kernels (their sources unique to ALLOY_BENCH_TAG) called and evaluated; prints the burst's
+// seconds ("burst_s 0 0").
+int gpu_first_burst_child() {
+  if (!gpu_available()) return 2;
+  const char* tag_text = std::getenv("ALLOY_BENCH_TAG");
+  const int64_t tag = tag_text ? std::atoll(tag_text) : unique_tag();
+  const int n = 4096, kernels = 20;
+  Array x = random_array({n}, -1, 1, 3, Device::gpu());  // the context: workers start warming
+  x.eval();
+  synchronize(Device::gpu());
+  std::this_thread::sleep_for(std::chrono::milliseconds(after_load_pause_ms()));
+  KernelCall call = scaled_call(n, Device::gpu());
+  double t0 = now_s();
+  std::vector<Array> outs;
+  for (int k = 0; k < kernels; ++k) outs.push_back(scaled_kernel(k, tag)({x}, call)[0]);
+  eval(outs);
+  synchronize(Device::gpu());
+  std::printf("%.9f 0 0\n", now_s() - t0);
+  return 0;
+}
+
+}  // namespace alloy::bench

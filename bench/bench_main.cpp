@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
     std::string mode = child;
     if (mode == "cpu-warm") return alloy::bench::cpu_warm_child();
     if (mode == "gpu-warm") return alloy::bench::gpu_warm_child();
+    if (mode == "gpu-first-burst") return alloy::bench::gpu_first_burst_child();
     std::fprintf(stderr, "unknown ALLOY_BENCH_CHILD mode %s\n", child);
     return 2;
   }

@@ -3,7 +3,8 @@
 // setenv and unsetenv are not thread-safe: the library reads the environment on its compile
 // pool's threads (getenv, and the whole environment when it starts a compiler), and a background
 // compile queued by an earlier test may still run (CI's ASan run caught a compiler start copying
-// `environ` while a test's setenv moved it). So every change waits until the pool is idle first.
+// `environ` while a test's setenv moved it). So every change waits until the pool is idle first,
+// and until no NVRTC workers are being started ahead (nvrtc::prestart_workers).
 // A forked child, which has no pool threads, calls ::setenv itself.
 #pragma once
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cuda/nvrtc.h"
 #include "kernel/compile_pool.h"
 
 namespace alloy::testing {
@@ -21,6 +23,10 @@ namespace alloy::testing {
 inline void set_env(const char* name, const char* value) {
   if (!kernel::compile_pool_wait_idle(std::chrono::minutes(5)))
     ADD_FAILURE() << "background compiles still run after 5 minutes; " << name << " changed anyway";
+  // The thread that starts NVRTC workers ahead reads the environment too (it starts processes).
+  if (!cuda::nvrtc::testing::wait_for_prestart(std::chrono::minutes(5)))
+    ADD_FAILURE() << "NVRTC workers still start ahead after 5 minutes; " << name
+                  << " changed anyway";
   if (value)
     ::setenv(name, value, 1);
   else

@@ -27,6 +27,7 @@
 #include "alloy/errors.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/nvrtc_wire.h"
+#include "backend/cuda/tiered.h"
 #include "core/files.h"
 #include "kernel/compile_pool.h"
 #include "kernel/custom_kernel.h"
@@ -67,7 +68,7 @@ using alloy::testing::set_env;
 class NvrtcWorkers : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"ALLOY_NVRTC_WORKERS", "ALLOY_NVRTC_WORKER"}) {
+    for (const char* name : {"ALLOY_NVRTC_WORKERS", "ALLOY_NVRTC_WORKER", "ALLOY_NVRTC_PRESTART"}) {
       const char* v = std::getenv(name);
       saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
       set_env(name, nullptr);
@@ -75,6 +76,7 @@ class NvrtcWorkers : public ::testing::Test {
     nvrtc::testing::reset_workers();
   }
   void TearDown() override {
+    EXPECT_TRUE(nvrtc::testing::wait_for_prestart(std::chrono::minutes(2)));
     nvrtc::testing::hold_in_process_slot(false);
     nvrtc::testing::fault_next_worker_compile(0);
     std::vector<int> pids = nvrtc::worker_stats().live_pids;
@@ -817,6 +819,331 @@ TEST_F(NvrtcWorkers, WorkersAreReapedAtExit) {
   EXPECT_EQ(errno, ESRCH) << "worker " << worker << " outlived its parent or was left a zombie";
   if (errno != ESRCH) ::waitpid(worker, nullptr, 0);
   ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+// ---- Workers started ahead (nvrtc::prestart_workers, docs/nvrtc-workers.md) ----
+
+// A warm-up with the PCH tests' prefix (pch_program), as the tests' compiles send it.
+nvrtc::WarmUp pch_warm_up(int k) {
+  nvrtc::WarmUp w;
+  w.source = pch_program(k);
+  w.headers = {{"scale.h", kPchHeader}};
+  w.options = kOptions;
+  return w;
+}
+
+// Starts workers ahead and waits (up to two minutes) until they are warm or ended.
+nvrtc::WorkerStats prestart_and_wait(nvrtc::WarmUp w) {
+  nvrtc::prestart_workers(std::move(w));
+  EXPECT_TRUE(nvrtc::testing::wait_for_prestart(std::chrono::minutes(2)));
+  return nvrtc::worker_stats();
+}
+
+// prestart_workers starts the limit's workers, each warmed by the warm-up compile (its PCH folder
+// holds the PCH of the warm-up's prefix); a later compile of that prefix is served by a warm
+// worker, none is started for it, and it makes no PCH (the warm-up's is loaded).
+TEST_F(NvrtcWorkers, PrestartedWorkersAreWarmAndServeTheNextCompiles) {
+  REQUIRE_NVRTC();
+  set_env("ALLOY_NVRTC_WORKERS", "2");
+  require_workers();
+  if (IsSkipped()) return;
+  const bool pch = has_auto_pch();
+  auto s = prestart_and_wait(pch_warm_up(60));
+  EXPECT_EQ(s.prestarted, 2);
+  EXPECT_EQ(s.spawned, 2);
+  EXPECT_EQ(s.warm_ups, 2);
+  EXPECT_EQ(s.warm_up_failures, 0);
+  EXPECT_EQ(s.warming, 0);
+  EXPECT_FALSE(s.prestarting);
+  EXPECT_EQ(s.worker_compiles, 0);  // a warm-up is no compile of the runtime's
+  ASSERT_EQ(s.live_pids.size(), 2u);
+  auto pch_files = [&] {
+    size_t n = 0;
+    for (int pid : nvrtc::worker_stats().live_pids)
+      n += files_in(s.pch_dir + "/" + std::to_string(pid));
+    return n;
+  };
+  if (pch) {
+    ASSERT_FALSE(s.pch_dir.empty());
+    for (int pid : s.live_pids)
+      EXPECT_GE(files_in(s.pch_dir + "/" + std::to_string(pid)), 1u) << "worker " << pid;
+  }
+  const size_t files = pch_files();
+  nvrtc::testing::hold_in_process_slot(true);
+  std::vector<nvrtc::Header> headers{{"scale.h", kPchHeader}};
+  for (int i = 0; i < 2; ++i) {
+    std::string src = pch_program(61 + i);
+    std::string want = nvrtc::compile_in_process(src, "pre.cu", headers, kOptions, true);
+    EXPECT_EQ(nvrtc::compile(src, "pre.cu", headers, with_pch(kOptions), true), want);
+  }
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.worker_compiles, 2);
+  EXPECT_EQ(s.spawned, 2);  // none started for them
+  EXPECT_EQ(s.fallbacks, 0);
+  EXPECT_EQ(pch_files(), files) << "a compile of the warm-up's prefix made a PCH of its own";
+  // Started ahead again with every worker alive: none more.
+  s = prestart_and_wait(pch_warm_up(63));
+  EXPECT_EQ(s.prestarted, 2);
+  EXPECT_EQ(s.live_pids.size(), 2u);
+}
+
+// A compile that comes while the workers warm up takes the in-process slot when it is free, and
+// otherwise waits for a worker started ahead rather than starting one more than the limit.
+TEST_F(NvrtcWorkers, CompilesDuringTheWarmUpStartNoMoreWorkers) {
+  REQUIRE_NVRTC();
+  set_env("ALLOY_NVRTC_WORKERS", "1");
+  require_workers();
+  if (IsSkipped()) return;
+  nvrtc::prestart_workers(pch_warm_up(64));
+  std::string lone = program(64);
+  EXPECT_EQ(nvrtc::compile(lone, "d.cu", {}, kOptions, true),
+            nvrtc::compile_in_process(lone, "d.cu", {}, kOptions, true));
+  nvrtc::testing::hold_in_process_slot(true);
+  std::vector<std::string> sources{program(65), program(66)}, images(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back(
+        [&, t] { images[t] = nvrtc::compile(sources[t], "d.cu", {}, kOptions, true); });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 2; ++t)
+    EXPECT_EQ(images[t], nvrtc::compile_in_process(sources[t], "d.cu", {}, kOptions, true));
+  ASSERT_TRUE(nvrtc::testing::wait_for_prestart(std::chrono::minutes(2)));
+  auto s = nvrtc::worker_stats();
+  EXPECT_EQ(s.spawned, 1);  // the one started ahead, nothing else
+  EXPECT_EQ(s.prestarted, 1);
+  EXPECT_EQ(s.worker_compiles, 2);
+  EXPECT_LE(s.live_pids.size(), 1u);
+}
+
+// ALLOY_NVRTC_PRESTART=0 (or workers off) starts nothing ahead: compiles start workers as before.
+TEST_F(NvrtcWorkers, PrestartOffStartsNone) {
+  REQUIRE_NVRTC();
+  require_workers();
+  if (IsSkipped()) return;
+  EXPECT_TRUE(nvrtc::prestart_wanted());
+  set_env("ALLOY_NVRTC_PRESTART", "0");
+  nvrtc::testing::reset_workers();
+  EXPECT_FALSE(nvrtc::prestart_wanted());
+  auto s = prestart_and_wait(pch_warm_up(70));
+  EXPECT_EQ(s.prestarted, 0);
+  EXPECT_EQ(s.spawned, 0);
+  EXPECT_TRUE(s.live_pids.empty());
+  nvrtc::testing::hold_in_process_slot(true);
+  EXPECT_FALSE(nvrtc::compile(program(71), "off.cu", {}, kOptions, true).empty());
+  EXPECT_EQ(nvrtc::worker_stats().spawned, 1);  // lazily, at the compile
+  nvrtc::testing::hold_in_process_slot(false);
+  set_env("ALLOY_NVRTC_PRESTART", nullptr);
+  set_env("ALLOY_NVRTC_WORKERS", "0");
+  nvrtc::testing::reset_workers();
+  EXPECT_FALSE(nvrtc::prestart_wanted());
+  s = prestart_and_wait(pch_warm_up(72));
+  EXPECT_EQ(s.prestarted, 0);
+  EXPECT_EQ(s.spawned, 0);
+  // A malformed setting starts nothing ahead (the next compile that reads it raises the error).
+  set_env("ALLOY_NVRTC_WORKERS", nullptr);
+  set_env("ALLOY_NVRTC_PRESTART", "maybe");
+  EXPECT_FALSE(nvrtc::prestart_wanted());
+  set_env("ALLOY_NVRTC_PRESTART", nullptr);
+}
+
+// A warm-up that fails (the worker dies in it), a worker binary that is missing or never greets:
+// nothing is left running, and compiles work (through workers started as before, or here).
+TEST_F(NvrtcWorkers, AWarmUpFailureLeavesCompilesWorking) {
+  REQUIRE_NVRTC();
+  set_env("ALLOY_NVRTC_WORKERS", "1");
+  require_workers();
+  if (IsSkipped()) return;
+  nvrtc::testing::fault_next_worker_compile(wire::kExitBeforeReply);
+  auto s = prestart_and_wait(pch_warm_up(80));
+  EXPECT_EQ(s.prestarted, 1);
+  EXPECT_EQ(s.warm_ups, 0);
+  EXPECT_EQ(s.warm_up_failures, 1);
+  EXPECT_TRUE(s.live_pids.empty());
+  nvrtc::testing::hold_in_process_slot(true);
+  std::string src = program(81);
+  std::string image = nvrtc::compile_in_process(src, "w.cu", {}, kOptions, true);
+  EXPECT_EQ(nvrtc::compile(src, "w.cu", {}, kOptions, true), image);
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.spawned, 2);  // a new one, started by the compile
+  EXPECT_EQ(s.worker_compiles, 1);
+  EXPECT_EQ(s.fallbacks, 0);
+  nvrtc::testing::hold_in_process_slot(false);
+
+  set_env("ALLOY_NVRTC_WORKER", "/nonexistent/alloy-nvrtc-worker");
+  nvrtc::testing::reset_workers();
+  s = prestart_and_wait(pch_warm_up(82));
+  EXPECT_EQ(s.spawned, 0);
+  nvrtc::testing::hold_in_process_slot(true);
+  EXPECT_EQ(nvrtc::compile(src, "w.cu", {}, kOptions, true), image);
+  EXPECT_EQ(nvrtc::worker_stats().in_process, 1);
+  nvrtc::testing::hold_in_process_slot(false);
+
+  // A program that never greets: its starts ahead count as failed starts (3 turn workers off).
+  set_env("ALLOY_NVRTC_WORKER", "/bin/true");
+  set_env("ALLOY_NVRTC_WORKERS", "3");
+  nvrtc::testing::reset_workers();
+  s = prestart_and_wait(pch_warm_up(83));
+  EXPECT_EQ(s.spawned, 0);
+  EXPECT_EQ(s.max_workers, 0);
+  EXPECT_NE(s.disabled_why.find("not an NVRTC worker"), std::string::npos) << s.disabled_why;
+  EXPECT_TRUE(s.live_pids.empty());
+  EXPECT_EQ(nvrtc::compile(src, "w.cu", {}, kOptions, true), image);
+}
+
+// A process that exits while its workers started ahead are still warming, or once they are warm,
+// ends and reaps them itself, and leaves no PCH folder (this test process is the subreaper of the
+// child's orphans: an unreaped worker would stay a zombie here).
+TEST_F(NvrtcWorkers, PrestartedWorkersAreReapedAtExitAndLeaveNothing) {
+  REQUIRE_NVRTC();
+  require_workers();
+  if (IsSkipped()) return;
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  for (bool wait_until_warm : {false, true}) {
+    SCOPED_TRACE(wait_until_warm ? "exit once warm" : "exit while warming");
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    std::fflush(nullptr);  // the child must not print what is buffered again
+    pid_t child = ::fork();
+    if (child == 0) {
+      ::close(fds[0]);
+      ::setenv("ALLOY_NVRTC_WORKERS", "1", 1);  // a forked child: no pool threads
+      nvrtc::testing::reset_workers();
+      // A warm-up long enough (100 kernels in one program) that the exit comes during it.
+      nvrtc::WarmUp w = pch_warm_up(90);
+      for (int k = 0; k < 100; ++k) w.source += program(1000 + k);
+      nvrtc::prestart_workers(std::move(w));
+      auto end = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+      while (nvrtc::worker_stats().live_pids.empty() && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (wait_until_warm) nvrtc::testing::wait_for_prestart(std::chrono::minutes(2));
+      auto s = nvrtc::worker_stats();
+      char msg[4096] = {};
+      std::snprintf(msg, sizeof msg, "%d %d %s", s.live_pids.empty() ? 0 : s.live_pids[0],
+                    s.warming, s.pch_dir.c_str());
+      if (::write(fds[1], msg, sizeof msg) != static_cast<ssize_t>(sizeof msg)) ::_exit(2);
+      std::exit(0);  // atexit handlers: the workers are ended here
+    }
+    ASSERT_GT(child, 0);
+    ::close(fds[1]);
+    char msg[4096] = {};
+    EXPECT_EQ(::read(fds[0], msg, sizeof msg), static_cast<ssize_t>(sizeof msg));
+    ::close(fds[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    int worker = 0, warming = 0;
+    char dir[4096] = {};
+    ASSERT_GE(std::sscanf(msg, "%d %d %4095s", &worker, &warming, dir), 2) << msg;
+    ASSERT_GT(worker, 0) << msg;
+    EXPECT_EQ(warming, wait_until_warm ? 0 : 1) << msg;
+    errno = 0;
+    EXPECT_EQ(::kill(worker, 0), -1);
+    EXPECT_EQ(errno, ESRCH) << "worker " << worker << " outlived its parent or was left a zombie";
+    if (errno != ESRCH) ::waitpid(worker, nullptr, 0);
+    if (dir[0]) {
+      EXPECT_FALSE(std::filesystem::exists(dir)) << dir << " outlived its process";
+    }
+    EXPECT_EQ(nvrtc_pch_folders(worker).size(), 0u) << "worker " << worker;
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+// The warm-up compile is a valid program, compiled as a first call compiles, and its directive
+// prefix (what its PCH covers) is that of a float metal_kernel's CUDA translation.
+TEST_F(NvrtcWorkers, WarmUpHasAMetalKernelsPrefix) {
+  REQUIRE_NVRTC();
+  nvrtc::WarmUp w = first_compile_warm_up(nvrtc::target_for(9, 0));
+  auto kernel = metal_kernel("scaled", {"inp"}, {"out"},
+                             "uint i = thread_position_in_grid.x;\nout[i] = inp[i] * 3.0f;\n");
+  KernelCall call;
+  call.output_shapes = {{4096}};
+  call.output_dtypes = {float32};
+  call.grid = {4096, 1, 1};
+  call.threadgroup = {256, 1, 1};
+  TranslateOptions o;
+  o.target = TranslateTarget::cuda;
+  std::string translation = translate(
+      kernel, {Array::from_bytes(std::vector<float>(4096).data(), {4096}, float32)}, call, o);
+  auto prefix = [](const std::string& src) {  // up to the prelude core's end line
+    size_t at = src.find("namespace metal {}");
+    return at == std::string::npos ? std::string() : src.substr(0, at);
+  };
+  EXPECT_FALSE(prefix(w.source).empty()) << w.source;
+  EXPECT_EQ(prefix(w.source), prefix(translation));
+  EXPECT_EQ(w.options.front(), "--gpu-architecture=sm_90");
+  std::vector<nvrtc::Header> headers;
+  for (const auto& [name, text] : w.headers) headers.push_back({name.c_str(), text.c_str()});
+  EXPECT_FALSE(
+      nvrtc::compile_in_process(w.source, w.program_name, headers, w.options, w.cubin).empty());
+}
+
+// Child side of CreatingAGpuContextStartsWarmingWorkers, in a process of its own (a GPU context
+// is made once per process, and a forked child cannot use CUDA once its parent has).
+TEST(NvrtcWorkersPrestartChild, GpuArrayStartsWarmingWorkers) {
+  if (!std::getenv("ALLOY_TEST_PRESTART_CHILD"))
+    GTEST_SKIP() << "run by NvrtcWorkers.CreatingAGpuContextStartsWarmingWorkers";
+  auto s = nvrtc::worker_stats();
+  ASSERT_EQ(s.prestarted, 0);
+  ASSERT_FALSE(s.prestarting);
+  std::vector<float> v(4096, 1.0f);
+  Array x;
+  try {
+    x = Array::from_bytes(v.data(), {4096}, float32, Device::gpu());  // the context
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no GPU: " << e.what();
+  }
+  ASSERT_TRUE(nvrtc::testing::wait_for_prestart(std::chrono::minutes(2)));
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.prestarted, 1);  // ALLOY_NVRTC_WORKERS=1
+  EXPECT_EQ(s.warm_ups, 1);
+  ASSERT_EQ(s.live_pids.size(), 1u);
+  if (has_auto_pch()) {
+    EXPECT_GE(files_in(s.pch_dir + "/" + std::to_string(s.live_pids[0])), 1u) << s.pch_dir;
+  }
+  // A first call meets the warm worker (this process's NVRTC slot held): none is started.
+  nvrtc::testing::hold_in_process_slot(true);
+  // A source no cache holds (a fresh number in a comment).
+  auto kernel = metal_kernel("after_prestart", {"inp"}, {"out"},
+                             "uint i = thread_position_in_grid.x;\nout[i] = inp[i] * 5.0f;  // " +
+                                 std::to_string(std::random_device{}()) + "\n");
+  KernelCall call;
+  call.output_shapes = {{4096}};
+  call.output_dtypes = {float32};
+  call.grid = {4096, 1, 1};
+  call.threadgroup = {256, 1, 1};
+  call.device = Device::gpu();
+  kernel({x}, call)[0].eval();
+  nvrtc::testing::hold_in_process_slot(false);
+  s = nvrtc::worker_stats();
+  EXPECT_EQ(s.spawned, 1);
+  EXPECT_GE(s.worker_compiles, 1);
+}
+
+// Creating a GPU context starts the workers ahead, warmed (the hook in cuda::Context::get), in a
+// fresh process (the test binary run again for the test above). Skipped without a GPU; runs with
+// the fake driver (scripts/experiments/fake_cuda_driver.c, LD_LIBRARY_PATH).
+TEST_F(NvrtcWorkers, CreatingAGpuContextStartsWarmingWorkers) {
+  REQUIRE_NVRTC();
+  require_workers();
+  if (IsSkipped()) return;
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  ASSERT_FALSE(ec);
+  // Without gtest's sharding: a sharded run would give the child another shard, where its one
+  // test may not be.
+  std::string cmd =
+      "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX -u GTEST_SHARD_STATUS_FILE "
+      "ALLOY_TEST_PRESTART_CHILD=1 ALLOY_NVRTC_WORKERS=1 ALLOY_NVRTC_PRESTART=1 '" +
+      exe + "' --gtest_filter=NvrtcWorkersPrestartChild.* 2>&1";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int status = ::pclose(p);
+  if (out.find("no GPU:") != std::string::npos) GTEST_SKIP() << "no GPU";
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
 }
 
 TEST(NvrtcWire, MessagesRoundTripAndBadBytesAreRejected) {

@@ -30,6 +30,7 @@
 #include "core/hot.h"
 #include "core/scheduler.h"
 #include "core/trace.h"
+#include "msl/translate.h"
 
 namespace alloy {
 namespace cuda {
@@ -94,6 +95,64 @@ std::optional<KernelSource> quick_kernel_source(const CompileRequest& r) {
   if (quick_nvvm_unoptimised()) k.options.push_back(std::string(nvrtc::kNvvmUnoptimised));
   k.one_group_per_block = true;
   return k;
+}
+
+namespace {
+// A float metal_kernel's shape as MLX writes it (buffers, then the attribute as a uint3 read by
+// component): its translation's prelude core (ALLOY_SELECT, ALLOY_ENTRY_GRID_IDS) is that of any
+// kernel that names no optional part of the prelude (NvrtcWorkers.WarmUpHasAMetalKernelsPrefix).
+constexpr const char* kWarmUpKernel = R"(#include <metal_stdlib>
+using namespace metal;
+
+[[kernel]] void alloy_warm_up(const device float* inp [[buffer(0)]],
+                              device float* out [[buffer(1)]],
+                              uint3 thread_position_in_grid [[thread_position_in_grid]]) {
+  uint i = thread_position_in_grid.x;
+  out[i] = inp[i] * 2.0f + 0.25f;
+}
+)";
+}  // namespace
+
+nvrtc::WarmUp first_compile_warm_up(const nvrtc::Target& target) {
+  msl::TranslateOptions o;
+  o.target = msl::Target::cuda;
+  o.label = "alloy_warm_up";
+  o.distinct_buffers = true;  // as metal_kernel translates (outputs are fresh allocations)
+  msl::Translation tr = msl::translate(kWarmUpKernel, o);
+  CompileRequest r;
+  r.label = o.label;
+  r.code = tr.code;
+  r.filename = o.filename;
+  r.math_mode = "safe";
+  for (const auto& k : tr.kernels)
+    r.entries.push_back({k.param_buffers, k.coarsen, k.fibers, k.cuda_block});
+  // What CudaBackend::compile compiles first.
+  std::optional<KernelSource> first;
+  if (tiered_compile()) first = quick_kernel_source(r);
+  KernelSource k = first ? std::move(*first) : kernel_source(r);
+  k.name = r.label;
+  return warm_up_compile(k, target);
+}
+
+void prestart_nvrtc_workers(const DeviceInfo& info) {
+  static std::atomic<bool> started{false};
+  if (!nvrtc::prestart_wanted() || started.exchange(true)) return;
+  try {
+    // The device's own architecture, which target_for gives whenever this NVRTC knows it; checked
+    // on the prestart thread, which loads NVRTC (milliseconds: not on the caller's path).
+    nvrtc::WarmUp w = first_compile_warm_up({info.arch, true});
+    nvrtc::prestart_workers(std::move(w),
+                            [major = info.cc_major, minor = info.cc_minor](nvrtc::WarmUp& w) {
+                              nvrtc::Target t = nvrtc::target_for(major, minor);
+                              for (auto& o : w.options)
+                                if (o.starts_with("--gpu-architecture="))
+                                  o = "--gpu-architecture=" + t.arch;
+                              w.cubin = t.cubin;
+                            });
+  } catch (const std::exception& e) {  // compiles start the workers as before
+    if (trace::build())
+      std::fprintf(stderr, "alloy: NVRTC workers not started ahead: %s\n", e.what());
+  }
 }
 
 namespace {

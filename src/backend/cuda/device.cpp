@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "alloy/errors.h"
+#include "backend/cuda/tiered.h"
 #include "core/hot.h"
 
 namespace alloy::cuda {
@@ -142,11 +143,16 @@ Context* Context::get(int ordinal) {
   if (ordinal < 0 || ordinal >= d.count) return nullptr;
   if (Context* c = d.contexts[ordinal].load(std::memory_order_acquire)) return c;
   std::call_once(d.once[ordinal], [&] {
+    Context* c = nullptr;
     try {
-      d.contexts[ordinal].store(create(ordinal, &d.reasons[ordinal]), std::memory_order_release);
+      c = create(ordinal, &d.reasons[ordinal]);
+      d.contexts[ordinal].store(c, std::memory_order_release);
     } catch (const std::exception& e) {
       d.reasons[ordinal] = e.what();
     }
+    // The process uses a GPU from now on: its NVRTC workers start and warm up in the background
+    // (docs/nvrtc-workers.md, "Workers started ahead"; once per process, never throws).
+    if (c) prestart_nvrtc_workers(c->info());
   });
   return d.contexts[ordinal].load(std::memory_order_acquire);
 }

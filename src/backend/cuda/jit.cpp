@@ -63,6 +63,27 @@ std::string joined_options(const KernelSource& k) {
   return flags;
 }
 
+// NVRTC's options for `k` and `t` (the PCH's come after them).
+std::vector<std::string> nvrtc_options(const KernelSource& k, const nvrtc::Target& t) {
+  std::vector<std::string> options;
+  options.push_back("--gpu-architecture=" + t.arch);
+  for (auto& o : effective_options(k)) options.push_back(std::move(o));
+  return options;
+}
+
+// The prelude's headers for `source`: metal/math.h with the translation's math selection already
+// evaluated (the same program, fewer directives for NVRTC's preprocessor: msl::math_header_for),
+// held by `math_h`.
+std::vector<nvrtc::Header> nvrtc_headers(const std::string& source, std::string* math_h) {
+  std::vector<nvrtc::Header> headers = prelude().headers;
+  for (auto& h : headers)
+    if (std::string_view(h.name) == "metal/math.h") {
+      *math_h = msl::math_header_for(source, h.text);
+      if (!math_h->empty()) h.text = math_h->c_str();
+    }
+  return headers;
+}
+
 bool is_elf(const std::vector<char>& b) {
   return b.size() >= 4 && std::memcmp(b.data(),
                                       "\x7f"
@@ -90,24 +111,15 @@ CompiledImage compile_for(const KernelSource& k, const nvrtc::Target& t, std::st
     out.from_disk = true;
     return out;
   }
-  std::vector<std::string> options;
-  options.push_back("--gpu-architecture=" + t.arch);
-  for (auto& o : effective_options(k)) options.push_back(std::move(o));
+  std::vector<std::string> options = nvrtc_options(k, t);
   // NVRTC's automatic PCH of the prelude (nvrtc::auto_pch_options): not in the key, since it
   // changes no output.
   nvrtc::AutoPch pch = nvrtc::auto_pch(k.source, options);
   for (auto& o : pch.options) options.push_back(std::move(o));
   std::string image;
   auto t0 = std::chrono::steady_clock::now();
-  // metal/math.h with the translation's math selection already evaluated (the same program,
-  // fewer directives for NVRTC's preprocessor: msl::math_header_for).
   std::string math_h;
-  std::vector<nvrtc::Header> headers = prelude().headers;
-  for (auto& h : headers)
-    if (std::string_view(h.name) == "metal/math.h") {
-      math_h = msl::math_header_for(k.source, h.text);
-      if (!math_h.empty()) h.text = math_h.c_str();
-    }
+  std::vector<nvrtc::Header> headers = nvrtc_headers(k.source, &math_h);
   try {
     image = nvrtc::compile(pch.source.empty() ? k.source : pch.source, k.program_name, headers,
                            options, t.cubin);
@@ -199,6 +211,17 @@ std::string cache_key(const KernelSource& k, const nvrtc::Target& t) {
 
 CompiledImage compile(const KernelSource& k, const nvrtc::Target& t) {
   return compile_for(k, t, cache_key(k, t));
+}
+
+nvrtc::WarmUp warm_up_compile(const KernelSource& k, const nvrtc::Target& t) {
+  nvrtc::WarmUp w;
+  w.source = k.source;
+  w.program_name = k.program_name;
+  w.options = nvrtc_options(k, t);
+  w.cubin = t.cubin;
+  std::string math_h;
+  for (const auto& h : nvrtc_headers(k.source, &math_h)) w.headers.emplace_back(h.name, h.text);
+  return w;
 }
 
 namespace {

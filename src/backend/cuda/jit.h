@@ -81,6 +81,12 @@ std::string cache_key(const KernelSource& k, const nvrtc::Target& target);
 /// NVRTC's log) when the source does not compile, alloy::Error when NVRTC is missing.
 CompiledImage compile(const KernelSource& k, const nvrtc::Target& target);
 
+/// What compile() gives NVRTC for `k` and `target` (the options, with the architecture, and the
+/// prelude as in-memory headers, its metal/math.h evaluated for `k`'s math selection), less the
+/// automatic PCH's options, which depend on what this process compiled before: the warm-up
+/// compile of the workers started ahead (nvrtc::prestart_workers).
+nvrtc::WarmUp warm_up_compile(const KernelSource& k, const nvrtc::Target& target);
+
 /// `k` loaded on the device: from the memory cache, else compiled (or read from disk) for the
 /// device's architecture and loaded. Thread-safe; one compile per key. Throws like compile().
 std::shared_ptr<const Module> load(Context& ctx, const KernelSource& k);

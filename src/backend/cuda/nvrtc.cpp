@@ -515,6 +515,10 @@ AutoPch auto_pch(const std::string& source, const std::vector<std::string>& opti
   return {pch_options(), {}};
 }
 
+std::vector<std::string> pch_request_options() {
+  return pch_usable() ? pch_options() : std::vector<std::string>{};
+}
+
 bool auto_pch_failed() {
   return pch_failed().load(std::memory_order_relaxed);
 }

@@ -2,9 +2,12 @@
 // cubin for one GPU architecture. Needs no GPU and no driver, so kernels can be compiled (and the
 // compiler's diagnostics checked) on machines without CUDA hardware.
 #pragma once
+#include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace alloy::cuda::nvrtc {
@@ -97,6 +100,10 @@ AutoPch auto_pch(const std::string& source, const std::vector<std::string>& opti
 /// under it): compile() then compiled again without the PCH options, and auto_pch_options gives
 /// none any more.
 bool auto_pch_failed();
+/// The options by which a compile asks for the automatic PCH (those auto_pch_options gives), or
+/// none when this process makes no PCH (NVRTC before 12.8, ALLOY_NVRTC_PCH=0, a PCH failed). A
+/// warm-up compile in a worker (prestart_workers) sends them.
+std::vector<std::string> pch_request_options();
 /// The first of auto_pch_options' options ("--pch").
 inline constexpr std::string_view kAutoPch = "--pch";
 /// `options` without auto_pch_options' options and `--pch-dir=...` (a compile that failed over the
@@ -166,6 +173,36 @@ std::string compile_in_process(const std::string& source, const std::string& pro
                                const std::vector<std::string>& options, bool cubin,
                                std::string* log = nullptr);
 
+/// The compile that workers started ahead run first (prestart_workers): what loads NVRTC in each
+/// and, with `pch`, makes its PCH of the source's directive prefix, so that the runtime's first
+/// real compiles of that prefix and options find the worker warm.
+struct WarmUp {
+  std::string source;
+  std::string program_name = "alloy_warm_up.cu";
+  std::vector<std::pair<std::string, std::string>> headers;  // (name, text): in-memory headers
+  std::vector<std::string> options;                          // --gpu-architecture=... included
+  bool cubin = true;
+  /// The worker makes the PCH of the source's prefix (the automatic PCH's options are added when
+  /// this process's NVRTC has it; the worker's own rules apply: worker_pch_options).
+  bool pch = true;
+};
+
+/// Starts the compile workers ahead (docs/nvrtc-workers.md, "Workers started ahead"): returns at
+/// once; a thread of its own loads NVRTC, calls `adjust` on `warm_up` (if given: e.g. to set the
+/// architecture, which needs NVRTC), starts as many workers as compiles could start (the limit,
+/// ALLOY_NVRTC_WORKERS, less those alive) and has each compile `warm_up`; a worker that has done
+/// it is idle, as after any compile. Nothing when ALLOY_NVRTC_PRESTART=0, when workers are off
+/// or not found, when NVRTC is not available, or while an earlier call's thread still runs.
+/// Compiles meanwhile follow the usual rules: a worker still warming counts as started, so a
+/// compile that finds the in-process slot taken waits for it (or for the slot) rather than
+/// starting another. A worker that fails its warm-up is ended; compiles start workers as before.
+/// Never throws.
+void prestart_workers(WarmUp warm_up, std::function<void(WarmUp&)> adjust = {});
+/// Whether the settings ask for workers started ahead: ALLOY_NVRTC_PRESTART (env::flag, default
+/// on) and ALLOY_NVRTC_WORKERS not 0. Read now, without loading NVRTC or looking for the worker;
+/// false when either is malformed (the next compile raises the error).
+bool prestart_wanted();
+
 /// What the compile workers did in this process (counters since the start or reset_workers()).
 struct WorkerStats {
   int max_workers = 0;       // the limit (0: workers off); known after the first compile
@@ -182,6 +219,11 @@ struct WorkerStats {
   int waiting_background = 0;      // background compiles waiting now
   std::vector<int> live_pids;      // workers alive now
   std::string pch_dir;  // the workers' PCH folder, made at the first worker start ("": none yet)
+  long prestarted = 0;  // workers started ahead (prestart_workers; also counted in `spawned`)
+  long warm_ups = 0;    // of them, those whose warm-up compile was answered
+  long warm_up_failures = 0;  // workers ended because their warm-up failed (died, garbled)
+  int warming = 0;            // workers started ahead that have not finished their warm-up now
+  bool prestarting = false;   // the thread of prestart_workers runs now
 };
 WorkerStats worker_stats();
 
@@ -192,8 +234,12 @@ void fault_next_worker_compile(unsigned flags);
 /// While held, the in-process slot counts as busy: every compile goes to a worker.
 void hold_in_process_slot(bool held);
 /// Ends every worker (closes its socket, waits for it: no zombie), zeroes the counters and reads
-/// ALLOY_NVRTC_WORKERS and ALLOY_NVRTC_WORKER again. Workers busy now end when they finish.
+/// ALLOY_NVRTC_WORKERS and ALLOY_NVRTC_WORKER again. Workers busy now end when they finish; so do
+/// workers still warming (prestart_workers).
 void reset_workers();
+/// Waits until no thread of prestart_workers runs (every worker it started is warm or ended);
+/// false when `timeout` passed first.
+bool wait_for_prestart(std::chrono::milliseconds timeout);
 }  // namespace testing
 
 }  // namespace alloy::cuda::nvrtc

@@ -3,6 +3,7 @@
 // never compile two programs at once; processes do.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "alloy/errors.h"
 #include "backend/cuda/nvrtc.h"
@@ -49,7 +51,8 @@ struct Worker {
 
 struct Config {
   bool resolved = false;
-  int max = 0;  // workers at most (0: none)
+  int max = 0;           // workers at most (0: none)
+  bool prestart = true;  // ALLOY_NVRTC_PRESTART: prestart_workers starts them (default on)
   std::string path;
   std::string why;  // why there are none
 };
@@ -69,6 +72,10 @@ struct Pool {
   uint64_t generation = 0;
   int spawn_failures = 0;
   bool exiting = false;  // the process is exiting: no new workers, busy ones end when done
+  // Workers started ahead (prestart_workers) that are greeting or compiling their warm-up: owned
+  // by the prestart thread, which makes them idle or ends them; counted in `live`.
+  std::vector<Worker> warming;
+  bool prestarting = false;  // the prestart thread runs
   // The folder the workers keep NVRTC's PCH files in (one subfolder each), made by this process
   // at its first worker start and removed at its exit ("" until then, or when it cannot be made).
   std::string pch_root;
@@ -101,6 +108,8 @@ void after_fork_child() {
   p.in_process_busy = false;  // the thread that had it is not in this process
   p.pch_root.clear();         // the parent's: this process makes its own when it needs one
   p.pch_tried = false;
+  p.warming.clear();  // the parent's prestart thread and its workers are not this process's
+  p.prestarting = false;
   ++p.generation;
   p.mu.unlock();
 }
@@ -148,8 +157,12 @@ void end_workers_at_exit() {
   Pool& p = *the_pool;
   std::vector<Worker> idle;
   {
-    std::lock_guard lock(p.mu);
+    std::unique_lock lock(p.mu);
     p.exiting = true;
+    // Workers started ahead and not warm yet: their sockets shut, they exit at once (EOF), and
+    // the prestart thread, which owns them, reaps them; it starts no more once `exiting` is set.
+    for (const auto& w : p.warming) ::shutdown(w.fd, SHUT_RDWR);
+    p.cv.wait_for(lock, std::chrono::seconds(10), [&] { return !p.prestarting; });
     idle.swap(p.idle);
     p.live -= static_cast<int>(idle.size());
     for (const auto& w : idle) forget(p, w);
@@ -200,6 +213,7 @@ Config resolve() {
   // workers, ~113 ms with 8, ~120 ms with 4; warm 29 / 33 / 58 ms; docs/nvrtc-workers.md).
   c.max = std::max(1, tbb::info::default_concurrency() / 2);
   if (n) c.max = static_cast<int>(*n);
+  c.prestart = env::flag("ALLOY_NVRTC_PRESTART", true);
   if (auto set = env::text("ALLOY_NVRTC_WORKER")) {
     const std::string& explicit_path = *set;
     if (is_executable_file(explicit_path)) {
@@ -255,9 +269,9 @@ void forget(Pool& p, const Worker& w) {
   p.fds.erase(std::remove(p.fds.begin(), p.fds.end(), w.fd), p.fds.end());
 }
 
-// Starts a worker and reads its greeting; nullopt (and `why`) when it cannot be used.
-std::optional<Worker> spawn(const std::string& path, const std::string& pch_root,
-                            std::string* why) {
+// Starts a worker process (its greeting is read by greet); nullopt and `why` when it cannot be.
+std::optional<Worker> start_worker(const std::string& path, const std::string& pch_root,
+                                   std::string* why) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     *why = std::string("socketpair: ") + std::strerror(errno);
@@ -291,9 +305,15 @@ std::optional<Worker> spawn(const std::string& path, const std::string& pch_root
     ::close(sv[0]);
     return std::nullopt;
   }
-  Worker w{pid, sv[0], 0, pch_root.empty() ? "" : pch_root + "/" + std::to_string(pid)};
+  return Worker{pid, sv[0], 0, pch_root.empty() ? "" : pch_root + "/" + std::to_string(pid)};
+}
+
+// Reads and checks the greeting of a worker start_worker started (waiting at most `timeout_ms`);
+// false and `why` when it is not a usable worker (the caller then ends it).
+bool greet(const Worker& w, const std::string& path, int timeout_ms, std::string* why) {
+  const std::string& library = library_path();
   std::string payload;
-  std::string err = wire::read_frame(w.fd, &payload, kHelloTimeoutMs);
+  std::string err = wire::read_frame(w.fd, &payload, timeout_ms);
   auto hello = err.empty() ? wire::decode_hello(payload) : std::nullopt;
   if (!hello) {
     *why = path + " is not an NVRTC worker (" + (err.empty() ? "bad greeting" : err) + ")";
@@ -305,10 +325,31 @@ std::optional<Worker> spawn(const std::string& path, const std::string& pch_root
            (hello->library.empty() ? "no NVRTC: " + hello->load_error : hello->library) + ", not " +
            library;
   } else {
-    return w;
+    return true;
   }
-  end_worker(w, true);
+  return false;
+}
+
+// Starts a worker and reads its greeting; nullopt (and `why`) when it cannot be used.
+std::optional<Worker> spawn(const std::string& path, const std::string& pch_root,
+                            std::string* why) {
+  auto w = start_worker(path, pch_root, why);
+  if (!w) return std::nullopt;
+  if (greet(*w, path, kHelloTimeoutMs, why)) return w;
+  end_worker(*w, true);
   return std::nullopt;
+}
+
+// A worker start that failed (no process, no greeting): after kMaxSpawnFailures of them, workers
+// are off for the process. Under the pool's lock.
+void note_spawn_failure(Pool& p, const std::string& why) {
+  if (trace::build()) std::fprintf(stderr, "alloy: NVRTC worker: %s\n", why.c_str());
+  if (++p.spawn_failures >= kMaxSpawnFailures && p.config.max > 0) {
+    p.config.max = 0;
+    p.config.why = why;
+    note_config(p.config);
+  }
+  p.cv.notify_all();
 }
 
 struct Slot {
@@ -370,13 +411,7 @@ Slot acquire(Pool& p, bool background) {
         return {Slot::kWorker, *w};
       }
       --p.live;
-      if (trace::build()) std::fprintf(stderr, "alloy: NVRTC worker: %s\n", why.c_str());
-      if (++p.spawn_failures >= kMaxSpawnFailures && p.config.max > 0) {
-        p.config.max = 0;
-        p.config.why = why;
-        note_config(p.config);
-      }
-      p.cv.notify_all();
+      note_spawn_failure(p, why);
       continue;
     }
     if (slot_free) {  // background, every worker busy
@@ -438,7 +473,249 @@ std::optional<wire::Reply> ask(const Worker& w, const wire::Request& q, std::str
 
 thread_local bool background_thread = false;
 
+// A worker started ahead is done with its warm-up: idle (warm), or ended when it failed, when
+// reset_workers() retired its generation, or when the process exits.
+void finish_warm_up(Pool& p, const Worker& w, bool usable) {
+  bool end;
+  {
+    std::lock_guard lock(p.mu);
+    auto& v = p.warming;
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const Worker& x) { return x.pid == w.pid; }),
+            v.end());
+    end = !usable || w.generation != p.generation || p.exiting;
+    if (end) {
+      --p.live;
+      forget(p, w);
+    } else {
+      p.idle.push_back(w);
+    }
+    p.cv.notify_all();
+  }
+  if (end) {
+    end_worker(w, !usable);
+    std::lock_guard lock(p.mu);
+    if (p.exiting && p.live == 0) remove_pch_root(p);
+  }
+}
+
+// The prestart thread (prestart_workers): starts the workers one after another (posix_spawn, no
+// waiting), then answers their greetings and warm-ups as they come (poll), so that they greet and
+// warm up at the same time. They count in `live` from the start: a compile that finds the slot
+// taken meanwhile waits for the first to be warm (or the slot) instead of starting another, whose
+// cold start would take longer than what is left of a warm-up begun earlier.
+void prestart(Pool& p, WarmUp& warm_up, const std::function<void(WarmUp&)>& adjust) {
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  if (!available()) {
+    if (trace::build())
+      std::fprintf(stderr, "alloy: NVRTC workers not started ahead: NVRTC not available\n");
+    return;
+  }
+  if (adjust) adjust(warm_up);
+  wire::Request q;
+  q.cubin = warm_up.cubin;
+  q.source = std::move(warm_up.source);
+  q.program_name = std::move(warm_up.program_name);
+  q.headers = std::move(warm_up.headers);
+  q.options = std::move(warm_up.options);
+  if (warm_up.pch)
+    for (auto& o : pch_request_options()) q.options.push_back(std::move(o));
+  std::unique_lock lock(p.mu);
+  if (!p.config.resolved) {
+    p.config = resolve();
+    note_config(p.config);
+  }
+  if (!p.config.prestart || p.config.max == 0 || p.exiting) {
+    if (trace::build() && p.config.max > 0 && !p.config.prestart)
+      std::fprintf(stderr, "alloy: NVRTC workers not started ahead: ALLOY_NVRTC_PRESTART=0\n");
+    return;
+  }
+  const int n = p.config.max - p.live;
+  if (n <= 0) return;
+  p.live += n;  // reserved: see above
+  make_pch_root(p);
+  const std::string path = p.config.path, pch_root = p.pch_root;
+  const uint64_t generation = p.generation;
+  lock.unlock();
+  if (trace::build())
+    std::fprintf(stderr, "alloy: NVRTC workers: starting %d ahead (NVRTC loaded in %.1f ms)\n", n,
+                 trace::ms_since(t_start));
+
+  struct Pending {
+    Worker w;
+    clock::time_point started, sent;
+    bool greeted = false;
+  };
+  std::vector<Pending> pending;
+  for (int i = 0; i < n; ++i) {
+    std::string why;
+    auto t0 = clock::now();
+    std::optional<Worker> w;
+    {
+      std::lock_guard g(p.mu);
+      if (p.exiting) {  // no more: give the reservations back
+        p.live -= n - i;
+        p.cv.notify_all();
+        break;
+      }
+    }
+    w = start_worker(path, pch_root, &why);
+    lock.lock();
+    if (!w) {
+      --p.live;
+      note_spawn_failure(p, why);
+      lock.unlock();
+      continue;
+    }
+    if (p.exiting) {
+      --p.live;
+      p.cv.notify_all();
+      lock.unlock();
+      end_worker(*w, true);
+      continue;
+    }
+    w->generation = generation;
+    p.warming.push_back(*w);
+    p.fds.push_back(w->fd);
+    p.stats.live_pids.push_back(w->pid);
+    lock.unlock();
+    pending.push_back({*w, t0, {}, false});
+  }
+
+  while (!pending.empty()) {
+    std::vector<pollfd> fds;
+    int timeout = -1;
+    const auto now = clock::now();
+    for (const auto& e : pending) {
+      fds.push_back({e.w.fd, POLLIN, 0});
+      if (!e.greeted) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        e.started + std::chrono::milliseconds(kHelloTimeoutMs) - now)
+                        .count();
+        left = std::max<long long>(left, 0);
+        timeout = timeout < 0 ? static_cast<int>(left) : std::min(timeout, static_cast<int>(left));
+      }
+    }
+    int r = ::poll(fds.data(), fds.size(), timeout);
+    if (r < 0 && errno != EINTR) break;  // cannot happen with valid descriptors
+    const auto t = clock::now();
+    for (size_t i = pending.size(); i-- > 0;) {
+      Pending& e = pending[i];
+      const bool ready = r > 0 && fds[i].revents != 0;
+      const bool late = !e.greeted && t >= e.started + std::chrono::milliseconds(kHelloTimeoutMs);
+      if (!ready && !late) continue;
+      std::string why;
+      bool usable = true, done = false;
+      if (!e.greeted) {
+        if (!ready) {
+          why = path + " is not an NVRTC worker (no greeting)";
+          usable = false;
+        } else {
+          usable = greet(e.w, path, kHelloTimeoutMs, &why);
+        }
+        lock.lock();
+        if (!usable) {
+          if (!p.exiting) note_spawn_failure(p, why);
+        } else {
+          ++p.stats.spawned;
+          ++p.stats.prestarted;
+          q.flags = p.fault.exchange(0);
+        }
+        lock.unlock();
+        if (usable) {
+          if (trace::build())
+            std::fprintf(stderr, "alloy: NVRTC worker %d started ahead in %.1f ms\n",
+                         static_cast<int>(e.w.pid), trace::ms_since(e.started));
+          e.greeted = true;
+          e.sent = clock::now();
+          try {
+            usable = wire::write_frame(e.w.fd, wire::encode(q));
+          } catch (const std::bad_alloc&) {
+            usable = false;
+          }
+          if (!usable) why = "it is gone";
+        }
+        done = !usable;
+      } else {
+        std::string payload;
+        std::string err = wire::read_frame(e.w.fd, &payload);
+        auto reply = err.empty() ? wire::decode_reply(payload) : std::nullopt;
+        if (!reply) {
+          why = !err.empty() ? (err == "eof" ? "it exited" : "reading its reply: " + err)
+                             : "malformed reply";
+          usable = false;
+        } else if (reply->status != wire::ReplyStatus::kOk && trace::build()) {
+          // NVRTC is loaded and initialised all the same: the worker stays.
+          std::fprintf(stderr, "alloy: NVRTC worker %d: warm-up compile failed: %s\n",
+                       static_cast<int>(e.w.pid), reply->message.c_str());
+        }
+        if (usable) {
+          lock.lock();
+          ++p.stats.warm_ups;
+          lock.unlock();
+          if (trace::build())
+            std::fprintf(stderr,
+                         "alloy: NVRTC worker %d warm %.1f ms after its start (warm-up "
+                         "compile %.1f ms)\n",
+                         static_cast<int>(e.w.pid), trace::ms_since(e.started),
+                         trace::ms_since(e.sent));
+        }
+        done = true;
+      }
+      if (!done) continue;
+      if (!usable) {
+        lock.lock();
+        if (e.greeted) ++p.stats.warm_up_failures;
+        lock.unlock();
+        if (trace::build())
+          std::fprintf(stderr, "alloy: NVRTC worker %d started ahead: %s; ended\n",
+                       static_cast<int>(e.w.pid), why.c_str());
+      }
+      finish_warm_up(p, e.w, usable);
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+}
+
 }  // namespace
+
+bool prestart_wanted() {
+  try {
+    return env::flag("ALLOY_NVRTC_PRESTART", true) &&
+           env::count("ALLOY_NVRTC_WORKERS", "a number of workers from 0 to 1024", 1024) != 0u;
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+}
+
+void prestart_workers(WarmUp warm_up, std::function<void(WarmUp&)> adjust) {
+  try {
+    Pool& p = pool();  // here: its exit handler is registered before the thread starts
+    {
+      std::lock_guard lock(p.mu);
+      if (p.prestarting || p.exiting) return;
+      p.prestarting = true;
+    }
+    try {
+      std::thread([&p, w = std::move(warm_up), adjust = std::move(adjust)]() mutable {
+        try {
+          prestart(p, w, adjust);
+        } catch (const std::exception& e) {  // a malformed setting (the next compile says it)
+          if (trace::build())
+            std::fprintf(stderr, "alloy: NVRTC workers not started ahead: %s\n", e.what());
+        }
+        std::lock_guard lock(p.mu);
+        p.prestarting = false;
+        p.cv.notify_all();
+      }).detach();
+    } catch (...) {  // no thread: nothing started ahead
+      std::lock_guard lock(p.mu);
+      p.prestarting = false;
+      p.cv.notify_all();
+    }
+  } catch (...) {  // out of memory: compiles start workers as before
+  }
+}
 
 BackgroundScope::BackgroundScope() : outer_(background_thread) {
   background_thread = true;
@@ -541,6 +818,8 @@ WorkerStats worker_stats() {
   s.pch_dir = p.pch_root;
   s.waiting_callers = p.waiting_callers;
   s.waiting_background = p.waiting_background;
+  s.warming = static_cast<int>(p.warming.size());
+  s.prestarting = p.prestarting;
   return s;
 }
 
@@ -575,6 +854,12 @@ void reset_workers() {
     p.cv.notify_all();
   }
   for (const auto& w : idle) end_worker(w, false);
+}
+
+bool wait_for_prestart(std::chrono::milliseconds timeout) {
+  Pool& p = pool();
+  std::unique_lock lock(p.mu);
+  return p.cv.wait_for(lock, timeout, [&] { return !p.prestarting; });
 }
 
 }  // namespace testing

@@ -32,4 +32,19 @@ KernelSource kernel_source(const CompileRequest& r);
 /// or nothing when no entry is coarsened. (The backend uses it unless ALLOY_CUDA_TIERED=0.)
 std::optional<KernelSource> quick_kernel_source(const CompileRequest& r);
 
+/// The warm-up compile of NVRTC workers started ahead (docs/nvrtc-workers.md, "Workers started
+/// ahead"): a small elementwise kernel (the translation of a float metal_kernel that reads its
+/// thread position and two buffers, whose prelude core is the default selection's) compiled as
+/// its first call compiles it for `target` (the quick compile unless ALLOY_CUDA_TIERED=0, math
+/// mode "safe"). The PCH it makes in a worker covers that prelude core under those options.
+nvrtc::WarmUp first_compile_warm_up(const nvrtc::Target& target);
+
+/// Called when the process creates its first GPU context: starts the NVRTC workers ahead
+/// (nvrtc::prestart_workers), each warmed by first_compile_warm_up for that device, so that they
+/// are warm when the process's first kernels are compiled (after a model's weights load, say).
+/// Once per process. Returns at once: the warm-up's translation (~0.3 ms) is done here, NVRTC's
+/// load and the workers' start on a thread of its own. Nothing when ALLOY_NVRTC_PRESTART=0 or
+/// ALLOY_NVRTC_WORKERS=0. Never throws.
+void prestart_nvrtc_workers(const DeviceInfo& info);
+
 }  // namespace alloy::cuda
