@@ -24,7 +24,9 @@
 //                              weights' load (300 ms; ALLOY_BENCH_PAUSE_MS), then the 20 new
 //                              kernels called and evaluated; NVRTC workers started ahead
 //                              (ALLOY_NVRTC_PRESTART, the default) against started during the
-//                              burst (=0), alternately: first_burst_prestart_ms, _lazy_ms.
+//                              burst (=0), alternately: first_burst_prestart_ms, _lazy_ms;
+//                              first_call_alone_ms: one new kernel alone after the same load
+//                              (item 4's "slowest"), burst_vs_alone = prestart burst / that.
 //   BM_ParallelCompileNvrtc20  20 metal_kernel cubins (sm_90, no GPU needed) compiled as jobs on
 //                              the compile pool vs one after another: NVRTC's parallel scaling.
 //                              These two also time one new kernel alone (single_ms) and give
@@ -345,6 +347,7 @@ void BM_ParallelCompileMetalKernel20AfterLoad(benchmark::State& state) {
   // Read once: run_child sets the children's variables in this process and removes them after.
   const std::string pause = std::to_string(after_load_pause_ms());
   PairTimes t;
+  double alone = 0;
   int i = 0;
   for (auto _ : state) {
     double ms[2] = {0, 0};  // [prestart on, off]
@@ -357,6 +360,14 @@ void BM_ParallelCompileMetalKernel20AfterLoad(benchmark::State& state) {
       if (!r.ok) return state.SkipWithError(("child process failed: " + r.error).c_str());
       ms[on ? 0 : 1] = r.alloy_s;
     }
+    // The item's "slowest": one new kernel's first call in a fresh process after the same load
+    // (the defaults: workers started ahead; it compiles in the process, NVRTC's first use there).
+    ChildResult one =
+        run_child("gpu-first-burst", {{"ALLOY_BENCH_KERNELS", "1"},
+                                      {"ALLOY_BENCH_TAG", std::to_string(unique_tag())},
+                                      {"ALLOY_BENCH_PAUSE_MS", pause}});
+    if (!one.ok) return state.SkipWithError(("child process failed: " + one.error).c_str());
+    alone += one.alloy_s;
     ++i;
     t.alloy += ms[0];
     t.peer += ms[1];
@@ -367,6 +378,8 @@ void BM_ParallelCompileMetalKernel20AfterLoad(benchmark::State& state) {
   state.counters["first_burst_prestart_ms"] = 1e3 * t.alloy / t.n;
   state.counters["first_burst_lazy_ms"] = 1e3 * t.peer / t.n;
   state.counters["lazy_vs_prestart"] = t.peer / t.alloy;
+  state.counters["first_call_alone_ms"] = 1e3 * alone / t.n;
+  state.counters["burst_vs_alone"] = t.alloy / alone;
   state.counters["pause_ms"] = std::stoi(pause);
   state.counters["compile_threads"] = kernel::compile_concurrency();
 }
@@ -436,7 +449,9 @@ int gpu_first_burst_child() {
   if (!gpu_available()) return 2;
   const char* tag_text = std::getenv("ALLOY_BENCH_TAG");
   const int64_t tag = tag_text ? std::atoll(tag_text) : unique_tag();
-  const int n = 4096, kernels = 20;
+  // ALLOY_BENCH_KERNELS: how many (20; 1 for a new kernel's first call alone).
+  const char* count = std::getenv("ALLOY_BENCH_KERNELS");
+  const int n = 4096, kernels = count && *count ? std::atoi(count) : 20;
   Array x = random_array({n}, -1, 1, 3, Device::gpu());  // the context: workers start warming
   x.eval();
   synchronize(Device::gpu());
