@@ -6,7 +6,10 @@
 //                               metal_kernel enqueued + eval'd in batches (no synchronization
 //                               inside a batch), the lower-level alloy::cuda::launch of the same
 //                               translated function, and a raw cuLaunchKernel of a hand-written
-//                               kernel (the peer; cost_vs_raw_launch = metal_kernel / raw).
+//                               kernel (the peer; cost_vs_raw_launch = metal_kernel / raw),
+//                               and of Alloy's own compiled function over its parameter block
+//                               packed once (cost_vs_raw_same_kernel: item 9.7's "raw
+//                               cuLaunchKernel of the same kernel").
 //                               With scripts/experiments/fake_cuda_driver.c as the driver (and
 //                               preloaded), also driver_calls_per_call and locks_per_call.
 //                               param_block_bytes: the kernel's parameter block (what each
@@ -364,8 +367,28 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   big.out = out_p;
   big.n = nn;
   void* big_params[] = {&big};
+  // The same kernel, Alloy's compiled function, launched with a raw cuLaunchKernel over its
+  // parameter block packed once (item 9.7 names "a raw cuLaunchKernel of the same kernel"; the
+  // hand-written exp above has a 20-byte parameter list where this one has its block).
+  const cuda::LaunchTarget same =
+      cuda::launch_target(direct.dk.program->kernels().front().function);
+  cuda::ParamBlock same_block(same.block);
+  cuda::pack(direct.b.desc(), same_block);
+  void* same_params[1 + ALLOY_CUDA_MAX_BUFFERS];
+  same_params[0] = const_cast<void*>(same_block.bytes());
+  for (uint32_t i = 0; i < same.layout.num_param_buffers; ++i)
+    same_params[1 + i] = const_cast<void*>(
+        same_block.buffer_slot(static_cast<uint32_t>(same.layout.param_buffers[i])));
+  const alloy_cuda_head& sh = same_block.head;
+  auto launch_same = [&] {
+    ctx.check(ctx.driver().cuLaunchKernel(same.function->handle, sh.groups[0], sh.groups[1],
+                                          sh.groups[2], sh.threadgroup[0], sh.threadgroup[1],
+                                          sh.threadgroup[2], 0, ctx.stream(), same_params, nullptr),
+              "cuLaunchKernel");
+  };
   ctx.synchronize();
 
+  double t_same = 0, best_same = INFINITY;
   double t_mk = 0, t_launch = 0, t_raw = 0, t_build = 0, t_eval = 0, t_free = 0, t_big = 0;
   double t_ctx = 0, t_alloc = 0, t_lock = 0, t_rmw = 0, t_raw_work = 0, t_raw_again = 0;
   // Fastest batch of each loop: what a preempted batch on a loaded host does not change.
@@ -406,6 +429,12 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
     for (int j = 0; j < batch; ++j) launch_raw(kExpHandBigParam, 1, 256, big_params);
     t_big += now_s() - t10;
     ctx.synchronize();
+    double t11 = now_s();
+    for (int j = 0; j < batch; ++j) launch_same();
+    double t12 = now_s();
+    t_same += t12 - t11;
+    best_same = std::min(best_same, t12 - t11);
+    ctx.synchronize();
     // The parts of Alloy's per-call work measured alone, and interleaved with raw launches
     // (minus the raw launches of the same run): what they cost on this host with a real driver.
     t_ctx += host_work_batch(batch, false, raw_params, true, false, false);
@@ -434,6 +463,9 @@ void BM_GpuLaunchOverhead(benchmark::State& state) {
   state.counters["cuda_launch_us"] = 1e6 * t_launch / launches;
   state.counters["raw_launch_us"] = 1e6 * t_raw / launches;
   state.counters["cost_vs_raw_launch"] = t_mk / t_raw;
+  state.counters["raw_same_kernel_us"] = 1e6 * t_same / launches;
+  state.counters["cost_vs_raw_same_kernel"] = t_mk / t_same;
+  state.counters["best_vs_raw_same_kernel"] = best_mk / best_same;
   state.counters["build_us"] = 1e6 * t_build / launches;
   state.counters["eval_us"] = 1e6 * t_eval / launches;
   state.counters["release_us"] = 1e6 * t_free / launches;

@@ -3,6 +3,7 @@
 // that dies or misbehaves makes its compile run here; no worker is left unreaped. No GPU needed:
 // cubins for sm_90 are compiled and compared.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -913,6 +914,32 @@ TEST_F(NvrtcWorkers, CompilesDuringTheWarmUpStartNoMoreWorkers) {
   EXPECT_EQ(s.prestarted, 1);
   EXPECT_EQ(s.worker_compiles, 2);
   EXPECT_LE(s.live_pids.size(), 1u);
+}
+
+// A worker inherits no descriptor of the runtime's process but its socket and 0-2: a pipe another
+// thread opened without O_CLOEXEC (gtest's death-test pipe, whose reader waits for its end of
+// file; a user's) is closed in it. Before, a worker started meanwhile kept the pipe's write end
+// open for the process's lifetime and its reader never saw the end (a GPU test run hung so).
+TEST_F(NvrtcWorkers, WorkersInheritNoOtherDescriptor) {
+  REQUIRE_NVRTC();
+  set_env("ALLOY_NVRTC_WORKERS", "1");
+  require_workers();
+  if (IsSkipped()) return;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);  // no O_CLOEXEC
+  nvrtc::testing::hold_in_process_slot(true);
+  std::string src = program(67);
+  EXPECT_EQ(nvrtc::compile(src, "fd.cu", {}, kOptions, true),
+            nvrtc::compile_in_process(src, "fd.cu", {}, kOptions, true));
+  nvrtc::testing::hold_in_process_slot(false);
+  auto s = nvrtc::worker_stats();
+  ASSERT_EQ(s.live_pids.size(), 1u);  // started with the pipe open, alive now
+  ::close(fds[1]);
+  pollfd p{fds[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "the pipe's write end is still open somewhere";
+  char c;
+  EXPECT_EQ(::read(fds[0], &c, 1), 0);  // end of file: nobody else holds the write end
+  ::close(fds[0]);
 }
 
 // ALLOY_NVRTC_PRESTART=0 (or workers off) starts nothing ahead: compiles start workers as before.

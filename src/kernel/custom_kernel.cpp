@@ -908,7 +908,8 @@ ALLOY_HOT std::vector<Array> MetalKernel::operator()(std::vector<Array>&& inputs
     throw std::invalid_argument(
         fmt::format("[metal_kernel] Expected `output_dtypes` to have size {} but got size {}.\n",
                     spec.output_names.size(), call.output_dtypes.size()));
-  Device dev = call.stream ? call.stream->device : call.device.value_or(default_device());
+  // (default_device() only when no device is given: value_or would call it every time.)
+  Device dev = call.stream ? call.stream->device : call.device ? *call.device : default_device();
   if (call.stream && call.device && *call.device != call.stream->device)
     throw std::invalid_argument(
         fmt::format("[metal_kernel] `device` ({}) and `stream` ({}) disagree: give one of them",

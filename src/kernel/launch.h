@@ -42,6 +42,8 @@ class LaunchBuilder {
   /// naming buffers with `namer`. Rethrows std::invalid_argument and alloy errors as they are;
   /// other failures become alloy::Error naming the kernel.
   void launch(const CompiledKernel& k, Device device, bool robust, const BufferNamer& namer);
+  /// The description bound so far (dims and arguments; the function is set by launch()).
+  const LaunchDesc& desc() const { return desc_; }
   /// The same launch packed once for repeated launches (Backend::prepare), or nullptr. Not
   /// robust. Launches nothing and never throws: a launch that cannot be prepared is nullptr.
   std::unique_ptr<PreparedLaunch> prepare(const CompiledKernel& k, Device device);

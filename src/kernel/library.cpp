@@ -1369,7 +1369,7 @@ std::vector<Array> call_kernel(const std::shared_ptr<detail::LibraryState>& s,
     throw std::invalid_argument(fmt::format(
         "[library] kernel '{}' takes {} argument(s), {} given.\n  {} takes:{}\n  signature: {}",
         info.name, data.size(), args.size(), info.name, expected_list(info), info.signature()));
-  Device dev = call.stream ? call.stream->device : call.device.value_or(default_device());
+  Device dev = call.stream ? call.stream->device : call.device ? *call.device : default_device();
   if (call.stream && call.device && *call.device != call.stream->device)
     throw std::invalid_argument(
         fmt::format("[library] `device` ({}) and `stream` ({}) disagree: give one of them",

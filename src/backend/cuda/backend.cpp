@@ -510,6 +510,17 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
+LaunchTarget launch_target(const void* function) {
+  const auto& f = *static_cast<const LaunchFunction*>(function);
+  LaunchTarget t;
+  t.function = f.fn.load(std::memory_order_acquire);
+  t.block = f.block;
+  t.layout.param_buffers = f.param_buffers.data();
+  t.layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
+  t.layout.coarsen = t.function->one_group_per_block ? 1u : f.coarsen;
+  return t;
+}
+
 bool is_available() {
   return Context::get() != nullptr;
 }

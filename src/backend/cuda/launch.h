@@ -124,6 +124,18 @@ struct Enqueued {
 Enqueued launch_block(Context& ctx, const Function& fn, const void* block, uint32_t buffers,
                       uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout);
 
+/// What a function handle of this backend's modules (CompiledModule::functions, the kernel
+/// layer's CompiledKernel::function) launches: the function on the GPU that compiled it (the full
+/// compile's once loaded), the layout of its parameter block and its entry layout (param_buffers
+/// stays valid while the module lives). For benchmarks that launch Alloy's own kernel with a raw
+/// cuLaunchKernel.
+struct LaunchTarget {
+  const Function* function = nullptr;
+  alloy_cuda_param_layout block{};
+  EntryLayout layout;
+};
+LaunchTarget launch_target(const void* function);
+
 /// Sets h.groups (ceil(grid / threadgroup)) and h.full_groups (floor) from h.grid and
 /// h.threadgroup.
 inline void set_groups(alloy_cuda_head& h) {
