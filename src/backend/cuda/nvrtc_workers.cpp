@@ -425,27 +425,32 @@ Slot acquire(Pool& p, bool background) {
   }
 }
 
-// A worker done with a compile: back to the idle ones, or ended when reset_workers() retired its
-// generation (or `failed`: it died or misbehaved; killed and reaped).
-void release(Pool& p, const Worker& w, bool failed) {
-  bool end;
-  {
-    std::lock_guard lock(p.mu);
-    --p.busy;
-    end = failed || w.generation != p.generation || p.exiting;
-    if (end) {
-      --p.live;
-      forget(p, w);
-    } else {
-      p.idle.push_back(w);
-    }
-    p.cv.notify_all();
+// `w`, done with a compile or its warm-up (taken off the busy count or the warming list under
+// `lock`, which holds p.mu): back to the idle ones, or ended (after the lock) when `failed` (it
+// died or misbehaved: killed and reaped), when reset_workers() retired its generation, or when
+// the process exits.
+void settle(Pool& p, std::unique_lock<std::mutex>& lock, const Worker& w, bool failed) {
+  const bool end = failed || w.generation != p.generation || p.exiting;
+  if (end) {
+    --p.live;
+    forget(p, w);
+  } else {
+    p.idle.push_back(w);
   }
+  p.cv.notify_all();
+  lock.unlock();
   if (end) {
     end_worker(w, failed);
-    std::lock_guard lock(p.mu);
+    std::lock_guard relock(p.mu);
     if (p.exiting && p.live == 0) remove_pch_root(p);
   }
+}
+
+// A worker done with a compile.
+void release(Pool& p, const Worker& w, bool failed) {
+  std::unique_lock lock(p.mu);
+  --p.busy;
+  settle(p, lock, w, failed);
 }
 
 void release_here(Pool& p) {
@@ -473,29 +478,13 @@ std::optional<wire::Reply> ask(const Worker& w, const wire::Request& q, std::str
 
 thread_local bool background_thread = false;
 
-// A worker started ahead is done with its warm-up: idle (warm), or ended when it failed, when
-// reset_workers() retired its generation, or when the process exits.
+// A worker started ahead done with its warm-up (`usable`: it answered).
 void finish_warm_up(Pool& p, const Worker& w, bool usable) {
-  bool end;
-  {
-    std::lock_guard lock(p.mu);
-    auto& v = p.warming;
-    v.erase(std::remove_if(v.begin(), v.end(), [&](const Worker& x) { return x.pid == w.pid; }),
-            v.end());
-    end = !usable || w.generation != p.generation || p.exiting;
-    if (end) {
-      --p.live;
-      forget(p, w);
-    } else {
-      p.idle.push_back(w);
-    }
-    p.cv.notify_all();
-  }
-  if (end) {
-    end_worker(w, !usable);
-    std::lock_guard lock(p.mu);
-    if (p.exiting && p.live == 0) remove_pch_root(p);
-  }
+  std::unique_lock lock(p.mu);
+  auto& v = p.warming;
+  v.erase(std::remove_if(v.begin(), v.end(), [&](const Worker& x) { return x.pid == w.pid; }),
+          v.end());
+  settle(p, lock, w, !usable);
 }
 
 // The prestart thread (prestart_workers): starts the workers one after another (posix_spawn, no
