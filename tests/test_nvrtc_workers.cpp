@@ -848,7 +848,9 @@ TEST_F(NvrtcWorkers, PrestartedWorkersAreWarmAndServeTheNextCompiles) {
   set_env("ALLOY_NVRTC_WORKERS", "2");
   require_workers();
   if (IsSkipped()) return;
-  const bool pch = has_auto_pch();
+  // The warm-up asks for a PCH while this process makes them: one that ran other tests first (one
+  // process for the whole suite) may have turned them off after a PCH failure.
+  const bool pch = has_auto_pch() && !nvrtc::pch_request_options().empty();
   auto s = prestart_and_wait(pch_warm_up(60));
   EXPECT_EQ(s.prestarted, 2);
   EXPECT_EQ(s.spawned, 2);
@@ -881,7 +883,9 @@ TEST_F(NvrtcWorkers, PrestartedWorkersAreWarmAndServeTheNextCompiles) {
   EXPECT_EQ(s.worker_compiles, 2);
   EXPECT_EQ(s.spawned, 2);  // none started for them
   EXPECT_EQ(s.fallbacks, 0);
-  EXPECT_EQ(pch_files(), files) << "a compile of the warm-up's prefix made a PCH of its own";
+  if (pch) {
+    EXPECT_EQ(pch_files(), files) << "a compile of the warm-up's prefix made a PCH of its own";
+  }
   // Started ahead again with every worker alive: none more.
   s = prestart_and_wait(pch_warm_up(63));
   EXPECT_EQ(s.prestarted, 2);
