@@ -892,6 +892,24 @@ TEST_F(NvrtcWorkers, PrestartedWorkersAreWarmAndServeTheNextCompiles) {
   EXPECT_EQ(s.live_pids.size(), 2u);
 }
 
+// At most 8 are started ahead whatever the limit (every GPU process pays for them); the others
+// start at compiles, as before.
+TEST_F(NvrtcWorkers, AtMostEightAreStartedAhead) {
+  REQUIRE_NVRTC();
+  set_env("ALLOY_NVRTC_WORKERS", "10");
+  require_workers();
+  if (IsSkipped()) return;
+  nvrtc::WarmUp w;
+  w.source = program(68);
+  w.options = kOptions;
+  w.pch = false;
+  auto s = prestart_and_wait(std::move(w));
+  EXPECT_EQ(s.max_workers, 10);
+  EXPECT_EQ(s.prestarted, 8);
+  EXPECT_EQ(s.warm_ups, 8);
+  EXPECT_EQ(s.live_pids.size(), 8u);
+}
+
 // A compile that comes while the workers warm up takes the in-process slot when it is free, and
 // otherwise waits for a worker started ahead rather than starting one more than the limit.
 TEST_F(NvrtcWorkers, CompilesDuringTheWarmUpStartNoMoreWorkers) {

@@ -190,7 +190,8 @@ struct WarmUp {
 /// Starts the compile workers ahead (docs/nvrtc-workers.md, "Workers started ahead"): returns at
 /// once; a thread of its own loads NVRTC, calls `adjust` on `warm_up` (if given: e.g. to set the
 /// architecture, which needs NVRTC), starts as many workers as compiles could start (the limit,
-/// ALLOY_NVRTC_WORKERS, less those alive) and has each compile `warm_up`; a worker that has done
+/// ALLOY_NVRTC_WORKERS, at most 8, less those alive) and has each compile `warm_up`; a worker that
+/// has done
 /// it is idle, as after any compile. Nothing when ALLOY_NVRTC_PRESTART=0, when workers are off
 /// or not found, when NVRTC is not available, or while an earlier call's thread still runs.
 /// Compiles meanwhile follow the usual rules: a worker still warming counts as started, so a

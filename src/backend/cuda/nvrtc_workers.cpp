@@ -487,6 +487,9 @@ void finish_warm_up(Pool& p, const Worker& w, bool usable) {
   settle(p, lock, w, !usable);
 }
 
+// Workers started ahead at most (those past it start at compiles, as before).
+constexpr int kMaxPrestarted = 8;
+
 // The prestart thread (prestart_workers): starts the workers one after another (posix_spawn, no
 // waiting), then answers their greetings and warm-ups as they come (poll), so that they greet and
 // warm up at the same time. They count in `live` from the start: a compile that finds the slot
@@ -519,7 +522,9 @@ void prestart(Pool& p, WarmUp& warm_up, const std::function<void(WarmUp&)>& adju
       std::fprintf(stderr, "alloy: NVRTC workers not started ahead: ALLOY_NVRTC_PRESTART=0\n");
     return;
   }
-  const int n = p.config.max - p.live;
+  // At most kMaxPrestarted: `max` grows with the cores, and every GPU process pays for those
+  // started ahead, compiling or not (a job of 8 ranks on a 128-core host would start 512).
+  const int n = std::min(p.config.max, kMaxPrestarted) - p.live;
   if (n <= 0) return;
   p.live += n;  // reserved: see above
   make_pch_root(p);
