@@ -43,7 +43,10 @@ std::atomic<bool> pool_made{false};
 Pool& pool() {
   // Leaked: jobs may still run while static objects are destroyed. The objects a compile uses
   // are made first, so that exit destroys them only after wait_at_exit (atexit handlers and
-  // static destructors run in the reverse order of their registration).
+  // static destructors run in the reverse order of their registration). The translator's and
+  // the library layer's function-local tables are made later, at their first use: they are
+  // leaked (`*new`) so that exit never destroys them under a running job (a fuzzer's exit once
+  // freed unsupported_attributes() while a pool thread translated).
   static Pool* p = [] {
     cache::CompileCache::global();
     cpu_backend();  // constructs the CPU compiler

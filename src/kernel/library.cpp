@@ -288,41 +288,42 @@ std::vector<KernelRegion> find_kernel_regions(const std::vector<Token>& t) {
 // ---- Metal types -----------------------------------------------------------------------------
 
 MetalType parse_metal_type(std::string_view type) {
-  static const std::map<std::string, Dtype, std::less<>> scalars = {
-      {"bool", Dtype::bool_},
-      {"char", Dtype::int8},
-      {"int8_t", Dtype::int8},
-      {"signed char", Dtype::int8},
-      {"uchar", Dtype::uint8},
-      {"uint8_t", Dtype::uint8},
-      {"unsigned char", Dtype::uint8},
-      {"short", Dtype::int16},
-      {"int16_t", Dtype::int16},
-      {"ushort", Dtype::uint16},
-      {"uint16_t", Dtype::uint16},
-      {"unsigned short", Dtype::uint16},
-      {"int", Dtype::int32},
-      {"int32_t", Dtype::int32},
-      {"signed int", Dtype::int32},
-      {"uint", Dtype::uint32},
-      {"uint32_t", Dtype::uint32},
-      {"unsigned", Dtype::uint32},
-      {"unsigned int", Dtype::uint32},
-      {"long", Dtype::int64},
-      {"int64_t", Dtype::int64},
-      {"ulong", Dtype::uint64},
-      {"uint64_t", Dtype::uint64},
-      {"unsigned long", Dtype::uint64},
-      {"size_t", Dtype::uint64},
-      {"half", Dtype::float16},
-      {"float16_t", Dtype::float16},
-      {"bfloat", Dtype::bfloat16},
-      {"bfloat16_t", Dtype::bfloat16},
-      {"float", Dtype::float32},
-      {"float32_t", Dtype::float32},
-      {"double", Dtype::float64},
-      {"complex64_t", Dtype::complex64},
-  };
+  static const std::map<std::string, Dtype, std::less<>>& scalars =
+      *new std::map<std::string, Dtype, std::less<>>({
+          {"bool", Dtype::bool_},
+          {"char", Dtype::int8},
+          {"int8_t", Dtype::int8},
+          {"signed char", Dtype::int8},
+          {"uchar", Dtype::uint8},
+          {"uint8_t", Dtype::uint8},
+          {"unsigned char", Dtype::uint8},
+          {"short", Dtype::int16},
+          {"int16_t", Dtype::int16},
+          {"ushort", Dtype::uint16},
+          {"uint16_t", Dtype::uint16},
+          {"unsigned short", Dtype::uint16},
+          {"int", Dtype::int32},
+          {"int32_t", Dtype::int32},
+          {"signed int", Dtype::int32},
+          {"uint", Dtype::uint32},
+          {"uint32_t", Dtype::uint32},
+          {"unsigned", Dtype::uint32},
+          {"unsigned int", Dtype::uint32},
+          {"long", Dtype::int64},
+          {"int64_t", Dtype::int64},
+          {"ulong", Dtype::uint64},
+          {"uint64_t", Dtype::uint64},
+          {"unsigned long", Dtype::uint64},
+          {"size_t", Dtype::uint64},
+          {"half", Dtype::float16},
+          {"float16_t", Dtype::float16},
+          {"bfloat", Dtype::bfloat16},
+          {"bfloat16_t", Dtype::bfloat16},
+          {"float", Dtype::float32},
+          {"float32_t", Dtype::float32},
+          {"double", Dtype::float64},
+          {"complex64_t", Dtype::complex64},
+      });
   std::string s(type);
   auto strip = [&](std::string_view prefix) {
     if (s.starts_with(prefix)) s = s.substr(prefix.size());
@@ -354,9 +355,9 @@ MetalType parse_metal_type(std::string_view type) {
     return m;
   }
   // Vector names: float4, half2, uint3, bfloat4...
-  static const std::set<std::string, std::less<>> vector_bases = {
-      "bool", "char", "uchar", "short", "ushort", "int",
-      "uint", "long", "ulong", "half",  "bfloat", "float"};
+  static const std::set<std::string, std::less<>>& vector_bases =
+      *new std::set<std::string, std::less<>>({"bool", "char", "uchar", "short", "ushort", "int",
+                                               "uint", "long", "ulong", "half", "bfloat", "float"});
   if (s.size() > 1 && (s.back() == '2' || s.back() == '3' || s.back() == '4')) {
     std::string base = s.substr(0, s.size() - 1);
     if (vector_bases.count(base)) {

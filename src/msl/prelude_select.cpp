@@ -21,7 +21,7 @@ struct Rule {
 };
 
 const std::vector<Rule>& rules() {
-  static const std::vector<Rule> r = {
+  static const std::vector<Rule>& r = *new std::vector<Rule>({
       {"INTEGER",
        {"clz", "ctz", "popcount", "reverse_bits", "rotate", "extract_bits", "insert_bits", "mulhi",
         "absdiff", "addsat", "subsat", "hadd", "rhadd", "madhi", "madsat", "mul24", "mad24"},
@@ -50,53 +50,56 @@ const std::vector<Rule>& rules() {
        {"__METAL_MAYBE_FAST_MATH__", "__METAL_FAST_MATH__", "__METAL_PRECISE_MATH__"},
        {"__metal_"},
        {}},
-  };
+  });
   return r;
 }
 
 // metal/math.h: each function and the math functions its definition calls (which must come with
 // it: a left-out function is a deleted stand-in, so a missing entry here fails to compile).
 const std::map<std::string, std::vector<std::string>, std::less<>>& math_functions() {
-  static const std::map<std::string, std::vector<std::string>, std::less<>> m = [] {
-    std::map<std::string, std::vector<std::string>, std::less<>> f;
-    for (const char* n :
-         {"floor",      "ceil",  "round", "rint",     "trunc",   "fabs",  "asin",     "acos",
-          "atan",       "sinh",  "cosh",  "tanh",     "asinh",   "acosh", "atanh",    "logb",
-          "cbrt",       "sinpi", "cospi", "tanpi",    "atan2",   "fmod",  "copysign", "fdim",
-          "fmin",       "fmax",  "step",  "fma",      "mix",     "fmin3", "fmax3",    "fmedian3",
-          "smoothstep", "sign",  "fract", "saturate", "ldexp",   "ilogb", "frexp",    "modf",
-          "nextafter",  "isnan", "isinf", "isfinite", "signbit", "min",   "max",      "dot",
-          "cross",      "exp",   "exp2",  "exp10",    "log",     "log2",  "log10",    "sqrt",
-          "rsqrt",      "sin",   "cos",   "tan",      "pow",     "powr",  "divide"})
-      f[n] = {};
-    f["abs"] = {"fabs"};
-    f["isnormal"] = {"isfinite", "fabs"};
-    f["isordered"] = f["isunordered"] = {"isnan"};
-    f["clamp"] = f["min3"] = f["max3"] = f["median3"] = {"min", "max"};
-    f["length_squared"] = f["distance_squared"] = f["reflect"] = f["faceforward"] = {"dot"};
-    f["sincos"] = {"sin", "cos"};
-    f["length"] = {"sqrt", "dot"};
-    f["distance"] = {"length", "sqrt", "dot"};
-    f["normalize"] = {"rsqrt", "dot"};
-    f["refract"] = {"dot", "sqrt"};
-    return f;
-  }();
+  static const std::map<std::string, std::vector<std::string>, std::less<>>& m =
+      *new std::map<std::string, std::vector<std::string>, std::less<>>([] {
+        std::map<std::string, std::vector<std::string>, std::less<>> f;
+        for (const char* n :
+             {"floor",    "ceil",     "round",   "rint",     "trunc",      "fabs",      "asin",
+              "acos",     "atan",     "sinh",    "cosh",     "tanh",       "asinh",     "acosh",
+              "atanh",    "logb",     "cbrt",    "sinpi",    "cospi",      "tanpi",     "atan2",
+              "fmod",     "copysign", "fdim",    "fmin",     "fmax",       "step",      "fma",
+              "mix",      "fmin3",    "fmax3",   "fmedian3", "smoothstep", "sign",      "fract",
+              "saturate", "ldexp",    "ilogb",   "frexp",    "modf",       "nextafter", "isnan",
+              "isinf",    "isfinite", "signbit", "min",      "max",        "dot",       "cross",
+              "exp",      "exp2",     "exp10",   "log",      "log2",       "log10",     "sqrt",
+              "rsqrt",    "sin",      "cos",     "tan",      "pow",        "powr",      "divide"})
+          f[n] = {};
+        f["abs"] = {"fabs"};
+        f["isnormal"] = {"isfinite", "fabs"};
+        f["isordered"] = f["isunordered"] = {"isnan"};
+        f["clamp"] = f["min3"] = f["max3"] = f["median3"] = {"min", "max"};
+        f["length_squared"] = f["distance_squared"] = f["reflect"] = f["faceforward"] = {"dot"};
+        f["sincos"] = {"sin", "cos"};
+        f["length"] = {"sqrt", "dot"};
+        f["distance"] = {"length", "sqrt", "dot"};
+        f["normalize"] = {"rsqrt", "dot"};
+        f["refract"] = {"dot", "sqrt"};
+        return f;
+      }());
   return m;
 }
 
 // Math functions the optional parts call.
 const std::map<std::string, std::vector<std::string>, std::less<>>& part_math() {
-  static const std::map<std::string, std::vector<std::string>, std::less<>> m = {
-      {"SIMD", {"min", "max"}},  // simd_min/simd_max, quad_min/quad_max
-      {"MATRIX", {"dot", "cross"}},
-      {"METAL_INTERNAL",
-       {"acos",  "acosh",    "asin",  "asinh",     "atan",  "atanh", "ceil",  "cos",
-        "cosh",  "cospi",    "exp",   "exp10",     "exp2",  "fabs",  "floor", "fract",
-        "log",   "log10",    "log2",  "rint",      "round", "rsqrt", "sin",   "sinh",
-        "sinpi", "sqrt",     "tan",   "tanh",      "tanpi", "trunc", "atan2", "divide",
-        "fmax",  "fmin",     "fmod",  "nextafter", "pow",   "powr",  "fma",   "fmax3",
-        "fmin3", "fmedian3", "ldexp", "frexp",     "min",   "max"}},
-  };
+  static const std::map<std::string, std::vector<std::string>, std::less<>>& m =
+      *new std::map<std::string, std::vector<std::string>, std::less<>>({
+          {"SIMD", {"min", "max"}},  // simd_min/simd_max, quad_min/quad_max
+          {"MATRIX", {"dot", "cross"}},
+          {"METAL_INTERNAL",
+           {"acos",  "acosh",    "asin",  "asinh",     "atan",  "atanh", "ceil",  "cos",
+            "cosh",  "cospi",    "exp",   "exp10",     "exp2",  "fabs",  "floor", "fract",
+            "log",   "log10",    "log2",  "rint",      "round", "rsqrt", "sin",   "sinh",
+            "sinpi", "sqrt",     "tan",   "tanh",      "tanpi", "trunc", "atan2", "divide",
+            "fmax",  "fmin",     "fmod",  "nextafter", "pow",   "powr",  "fma",   "fmax3",
+            "fmin3", "fmedian3", "ldexp", "frexp",     "min",   "max"}},
+      });
   return m;
 }
 
@@ -116,38 +119,39 @@ bool contains_ci(std::string_view s, std::string_view what) {
 // The type traits of metal/traits.h that no core code uses (ALLOY_NEED_TRAITS), with their _t
 // and _v forms.
 bool is_traits_name(std::string_view id) {
-  static const std::unordered_set<std::string_view> names = {"_disjunction",
-                                                             "_conjunction",
-                                                             "remove_pointer",
-                                                             "remove_pointer_t",
-                                                             "remove_extent",
-                                                             "remove_extent_t",
-                                                             "add_const",
-                                                             "add_const_t",
-                                                             "add_pointer",
-                                                             "add_pointer_t",
-                                                             "decay",
-                                                             "decay_t",
-                                                             "is_const",
-                                                             "is_const_v",
-                                                             "is_reference",
-                                                             "is_reference_v",
-                                                             "is_array",
-                                                             "is_array_v",
-                                                             "is_scalar",
-                                                             "is_scalar_v",
-                                                             "is_unsigned",
-                                                             "is_unsigned_v",
-                                                             "is_class",
-                                                             "is_class_v",
-                                                             "is_enum",
-                                                             "is_enum_v",
-                                                             "is_base_of",
-                                                             "is_base_of_v",
-                                                             "is_trivially_copyable",
-                                                             "is_trivially_copyable_v",
-                                                             "make_signed",
-                                                             "make_signed_t"};
+  static const std::unordered_set<std::string_view>& names =
+      *new std::unordered_set<std::string_view>({"_disjunction",
+                                                 "_conjunction",
+                                                 "remove_pointer",
+                                                 "remove_pointer_t",
+                                                 "remove_extent",
+                                                 "remove_extent_t",
+                                                 "add_const",
+                                                 "add_const_t",
+                                                 "add_pointer",
+                                                 "add_pointer_t",
+                                                 "decay",
+                                                 "decay_t",
+                                                 "is_const",
+                                                 "is_const_v",
+                                                 "is_reference",
+                                                 "is_reference_v",
+                                                 "is_array",
+                                                 "is_array_v",
+                                                 "is_scalar",
+                                                 "is_scalar_v",
+                                                 "is_unsigned",
+                                                 "is_unsigned_v",
+                                                 "is_class",
+                                                 "is_class_v",
+                                                 "is_enum",
+                                                 "is_enum_v",
+                                                 "is_base_of",
+                                                 "is_base_of_v",
+                                                 "is_trivially_copyable",
+                                                 "is_trivially_copyable_v",
+                                                 "make_signed",
+                                                 "make_signed_t"});
   return names.count(id) != 0;
 }
 
@@ -503,26 +507,26 @@ std::string math_header_for(std::string_view source, std::string_view math_h) {
 }
 
 const std::set<std::string>& prelude_parts() {
-  static const std::set<std::string> parts = [] {
+  static const std::set<std::string>& parts = *new std::set<std::string>([] {
     std::set<std::string> p;
     for (const auto& r : rules()) p.insert(r.part);
     return p;
-  }();
+  }());
   return parts;
 }
 
 const std::set<std::string>& prelude_core_pieces() {
-  static const std::set<std::string> pieces = {"ENTRY_ARGS", "LIMITS", "LOWP",
-                                               "PACKED",     "TRAITS", "VECTOR"};
+  static const std::set<std::string>& pieces =
+      *new std::set<std::string>({"ENTRY_ARGS", "LIMITS", "LOWP", "PACKED", "TRAITS", "VECTOR"});
   return pieces;
 }
 
 const std::set<std::string>& prelude_math_functions() {
-  static const std::set<std::string> names = [] {
+  static const std::set<std::string>& names = *new std::set<std::string>([] {
     std::set<std::string> n;
     for (const auto& [name, deps] : math_functions()) n.insert(name);
     return n;
-  }();
+  }());
   return names;
 }
 

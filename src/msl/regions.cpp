@@ -58,13 +58,13 @@ bool uniform_attribute(std::string_view a) {
 }
 
 const std::set<std::string, std::less<>>& keywords() {
-  static const std::set<std::string, std::less<>> k = {
-      "return",   "if",       "else",      "for",      "while",         "do",
-      "switch",   "case",     "default",   "break",    "continue",      "goto",
-      "sizeof",   "const",    "constexpr", "static",   "static_cast",   "reinterpret_cast",
-      "true",     "false",    "typedef",   "using",    "static_assert", "template",
-      "typename", "decltype", "auto",      "volatile", "const_cast",    "nullptr",
-      "struct",   "class",    "new",       "delete",   "throw",         "alignof"};
+  static const std::set<std::string, std::less<>>& k = *new std::set<std::string, std::less<>>(
+      {"return",   "if",       "else",      "for",      "while",         "do",
+       "switch",   "case",     "default",   "break",    "continue",      "goto",
+       "sizeof",   "const",    "constexpr", "static",   "static_cast",   "reinterpret_cast",
+       "true",     "false",    "typedef",   "using",    "static_assert", "template",
+       "typename", "decltype", "auto",      "volatile", "const_cast",    "nullptr",
+       "struct",   "class",    "new",       "delete",   "throw",         "alignof"});
   return k;
 }
 
@@ -291,10 +291,10 @@ class Splitter {
     if (c == npos) return false;
     if (toks_[c].kind == TokKind::ident) return toks_[c].is("return") || toks_[c].is("case");
     if (toks_[c].kind != TokKind::punct) return false;
-    static const std::set<std::string> kOps = {
-        "=",  "+",  "-",  "*",  "/",  "%",  "<",   ">",   "!",  "~",  "?",  "^",
-        "|",  "&",  "==", "!=", "<=", ">=", "&&",  "||",  "+=", "-=", "*=", "/=",
-        "%=", "&=", "|=", "^=", "<<", ">>", "<<=", ">>=", "[",  ".",  "->"};
+    static const std::set<std::string>& kOps = *new std::set<std::string>(
+        {"=",  "+",  "-",  "*",  "/",  "%",  "<",   ">",   "!",  "~",  "?",  "^",
+         "|",  "&",  "==", "!=", "<=", ">=", "&&",  "||",  "+=", "-=", "*=", "/=",
+         "%=", "&=", "|=", "^=", "<<", ">>", "<<=", ">>=", "[",  ".",  "->"});
     return kOps.count(toks_[c].text) > 0;
   }
 
@@ -395,12 +395,12 @@ class Splitter {
   // element assigned (`v[0] = ...`, a vector; not for a `pointer`), or a macro of the source used
   // (it may assign anything).
   bool changed_otherwise(const std::string& name, size_t from, bool pointer) const {
-    static const std::set<std::string_view> kByValue = {
-        "max",   "min",    "fmax",   "fmin",   "clamp", "abs",   "fabs",   "exp",    "exp2",
-        "log",   "log2",   "sqrt",   "rsqrt",  "pow",   "powr",  "select", "mix",    "fma",
-        "float", "float2", "float3", "float4", "half",  "half2", "half3",  "half4",  "int",
-        "int2",  "int3",   "int4",   "uint",   "uint2", "uint3", "uint4",  "bool",   "sin",
-        "cos",   "tanh",   "floor",  "ceil",   "round", "dot",   "length", "as_type"};
+    static const std::set<std::string_view>& kByValue = *new std::set<std::string_view>(
+        {"max",   "min",    "fmax",   "fmin",   "clamp", "abs",   "fabs",   "exp",    "exp2",
+         "log",   "log2",   "sqrt",   "rsqrt",  "pow",   "powr",  "select", "mix",    "fma",
+         "float", "float2", "float3", "float4", "half",  "half2", "half3",  "half4",  "int",
+         "int2",  "int3",   "int4",   "uint",   "uint2", "uint3", "uint4",  "bool",   "sin",
+         "cos",   "tanh",   "floor",  "ceil",   "round", "dot",   "length", "as_type"});
     for (size_t i = from; i < toks_.size(); ++i) {
       if (toks_[i].kind != TokKind::ident) continue;
       if (macros_.count(toks_[i].text)) return true;
@@ -704,10 +704,10 @@ class Splitter {
   }
 
   static bool scalar_type_name(std::string_view s) {
-    static const std::set<std::string, std::less<>> k = {
-        "uint",    "int",      "ushort",  "short",    "uchar",    "char",     "ulong",
-        "long",    "size_t",   "uint8_t", "int8_t",   "uint16_t", "int16_t",  "uint32_t",
-        "int32_t", "uint64_t", "int64_t", "unsigned", "signed",   "ptrdiff_t"};
+    static const std::set<std::string, std::less<>>& k = *new std::set<std::string, std::less<>>(
+        {"uint",    "int",      "ushort",  "short",    "uchar",    "char",     "ulong",
+         "long",    "size_t",   "uint8_t", "int8_t",   "uint16_t", "int16_t",  "uint32_t",
+         "int32_t", "uint64_t", "int64_t", "unsigned", "signed",   "ptrdiff_t"});
     return k.count(s) > 0;
   }
   static bool cast_name(std::string_view s) {
@@ -867,10 +867,10 @@ class Splitter {
   // not change is not stored back to its per-thread array at the region's end (a store per
   // thread and per interchanged loop step otherwise: close_region).
   void writes(size_t b, size_t e, std::set<std::string>& out) const {
-    static const std::set<std::string_view> kReadNext = {
-        ";", ")", "]", "+", "-", "*", "/", "%", "<", ">", "<=", ">=", "==", "!=", "||", "^", "|"};
-    static const std::set<std::string_view> kWritePrev = {"++", "--", "&",  "(", ",",
-                                                          ".",  "->", "::", "?", ":"};
+    static const std::set<std::string_view>& kReadNext = *new std::set<std::string_view>(
+        {";", ")", "]", "+", "-", "*", "/", "%", "<", ">", "<=", ">=", "==", "!=", "||", "^", "|"});
+    static const std::set<std::string_view>& kWritePrev =
+        *new std::set<std::string_view>({"++", "--", "&", "(", ",", ".", "->", "::", "?", ":"});
     bool any_ref = false;
     for (size_t i = b; i < e; ++i)
       if (toks_[i].kind == TokKind::punct && (toks_[i].text == "&" || toks_[i].text == "&&"))

@@ -27,7 +27,7 @@
 namespace alloy::msl {
 
 const std::vector<std::string>& attribute_names() {
-  static const std::vector<std::string> names = {
+  static const std::vector<std::string>& names = *new std::vector<std::string>({
       "dispatch_quadgroups_per_threadgroup",
       "dispatch_simdgroups_per_threadgroup",
       "dispatch_threads_per_threadgroup",
@@ -48,7 +48,7 @@ const std::vector<std::string>& attribute_names() {
       "threads_per_grid",
       "threads_per_simdgroup",
       "threads_per_threadgroup",
-  };
+  });
   return names;
 }
 
@@ -57,49 +57,38 @@ namespace {
 // Identifiers that name Metal features Alloy does not run: reject them with a clear message
 // rather than letting the target compiler fail obscurely (or worse, miscompile).
 const std::map<std::string, std::string, std::less<>>& unsupported_idents() {
-  static const std::map<std::string, std::string, std::less<>> m = {
-      {"texture1d", "textures"},
-      {"texture1d_array", "textures"},
-      {"texture2d", "textures"},
-      {"texture2d_array", "textures"},
-      {"texture2d_ms", "textures"},
-      {"texture3d", "textures"},
-      {"texturecube", "textures"},
-      {"texturecube_array", "textures"},
-      {"texture_buffer", "textures"},
-      {"depth2d", "depth textures"},
-      {"depth2d_array", "depth textures"},
-      {"depthcube", "depth textures"},
-      {"sampler", "samplers"},
-      {"imageblock", "imageblocks"},
-      {"threadgroup_imageblock", "imageblocks"},
-      {"render_grid", "render functions"},
-      {"intersection_function_table", "ray tracing"},
-      {"visible_function_table", "function tables"},
-      {"acceleration_structure", "ray tracing"},
-      {"command_buffer", "indirect command buffers"},
-      {"indirect_command_buffer", "indirect command buffers"},
-  };
+  static const std::map<std::string, std::string, std::less<>>& m =
+      *new std::map<std::string, std::string, std::less<>>({
+          {"texture1d", "textures"},
+          {"texture1d_array", "textures"},
+          {"texture2d", "textures"},
+          {"texture2d_array", "textures"},
+          {"texture2d_ms", "textures"},
+          {"texture3d", "textures"},
+          {"texturecube", "textures"},
+          {"texturecube_array", "textures"},
+          {"texture_buffer", "textures"},
+          {"depth2d", "depth textures"},
+          {"depth2d_array", "depth textures"},
+          {"depthcube", "depth textures"},
+          {"sampler", "samplers"},
+          {"imageblock", "imageblocks"},
+          {"threadgroup_imageblock", "imageblocks"},
+          {"render_grid", "render functions"},
+          {"intersection_function_table", "ray tracing"},
+          {"visible_function_table", "function tables"},
+          {"acceleration_structure", "ray tracing"},
+          {"command_buffer", "indirect command buffers"},
+          {"indirect_command_buffer", "indirect command buffers"},
+      });
   return m;
 }
 
 const std::set<std::string, std::less<>>& unsupported_attributes() {
-  static const std::set<std::string, std::less<>> s = {"vertex",
-                                                       "fragment",
-                                                       "stage_in",
-                                                       "texture",
-                                                       "sampler",
-                                                       "color",
-                                                       "position",
-                                                       "visible",
-                                                       "intersection",
-                                                       "object",
-                                                       "mesh",
-                                                       "payload",
-                                                       "raster_order_group",
-                                                       "render_target_array_index",
-                                                       "vertex_id",
-                                                       "instance_id"};
+  static const std::set<std::string, std::less<>>& s = *new std::set<std::string, std::less<>>(
+      {"vertex", "fragment", "stage_in", "texture", "sampler", "color", "position", "visible",
+       "intersection", "object", "mesh", "payload", "raster_order_group",
+       "render_target_array_index", "vertex_id", "instance_id"});
   return s;
 }
 
@@ -1186,11 +1175,12 @@ class Translator {
   // of them than parameters, and none that is plainly a value (a number, true, false) for a
   // type parameter, or plainly a type (a scalar type name) for a value parameter.
   static bool takes_template_args(const KernelDecl& d, const std::string& f) {
-    static const std::set<std::string, std::less<>> types = {
-        "bool",    "char",     "uchar",      "short",     "ushort",      "int",
-        "uint",    "long",     "ulong",      "half",      "bfloat",      "float",
-        "int8_t",  "uint8_t",  "int16_t",    "uint16_t",  "int32_t",     "uint32_t",
-        "int64_t", "uint64_t", "bfloat16_t", "float16_t", "complex64_t", "float32_t"};
+    static const std::set<std::string, std::less<>>& types =
+        *new std::set<std::string, std::less<>>(
+            {"bool",    "char",     "uchar",      "short",     "ushort",      "int",
+             "uint",    "long",     "ulong",      "half",      "bfloat",      "float",
+             "int8_t",  "uint8_t",  "int16_t",    "uint16_t",  "int32_t",     "uint32_t",
+             "int64_t", "uint64_t", "bfloat16_t", "float16_t", "complex64_t", "float32_t"});
     auto args = template_args(f);
     if (args.size() > d.template_params.size()) return false;
     for (size_t i = 0; i < args.size() && i < d.template_param_is_type.size(); ++i) {
@@ -1510,8 +1500,9 @@ class Translator {
   // than b: after the nearest unmatched bracket, ',', '?', ':', ';' or assignment; npos when a
   // directive is in the way.
   size_t condition_start(size_t q, size_t b) const {
-    static const std::set<std::string, std::less<>> stops = {
-        ",", "?", ":", ";", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="};
+    static const std::set<std::string, std::less<>>& stops =
+        *new std::set<std::string, std::less<>>({",", "?", ":", ";", "=", "+=", "-=", "*=", "/=",
+                                                 "%=", "&=", "|=", "^=", "<<=", ">>="});
     int depth = 0;
     for (size_t i = q; i-- > b;) {
       const auto& t = toks_[i];
@@ -1607,20 +1598,11 @@ class Translator {
   // (MLX's own utils.h does): the user's definition wins, the prelude's is left out
   // (ALLOY_USER_<name>).
   std::string user_helper_defines() const {
-    static const std::set<std::string, std::less<>> helpers = {"bfloat16_to_uint16",
-                                                               "uint16_to_bfloat16",
-                                                               "complex64_t",
-                                                               "Limits",
-                                                               "elem_to_loc",
-                                                               "elem_to_loc_1",
-                                                               "elem_to_loc_2",
-                                                               "elem_to_loc_3",
-                                                               "elem_to_loc_2_nd",
-                                                               "elem_to_loc_3_nd",
-                                                               "elem_to_loc_nd",
-                                                               "ceildiv",
-                                                               "log1p",
-                                                               "expm1"};
+    static const std::set<std::string, std::less<>>& helpers =
+        *new std::set<std::string, std::less<>>(
+            {"bfloat16_to_uint16", "uint16_to_bfloat16", "complex64_t", "Limits", "elem_to_loc",
+             "elem_to_loc_1", "elem_to_loc_2", "elem_to_loc_3", "elem_to_loc_2_nd",
+             "elem_to_loc_3_nd", "elem_to_loc_nd", "ceildiv", "log1p", "expm1"});
     std::set<std::string> defined;
     for (size_t i = 0; i < toks_.size(); ++i) {
       const auto& t = toks_[i];
@@ -1745,11 +1727,11 @@ class Translator {
       t.push_back(&k);
     }
     auto is = [&](size_t j, std::string_view s) { return j < t.size() && t[j]->is(s); };
-    static const std::set<std::string> kAssign = {
-        "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"};
-    static const std::set<std::string> kOperand = {
-        "[", "]",  "(",  ")",  ",",  "+", "-", "*", "/", "%",  "<",
-        ">", "<=", ">=", "==", "!=", "?", ":", ";", "=", "&&", "||"};
+    static const std::set<std::string>& kAssign = *new std::set<std::string>(
+        {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"});
+    static const std::set<std::string>& kOperand =
+        *new std::set<std::string>({"[", "]",  "(",  ")",  ",",  "+", "-", "*", "/", "%",  "<",
+                                    ">", "<=", ">=", "==", "!=", "?", ":", ";", "=", "&&", "||"});
     // A read of the value that ends at token j (inclusive), starting at token b: an operand of
     // arithmetic, a comparison or an index, not an lvalue nor a lone call argument.
     auto plain_read = [&](size_t b, size_t j) {

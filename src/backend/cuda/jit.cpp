@@ -200,7 +200,8 @@ std::shared_ptr<Module> load_image(Context& ctx, const KernelSource& k, Compiled
 const std::vector<std::string>& base_options() {
   // -default-device: functions and namespace-scope variables of the user's header need no
   // __device__ (Metal has no host code); C++17 is what NVRTC and Metal's C++14 both accept.
-  static const std::vector<std::string> options = {"--std=c++17", "-default-device"};
+  static const std::vector<std::string>& options =
+      *new std::vector<std::string>({"--std=c++17", "-default-device"});
   return options;
 }
 
