@@ -941,7 +941,8 @@ TEST_F(NvrtcWorkers, CompilesDuringTheWarmUpStartNoMoreWorkers) {
 // A worker inherits no descriptor of the runtime's process but its socket and 0-2: a pipe another
 // thread opened without O_CLOEXEC (gtest's death-test pipe, whose reader waits for its end of
 // file; a user's) is closed in it. Before, a worker started meanwhile kept the pipe's write end
-// open for the process's lifetime and its reader never saw the end (a GPU test run hung so).
+// open for the process's lifetime and its reader never saw the end (the likely cause of a GPU
+// test shard that hung once in a death test; not reproduced).
 TEST_F(NvrtcWorkers, WorkersInheritNoOtherDescriptor) {
   REQUIRE_NVRTC();
   set_env("ALLOY_NVRTC_WORKERS", "1");
