@@ -178,6 +178,17 @@ struct LaunchFunction {
   alloy_cuda_param_layout block{};  // the entry's parameter block (prelude/cuda/abi.h)
 };
 
+/// What a launch of `f` with `fn` passes besides the block: the entry's buffer parameters, and
+/// the coarsening of the function launched (the quick first compile's entries run one group per
+/// block, tiered.h; the full code, loaded meanwhile or not, its coarsened layout).
+EntryLayout entry_layout(const LaunchFunction& f, const Function& fn) {
+  EntryLayout l;
+  l.param_buffers = f.param_buffers.data();
+  l.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
+  l.coarsen = fn.one_group_per_block ? 1u : f.coarsen;
+  return l;
+}
+
 /// A compiled translation: loaded on the GPU that compiled it, and on another GPU the first time
 /// a launch runs there (a CUmodule belongs to one context; the cubin comes from the compile
 /// cache, the full compile there). The kernel layer's handles stay valid on every GPU.
@@ -402,16 +413,10 @@ class CudaBackend final : public Backend {
       oob.capacity = kOobCapacity;
     }
     if (f.block.robust) P.set_oob(oob);
-    EntryLayout layout;
-    layout.param_buffers = f.param_buffers.data();
-    layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
     enter();
     const Function& fn = f.ordinal == ctx_.ordinal() ? *f.fn.load(std::memory_order_acquire)
                                                      : f.owner->function_on(ctx_, f);
-    // The quick first compile's entries run one group per block (tiered.h); the full code,
-    // loaded meanwhile or not, its coarsened layout: the layout follows the function launched.
-    layout.coarsen = fn.one_group_per_block ? 1u : f.coarsen;
-    cuda::launch(ctx_, fn, P, packed.shared_bytes, d.label, layout);
+    cuda::launch(ctx_, fn, P, packed.shared_bytes, d.label, entry_layout(f, fn));
     if (d.oob && d.oob_total) *d.oob_total = 0;
     if (log) {
       unsigned count = 0;
@@ -452,14 +457,11 @@ class CudaBackend final : public Backend {
     std::memcpy(block, p.block, f.block.size);
     for (uint32_t k = 0; k < p.num_memory; ++k)
       std::memcpy(block + f.block.buffers + 8 * p.memory[k], &data[p.memory[k]], 8);
-    EntryLayout layout;
-    layout.param_buffers = f.param_buffers.data();
-    layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
     enter();
     // The function as launch() takes it: the full compile's once loaded (tiered.h).
     const Function& fn = *f.fn.load(std::memory_order_acquire);
-    layout.coarsen = fn.one_group_per_block ? 1u : f.coarsen;
-    launch_block(ctx_, fn, block, f.block.buffers, p.shared_bytes, p.label.c_str(), layout);
+    launch_block(ctx_, fn, block, f.block.buffers, p.shared_bytes, p.label.c_str(),
+                 entry_layout(f, fn));
     return true;
   }
 
@@ -515,9 +517,7 @@ LaunchTarget launch_target(const void* function) {
   LaunchTarget t;
   t.function = f.fn.load(std::memory_order_acquire);
   t.block = f.block;
-  t.layout.param_buffers = f.param_buffers.data();
-  t.layout.num_param_buffers = static_cast<uint32_t>(f.param_buffers.size());
-  t.layout.coarsen = t.function->one_group_per_block ? 1u : f.coarsen;
+  t.layout = entry_layout(f, *t.function);
   return t;
 }
 
