@@ -17,6 +17,7 @@
 #include "core/primitive.h"
 #include "core/primitives.h"
 #include "core/scheduler.h"
+#include "core/thread_cache.h"
 #include "kernel/custom_kernel.h"
 #include "random_values.h"
 
@@ -415,6 +416,46 @@ TEST(RuntimeCore, BlockPoolRecyclesPerThread) {
     block_pool::deallocate(p, bytes);
     EXPECT_EQ(block_pool::pooled(bytes), before + 1);
   }).join();
+}
+
+// ThreadCache (core/thread_cache.h, under both pools above): a thread's lists exist from its
+// first take; each keeps at most its capacity; at the thread's exit every spare object goes to
+// the release function.
+namespace {
+std::atomic<int> g_cache_released{0};
+void count_release(int* p) noexcept {
+  delete p;
+  g_cache_released.fetch_add(1);
+}
+}  // namespace
+
+TEST(RuntimeCore, ThreadCacheReleasesItsSpareObjectsAtThreadExit) {
+  using Cache = ThreadCache<int, 2, 4, count_release>;
+  std::mt19937 rng(61);
+  const int given[2] = {std::uniform_int_distribution<int>(1, 7)(rng),
+                        std::uniform_int_distribution<int>(1, 7)(rng)};
+  int kept = 0;
+  std::thread([&] {
+    int* early = new int(-1);
+    EXPECT_FALSE(Cache::give(0, early));  // no lists before the thread's first take
+    delete early;
+    EXPECT_EQ(Cache::take(0), nullptr);  // makes them, empty
+    for (int list = 0; list < 2; ++list)
+      for (int i = 0; i < given[list]; ++i) {
+        int* p = new int(100 * list + i);
+        if (!Cache::give(list, p)) delete p;  // full
+      }
+    for (int list = 0; list < 2; ++list)
+      EXPECT_EQ(Cache::size(list), static_cast<size_t>(std::min(given[list], 4)));
+    int* last = Cache::take(1);  // the last one given to list 1
+    ASSERT_NE(last, nullptr);
+    EXPECT_EQ(*last, 100 + std::min(given[1], 4) - 1);
+    delete last;
+    kept = static_cast<int>(Cache::size(0) + Cache::size(1));
+    EXPECT_EQ(g_cache_released.load(), 0);
+  }).join();
+  EXPECT_EQ(g_cache_released.load(), kept);
+  EXPECT_EQ(Cache::size(0), 0u);  // this thread never took: no lists
 }
 
 // The live-buffer counters' registry lock is held across fork(): a child forked while another

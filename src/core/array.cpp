@@ -158,15 +158,20 @@ std::string shape_text(const Shape& shape) {
 }  // namespace
 
 // Element count, checked: a product that overflows int64 must not wrap (to 0, say).
-int64_t checked_numel(const Shape& shape) {
-  for (auto d : shape)
-    if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_text(shape));
+ALLOY_HOT int64_t checked_numel(const Shape& shape) {
+  // One pass (it runs for every output a kernel call allocates): a zero dimension makes the count
+  // 0 even where the other dimensions' product would overflow.
   int64_t n = 1;
-  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
-  for (auto d : shape)
-    if (__builtin_mul_overflow(n, d, &n))
-      throw std::invalid_argument("the element count of shape " + shape_text(shape) +
-                                  " overflows a 64-bit integer");
+  bool zero = false, overflow = false;
+  for (auto d : shape) {
+    if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_text(shape));
+    zero |= d == 0;
+    overflow |= __builtin_mul_overflow(n, d, &n);
+  }
+  if (zero) return 0;
+  if (overflow)
+    throw std::invalid_argument("the element count of shape " + shape_text(shape) +
+                                " overflows a 64-bit integer");
   return n;
 }
 

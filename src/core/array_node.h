@@ -157,6 +157,20 @@ size_t pooled();
 }  // namespace node_pool
 
 Strides row_major_strides(const Shape& shape);
+/// Equality of shapes (or strides, or lists of them, or of dtypes) as a loop: operator== calls
+/// memcmp, tens of instructions more per comparison on a cached kernel call's path, which
+/// compares a few short lists (issue 9 item 7).
+template <class T>
+inline bool same_list(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if constexpr (requires { typename T::value_type; }) {
+      if (!same_list(a[i], b[i])) return false;
+    } else {
+      if (a[i] != b[i]) return false;
+    }
+  return true;
+}
 /// Elements of `shape`; throws std::invalid_argument for a negative dimension or a count that
 /// overflows int64.
 int64_t checked_numel(const Shape& shape);

@@ -60,13 +60,18 @@ struct KernelVariants {
     std::shared_ptr<kernel::CustomKernel> primitive;
 
     bool matches(Device dev, const std::vector<Array>& in, const KernelCall& call) const {
-      if (!primitive || dev != device || in.size() != input_dtypes.size() || call.grid != grid ||
-          call.threadgroup != threadgroup || call.init_value != init_value ||
-          call.output_dtypes != output_dtypes || call.output_shapes != output_shapes ||
-          call.template_args != template_args)
+      // (Dims compared element by element: std::array's == calls memcmp.)
+      auto same_dims = [](const Dims& a, const Dims& b) {
+        return a[0] == b[0] && a[1] == b[1] && a[2] == b[2];
+      };
+      if (!primitive || dev != device || in.size() != input_dtypes.size() ||
+          !same_dims(call.grid, grid) || !same_dims(call.threadgroup, threadgroup) ||
+          call.init_value != init_value || !same_list(call.output_dtypes, output_dtypes) ||
+          !same_list(call.output_shapes, output_shapes) || call.template_args != template_args)
         return false;
       for (size_t i = 0; i < in.size(); ++i)
-        if (in[i].dtype() != input_dtypes[i] || in[i].shape() != input_shapes[i]) return false;
+        if (in[i].dtype() != input_dtypes[i] || !same_list(in[i].shape(), input_shapes[i]))
+          return false;
       return true;
     }
   };
@@ -713,8 +718,8 @@ struct LaunchRecord {
     for (size_t i = 0; i < in.size(); ++i) {
       const ArrayNode& n = *node_of(in[i]);
       const Input& r = inputs[i];
-      if (n.dtype != r.dtype || n.device != r.device || n.shape != r.shape ||
-          n.strides != r.strides)
+      if (n.dtype != r.dtype || n.device != r.device || !same_list(n.shape, r.shape) ||
+          !same_list(n.strides, r.strides))
         return false;
     }
     return true;

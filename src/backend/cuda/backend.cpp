@@ -441,6 +441,7 @@ class CudaBackend final : public Backend {
     p->function = &f;
     p->shared_bytes = packed.shared_bytes;
     p->label = d.label;
+    p->name = Context::launch_name(p->label.c_str());
     for (uint32_t i = 0; i < P.head.num_buffers; ++i)
       if (d.args[i].kind == LaunchArg::Kind::memory)
         p->memory[p->num_memory++] = static_cast<uint8_t>(i);
@@ -461,7 +462,7 @@ class CudaBackend final : public Backend {
     // The function as launch() takes it: the full compile's once loaded (tiered.h).
     const Function& fn = *f.fn.load(std::memory_order_acquire);
     launch_block(ctx_, fn, block, f.block.buffers, p.shared_bytes, p.label.c_str(),
-                 entry_layout(f, fn));
+                 entry_layout(f, fn), &p.name);
     return true;
   }
 
@@ -503,6 +504,7 @@ class CudaBackend final : public Backend {
     uint32_t num_memory = 0;
     uint8_t memory[ALLOY_CUDA_MAX_BUFFERS] = {};  // buffer-table entries bound to memory
     std::string label;
+    Context::LaunchName name;  // label, as the context's launch history stores it
     alignas(16) unsigned char block[ParamBlock::kMaxBytes];
   };
 
@@ -590,20 +592,22 @@ void* stream_handle(Stream s) {
 
 static_assert(cuda::kMaxDevices == kMaxGpus);
 
-Backend* gpu_backend(int index) {
-  // Leaked on purpose: buffers may be released during static destruction.
-  struct Backends {
-    std::once_flag once[cuda::kMaxDevices];
-    std::atomic<Backend*> backend[cuda::kMaxDevices] = {};
-  };
-  static Backends* all = new Backends();
+namespace {
+// Each GPU's backend, made at its first use. Constant-initialized (no guard to check per call on
+// the launch path); the backends are leaked on purpose: buffers may be released during static
+// destruction.
+constinit std::atomic<Backend*> g_backends[cuda::kMaxDevices] = {};
+}  // namespace
+
+ALLOY_HOT Backend* gpu_backend(int index) {
   if (index < 0 || index >= cuda::kMaxDevices) return nullptr;
-  if (Backend* b = all->backend[index].load(std::memory_order_acquire)) return b;
-  std::call_once(all->once[index], [&] {
+  if (Backend* b = g_backends[index].load(std::memory_order_acquire)) return b;
+  static std::once_flag* once = new std::once_flag[cuda::kMaxDevices];
+  std::call_once(once[index], [&] {
     if (cuda::Context* ctx = cuda::Context::get(index))
-      all->backend[index].store(new cuda::CudaBackend(*ctx), std::memory_order_release);
+      g_backends[index].store(new cuda::CudaBackend(*ctx), std::memory_order_release);
   });
-  return all->backend[index].load(std::memory_order_acquire);
+  return g_backends[index].load(std::memory_order_acquire);
 }
 
 int gpu_count() {

@@ -180,20 +180,23 @@ void Context::bind_current() {
   if (r != CUDA_SUCCESS) throw_error(drv_, r, "cuCtxSetCurrent");
 }
 
-ALLOY_HOT void Context::note_launch(const char* kernel) {
+Context::LaunchName Context::launch_name(const char* kernel) {
   static_assert(kNameBytes % 8 == 0);
+  LaunchName name;
+  size_t n = strnlen(kernel, kNameBytes - 1);
+  std::memcpy(name.words, kernel, n);  // the rest stays zero: the NUL and the padding
+  name.count = static_cast<uint32_t>(n / 8 + 1);
+  return name;
+}
+
+ALLOY_HOT void Context::note_launch(const LaunchName& name) {
   uint64_t i = launches_since_sync_.fetch_add(1, std::memory_order_relaxed);
   auto& slot = history_[i % kHistory];
-  size_t n = strnlen(kernel, kNameBytes - 1);
-  size_t words = n / 8 + 1;  // through the terminating NUL
-  char buf[kNameBytes];
-  std::memcpy(buf, kernel, n);
-  std::memset(buf + n, 0, words * 8 - n);
-  for (size_t w = 0; w < words; ++w) {
-    uint64_t v;
-    std::memcpy(&v, buf + 8 * w, 8);
-    slot[w].store(v, std::memory_order_relaxed);
-  }
+  for (uint32_t w = 0; w < name.count; ++w) slot[w].store(name.words[w], std::memory_order_relaxed);
+}
+
+ALLOY_HOT void Context::note_launch(const char* kernel) {
+  note_launch(launch_name(kernel));
 }
 
 std::string Context::history_name(uint64_t i) const {
@@ -259,7 +262,7 @@ void Context::throw_sticky() const {
               "the CUDA context is unusable after an earlier error: " + sticky_message_);
 }
 
-thread_local CUstream Context::current_stream_[kMaxDevices] = {};
+constinit thread_local CUstream Context::current_stream_[kMaxDevices] = {};
 
 CUstream Context::create_stream() {
   check_usable();

@@ -91,6 +91,16 @@ class Context {
   /// Remembers that `kernel` was enqueued, so that an asynchronous error can name it. No
   /// allocation: the name is copied into a small ring.
   void note_launch(const char* kernel);
+  /// A kernel's name as the ring stores it (NUL-padded 8-byte words), made once by a caller that
+  /// launches the same kernel again and again (a prepared launch): note_launch(name) then only
+  /// stores the words.
+  static constexpr int kNameBytes = 96;
+  struct LaunchName {
+    uint64_t words[kNameBytes / 8] = {};
+    uint32_t count = 0;  // words to store, the terminating NUL's included
+  };
+  static LaunchName launch_name(const char* kernel);
+  void note_launch(const LaunchName& name);
 
   /// Checks the result of an enqueue call. Errors of earlier asynchronous work can surface here
   /// too; those name the recently launched kernels. Throws alloy::Error.
@@ -117,7 +127,7 @@ class Context {
   CUdevice dev_;
   CUcontext ctx_;
   CUstream stream_;
-  static thread_local CUstream current_stream_[kMaxDevices];  // per device
+  static constinit thread_local CUstream current_stream_[kMaxDevices];  // per device
   mutable std::mutex streams_mu_;
   std::vector<CUstream> streams_;  // besides stream_: created (owned) and registered ones
   std::atomic<bool> several_streams_{false};  // !streams_.empty(), set once a stream is added
@@ -125,7 +135,6 @@ class Context {
   std::unique_ptr<Allocator> allocator_;
 
   static constexpr int kHistory = 8;
-  static constexpr int kNameBytes = 96;
   mutable std::mutex history_mu_;  // the sticky error's fields
   // The ring of recent kernel names, written without a lock on every launch (note_launch): a
   // name is stored as 8-byte words (NUL-terminated); a launch takes its slot with one atomic

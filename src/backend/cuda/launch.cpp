@@ -162,7 +162,7 @@ void launch(Context& ctx, const Function& fn, const ParamBlock& P, uint32_t dyna
 
 ALLOY_HOT Enqueued launch_block(Context& ctx, const Function& fn, const void* block,
                                 uint32_t buffers, uint32_t dynamic_shared_bytes, const char* label,
-                                const EntryLayout& layout) {
+                                const EntryLayout& layout, const Context::LaunchName* packed_name) {
   alloy_cuda_head L;
   std::memcpy(&L, block, sizeof L);
   const char* name = label ? label : fn.kernel.c_str();
@@ -207,7 +207,10 @@ ALLOY_HOT Enqueued launch_block(Context& ctx, const Function& fn, const void* bl
                                            L.threadgroup[0], L.threadgroup[1], L.threadgroup[2],
                                            dynamic_shared_bytes, ctx.stream(), params, nullptr);
   if (r != CUDA_SUCCESS) ctx.fail(r, "cuLaunchKernel", name);
-  ctx.note_launch(name);
+  if (packed_name)
+    ctx.note_launch(*packed_name);
+  else
+    ctx.note_launch(name);
   return {blocks_x, dynamic_shared_bytes};
 }
 

@@ -120,9 +120,11 @@ struct Enqueued {
 
 /// launch() over a parameter block's bytes (`block`: the head at offset 0, the buffer table at
 /// byte `buffers`, at least the entry's layout size; cuLaunchKernel copies them), without the
-/// launch-graph recording (the caller records, or checked that nothing records).
+/// launch-graph recording (the caller records, or checked that nothing records). `name`, when
+/// given, is `label` as Context::launch_name made it (a prepared launch's, made once).
 Enqueued launch_block(Context& ctx, const Function& fn, const void* block, uint32_t buffers,
-                      uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout);
+                      uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout,
+                      const Context::LaunchName* name = nullptr);
 
 /// What a function handle of this backend's modules (CompiledModule::functions, the kernel
 /// layer's CompiledKernel::function) launches: the function on the GPU that compiled it (the full
