@@ -36,16 +36,29 @@ struct Buffer {
   size_t nbytes = 0;
   Device device;
   std::function<void(void*, size_t)> release;  // returns the memory to its allocator
+  // Or a plain function does, release_fn(release_owner, ptr, release_arg): an allocator's own
+  // (the CUDA allocator's: no std::function to make, call and destroy per buffer, issue 9 item 7).
+  void (*release_fn)(void* owner, void* ptr, size_t arg) = nullptr;
+  void* release_owner = nullptr;
+  size_t release_arg = 0;
 
   Buffer(void* p, size_t n, Device d, std::function<void(void*, size_t)> r)
       : ptr(p), nbytes(n), device(d), release(std::move(r)) {
+    live_count::add(1);
+  }
+  Buffer(void* p, size_t n, Device d, void (*fn)(void*, void*, size_t), void* owner, size_t arg)
+      : ptr(p), nbytes(n), device(d), release_fn(fn), release_owner(owner), release_arg(arg) {
     live_count::add(1);
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer() {
     live_count::add(-1);
-    if (release && ptr) release(ptr, nbytes);
+    if (!ptr) return;
+    if (release_fn)
+      release_fn(release_owner, ptr, release_arg);
+    else if (release)
+      release(ptr, nbytes);
   }
 };
 

@@ -11,18 +11,21 @@ namespace alloy::cuda {
 
 Allocator::Allocator(const Driver& driver, std::function<void()> synchronize,
                      std::function<std::vector<CUstream>()> streams,
-                     std::function<CUstream()> current, std::function<void()> enter)
+                     std::function<CUstream()> current, std::function<void()> enter,
+                     const std::atomic<bool>* several_streams)
     : driver_(driver),
       synchronize_(std::move(synchronize)),
       streams_(std::move(streams)),
       current_(std::move(current)),
-      enter_(std::move(enter)) {}
+      enter_(std::move(enter)),
+      several_streams_(several_streams) {}
 
 Allocator::Fence::~Fence() {
   for (CUevent e : events) driver->cuEventDestroy(e);
 }
 
-std::shared_ptr<Allocator::Fence> Allocator::make_fence() {
+ALLOY_HOT std::shared_ptr<Allocator::Fence> Allocator::make_fence() {
+  if (several_streams_ && !several_streams_->load(std::memory_order_acquire)) return nullptr;
   std::vector<CUstream> streams = streams_();
   if (streams.size() < 2) return nullptr;
   auto fence = std::make_shared<Fence>();

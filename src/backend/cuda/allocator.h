@@ -19,6 +19,7 @@
 #include <tbb/spin_mutex.h>
 
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -39,10 +40,12 @@ class Allocator {
   /// `synchronize` waits for every stream (used before memory goes back to the driver);
   /// `streams` lists them (the default one first), `current` is the calling thread's stream.
   /// `enter` makes the context current before a driver call (a cached block needs none).
+  /// `several_streams`, when given, is false while there is one stream (then `streams` is not
+  /// called on a free: no fence is needed).
   Allocator(
       const Driver& driver, std::function<void()> synchronize,
       std::function<std::vector<CUstream>()> streams, std::function<CUstream()> current,
-      std::function<void()> enter = [] {});
+      std::function<void()> enter = [] {}, const std::atomic<bool>* several_streams = nullptr);
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
@@ -89,6 +92,7 @@ class Allocator {
   std::function<std::vector<CUstream>()> streams_;
   std::function<CUstream()> current_;
   std::function<void()> enter_;
+  const std::atomic<bool>* several_streams_;
 
   // Guards what follows. A spin lock (its release is a plain store: one atomic update fewer per
   // allocation and per free than a mutex, issue 9 item 7); the driver is never called under it.

@@ -215,6 +215,11 @@ class CudaBackend final : public Backend {
   Device::Type type() const override { return Device::Type::gpu; }
   std::string device_name() const override { return ctx_.info().name; }
 
+  // A Buffer's release: the block back to the allocator (`owner`), its size in `block`.
+  ALLOY_HOT static void free_block(void* owner, void* ptr, size_t block) {
+    static_cast<Allocator*>(owner)->free(ptr, block);
+  }
+
   ALLOY_HOT std::shared_ptr<Buffer> allocate(size_t nbytes) override {
     ctx_.check_usable();  // the allocator makes the context current when it calls the driver
     Allocator* a = &ctx_.allocator();
@@ -222,8 +227,7 @@ class CudaBackend final : public Backend {
     void* p = a->allocate(nbytes, &block);
     // The Buffer from the thread's block pool (core/block_pool.h): no malloc per output.
     auto b = std::allocate_shared<Buffer>(block_pool::Allocator<Buffer>{}, p, nbytes,
-                                          Device::gpu(ctx_.ordinal()),
-                                          [a, block](void* ptr, size_t) { a->free(ptr, block); });
+                                          Device::gpu(ctx_.ordinal()), &free_block, a, block);
     if (graph_recording::active()) record_allocation(b);
     return b;
   }
@@ -442,6 +446,7 @@ class CudaBackend final : public Backend {
     p->shared_bytes = packed.shared_bytes;
     p->label = d.label;
     p->name = Context::launch_name(p->label.c_str());
+    p->head = P.head;
     for (uint32_t i = 0; i < P.head.num_buffers; ++i)
       if (d.args[i].kind == LaunchArg::Kind::memory)
         p->memory[p->num_memory++] = static_cast<uint8_t>(i);
@@ -459,10 +464,13 @@ class CudaBackend final : public Backend {
     for (uint32_t k = 0; k < p.num_memory; ++k)
       std::memcpy(block + f.block.buffers + 8 * p.memory[k], &data[p.memory[k]], 8);
     enter();
-    // The function as launch() takes it: the full compile's once loaded (tiered.h).
+    // The function as launch() takes it: the full compile's once loaded (tiered.h), and what
+    // check_launch said for it.
     const Function& fn = *f.fn.load(std::memory_order_acquire);
-    launch_block(ctx_, fn, block, f.block.buffers, p.shared_bytes, p.label.c_str(),
-                 entry_layout(f, fn), &p.name);
+    const Prepared::Checked* c = p.checked.load(std::memory_order_acquire);
+    if (!c || c->fn != &fn) c = check_prepared(p, fn);
+    enqueue_block(ctx_, fn, p.head, c->what, block, f.block.buffers, c->layout, p.label.c_str(),
+                  p.name);
     return true;
   }
 
@@ -505,8 +513,35 @@ class CudaBackend final : public Backend {
     uint8_t memory[ALLOY_CUDA_MAX_BUFFERS] = {};  // buffer-table entries bound to memory
     std::string label;
     Context::LaunchName name;  // label, as the context's launch history stores it
+    alloy_cuda_head head;      // the block's head (every launch's: only addresses change)
     alignas(16) unsigned char block[ParamBlock::kMaxBytes];
+    // What check_launch said for a function this launch ran (the quick compile's, then the full
+    // one's once loaded: tiered.h). Published whole, so that concurrent launches read one
+    // consistent record; each kept while the prepared launch lives.
+    struct Checked {
+      const Function* fn = nullptr;
+      EntryLayout layout;
+      Enqueued what;
+    };
+    mutable std::atomic<const Checked*> checked{nullptr};
+    mutable std::mutex checked_mu;
+    mutable std::vector<std::unique_ptr<const Checked>> all_checked;
   };
+
+  // The checks of a prepared launch on `fn`, made once per function (they throw as launch()
+  // does, and then nothing is kept).
+  [[gnu::noinline]] const Prepared::Checked* check_prepared(const Prepared& p,
+                                                             const Function& fn) {
+    auto c = std::make_unique<Prepared::Checked>();
+    c->fn = &fn;
+    c->layout = entry_layout(*p.function, fn);
+    c->what = check_launch(ctx_, fn, p.head, p.shared_bytes, p.label.c_str(), c->layout);
+    const Prepared::Checked* raw = c.get();
+    std::lock_guard lock(p.checked_mu);
+    p.all_checked.push_back(std::move(c));
+    p.checked.store(raw, std::memory_order_release);
+    return raw;
+  }
 
   Context& ctx_;
   const Driver& drv_;

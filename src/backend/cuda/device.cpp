@@ -28,7 +28,7 @@ Context::Context(const Driver& drv, CUdevice dev, CUcontext ctx, CUstream stream
         make_current();  // the allocator records events (a free can happen on any thread)
         return streams();
       },
-      [this] { return this->stream(); }, [this] { make_current(); });
+      [this] { return this->stream(); }, [this] { make_current(); }, &several_streams_);
 }
 
 namespace {

@@ -160,11 +160,8 @@ void launch(Context& ctx, const Function& fn, const ParamBlock& P, uint32_t dyna
   }
 }
 
-ALLOY_HOT Enqueued launch_block(Context& ctx, const Function& fn, const void* block,
-                                uint32_t buffers, uint32_t dynamic_shared_bytes, const char* label,
-                                const EntryLayout& layout, const Context::LaunchName* packed_name) {
-  alloy_cuda_head L;
-  std::memcpy(&L, block, sizeof L);
+Enqueued check_launch(Context& ctx, const Function& fn, const alloy_cuda_head& L,
+                      uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout) {
   const char* name = label ? label : fn.kernel.c_str();
   // Metal: a dispatch with no threads runs nothing and is no error.
   if (L.groups[0] == 0 || L.groups[1] == 0 || L.groups[2] == 0) return {};
@@ -189,11 +186,6 @@ ALLOY_HOT Enqueued launch_block(Context& ctx, const Function& fn, const void* bl
           static_cast<int>(dynamic_shared_bytes)) {
     configure_shared(ctx, fn, dynamic_shared_bytes, name);
   }
-  void* params[1 + ALLOY_CUDA_MAX_BUFFERS];
-  auto* bytes = static_cast<unsigned char*>(const_cast<void*>(block));
-  params[0] = bytes;
-  uint32_t np = std::min<uint32_t>(layout.num_param_buffers, ALLOY_CUDA_MAX_BUFFERS);
-  for (uint32_t i = 0; i < np; ++i) params[1 + i] = bytes + buffers + 8 * layout.param_buffers[i];
   // Several groups per block only when the grid stays a few waves deep: coarsening a small grid
   // would leave multiprocessors idle.
   uint32_t blocks_x = L.groups[0];
@@ -203,15 +195,46 @@ ALLOY_HOT Enqueued launch_block(Context& ctx, const Function& fn, const void* bl
     if (total >= uint64_t(layout.coarsen) * info.multiprocessors * per_sm * 2)
       blocks_x = (L.groups[0] + layout.coarsen - 1) / layout.coarsen;
   }
-  CUresult r = ctx.driver().cuLaunchKernel(fn.handle, blocks_x, L.groups[1], L.groups[2],
-                                           L.threadgroup[0], L.threadgroup[1], L.threadgroup[2],
-                                           dynamic_shared_bytes, ctx.stream(), params, nullptr);
-  if (r != CUDA_SUCCESS) ctx.fail(r, "cuLaunchKernel", name);
-  if (packed_name)
-    ctx.note_launch(*packed_name);
-  else
-    ctx.note_launch(name);
   return {blocks_x, dynamic_shared_bytes};
+}
+
+namespace {
+// cuLaunchKernel of `block` with what check_launch said (`what.blocks_x` > 0).
+ALLOY_HOT void enqueue(Context& ctx, const Function& fn, const alloy_cuda_head& L,
+                       const Enqueued& what, const void* block, uint32_t buffers,
+                       const EntryLayout& layout, const char* name) {
+  void* params[1 + ALLOY_CUDA_MAX_BUFFERS];
+  auto* bytes = static_cast<unsigned char*>(const_cast<void*>(block));
+  params[0] = bytes;
+  uint32_t np = std::min<uint32_t>(layout.num_param_buffers, ALLOY_CUDA_MAX_BUFFERS);
+  for (uint32_t i = 0; i < np; ++i) params[1 + i] = bytes + buffers + 8 * layout.param_buffers[i];
+  CUresult r = ctx.driver().cuLaunchKernel(fn.handle, what.blocks_x, L.groups[1], L.groups[2],
+                                           L.threadgroup[0], L.threadgroup[1], L.threadgroup[2],
+                                           what.shared_bytes, ctx.stream(), params, nullptr);
+  if (r != CUDA_SUCCESS) ctx.fail(r, "cuLaunchKernel", name);
+}
+}  // namespace
+
+ALLOY_HOT void enqueue_block(Context& ctx, const Function& fn, const alloy_cuda_head& L,
+                             const Enqueued& what, const void* block, uint32_t buffers,
+                             const EntryLayout& layout, const char* label,
+                             const Context::LaunchName& name) {
+  if (!what.blocks_x) return;
+  enqueue(ctx, fn, L, what, block, buffers, layout, label ? label : fn.kernel.c_str());
+  ctx.note_launch(name);
+}
+
+Enqueued launch_block(Context& ctx, const Function& fn, const void* block, uint32_t buffers,
+                      uint32_t dynamic_shared_bytes, const char* label,
+                      const EntryLayout& layout) {
+  alloy_cuda_head L;
+  std::memcpy(&L, block, sizeof L);
+  const Enqueued what = check_launch(ctx, fn, L, dynamic_shared_bytes, label, layout);
+  if (!what.blocks_x) return what;
+  const char* name = label ? label : fn.kernel.c_str();
+  enqueue(ctx, fn, L, what, block, buffers, layout, name);
+  ctx.note_launch(name);
+  return what;
 }
 
 }  // namespace alloy::cuda

@@ -120,11 +120,21 @@ struct Enqueued {
 
 /// launch() over a parameter block's bytes (`block`: the head at offset 0, the buffer table at
 /// byte `buffers`, at least the entry's layout size; cuLaunchKernel copies them), without the
-/// launch-graph recording (the caller records, or checked that nothing records). `name`, when
-/// given, is `label` as Context::launch_name made it (a prepared launch's, made once).
+/// launch-graph recording (the caller records, or checked that nothing records).
 Enqueued launch_block(Context& ctx, const Function& fn, const void* block, uint32_t buffers,
-                      uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout,
-                      const Context::LaunchName* name = nullptr);
+                      uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout);
+
+/// launch_block in two parts, for a caller that launches blocks with the same head on the same
+/// function again and again (a prepared launch): check_launch validates the head against `fn` and
+/// the device (throwing as launch() does), sets the function's shared memory limit when it must
+/// grow, and says what to enqueue; enqueue_block enqueues a block with it, checking nothing.
+Enqueued check_launch(Context& ctx, const Function& fn, const alloy_cuda_head& head,
+                      uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout);
+/// `name` is the kernel's name as Context::launch_name made it (once, by the caller); `label`
+/// names it in a launch error.
+void enqueue_block(Context& ctx, const Function& fn, const alloy_cuda_head& head,
+                   const Enqueued& what, const void* block, uint32_t buffers,
+                   const EntryLayout& layout, const char* label, const Context::LaunchName& name);
 
 /// What a function handle of this backend's modules (CompiledModule::functions, the kernel
 /// layer's CompiledKernel::function) launches: the function on the GPU that compiled it (the full
