@@ -530,8 +530,7 @@ class CudaBackend final : public Backend {
 
   // The checks of a prepared launch on `fn`, made once per function (they throw as launch()
   // does, and then nothing is kept).
-  [[gnu::noinline]] const Prepared::Checked* check_prepared(const Prepared& p,
-                                                             const Function& fn) {
+  [[gnu::noinline]] const Prepared::Checked* check_prepared(const Prepared& p, const Function& fn) {
     auto c = std::make_unique<Prepared::Checked>();
     c->fn = &fn;
     c->layout = entry_layout(*p.function, fn);

@@ -225,8 +225,7 @@ ALLOY_HOT void enqueue_block(Context& ctx, const Function& fn, const alloy_cuda_
 }
 
 Enqueued launch_block(Context& ctx, const Function& fn, const void* block, uint32_t buffers,
-                      uint32_t dynamic_shared_bytes, const char* label,
-                      const EntryLayout& layout) {
+                      uint32_t dynamic_shared_bytes, const char* label, const EntryLayout& layout) {
   alloy_cuda_head L;
   std::memcpy(&L, block, sizeof L);
   const Enqueued what = check_launch(ctx, fn, L, dynamic_shared_bytes, label, layout);
