@@ -4,13 +4,18 @@
 // only that thread used). At the thread's exit the spare objects go to `Release`, and from then
 // on the thread keeps none (take finds nothing, give refuses: the caller frees).
 //
-// The lists are plain arrays in constant-initialized thread-local storage: a take or a give reads
-// them directly, with no call to the thread-local wrapper that a dynamically initialized object
-// needs on every access (issue 9 item 7, the host cost of a cached launch). Only the thread's
-// first take goes through one, to register the release at the thread's exit.
+// The lists are plain arrays behind a constant-initialized thread-local pointer: a take or a give
+// reads them with no call to the thread-local wrapper that a dynamically initialized object needs
+// on every access (issue 9 item 7, the host cost of a cached launch). Only the thread's first take
+// goes through one, to register the release at the thread's exit. The arrays themselves are on the
+// heap, not in thread-local storage: a module with any initial-exec thread-local (the CPU fault
+// guard's) has its whole TLS block in the process's small static TLS surplus, which 18 KiB of
+// lists overflowed ("cannot allocate memory in static TLS block" at the Python module's import).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <new>
+#include <utility>
 
 namespace alloy {
 
@@ -19,50 +24,54 @@ class ThreadCache {
  public:
   /// A spare object of list `i`, or nullptr. Makes the thread's lists at its first use.
   static T* take(size_t i) {
-    if (state_ != alive && !start()) [[unlikely]]
+    Storage* l = lists_;
+    if (!l && !(l = start())) [[unlikely]]
       return nullptr;
-    uint32_t& n = lists_.count[i];
+    uint32_t& n = l->count[i];
     if (n == 0) return nullptr;
-    return lists_.items[i][--n];
+    return l->items[i][--n];
   }
   /// Keeps `p` in list `i`; false when that list is full or the thread has no lists (not made,
   /// or gone). Never allocates (it runs in deleters).
   static bool give(size_t i, T* p) noexcept {
-    if (state_ != alive) return false;
-    uint32_t& n = lists_.count[i];
+    Storage* l = lists_;
+    if (!l) return false;
+    uint32_t& n = l->count[i];
     if (n >= Capacity) return false;
-    lists_.items[i][n++] = p;
+    l->items[i][n++] = p;
     return true;
   }
   /// Spare objects of list `i` on this thread (tests).
-  static size_t size(size_t i) { return state_ == alive ? lists_.count[i] : 0; }
+  static size_t size(size_t i) { return lists_ ? lists_->count[i] : 0; }
 
  private:
-  enum State : unsigned char { unused, alive, gone };
   struct Storage {
     T* items[Lists][Capacity];
-    uint32_t count[Lists];
+    uint32_t count[Lists] = {};
   };
-  // Its destructor, registered at the thread's first take, releases the spare objects.
+  // Its destructor, registered at the thread's first take, releases the spare objects and the
+  // lists; from then on the thread keeps none.
   struct Reaper {
     bool armed = false;
     ~Reaper() {
-      state_ = gone;
-      for (size_t i = 0; i < Lists; ++i) {
-        for (uint32_t k = 0; k < lists_.count[i]; ++k) Release(lists_.items[i][k]);
-        lists_.count[i] = 0;
-      }
+      gone_ = true;
+      Storage* l = std::exchange(lists_, nullptr);
+      if (!l) return;
+      for (size_t i = 0; i < Lists; ++i)
+        for (uint32_t k = 0; k < l->count[i]; ++k) Release(l->items[i][k]);
+      delete l;
     }
   };
-  // False once the thread has released its lists.
-  [[gnu::noinline]] static bool start() {
-    if (state_ == gone) return false;
+  // The thread's lists, made at its first take; nullptr once the thread has released them (or
+  // when they cannot be made).
+  [[gnu::noinline]] static Storage* start() {
+    if (gone_) return nullptr;
     reaper_.armed = true;  // the first use of reaper_ registers its destructor
-    state_ = alive;
-    return true;
+    lists_ = new (std::nothrow) Storage;
+    return lists_;
   }
-  static inline thread_local constinit State state_ = unused;
-  static inline thread_local constinit Storage lists_{};
+  static inline thread_local constinit Storage* lists_ = nullptr;
+  static inline thread_local constinit bool gone_ = false;
   static inline thread_local Reaper reaper_;
 };
 
