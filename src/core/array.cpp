@@ -252,13 +252,9 @@ ALLOY_HOT std::vector<Array> make_pending_op(std::shared_ptr<Primitive> primitiv
                                              Dtypes dtypes_in, Stream stream,
                                              bool checked = false) {
   Device device = stream.device;
-  auto op = std::allocate_shared<PendingOp>(block_pool::Allocator<PendingOp>{});
-  op->primitive = std::move(primitive);
-  op->inputs = std::move(inputs);
-  op->device = device;
-  op->stream = stream;
-  op->shapes = std::move(shapes_in);
-  op->dtypes = std::move(dtypes_in);
+  auto op = std::allocate_shared<PendingOp>(
+      block_pool::Allocator<PendingOp>{}, std::move(primitive), std::move(inputs),
+      OutputList<Shape>(std::move(shapes_in)), OutputList<Dtype>(std::move(dtypes_in)), stream);
   const std::vector<Shape>& shapes = op->shapes;
   const std::vector<Dtype>& dtypes = op->dtypes;
   std::vector<Array> outs;

@@ -102,6 +102,18 @@ class OutputList {
 
 /// A primitive application whose outputs are not computed yet. Shared by all its outputs.
 struct PendingOp {
+  PendingOp() = default;
+  /// An op with its primitive, inputs, outputs' shapes and dtypes and stream, made in place (a
+  /// kernel call's: no default-made fields assigned again).
+  PendingOp(std::shared_ptr<Primitive> p, std::vector<Array>&& in, OutputList<Shape>&& s,
+            OutputList<Dtype>&& d, Stream st)
+      : primitive(std::move(p)),
+        inputs(std::move(in)),
+        shapes(std::move(s)),
+        dtypes(std::move(d)),
+        device(st.device),
+        stream(st) {}
+
   std::shared_ptr<Primitive> primitive;
   std::vector<Array> inputs;
   OutputRefs outputs;
