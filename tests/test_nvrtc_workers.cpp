@@ -97,9 +97,19 @@ class NvrtcWorkers : public ::testing::Test {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
+// A test's start: NVRTC and its workers, with ALLOY_NVRTC_WORKERS set to `count` first (nullptr:
+// left as it is), or the test skips. A macro, so that the skip returns from the test itself
+// (GTEST_SKIP in require_workers only leaves that function).
+#define REQUIRE_WORKERS(count)                                      \
+  do {                                                              \
+    REQUIRE_NVRTC();                                                \
+    if (const char* c = (count)) set_env("ALLOY_NVRTC_WORKERS", c); \
+    require_workers();                                              \
+    if (IsSkipped()) return;                                        \
+  } while (0)
+
 TEST_F(NvrtcWorkers, WorkerCubinPtxAndLogAreByteIdentical) {
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   nvrtc::testing::hold_in_process_slot(true);  // every compile now goes to a worker
   for (bool cubin : {true, false}) {
     std::string src = program(1);
@@ -122,8 +132,7 @@ TEST_F(NvrtcWorkers, WorkerCubinPtxAndLogAreByteIdentical) {
 }
 
 TEST_F(NvrtcWorkers, CompileErrorFromWorkerIsTheSame) {
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   auto failure = [](bool worker) {
     nvrtc::testing::hold_in_process_slot(worker);
     try {
@@ -143,8 +152,7 @@ TEST_F(NvrtcWorkers, CompileErrorFromWorkerIsTheSame) {
 
 TEST_F(NvrtcWorkers, MetalKernelErrorNamesTheUsersLineFromAWorker) {
   // The kernel layer maps NVRTC's lines to the body's: the same message either way.
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   Array x = Array::from_doubles({1, 2, 3, 4}, {4}, float32);
   KernelCall call;
   call.output_shapes = {{4}};
@@ -175,9 +183,7 @@ TEST_F(NvrtcWorkers, MetalKernelErrorNamesTheUsersLineFromAWorker) {
 }
 
 TEST_F(NvrtcWorkers, ConcurrentCompilesUseWorkers) {
-  REQUIRE_NVRTC();
-  set_env("ALLOY_NVRTC_WORKERS", "2");
-  require_workers();
+  REQUIRE_WORKERS("2");
   EXPECT_EQ(nvrtc::worker_stats().max_workers, 2);
   // Four threads start compiles together; one runs here, the others wait for or go to workers.
   // (Whether they overlap depends on the scheduler: a few rounds make it all but certain.)
@@ -212,8 +218,7 @@ TEST_F(NvrtcWorkers, ConcurrentCompilesUseWorkers) {
 // compiles in this process (a worker's compile costs more: docs/nvrtc-workers.md). It used to
 // wait in the queue until that next compile, then take the in-process slot from it.
 TEST_F(NvrtcWorkers, LoneCompileAfterABackgroundOneRunsInProcess) {
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   while (kernel::compile_help()) {  // what earlier tests left queued
   }
   auto before = nvrtc::worker_stats();
@@ -433,6 +438,7 @@ TEST_F(NvrtcWorkers, WorkersPchFolderIsRemovedAtExitAndStaleOnesAtStart) {
   REQUIRE_NVRTC();
   if (!has_auto_pch()) GTEST_SKIP() << "NVRTC before 12.8";
   require_workers();
+  if (IsSkipped()) return;
   // A folder named after a process that is gone.
   pid_t dead = ::fork();
   if (dead == 0) ::_exit(0);
@@ -483,8 +489,7 @@ TEST_F(NvrtcWorkers, WorkersPchFolderIsRemovedAtExitAndStaleOnesAtStart) {
 // A background compile (the tiered compile's full one: no caller waits for it) goes to a worker
 // even though the in-process slot is free, and the next one reuses that worker.
 TEST_F(NvrtcWorkers, BackgroundCompileGoesToAWorkerWhileTheSlotIsFree) {
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   auto before = nvrtc::worker_stats();
   std::string a = program(6), b = program(7);
   std::string image_a, image_b;
@@ -514,8 +519,7 @@ TEST_F(NvrtcWorkers, BackgroundCompileGoesToAWorkerWhileTheSlotIsFree) {
 // caller compiles in this process (before, the background compile held the in-process slot and
 // the caller went to a worker).
 TEST_F(NvrtcWorkers, CallersCompileDuringABackgroundOneRunsInProcess) {
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   auto before = nvrtc::worker_stats();
   std::string slow = slow_program(30);
   auto background = std::async(std::launch::async, [&] {
@@ -538,9 +542,7 @@ TEST_F(NvrtcWorkers, CallersCompileDuringABackgroundOneRunsInProcess) {
 
 // With every worker busy, a background compile takes the free in-process slot rather than wait.
 TEST_F(NvrtcWorkers, BackgroundCompileRunsHereWhenEveryWorkerIsBusy) {
-  REQUIRE_NVRTC();
-  set_env("ALLOY_NVRTC_WORKERS", "1");
-  require_workers();
+  REQUIRE_WORKERS("1");
   auto before = nvrtc::worker_stats();
   nvrtc::testing::hold_in_process_slot(true);  // the slow caller's compile goes to the worker
   std::atomic<bool> slow_done{false};
@@ -572,9 +574,7 @@ TEST_F(NvrtcWorkers, BackgroundCompileRunsHereWhenEveryWorkerIsBusy) {
 // slot is freed, the caller takes it and finishes first (the background compile waited longer,
 // and takes the slot when every worker is busy: before, it could take it from the caller).
 TEST_F(NvrtcWorkers, BackgroundCompileWaitsWhileACallerWaits) {
-  REQUIRE_NVRTC();
-  set_env("ALLOY_NVRTC_WORKERS", "1");
-  require_workers();
+  REQUIRE_WORKERS("1");
   nvrtc::testing::hold_in_process_slot(true);
   std::string slow = slow_program(60);
   auto busy = std::async(std::launch::async,
@@ -632,6 +632,7 @@ TEST_F(NvrtcWorkers, BackgroundCompileFallsBackToThisProcess) {
   EXPECT_EQ(s.in_process, 2);
   set_env("ALLOY_NVRTC_WORKERS", nullptr);
   require_workers();
+  if (IsSkipped()) return;
   auto before = nvrtc::worker_stats();
   nvrtc::testing::fault_next_worker_compile(wire::kExitBeforeReply);
   {
@@ -645,8 +646,7 @@ TEST_F(NvrtcWorkers, BackgroundCompileFallsBackToThisProcess) {
 }
 
 TEST_F(NvrtcWorkers, WorkerExitingMidCompileFallsBackAndIsReplaced) {
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   nvrtc::testing::hold_in_process_slot(true);
   std::string src = program(3);
   nvrtc::compile(src, "warm.cu", {}, kOptions, true);  // a worker is up
@@ -672,8 +672,7 @@ TEST_F(NvrtcWorkers, WorkerExitingMidCompileFallsBackAndIsReplaced) {
 }
 
 TEST_F(NvrtcWorkers, CompileErrorStillRaisedWhenTheWorkerDies) {
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   nvrtc::testing::hold_in_process_slot(true);
   nvrtc::testing::fault_next_worker_compile(wire::kExitBeforeReply);
   try {
@@ -686,8 +685,7 @@ TEST_F(NvrtcWorkers, CompileErrorStillRaisedWhenTheWorkerDies) {
 }
 
 TEST_F(NvrtcWorkers, KilledOrGarbledWorkerFallsBack) {
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   nvrtc::testing::hold_in_process_slot(true);
   std::string src = program(4);
   std::string image = nvrtc::compile_in_process(src, "k.cu", {}, kOptions, true);
@@ -754,8 +752,7 @@ TEST_F(NvrtcWorkers, MissingOrBogusWorkerBinaryKeepsCompilesInProcess) {
 TEST_F(NvrtcWorkers, ForkedChildUsesNoneOfItsParentsWorkers) {
   // A child forked after workers exist (Python's multiprocessing) closes its copies of their
   // sockets and starts its own; the parent's workers keep answering the parent alone.
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   nvrtc::testing::hold_in_process_slot(true);
   std::string src = program(6);
   std::string image = nvrtc::compile(src, "f.cu", {}, kOptions, true);
@@ -789,8 +786,7 @@ TEST_F(NvrtcWorkers, WorkersAreReapedAtExit) {
   // A process that exits with workers ends and reaps them itself: an orphaned worker's new
   // parent (a container's first process) may never reap it. This test process becomes the
   // subreaper of a child's orphans, so a worker the child left unreaped would stay a zombie here.
-  REQUIRE_NVRTC();
-  require_workers();
+  REQUIRE_WORKERS(nullptr);
   ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
@@ -844,10 +840,7 @@ nvrtc::WorkerStats prestart_and_wait(nvrtc::WarmUp w) {
 // holds the PCH of the warm-up's prefix); a later compile of that prefix is served by a warm
 // worker, none is started for it, and it makes no PCH (the warm-up's is loaded).
 TEST_F(NvrtcWorkers, PrestartedWorkersAreWarmAndServeTheNextCompiles) {
-  REQUIRE_NVRTC();
-  set_env("ALLOY_NVRTC_WORKERS", "2");
-  require_workers();
-  if (IsSkipped()) return;
+  REQUIRE_WORKERS("2");
   // The warm-up asks for a PCH while this process makes them: one that ran other tests first (one
   // process for the whole suite) may have turned them off after a PCH failure.
   const bool pch = has_auto_pch() && !nvrtc::pch_request_options().empty();
@@ -895,10 +888,7 @@ TEST_F(NvrtcWorkers, PrestartedWorkersAreWarmAndServeTheNextCompiles) {
 // At most 8 are started ahead whatever the limit (every GPU process pays for them); the others
 // start at compiles, as before.
 TEST_F(NvrtcWorkers, AtMostEightAreStartedAhead) {
-  REQUIRE_NVRTC();
-  set_env("ALLOY_NVRTC_WORKERS", "10");
-  require_workers();
-  if (IsSkipped()) return;
+  REQUIRE_WORKERS("10");
   nvrtc::WarmUp w;
   w.source = program(68);
   w.options = kOptions;
@@ -913,10 +903,7 @@ TEST_F(NvrtcWorkers, AtMostEightAreStartedAhead) {
 // A compile that comes while the workers warm up takes the in-process slot when it is free, and
 // otherwise waits for a worker started ahead rather than starting one more than the limit.
 TEST_F(NvrtcWorkers, CompilesDuringTheWarmUpStartNoMoreWorkers) {
-  REQUIRE_NVRTC();
-  set_env("ALLOY_NVRTC_WORKERS", "1");
-  require_workers();
-  if (IsSkipped()) return;
+  REQUIRE_WORKERS("1");
   nvrtc::prestart_workers(pch_warm_up(64));
   std::string lone = program(64);
   EXPECT_EQ(nvrtc::compile(lone, "d.cu", {}, kOptions, true),
@@ -944,10 +931,7 @@ TEST_F(NvrtcWorkers, CompilesDuringTheWarmUpStartNoMoreWorkers) {
 // open for the process's lifetime and its reader never saw the end (the likely cause of a GPU
 // test shard that hung once in a death test; not reproduced).
 TEST_F(NvrtcWorkers, WorkersInheritNoOtherDescriptor) {
-  REQUIRE_NVRTC();
-  set_env("ALLOY_NVRTC_WORKERS", "1");
-  require_workers();
-  if (IsSkipped()) return;
+  REQUIRE_WORKERS("1");
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);  // no O_CLOEXEC
   nvrtc::testing::hold_in_process_slot(true);
@@ -967,9 +951,7 @@ TEST_F(NvrtcWorkers, WorkersInheritNoOtherDescriptor) {
 
 // ALLOY_NVRTC_PRESTART=0 (or workers off) starts nothing ahead: compiles start workers as before.
 TEST_F(NvrtcWorkers, PrestartOffStartsNone) {
-  REQUIRE_NVRTC();
-  require_workers();
-  if (IsSkipped()) return;
+  REQUIRE_WORKERS(nullptr);
   EXPECT_TRUE(nvrtc::prestart_wanted());
   set_env("ALLOY_NVRTC_PRESTART", "0");
   nvrtc::testing::reset_workers();
@@ -999,10 +981,7 @@ TEST_F(NvrtcWorkers, PrestartOffStartsNone) {
 // A warm-up that fails (the worker dies in it), a worker binary that is missing or never greets:
 // nothing is left running, and compiles work (through workers started as before, or here).
 TEST_F(NvrtcWorkers, AWarmUpFailureLeavesCompilesWorking) {
-  REQUIRE_NVRTC();
-  set_env("ALLOY_NVRTC_WORKERS", "1");
-  require_workers();
-  if (IsSkipped()) return;
+  REQUIRE_WORKERS("1");
   nvrtc::testing::fault_next_worker_compile(wire::kExitBeforeReply);
   auto s = prestart_and_wait(pch_warm_up(80));
   EXPECT_EQ(s.prestarted, 1);
@@ -1044,9 +1023,7 @@ TEST_F(NvrtcWorkers, AWarmUpFailureLeavesCompilesWorking) {
 // ends and reaps them itself, and leaves no PCH folder (this test process is the subreaper of the
 // child's orphans: an unreaped worker would stay a zombie here).
 TEST_F(NvrtcWorkers, PrestartedWorkersAreReapedAtExitAndLeaveNothing) {
-  REQUIRE_NVRTC();
-  require_workers();
-  if (IsSkipped()) return;
+  REQUIRE_WORKERS(nullptr);
   ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   for (bool wait_until_warm : {false, true}) {
     SCOPED_TRACE(wait_until_warm ? "exit once warm" : "exit while warming");
@@ -1173,9 +1150,7 @@ TEST(NvrtcWorkersPrestartChild, GpuArrayStartsWarmingWorkers) {
 // fresh process (the test binary run again for the test above). Skipped without a GPU; runs with
 // the fake driver (scripts/experiments/fake_cuda_driver.c, LD_LIBRARY_PATH).
 TEST_F(NvrtcWorkers, CreatingAGpuContextStartsWarmingWorkers) {
-  REQUIRE_NVRTC();
-  require_workers();
-  if (IsSkipped()) return;
+  REQUIRE_WORKERS(nullptr);
   std::error_code ec;
   std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   ASSERT_FALSE(ec);

@@ -137,22 +137,12 @@ nvrtc::WarmUp first_compile_warm_up(const nvrtc::Target& target) {
 void prestart_nvrtc_workers(const DeviceInfo& info) {
   static std::atomic<bool> started{false};
   if (!nvrtc::prestart_wanted() || started.exchange(true)) return;
-  try {
-    // The device's own architecture, which target_for gives whenever this NVRTC knows it; checked
-    // on the prestart thread, which loads NVRTC (milliseconds: not on the caller's path).
-    nvrtc::WarmUp w = first_compile_warm_up({info.arch, true});
-    nvrtc::prestart_workers(std::move(w),
-                            [major = info.cc_major, minor = info.cc_minor](nvrtc::WarmUp& w) {
-                              nvrtc::Target t = nvrtc::target_for(major, minor);
-                              for (auto& o : w.options)
-                                if (o.starts_with("--gpu-architecture="))
-                                  o = "--gpu-architecture=" + t.arch;
-                              w.cubin = t.cubin;
-                            });
-  } catch (const std::exception& e) {  // compiles start the workers as before
-    if (trace::build())
-      std::fprintf(stderr, "alloy: NVRTC workers not started ahead: %s\n", e.what());
-  }
+  // Made on the prestart thread, which loads NVRTC: the architecture target_for gives for the
+  // device (its own whenever this NVRTC knows it) and the warm-up's translation cost the caller
+  // nothing (milliseconds).
+  nvrtc::prestart_workers([major = info.cc_major, minor = info.cc_minor] {
+    return first_compile_warm_up(nvrtc::target_for(major, minor));
+  });
 }
 
 namespace {

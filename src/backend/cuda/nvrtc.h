@@ -188,17 +188,19 @@ struct WarmUp {
 };
 
 /// Starts the compile workers ahead (docs/nvrtc-workers.md, "Workers started ahead"): returns at
-/// once; a thread of its own loads NVRTC, calls `adjust` on `warm_up` (if given: e.g. to set the
-/// architecture, which needs NVRTC), starts as many workers as compiles could start (the limit,
-/// ALLOY_NVRTC_WORKERS, at most 8, less those alive) and has each compile `warm_up`; a worker that
-/// has done
-/// it is idle, as after any compile. Nothing when ALLOY_NVRTC_PRESTART=0, when workers are off
+/// once; a thread of its own loads NVRTC, makes the warm-up with `make` (there: choosing the
+/// architecture needs NVRTC, and the caller is not kept waiting for it), starts as many workers as
+/// compiles could start (the limit, ALLOY_NVRTC_WORKERS, at most 8, less those alive) and has each
+/// compile the warm-up; a worker that has done it is idle, as after any compile. `make` throwing
+/// starts nothing. Nothing when ALLOY_NVRTC_PRESTART=0, when workers are off
 /// or not found, when NVRTC is not available, or while an earlier call's thread still runs.
 /// Compiles meanwhile follow the usual rules: a worker still warming counts as started, so a
 /// compile that finds the in-process slot taken waits for it (or for the slot) rather than
 /// starting another. A worker that fails its warm-up is ended; compiles start workers as before.
 /// Never throws.
-void prestart_workers(WarmUp warm_up, std::function<void(WarmUp&)> adjust = {});
+void prestart_workers(std::function<WarmUp()> make);
+/// The same with a warm-up made already.
+void prestart_workers(WarmUp warm_up);
 /// Whether the settings ask for workers started ahead: ALLOY_NVRTC_PRESTART (env::flag, default
 /// on) and ALLOY_NVRTC_WORKERS not 0. Read now, without loading NVRTC or looking for the worker;
 /// false when either is malformed (the next compile raises the error).

@@ -495,7 +495,7 @@ constexpr int kMaxPrestarted = 8;
 // warm up at the same time. They count in `live` from the start: a compile that finds the slot
 // taken meanwhile waits for the first to be warm (or the slot) instead of starting another, whose
 // cold start would take longer than what is left of a warm-up begun earlier.
-void prestart(Pool& p, WarmUp& warm_up, const std::function<void(WarmUp&)>& adjust) {
+void prestart(Pool& p, const std::function<WarmUp()>& make) {
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   if (!available()) {
@@ -503,7 +503,7 @@ void prestart(Pool& p, WarmUp& warm_up, const std::function<void(WarmUp&)>& adju
       std::fprintf(stderr, "alloy: NVRTC workers not started ahead: NVRTC not available\n");
     return;
   }
-  if (adjust) adjust(warm_up);
+  WarmUp warm_up = make();
   wire::Request q;
   q.cubin = warm_up.cubin;
   q.source = std::move(warm_up.source);
@@ -682,7 +682,11 @@ bool prestart_wanted() {
   }
 }
 
-void prestart_workers(WarmUp warm_up, std::function<void(WarmUp&)> adjust) {
+void prestart_workers(WarmUp warm_up) {
+  prestart_workers([w = std::move(warm_up)] { return w; });
+}
+
+void prestart_workers(std::function<WarmUp()> make) {
   try {
     Pool& p = pool();  // here: its exit handler is registered before the thread starts
     {
@@ -691,9 +695,9 @@ void prestart_workers(WarmUp warm_up, std::function<void(WarmUp&)> adjust) {
       p.prestarting = true;
     }
     try {
-      std::thread([&p, w = std::move(warm_up), adjust = std::move(adjust)]() mutable {
+      std::thread([&p, make = std::move(make)] {
         try {
-          prestart(p, w, adjust);
+          prestart(p, make);
         } catch (const std::exception& e) {  // a malformed setting (the next compile says it)
           if (trace::build())
             std::fprintf(stderr, "alloy: NVRTC workers not started ahead: %s\n", e.what());
