@@ -69,10 +69,11 @@ namespace {
 
 // The graph's `pending` links and ops' `inputs` change under this lock (see scheduler.h). A spin
 // lock (oneTBB's: it backs off and then yields while another thread holds it): every hold is
-// short (a link read or changed, an op's inputs swapped, one walk of a graph), nothing is called
-// under it that takes another lock or the GIL, and its release is a plain store. A cached kernel
-// call takes it twice: with a mutex those were 4 atomic updates and two calls into libpthread
-// per call (issue 9 item 7).
+// short (a link read or changed, an op's inputs swapped, one walk of a graph), nothing under it
+// waits for another thread (no condition wait, no GIL, no driver call, no last release of an
+// op or input: docs/architecture.md), and its release is a plain store. A cached kernel call
+// takes it twice: with a mutex those were 4 atomic updates and two calls into libpthread per
+// call (issue 9 item 7).
 tbb::spin_mutex& graph_mu() {
   static tbb::spin_mutex m;
   return m;
