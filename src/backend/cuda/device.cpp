@@ -23,12 +23,12 @@ Context::Context(const Driver& drv, CUdevice dev, CUcontext ctx, CUstream stream
   allocator_ = std::make_unique<Allocator>(
       drv_, [this] { synchronize(); },
       [this] {
-        // One stream (most programs): no fence, so no driver call and no list.
-        if (!has_several_streams()) return std::vector<CUstream>{};
         make_current();  // the allocator records events (a free can happen on any thread)
         return streams();
       },
-      [this] { return this->stream(); }, [this] { make_current(); }, &several_streams_);
+      [this] { return this->stream(); }, [this] { make_current(); },
+      // One stream (most programs): no fence, so no driver call and no list.
+      &several_streams_);
 }
 
 namespace {

@@ -198,11 +198,11 @@ Enqueued check_launch(Context& ctx, const Function& fn, const alloy_cuda_head& L
   return {blocks_x, dynamic_shared_bytes};
 }
 
-namespace {
-// cuLaunchKernel of `block` with what check_launch said (`what.blocks_x` > 0).
-ALLOY_HOT void enqueue(Context& ctx, const Function& fn, const alloy_cuda_head& L,
-                       const Enqueued& what, const void* block, uint32_t buffers,
-                       const EntryLayout& layout, const char* name) {
+ALLOY_HOT void enqueue_block(Context& ctx, const Function& fn, const alloy_cuda_head& L,
+                             const Enqueued& what, const void* block, uint32_t buffers,
+                             const EntryLayout& layout, const char* label,
+                             const Context::LaunchName& name) {
+  if (!what.blocks_x) return;
   void* params[1 + ALLOY_CUDA_MAX_BUFFERS];
   auto* bytes = static_cast<unsigned char*>(const_cast<void*>(block));
   params[0] = bytes;
@@ -211,16 +211,7 @@ ALLOY_HOT void enqueue(Context& ctx, const Function& fn, const alloy_cuda_head& 
   CUresult r = ctx.driver().cuLaunchKernel(fn.handle, what.blocks_x, L.groups[1], L.groups[2],
                                            L.threadgroup[0], L.threadgroup[1], L.threadgroup[2],
                                            what.shared_bytes, ctx.stream(), params, nullptr);
-  if (r != CUDA_SUCCESS) ctx.fail(r, "cuLaunchKernel", name);
-}
-}  // namespace
-
-ALLOY_HOT void enqueue_block(Context& ctx, const Function& fn, const alloy_cuda_head& L,
-                             const Enqueued& what, const void* block, uint32_t buffers,
-                             const EntryLayout& layout, const char* label,
-                             const Context::LaunchName& name) {
-  if (!what.blocks_x) return;
-  enqueue(ctx, fn, L, what, block, buffers, layout, label ? label : fn.kernel.c_str());
+  if (r != CUDA_SUCCESS) ctx.fail(r, "cuLaunchKernel", label ? label : fn.kernel.c_str());
   ctx.note_launch(name);
 }
 
@@ -230,9 +221,8 @@ Enqueued launch_block(Context& ctx, const Function& fn, const void* block, uint3
   std::memcpy(&L, block, sizeof L);
   const Enqueued what = check_launch(ctx, fn, L, dynamic_shared_bytes, label, layout);
   if (!what.blocks_x) return what;
-  const char* name = label ? label : fn.kernel.c_str();
-  enqueue(ctx, fn, L, what, block, buffers, layout, name);
-  ctx.note_launch(name);
+  enqueue_block(ctx, fn, L, what, block, buffers, layout, label,
+                Context::launch_name(label ? label : fn.kernel.c_str()));
   return what;
 }
 
